@@ -1,0 +1,107 @@
+/* Leveled, per-subsystem logging. Callers check the level before formatting (GCOMP_LOG). */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gcomp_common.h"
+
+int gcomp_log_level = GCOMP_LOG_WARN;
+unsigned gcomp_log_subsys = GCOMP_SUB_ALL;
+
+static FILE *log_file;   /* NULL: stderr */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char host[64];
+
+static const char *const subsys_names[] = {"init", "codec", "reduce", "fabric", "tuning", "env", "shim"};
+
+static const char *subsys_name(unsigned subsys) {
+  for (unsigned i = 0; i < sizeof subsys_names / sizeof *subsys_names; i++)
+    if (subsys == 1u << i) return subsys_names[i];
+  return "all";
+}
+
+static int parse_subsys(const char *text, unsigned *mask) {
+  *mask = 0;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", text);
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    int neg = tok[0] == '^';
+    if (neg) tok++;
+    unsigned bit = 0;
+    if (strcasecmp(tok, "all") == 0) bit = GCOMP_SUB_ALL;
+    for (unsigned i = 0; i < sizeof subsys_names / sizeof *subsys_names && !bit; i++)
+      if (strcasecmp(tok, subsys_names[i]) == 0) bit = 1u << i;
+    GCOMP_FAIL_IF(!bit, GCOMP_ERR_INVALID,
+                  "GCOMP_DEBUG_SUBSYS='%s': unknown subsystem '%s' (valid: all,init,codec,"
+                  "reduce,fabric,tuning,env,shim; ^name excludes)", text, tok);
+    if (neg) *mask = (*mask ? *mask : GCOMP_SUB_ALL) & ~bit;
+    else *mask |= bit;
+  }
+  return GCOMP_OK;
+}
+
+/* Expands %h (host) and %p (pid) in a log file pattern. */
+static void expand_path(const char *pattern, char *out, size_t n) {
+  size_t o = 0;
+  for (const char *p = pattern; *p && o + 1 < n; p++) {
+    if (p[0] == '%' && (p[1] == 'h' || p[1] == 'p')) {
+      int w = p[1] == 'h' ? snprintf(out + o, n - o, "%s", host)
+                          : snprintf(out + o, n - o, "%ld", (long)getpid());
+      o += w > 0 ? (size_t)w : 0;
+      if (o >= n) o = n - 1;
+      p++;
+    } else {
+      out[o++] = *p;
+    }
+  }
+  out[o] = '\0';
+}
+
+int gcomp_log_open(void) {
+  gethostname(host, sizeof host - 1);
+  gcomp_log_level = (int)gcomp_param_int(GCOMP_P_DEBUG);
+  unsigned mask;
+  GCOMP_CHECK(parse_subsys(gcomp_param_str(GCOMP_P_DEBUG_SUBSYS), &mask));
+  gcomp_log_subsys = mask;
+  const char *pattern = gcomp_param_str(GCOMP_P_DEBUG_FILE);
+  gcomp_log_close();
+  if (pattern && *pattern) {
+    char path[4096];
+    expand_path(pattern, path, sizeof path);
+    FILE *f = fopen(path, "a");
+    GCOMP_FAIL_IF(!f, GCOMP_ERR_INVALID, "GCOMP_DEBUG_FILE: cannot open '%s'", path);
+    setvbuf(f, NULL, _IOLBF, 0);
+    log_file = f;
+  }
+  return GCOMP_OK;
+}
+
+void gcomp_log_close(void) {
+  if (log_file) fclose(log_file);
+  log_file = NULL;
+}
+
+void gcomp_log_emit(int level, unsigned subsys, const char *file, int line, const char *fmt, ...) {
+  static const char *const lv[] = {"NONE", "WARN", "INFO", "TRACE"};
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  const char *f = strrchr(file, '/');
+  pthread_mutex_lock(&log_lock);
+  fprintf(log_file ? log_file : stderr, "%s:%ld:%ld gcomp %s %s %s:%d %s\n", host, (long)getpid(),
+          (long)syscall(SYS_gettid), lv[level & 3], subsys_name(subsys), f ? f + 1 : file, line,
+          msg);
+  pthread_mutex_unlock(&log_lock);
+}
+
+uint64_t gcomp_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}

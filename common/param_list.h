@@ -1,0 +1,45 @@
+/* The parameter registry: every GCOMP_* environment variable gcomp reads, one line each.
+ * GCOMP_PARAM(ID, TYPE, DEFAULT, EXTRA, HELP) defines GCOMP_<ID>.
+ *   TYPE  INT (EXTRA "min:max"), SIZE (bytes, k/m/g suffix, EXTRA "min:max"),
+ *         BOOL (0/1/true/false/yes/no/on/off), STR (free text), ENUM (EXTRA "a|b|c").
+ * A malformed value is an error at init that names the variable and the value.
+ * No include guard: this file is included several times with different GCOMP_PARAM. */
+
+/* logging */
+GCOMP_PARAM(DEBUG, ENUM, "warn", "none|warn|info|trace",
+            "log level: none, warn, info or trace")
+GCOMP_PARAM(DEBUG_SUBSYS, STR, "all", "",
+            "comma-separated subsystems to log: init,codec,reduce,fabric,tuning,env,shim or all")
+GCOMP_PARAM(DEBUG_FILE, STR, "", "",
+            "log to this file instead of stderr; %h expands to the host name, %p to the pid")
+
+/* kernels */
+GCOMP_PARAM(ISA, ENUM, "auto", "auto|base|avx2|avx512",
+            "kernel level: auto picks the best the CPU has; asking for more than it has is an error")
+
+/* codecs and planning */
+GCOMP_PARAM(CODEC, STR, "none", "",
+            "codec spec for gcomp_allreduce when the caller passes none, e.g. bf16 or topk:ratio=0.01+ef")
+GCOMP_PARAM(INTRA_CODEC, STR, "none", "", "codec spec used inside a node (fp32 by default)")
+GCOMP_PARAM(CODEC_MIN_BYTES, SIZE, "65536", "0:1099511627776",
+            "messages smaller than this go uncompressed")
+GCOMP_PARAM(ALGO, STR, "auto", "", "allreduce algorithm: auto (cost model) or a name from gcomp-info")
+GCOMP_PARAM(ALPHA_BETA, STR, "", "",
+            "skip calibration: 'intra_alpha_us,intra_GBps,inter_alpha_us,inter_GBps'")
+GCOMP_PARAM(BUCKET_BYTES, SIZE, "26214400", "0:1099511627776", "fuse tensors into buckets up to this size")
+
+/* measurement */
+GCOMP_PARAM(STATS, STR, "", "", "write a JSON summary of per-call statistics to this path at exit")
+GCOMP_PARAM(TRACE, STR, "", "", "write a Chrome trace-event JSON file (open in Perfetto) to this path")
+
+/* transport and launch */
+GCOMP_PARAM(TIMEOUT_MS, INT, "30000", "1:86400000",
+            "a peer that does not answer within this many milliseconds is an error")
+GCOMP_PARAM(PROVIDER, STR, "tcp;ofi_rxm", "", "libfabric provider between nodes")
+GCOMP_PARAM(INTRA_PROVIDER, STR, "shm", "", "libfabric provider inside a node")
+GCOMP_PARAM(NODE_ID, STR, "", "", "node identity (overrides the host name; for emulated nodes)")
+GCOMP_PARAM(RANK, INT, "-1", "-1:1048576", "this process's rank (else from launcher variables)")
+GCOMP_PARAM(SIZE, INT, "-1", "-1:1048576", "number of ranks (else from launcher variables)")
+GCOMP_PARAM(LOCAL_RANK, INT, "-1", "-1:1048576", "rank within the node (else derived)")
+GCOMP_PARAM(ROOT, STR, "", "", "rendezvous address host:port (else MASTER_ADDR:MASTER_PORT)")
+GCOMP_PARAM(JOB_TOKEN, STR, "", "", "secret every rank presents at the rendezvous (set by the launcher)")

@@ -1,0 +1,166 @@
+/*
+ * gcomp — gradient compression and low-precision reduction for data-parallel training.
+ *
+ * This is the one public header. Every function returns a gcomp status (GCOMP_OK == 0,
+ * errors negative) unless stated otherwise; on failure a human-readable detail of what
+ * went wrong is available from gcomp_last_error() in the same thread.
+ *
+ * Thread safety: unless a function says otherwise, distinct objects may be used from
+ * distinct threads concurrently; one object must not be used from two threads at once.
+ * The library reads its environment variables (GCOMP_*) once, the first time any
+ * function that needs them runs.
+ */
+#ifndef GCOMP_H
+#define GCOMP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && defined(GCOMP_BUILDING_LIBRARY)
+#define GCOMP_API __attribute__((visibility("default")))
+#else
+#define GCOMP_API
+#endif
+
+#define GCOMP_VERSION_MAJOR 0
+#define GCOMP_VERSION_MINOR 1
+#define GCOMP_VERSION_PATCH 0
+#define GCOMP_VERSION_NUMBER \
+  (GCOMP_VERSION_MAJOR * 10000 + GCOMP_VERSION_MINOR * 100 + GCOMP_VERSION_PATCH)
+
+/* ---------------------------------------------------------------------------------------
+ * Status codes. The numbers are fixed: they are part of the ABI.
+ * ------------------------------------------------------------------------------------- */
+typedef enum {
+  GCOMP_OK = 0,
+  GCOMP_ERR_INVALID = -1,     /* bad argument, spec or environment value */
+  GCOMP_ERR_NOMEM = -2,       /* allocation failed, or a caller buffer is too small */
+  GCOMP_ERR_CORRUPT = -3,     /* a frame or file failed validation */
+  GCOMP_ERR_UNSUPPORTED = -4, /* valid request this build or machine cannot serve */
+  GCOMP_ERR_FABRIC = -5,      /* libfabric reported an error */
+  GCOMP_ERR_TIMEOUT = -6,     /* nothing happened within GCOMP_TIMEOUT_MS */
+  GCOMP_ERR_PEER = -7,        /* a peer failed or left */
+  GCOMP_ERR_BOOTSTRAP = -8    /* rank discovery or address exchange failed */
+} gcomp_status;
+
+/* Returns a static, never-NULL name for a status ("GCOMP_ERR_CORRUPT: corrupt data"). */
+GCOMP_API const char *gcomp_strerror(int status);
+
+/* Returns the detail of the last failure in the calling thread ("" when none), e.g.
+ * "codec spec 'fp16:scael=none': unknown parameter 'scael' (valid: scale, round, seed)
+ *  [codecs/spec.c:120]". The pointer stays valid until the next failing call in this thread. */
+GCOMP_API const char *gcomp_last_error(void);
+
+/* Returns "MAJOR.MINOR.PATCH". */
+GCOMP_API const char *gcomp_version(void);
+
+/* Reads and validates the GCOMP_* environment, detects the CPU and opens the log. Called
+ * implicitly by every entry point that needs it; calling it first only moves the cost and
+ * surfaces environment errors early. Thread-safe; runs once per process. Returns
+ * GCOMP_ERR_INVALID (naming the variable and value) when a variable is malformed. */
+GCOMP_API int gcomp_init(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Introspection (used by gcomp-info; stable but not performance-relevant).
+ * ------------------------------------------------------------------------------------- */
+
+/* Number of GCOMP_* parameters the library knows. */
+GCOMP_API int gcomp_param_count(void);
+
+typedef struct {
+  const char *name;     /* full variable name, e.g. "GCOMP_TIMEOUT_MS" */
+  const char *type;     /* "int", "size", "bool", "string", "enum" */
+  const char *value;    /* current value as text (the default when unset) */
+  const char *dflt;     /* default as text */
+  const char *help;     /* one line */
+  int is_set;           /* 1 when taken from the environment */
+} gcomp_param_info;
+
+/* Describes parameter i (0 <= i < gcomp_param_count()). Requires gcomp_init() to have
+ * succeeded for `value` to reflect the environment. */
+GCOMP_API int gcomp_param_describe(int i, gcomp_param_info *out);
+
+/* CPU features detected (space-separated, e.g. "sse2 avx2 f16c fma"), the kernel level in
+ * use ("base", "avx2", "avx512") and the highest level this CPU supports. */
+GCOMP_API const char *gcomp_cpu_features(void);
+GCOMP_API const char *gcomp_isa_selected(void);
+GCOMP_API const char *gcomp_isa_best(void);
+
+/* The libfabric version gcomp runs against ("1.17.0"), and the providers that offer
+ * tagged RDM endpoints on this machine, space-separated ("shm tcp;ofi_rxm net"); the
+ * latter returns the length it needs, like snprintf. */
+GCOMP_API const char *gcomp_fabric_version(void);
+GCOMP_API size_t gcomp_fabric_providers(char *buf, size_t buf_size);
+
+/* ---------------------------------------------------------------------------------------
+ * Codecs, usable without any network. Every encoded buffer is one self-describing frame
+ * (see docs/wire-format.md): a decoder needs only the frame, and validates it first.
+ *
+ * Spec grammar (the same in the API, GCOMP_CODEC and the tools):
+ *     codec[:key=value,...][+stage[:key=value,...]]...
+ * e.g. "none", "bf16", "fp16:scale=none", "bf16:round=stochastic,seed=7",
+ *      "topk:ratio=0.01+ef", "fp16+zstd:level=1".
+ * ------------------------------------------------------------------------------------- */
+typedef struct gcomp_codec gcomp_codec;
+
+/* Creates a codec from a spec. On a bad spec returns GCOMP_ERR_INVALID and
+ * gcomp_last_error() names the offending token and the valid choices. *out is NULL on
+ * failure. */
+GCOMP_API int gcomp_codec_create(const char *spec, gcomp_codec **out);
+
+/* Frees the codec and its error-feedback residuals. NULL is a no-op. */
+GCOMP_API void gcomp_codec_destroy(gcomp_codec *codec);
+
+/* Writes the canonical form of the codec's spec (every parameter spelled out, so that
+ * creating a codec from it gives the same codec) into buf; returns the length it needs
+ * (excluding the NUL), like snprintf. */
+GCOMP_API size_t gcomp_codec_spec(const gcomp_codec *codec, char *buf, size_t buf_size);
+
+/* Upper bound, in bytes, of the frame gcomp_encode() produces for `count` floats. */
+GCOMP_API size_t gcomp_codec_max_encoded_size(const gcomp_codec *codec, size_t count);
+
+/* Encodes count fp32 values into one frame at dst (dst_capacity bytes; use
+ * gcomp_codec_max_encoded_size). *dst_len receives the frame length. key names the
+ * error-feedback residual slot of this tensor (ignored without +ef). Not thread-safe for
+ * one codec (it updates residuals and counters). */
+GCOMP_API int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, size_t count,
+                           void *dst, size_t dst_capacity, size_t *dst_len);
+
+/* Validates the frame (src, src_len) and decodes it into dst[0..count). count must equal
+ * the frame's element count. GCOMP_ERR_CORRUPT when the frame is damaged, truncated, or
+ * was produced by a different codec than `codec`. Thread-safe for one codec. */
+GCOMP_API int gcomp_decode(const gcomp_codec *codec, const void *src, size_t src_len,
+                           float *dst, size_t count);
+
+/* As gcomp_decode, but acc[i] += decoded[i], fused (no temporary buffer). */
+GCOMP_API int gcomp_decode_add(const gcomp_codec *codec, const void *src, size_t src_len,
+                               float *acc, size_t count);
+
+/* Counters a codec keeps since creation (or the last reset). */
+typedef struct {
+  uint64_t frames_encoded;
+  uint64_t elements_encoded;
+  uint64_t bytes_in;          /* fp32 bytes given to gcomp_encode */
+  uint64_t bytes_out;         /* frame bytes produced */
+  uint64_t nonfinite_inputs;  /* NaN and Inf seen by the encoder (they are kept) */
+  uint64_t overflows;         /* finite values the format could not represent */
+  uint64_t underflows;        /* nonzero values that became zero */
+} gcomp_codec_stats;
+
+GCOMP_API int gcomp_codec_get_stats(const gcomp_codec *codec, gcomp_codec_stats *out);
+GCOMP_API void gcomp_codec_reset_stats(gcomp_codec *codec);
+
+/* Error-feedback residuals: save to and restore from a versioned, checksummed file, so a
+ * run resumed from a checkpoint keeps its feedback. Load fails with GCOMP_ERR_CORRUPT on a
+ * damaged file and GCOMP_ERR_INVALID when it was written by a different codec spec. */
+GCOMP_API int gcomp_codec_save_residuals(const gcomp_codec *codec, const char *path);
+GCOMP_API int gcomp_codec_load_residuals(gcomp_codec *codec, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GCOMP_H */

@@ -1,0 +1,5 @@
+if(NOT GCOMP_SANITIZE)   # a sanitized library cannot be linked by a plain consumer
+  add_test(NAME install.consumer
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/check-install.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(install.consumer PROPERTIES LABELS install TIMEOUT 300)
+endif()

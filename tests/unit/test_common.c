@@ -1,0 +1,242 @@
+/* common/: status codes, error detail, parameters, logging, CPU levels. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gcomp_common.h"
+
+static void clear_env(void) {
+  extern char **environ;
+  /* unset every GCOMP_* so that tests start from the defaults */
+  for (int again = 1; again;) {
+    again = 0;
+    for (char **e = environ; e && *e; e++) {
+      if (strncmp(*e, "GCOMP_", 6)) continue;
+      char name[128];
+      size_t n = strcspn(*e, "=");
+      snprintf(name, sizeof name, "%.*s", (int)n, *e);
+      unsetenv(name);
+      again = 1;
+      break;
+    }
+  }
+}
+
+static int setup(void **state) {
+  clear_env();
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  return 0;
+}
+
+static void test_status_codes_fixed(void **state) {
+  assert_int_equal(GCOMP_OK, 0);
+  assert_int_equal(GCOMP_ERR_INVALID, -1);
+  assert_int_equal(GCOMP_ERR_NOMEM, -2);
+  assert_int_equal(GCOMP_ERR_CORRUPT, -3);
+  assert_int_equal(GCOMP_ERR_UNSUPPORTED, -4);
+  assert_int_equal(GCOMP_ERR_FABRIC, -5);
+  assert_int_equal(GCOMP_ERR_TIMEOUT, -6);
+  assert_int_equal(GCOMP_ERR_PEER, -7);
+  assert_int_equal(GCOMP_ERR_BOOTSTRAP, -8);
+  for (int s = 0; s >= -8; s--) assert_non_null(strstr(gcomp_strerror(s), "GCOMP_"));
+  assert_non_null(strstr(gcomp_strerror(-99), "UNKNOWN"));
+  assert_non_null(strstr(gcomp_strerror(GCOMP_ERR_CORRUPT), "CORRUPT"));
+}
+
+static int inner(int x) {
+  GCOMP_FAIL_IF(x > 3, GCOMP_ERR_INVALID, "x=%d is too big", x);
+  return GCOMP_OK;
+}
+static int outer(int x) {
+  GCOMP_CHECK(inner(x));
+  return 7;
+}
+
+static void test_error_detail_and_trace(void **state) {
+  gcomp_error_clear();
+  assert_int_equal(outer(1), 7);
+  assert_string_equal(gcomp_last_error(), "");
+  assert_int_equal(outer(9), GCOMP_ERR_INVALID);
+  const char *e = gcomp_last_error();
+  assert_non_null(strstr(e, "x=9 is too big"));
+  assert_non_null(strstr(e, "unit/test_common.c:"));   /* file:line of the failure */
+  assert_non_null(strstr(e, " <- unit/test_common.c:"));  /* and of the propagation */
+}
+
+static void test_param_defaults(void **state) {
+  assert_int_equal(gcomp_param_int(GCOMP_P_TIMEOUT_MS), 30000);
+  assert_int_equal(gcomp_param_int(GCOMP_P_CODEC_MIN_BYTES), 65536);
+  assert_string_equal(gcomp_param_str(GCOMP_P_CODEC), "none");
+  assert_false(gcomp_param_is_set(GCOMP_P_CODEC));
+  assert_string_equal(gcomp_param_name(GCOMP_P_TIMEOUT_MS), "GCOMP_TIMEOUT_MS");
+  assert_int_equal(gcomp_log_level, GCOMP_LOG_WARN);
+  /* every registered default must itself be valid */
+  for (int i = 0; i < gcomp_param_count(); i++) {
+    gcomp_param_info p;
+    assert_int_equal(gcomp_param_describe(i, &p), GCOMP_OK);
+    assert_string_equal(p.value, p.dflt);
+    assert_true(strlen(p.help) > 10);
+  }
+  gcomp_param_info p;
+  assert_int_equal(gcomp_param_describe(gcomp_param_count(), &p), GCOMP_ERR_INVALID);
+}
+
+static void test_param_valid(void **state) {
+  setenv("GCOMP_TIMEOUT_MS", "1500", 1);
+  setenv("GCOMP_CODEC_MIN_BYTES", "4k", 1);
+  setenv("GCOMP_DEBUG", "INFO", 1);
+  setenv("GCOMP_CODEC", "bf16", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  assert_int_equal(gcomp_param_int(GCOMP_P_TIMEOUT_MS), 1500);
+  assert_int_equal(gcomp_param_int(GCOMP_P_CODEC_MIN_BYTES), 4096);
+  assert_int_equal(gcomp_log_level, GCOMP_LOG_INFO);
+  assert_string_equal(gcomp_param_str(GCOMP_P_CODEC), "bf16");
+  assert_true(gcomp_param_is_set(GCOMP_P_CODEC));
+  int64_t v;
+  assert_int_equal(gcomp_parse_size("2MiB", &v), GCOMP_OK);
+  assert_int_equal(v, 2 << 20);
+  assert_int_equal(gcomp_parse_size("1g", &v), GCOMP_OK);
+  assert_int_equal(v, 1 << 30);
+  assert_int_equal(gcomp_parse_size("12q", &v), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_parse_size("-1", &v), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_parse_size("", &v), GCOMP_ERR_INVALID);
+}
+
+static void expect_bad(const char *name, const char *value, const char *fragment) {
+  clear_env();
+  setenv(name, value, 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_ERR_INVALID);
+  const char *e = gcomp_last_error();
+  if (!strstr(e, name) || !strstr(e, value) || !strstr(e, fragment))
+    fail_msg("error for %s=%s lacks name/value/'%s': %s", name, value, fragment, e);
+  /* a bad value never leaves a half-applied setting behind */
+  assert_int_equal(gcomp_param_int(GCOMP_P_TIMEOUT_MS), 30000);
+  assert_int_equal(gcomp_init(), GCOMP_ERR_INVALID);   /* sticky */
+  unsetenv(name);
+}
+
+static void test_param_invalid(void **state) {
+  expect_bad("GCOMP_TIMEOUT_MS", "abc", "not an integer");
+  expect_bad("GCOMP_TIMEOUT_MS", "12x", "not an integer");
+  expect_bad("GCOMP_TIMEOUT_MS", "0", "out of range");
+  expect_bad("GCOMP_CODEC_MIN_BYTES", "lots", "byte count");
+  expect_bad("GCOMP_DEBUG", "loud", "none|warn|info|trace");
+  expect_bad("GCOMP_ISA", "sse9", "auto|base|avx2|avx512");
+  expect_bad("GCOMP_DEBUG_SUBSYS", "codec,netwrk", "netwrk");
+  clear_env();
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+static void test_unknown_variable_warns_with_suggestion(void **state) {
+  char path[] = "/tmp/gcomp-log-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  setenv("GCOMP_DEBUG_FILE", path, 1);
+  setenv("GCOMP_CODEK", "fp16", 1);
+  setenv("GCOMP_ZZZZZZZZZZZZ", "1", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  gcomp_log_close();
+  const char *log = slurp(path);
+  assert_non_null(log);
+  assert_non_null(strstr(log, "unknown variable GCOMP_CODEK ignored; did you mean GCOMP_CODEC?"));
+  assert_non_null(strstr(log, "unknown variable GCOMP_ZZZZZZZZZZZZ ignored (gcomp-info"));
+  assert_null(strstr(log, "GCOMP_DEBUG_FILE ignored"));
+  unlink(path);
+}
+
+static void test_log_file_pattern_and_levels(void **state) {
+  char pattern[256], path[256], host[64] = "";
+  gethostname(host, sizeof host - 1);
+  snprintf(pattern, sizeof pattern, "/tmp/gcomp-test-%%h-%%p.log");
+  snprintf(path, sizeof path, "/tmp/gcomp-test-%s-%ld.log", host, (long)getpid());
+  unlink(path);
+  setenv("GCOMP_DEBUG_FILE", pattern, 1);
+  setenv("GCOMP_DEBUG", "info", 1);
+  setenv("GCOMP_DEBUG_SUBSYS", "codec", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  GCOMP_INFO(GCOMP_SUB_CODEC, "visible %d", 42);
+  GCOMP_INFO(GCOMP_SUB_FABRIC, "filtered by subsystem");
+  GCOMP_TRACE(GCOMP_SUB_CODEC, "filtered by level");
+  gcomp_log_close();
+  const char *log = slurp(path);
+  assert_non_null(log);
+  assert_non_null(strstr(log, "gcomp INFO codec test_common.c:"));
+  assert_non_null(strstr(log, "visible 42"));
+  assert_null(strstr(log, "filtered"));
+  unlink(path);
+}
+
+/* Arguments must not be evaluated when the level is off. */
+static int evaluated;
+static int touch(void) { return ++evaluated; }
+static void test_log_checks_level_first(void **state) {
+  gcomp_log_level = GCOMP_LOG_WARN;
+  evaluated = 0;
+  GCOMP_TRACE(GCOMP_SUB_CODEC, "%d", touch());
+  assert_int_equal(evaluated, 0);
+}
+
+static void test_isa_levels(void **state) {
+  unsigned f = gcomp_cpu_detect();
+  gcomp_isa best = gcomp_isa_best_level(f);
+  assert_int_equal(gcomp_isa_best_level(0), GCOMP_ISA_BASE);
+  assert_int_equal(gcomp_isa_best_level(GCOMP_CPU_AVX2), GCOMP_ISA_BASE); /* needs F16C+FMA too */
+  assert_int_equal(gcomp_isa_best_level(GCOMP_CPU_AVX2 | GCOMP_CPU_F16C | GCOMP_CPU_FMA),
+                   GCOMP_ISA_AVX2);
+
+  setenv("GCOMP_ISA", "base", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  assert_int_equal(gcomp_isa_level(), GCOMP_ISA_BASE);
+  assert_string_equal(gcomp_isa_selected(), "base");
+
+  setenv("GCOMP_ISA", "avx2", 1);
+  if (best >= GCOMP_ISA_AVX2) {
+    assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+    assert_int_equal(gcomp_isa_level(), GCOMP_ISA_AVX2);
+  } else {
+    assert_int_equal(gcomp_reinit_for_testing(), GCOMP_ERR_UNSUPPORTED);
+    assert_non_null(strstr(gcomp_last_error(), "more than this CPU has"));
+  }
+  /* no AVX-512 kernels ship: asking for them is an error whatever the CPU */
+  setenv("GCOMP_ISA", "avx512", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_ERR_UNSUPPORTED);
+  assert_non_null(strstr(gcomp_last_error(), "GCOMP_ISA=avx512"));
+
+  unsetenv("GCOMP_ISA");
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  assert_int_equal(gcomp_isa_level(), best > GCOMP_ISA_AVX2 ? GCOMP_ISA_AVX2 : best);
+  if (f & GCOMP_CPU_AVX2) assert_non_null(strstr(gcomp_cpu_features(), "avx2"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup(test_status_codes_fixed, setup),
+      cmocka_unit_test_setup(test_error_detail_and_trace, setup),
+      cmocka_unit_test_setup(test_param_defaults, setup),
+      cmocka_unit_test_setup(test_param_valid, setup),
+      cmocka_unit_test_setup(test_param_invalid, setup),
+      cmocka_unit_test_setup(test_unknown_variable_warns_with_suggestion, setup),
+      cmocka_unit_test_setup(test_log_file_pattern_and_levels, setup),
+      cmocka_unit_test_setup(test_log_checks_level_first, setup),
+      cmocka_unit_test_setup(test_isa_levels, setup),
+  };
+  return cmocka_run_group_tests_name("common", tests, NULL, NULL);
+}
