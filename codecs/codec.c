@@ -1,0 +1,197 @@
+/* The public codec API: a pipeline (kind [+ef] [+lossless stage]) inside a checked frame. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec_impl.h"
+#include "ef.h"
+#include "frame.h"
+#include "lossless.h"
+#include "spec.h"
+
+struct gcomp_codec {
+  gcomp_spec spec;
+  gcomp_ef *ef;                 /* NULL without +ef */
+  uint64_t seq;                 /* frames encoded so far */
+  gcomp_codec_stats stats;
+  uint8_t *scratch;             /* encode-side payload before the lossless stage */
+  size_t scratch_cap;
+};
+
+int gcomp_codec_create(const char *spec, gcomp_codec **out) {
+  GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_codec_create: out is NULL");
+  *out = NULL;
+  GCOMP_CHECK(gcomp_init());
+  gcomp_codec *c = calloc(1, sizeof *c);
+  GCOMP_FAIL_IF(!c, GCOMP_ERR_NOMEM, "allocating a codec");
+  int s = gcomp_spec_parse(spec, &c->spec);
+  if (s == GCOMP_OK && c->spec.ef) s = gcomp_ef_create(c->spec.ef_dtype, &c->ef);
+  if (s < 0) {
+    gcomp_codec_destroy(c);
+    return gcomp_error_trace(s, __FILE__, __LINE__);
+  }
+  char canon[512];
+  gcomp_spec_print(&c->spec, canon, sizeof canon);
+  GCOMP_INFO(GCOMP_SUB_CODEC, "codec '%s' -> %s (kernels: %s)", spec, canon, gcomp_isa_selected());
+  *out = c;
+  return GCOMP_OK;
+}
+
+void gcomp_codec_destroy(gcomp_codec *codec) {
+  if (!codec) return;
+  gcomp_ef_destroy(codec->ef);
+  free(codec->scratch);
+  free(codec);
+}
+
+size_t gcomp_codec_spec(const gcomp_codec *codec, char *buf, size_t buf_size) {
+  if (!codec) return 0;
+  return gcomp_spec_print(&codec->spec, buf, buf_size);
+}
+
+size_t gcomp_codec_max_encoded_size(const gcomp_codec *codec, size_t count) {
+  /* a stage's output is only kept when it is smaller than its input */
+  return GCOMP_FRAME_HEADER + codec->spec.kind->max_payload(&codec->spec.cfg, count);
+}
+
+static int reserve(uint8_t **buf, size_t *cap, size_t need) {
+  if (*cap >= need) return GCOMP_OK;
+  uint8_t *p = realloc(*buf, need);
+  GCOMP_FAIL_IF(!p, GCOMP_ERR_NOMEM, "growing a codec buffer to %zu bytes", need);
+  *buf = p;
+  *cap = need;
+  return GCOMP_OK;
+}
+
+/* Runs the kind (with error feedback when asked) into dst. */
+static int encode_payload(gcomp_codec *c, gcomp_enc_ctx *ctx, uint64_t key, const float *src,
+                          size_t count, uint8_t *dst, size_t cap, size_t *len) {
+  const gcomp_kind *k = c->spec.kind;
+  if (!c->ef) return k->encode(&c->spec.cfg, ctx, src, count, dst, cap, len);
+  float *residual;
+  GCOMP_CHECK(gcomp_ef_slot(c->ef, key, count, &residual));
+  return k->encode_ef(k, &c->spec.cfg, ctx, src, residual, count, dst, cap, len);
+}
+
+int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, size_t count, void *dst,
+                 size_t dst_capacity, size_t *dst_len) {
+  GCOMP_FAIL_IF(!codec || !dst || !dst_len || (!src && count), GCOMP_ERR_INVALID,
+                "gcomp_encode: NULL argument");
+  gcomp_codec *c = codec;
+  size_t max = gcomp_codec_max_encoded_size(c, count);
+  GCOMP_FAIL_IF(dst_capacity < max, GCOMP_ERR_NOMEM,
+                "gcomp_encode: %zu bytes of room, %zu needed for %zu values (see "
+                "gcomp_codec_max_encoded_size)", dst_capacity, max, count);
+  uint8_t *frame = dst;
+  size_t room = dst_capacity - GCOMP_FRAME_HEADER;
+  gcomp_enc_ctx ctx = {.seq = c->seq, .stats = &c->stats, .param = 0};
+  gcomp_frame_info info = {.kind = c->spec.kind->id, .count = count,
+                           .flags = c->ef ? GCOMP_FRAME_F_EF : 0};
+  size_t len = 0;
+  const gcomp_stage *st = c->spec.stage;
+  if (!st) {
+    GCOMP_CHECK(encode_payload(c, &ctx, key, src, count, frame + GCOMP_FRAME_HEADER, room, &len));
+  } else {
+    size_t raw_max = max - GCOMP_FRAME_HEADER;
+    GCOMP_CHECK(reserve(&c->scratch, &c->scratch_cap, 2 * raw_max + 1));
+    uint8_t *raw = c->scratch, *shuf = c->scratch + raw_max;
+    size_t raw_len;
+    GCOMP_CHECK(encode_payload(c, &ctx, key, src, count, raw, raw_max, &raw_len));
+    const uint8_t *in = raw;
+    unsigned width = c->spec.kind->elem_bytes;
+    if (st->shuffle && width > 1) {
+      gcomp_shuffle(raw, raw_len, width, shuf);
+      in = shuf;
+    }
+    /* the stage must beat the raw payload by at least a byte, or the payload goes raw */
+    int s = raw_len ? st->compress(&c->spec.stage_cfg, in, raw_len, frame + GCOMP_FRAME_HEADER,
+                                   raw_len - 1, &len)
+                    : GCOMP_ERR_NOMEM;
+    if (s == GCOMP_OK) {
+      info.stage = st->id;
+      if (in == shuf) info.flags |= GCOMP_FRAME_F_SHUFFLED;
+    } else if (s == GCOMP_ERR_NOMEM) {
+      gcomp_error_clear();
+      memcpy(frame + GCOMP_FRAME_HEADER, raw, raw_len);
+      len = raw_len;
+    } else {
+      return gcomp_error_trace(s, __FILE__, __LINE__);
+    }
+  }
+  info.param = ctx.param;
+  info.payload_len = len;
+  gcomp_frame_seal(frame, &info);
+  *dst_len = GCOMP_FRAME_HEADER + len;
+  c->seq++;
+  c->stats.frames_encoded++;
+  c->stats.elements_encoded += count;
+  c->stats.bytes_in += count * sizeof(float);
+  c->stats.bytes_out += *dst_len;
+  return GCOMP_OK;
+}
+
+static int decode_frame(const gcomp_codec *c, const void *src, size_t src_len, float *dst,
+                        size_t count, int add) {
+  GCOMP_FAIL_IF(!c || (!src && src_len) || (!dst && count), GCOMP_ERR_INVALID,
+                "gcomp_decode: NULL argument");
+  gcomp_frame_info info;
+  GCOMP_CHECK(gcomp_frame_open(src, src_len, &info));
+  const gcomp_kind *k = c->spec.kind;
+  GCOMP_FAIL_IF(info.kind != k->id, GCOMP_ERR_CORRUPT,
+                "frame holds codec id %u, this codec is '%s' (id %u)", info.kind, k->name, k->id);
+  GCOMP_FAIL_IF(info.count != count, GCOMP_ERR_CORRUPT,
+                "frame holds %llu values, the caller expects %zu",
+                (unsigned long long)info.count, count);
+  const uint8_t *payload = (const uint8_t *)src + GCOMP_FRAME_HEADER;
+  if (info.stage == GCOMP_STAGE_NONE) {
+    GCOMP_FAIL_IF(info.flags & GCOMP_FRAME_F_SHUFFLED, GCOMP_ERR_CORRUPT,
+                  "frame is marked shuffled but names no lossless stage");
+    return k->decode(&c->spec.cfg, info.param, payload, info.payload_len, dst, count, add);
+  }
+  const gcomp_stage *st = c->spec.stage;
+  GCOMP_FAIL_IF(!st || st->id != info.stage, GCOMP_ERR_CORRUPT,
+                "frame was compressed with stage id %u, this codec uses %s", info.stage,
+                st ? st->name : "no lossless stage");
+  size_t raw_max = k->max_payload(&c->spec.cfg, count);
+  /* decoding is thread-safe for one codec, so its buffers are the caller's, per call */
+  uint8_t *buf = malloc(2 * raw_max + 1);
+  GCOMP_FAIL_IF(!buf, GCOMP_ERR_NOMEM, "decode buffer of %zu bytes", 2 * raw_max + 1);
+  size_t raw_len = 0;
+  int s = st->decompress(payload, info.payload_len, buf, raw_max, &raw_len);
+  const uint8_t *raw = buf;
+  if (s == GCOMP_OK && (info.flags & GCOMP_FRAME_F_SHUFFLED)) {
+    gcomp_unshuffle(buf, raw_len, k->elem_bytes ? k->elem_bytes : 1, buf + raw_max);
+    raw = buf + raw_max;
+  }
+  if (s == GCOMP_OK) s = k->decode(&c->spec.cfg, info.param, raw, raw_len, dst, count, add);
+  free(buf);
+  if (s < 0) return gcomp_error_trace(s, __FILE__, __LINE__);
+  return GCOMP_OK;
+}
+
+int gcomp_decode(const gcomp_codec *codec, const void *src, size_t src_len, float *dst,
+                 size_t count) {
+  return decode_frame(codec, src, src_len, dst, count, 0);
+}
+
+int gcomp_decode_add(const gcomp_codec *codec, const void *src, size_t src_len, float *acc,
+                     size_t count) {
+  return decode_frame(codec, src, src_len, acc, count, 1);
+}
+
+int gcomp_codec_get_stats(const gcomp_codec *codec, gcomp_codec_stats *out) {
+  GCOMP_FAIL_IF(!codec || !out, GCOMP_ERR_INVALID, "gcomp_codec_get_stats: NULL argument");
+  *out = codec->stats;
+  return GCOMP_OK;
+}
+
+void gcomp_codec_reset_stats(gcomp_codec *codec) {
+  if (codec) memset(&codec->stats, 0, sizeof codec->stats);
+}
+
+int gcomp_codec_save_residuals(const gcomp_codec *codec, const char *path) {
+  GCOMP_FAIL(GCOMP_ERR_UNSUPPORTED, "saving residuals is not implemented yet");
+}
+
+int gcomp_codec_load_residuals(gcomp_codec *codec, const char *path) {
+  GCOMP_FAIL(GCOMP_ERR_UNSUPPORTED, "loading residuals is not implemented yet");
+}

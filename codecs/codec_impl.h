@@ -1,0 +1,100 @@
+/* Internal: how a codec kind (none, fp16, bf16, topk, ...) plugs into the codec pipeline.
+ *
+ * A codec is a pipeline built from a spec: one kind (the lossy or identity transform of
+ * fp32 values into a payload), optionally error feedback around it (+ef), optionally one
+ * lossless stage over the payload bytes (+zstd, +igzip). codec.c owns the pipeline and
+ * the frame; a kind only turns floats into payload bytes and back.
+ */
+#ifndef GCOMP_CODEC_IMPL_H
+#define GCOMP_CODEC_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gcomp_common.h"
+
+/* Wire ids of the kinds. Fixed forever once shipped: they are in every frame. */
+enum {
+  GCOMP_KIND_NONE = 1,
+  GCOMP_KIND_FP16 = 2,
+  GCOMP_KIND_BF16 = 3,
+  GCOMP_KIND_TOPK = 4,
+  GCOMP_KIND_TEST_BIASED = 250   /* deliberately wrong codec for the harness's own tests */
+};
+
+/* Room for any kind's parsed parameters; a kind casts it to its own struct. */
+enum { GCOMP_KIND_CFG_BYTES = 64 };
+typedef union {
+  unsigned char bytes[GCOMP_KIND_CFG_BYTES];
+  uint64_t align_u64;
+  double align_dbl;
+} gcomp_kind_cfg;
+
+/* Per-call context of an encode. */
+typedef struct {
+  uint64_t seq;               /* frames this codec encoded before this one (stochastic
+                                 rounding keys its generator on (seed, seq, index)) */
+  gcomp_codec_stats *stats;   /* counters to update (nonfinite, overflows, underflows) */
+  uint32_t param;             /* out: a per-frame word stored in the frame header and handed
+                                 back to decode (e.g. fp16's power-of-two scale) */
+} gcomp_enc_ctx;
+
+typedef struct gcomp_kind gcomp_kind;
+struct gcomp_kind {
+  const char *name;     /* spec name: "fp16" */
+  uint8_t id;           /* GCOMP_KIND_* */
+  const char *keys;     /* valid parameter keys, ", "-separated, for error messages */
+  unsigned elem_bytes;  /* payload element width for the byte shuffle of a lossless stage
+                           (0: the payload has no fixed element width, do not shuffle) */
+
+  /* Fills cfg with defaults. */
+  void (*defaults)(gcomp_kind_cfg *cfg);
+  /* Applies key=value. On a bad key or value returns GCOMP_ERR_INVALID with a detail that
+   * names the key (and value) and lists the valid choices. */
+  int (*set)(gcomp_kind_cfg *cfg, const char *key, const char *value);
+  /* Checks the combination once all keys are set. */
+  int (*validate)(const gcomp_kind_cfg *cfg);
+  /* Writes the canonical "k=v,k=v" parameter list (all parameters, fixed order) like
+   * snprintf; "" when the kind has none. */
+  size_t (*print)(const gcomp_kind_cfg *cfg, char *buf, size_t n);
+
+  /* Upper bound of the payload for count values. */
+  size_t (*max_payload)(const gcomp_kind_cfg *cfg, size_t count);
+  /* Encodes count values into dst (capacity cap), sets *len. */
+  int (*encode)(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const float *restrict src,
+                size_t count, uint8_t *restrict dst, size_t cap, size_t *len);
+  /* Decodes a payload of len bytes holding count values; add != 0 means dst[i] += value.
+   * Must validate everything it reads (GCOMP_ERR_CORRUPT) and never read past len. */
+  int (*decode)(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
+                size_t len, float *restrict dst, size_t count, int add);
+  /* Error feedback fused with the encode: x = grad + residual; encode x; residual =
+   * x - decode(encode(x)). Kinds without a fused version use gcomp_ef_encode_generic. */
+  int (*encode_ef)(const gcomp_kind *kind, const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx,
+                   const float *restrict grad, float *restrict residual, size_t count,
+                   uint8_t *restrict dst, size_t cap, size_t *len);
+};
+
+/* The registry (codecs/registry.c). */
+const gcomp_kind *gcomp_kind_find(const char *name);
+const gcomp_kind *gcomp_kind_by_id(uint8_t id);
+/* "none, fp16, bf16, topk": the names a user may write, for error messages. */
+const char *gcomp_kind_names(void);
+
+/* Error feedback done the plain way, for kinds without a fused encode_ef: three passes
+ * and one temporary buffer. */
+int gcomp_ef_encode_generic(const gcomp_kind *kind, const gcomp_kind_cfg *cfg,
+                            gcomp_enc_ctx *ctx, const float *restrict grad,
+                            float *restrict residual, size_t count, uint8_t *restrict dst,
+                            size_t cap, size_t *len);
+
+/* Helpers for kinds' set(): parse a number or a choice, failing with a message that
+ * names the kind, key and value. */
+int gcomp_kv_double(const char *kind, const char *key, const char *value, double lo, double hi,
+                    double *out);
+int gcomp_kv_u64(const char *kind, const char *key, const char *value, uint64_t lo, uint64_t hi,
+                 uint64_t *out);
+/* choices: "a|b|c"; returns the index in *out */
+int gcomp_kv_choice(const char *kind, const char *key, const char *value, const char *choices,
+                    int *out);
+
+#endif /* GCOMP_CODEC_IMPL_H */

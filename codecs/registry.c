@@ -1,0 +1,81 @@
+/* The table of codec kinds, and the parameter parsing helpers every kind shares. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec_impl.h"
+
+extern const gcomp_kind gcomp_kind_none;
+
+static const gcomp_kind *const kinds[] = {
+    &gcomp_kind_none,
+};
+enum { NKINDS = sizeof kinds / sizeof *kinds };
+
+const gcomp_kind *gcomp_kind_find(const char *name) {
+  for (size_t i = 0; i < NKINDS; i++)
+    if (strcmp(kinds[i]->name, name) == 0) return kinds[i];
+  return NULL;
+}
+
+const gcomp_kind *gcomp_kind_by_id(uint8_t id) {
+  for (size_t i = 0; i < NKINDS; i++)
+    if (kinds[i]->id == id) return kinds[i];
+  return NULL;
+}
+
+const char *gcomp_kind_names(void) {
+  static char names[256];
+  if (names[0]) return names;
+  for (size_t i = 0; i < NKINDS; i++) {
+    if (kinds[i]->id >= GCOMP_KIND_TEST_BIASED) continue;   /* test kinds stay unadvertised */
+    size_t len = strlen(names);
+    snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", kinds[i]->name);
+  }
+  return names;
+}
+
+int gcomp_kv_double(const char *kind, const char *key, const char *value, double lo, double hi,
+                    double *out) {
+  errno = 0;
+  char *end = NULL;
+  double v = strtod(value, &end);
+  GCOMP_FAIL_IF(errno || end == value || *end != '\0' || !isfinite(v), GCOMP_ERR_INVALID,
+                "%s: %s='%s' is not a number", kind, key, value);
+  GCOMP_FAIL_IF(v < lo || v > hi, GCOMP_ERR_INVALID, "%s: %s='%s' is out of range [%g, %g]", kind,
+                key, value, lo, hi);
+  *out = v;
+  return GCOMP_OK;
+}
+
+int gcomp_kv_u64(const char *kind, const char *key, const char *value, uint64_t lo, uint64_t hi,
+                 uint64_t *out) {
+  errno = 0;
+  char *end = NULL;
+  unsigned long long v = strtoull(value, &end, 10);
+  GCOMP_FAIL_IF(errno || end == value || *end != '\0' || value[0] == '-', GCOMP_ERR_INVALID,
+                "%s: %s='%s' is not a non-negative integer", kind, key, value);
+  GCOMP_FAIL_IF(v < lo || v > hi, GCOMP_ERR_INVALID, "%s: %s='%s' is out of range [%llu, %llu]",
+                kind, key, value, (unsigned long long)lo, (unsigned long long)hi);
+  *out = v;
+  return GCOMP_OK;
+}
+
+int gcomp_kv_choice(const char *kind, const char *key, const char *value, const char *choices,
+                    int *out) {
+  int idx = 0;
+  size_t n = strlen(value);
+  for (const char *p = choices;; idx++) {
+    const char *bar = strchr(p, '|');
+    size_t len = bar ? (size_t)(bar - p) : strlen(p);
+    if (len == n && strncmp(p, value, n) == 0) {
+      *out = idx;
+      return GCOMP_OK;
+    }
+    if (!bar) break;
+    p = bar + 1;
+  }
+  GCOMP_FAIL(GCOMP_ERR_INVALID, "%s: %s='%s' is not one of %s", kind, key, value, choices);
+}

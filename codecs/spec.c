@@ -1,0 +1,138 @@
+/* Parser and printer for codec spec strings ("topk:ratio=0.01+ef+zstd:level=1"). */
+#include <stdio.h>
+#include <string.h>
+
+#include "spec.h"
+
+enum { MAX_SPEC = 512 };
+
+/* Applies "k=v,k=v" through set(); the detail of a failure names the key. */
+typedef int (*set_fn)(void *cfg, const char *key, const char *value);
+
+static int apply_params(const char *what, char *params, set_fn set, void *cfg) {
+  char *save = NULL;
+  for (char *kv = strtok_r(params, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(kv, '=');
+    GCOMP_FAIL_IF(!eq, GCOMP_ERR_INVALID, "%s: parameter '%s' needs a value (%s=...)", what, kv, kv);
+    *eq = '\0';
+    GCOMP_FAIL_IF(!kv[0], GCOMP_ERR_INVALID, "%s: empty parameter name before '=%s'", what, eq + 1);
+    GCOMP_FAIL_IF(!eq[1], GCOMP_ERR_INVALID, "%s: parameter '%s' has an empty value", what, kv);
+    GCOMP_CHECK(set(cfg, kv, eq + 1));
+  }
+  return GCOMP_OK;
+}
+
+typedef struct {
+  const gcomp_kind *kind;
+  gcomp_kind_cfg *cfg;
+} kind_target;
+static int kind_set(void *target, const char *key, const char *value) {
+  kind_target *t = target;
+  return t->kind->set(t->cfg, key, value);
+}
+
+typedef struct {
+  const gcomp_stage *stage;
+  gcomp_stage_cfg *cfg;
+} stage_target;
+static int stage_set(void *target, const char *key, const char *value) {
+  stage_target *t = target;
+  return t->stage->set(t->cfg, key, value);
+}
+
+static int ef_set(void *dtype, const char *key, const char *value) {
+  GCOMP_FAIL_IF(strcmp(key, "dtype") != 0, GCOMP_ERR_INVALID,
+                "ef: unknown parameter '%s' (valid: dtype)", key);
+  return gcomp_kv_choice("ef", key, value, "fp32|bf16", (int *)dtype);
+}
+
+static int parse_token(gcomp_spec *out, char *tok, int first) {
+  char *colon = strchr(tok, ':');
+  char *params = NULL;
+  if (colon) {
+    *colon = '\0';
+    params = colon + 1;
+    GCOMP_FAIL_IF(!*params, GCOMP_ERR_INVALID, "'%s:' is followed by no parameters", tok);
+  }
+  GCOMP_FAIL_IF(!*tok, GCOMP_ERR_INVALID,
+                first ? "the codec name is empty (valid: %s)" : "empty stage name (valid: ef, %s)",
+                first ? gcomp_kind_names() : gcomp_stage_names());
+  if (first) {
+    const gcomp_kind *k = gcomp_kind_find(tok);
+    GCOMP_FAIL_IF(!k, GCOMP_ERR_INVALID, "unknown codec '%s' (valid: %s)", tok, gcomp_kind_names());
+    out->kind = k;
+    k->defaults(&out->cfg);
+    kind_target t = {k, &out->cfg};
+    if (params) GCOMP_CHECK(apply_params(k->name, params, kind_set, &t));
+    GCOMP_CHECK(k->validate(&out->cfg));
+    return GCOMP_OK;
+  }
+  if (strcmp(tok, "ef") == 0) {
+    GCOMP_FAIL_IF(out->ef, GCOMP_ERR_INVALID, "'+ef' appears twice");
+    GCOMP_FAIL_IF(out->stage, GCOMP_ERR_INVALID,
+                  "'+ef' must come before the lossless stage '+%s'", out->stage->name);
+    out->ef = 1;
+    out->ef_dtype = GCOMP_EF_FP32;
+    if (params) GCOMP_CHECK(apply_params("ef", params, ef_set, &out->ef_dtype));
+    return GCOMP_OK;
+  }
+  const gcomp_stage *st = gcomp_stage_find(tok);
+  GCOMP_FAIL_IF(!st && gcomp_kind_find(tok), GCOMP_ERR_INVALID,
+                "'%s' is a codec, not a stage: only one codec per spec, first", tok);
+  GCOMP_FAIL_IF(!st, GCOMP_ERR_INVALID, "unknown stage '%s' (valid: ef, %s)", tok,
+                gcomp_stage_names());
+  GCOMP_FAIL_IF(out->stage, GCOMP_ERR_INVALID, "a second lossless stage '+%s' (one at most)", tok);
+  out->stage = st;
+  st->defaults(&out->stage_cfg);
+  stage_target t = {st, &out->stage_cfg};
+  if (params) GCOMP_CHECK(apply_params(st->name, params, stage_set, &t));
+  return GCOMP_OK;
+}
+
+int gcomp_spec_parse(const char *text, gcomp_spec *out) {
+  GCOMP_FAIL_IF(!text || !out, GCOMP_ERR_INVALID, "codec spec is NULL");
+  size_t len = strlen(text);
+  GCOMP_FAIL_IF(len == 0, GCOMP_ERR_INVALID, "codec spec is empty (valid codecs: %s)",
+                gcomp_kind_names());
+  GCOMP_FAIL_IF(len >= MAX_SPEC, GCOMP_ERR_INVALID, "codec spec is %zu characters long (limit %d)",
+                len, MAX_SPEC - 1);
+  for (const char *p = text; *p; p++)
+    GCOMP_FAIL_IF(*p == ' ' || *p == '\t' || *p == '\n', GCOMP_ERR_INVALID,
+                  "codec spec '%s' contains white space", text);
+  char buf[MAX_SPEC];
+  memcpy(buf, text, len + 1);
+  memset(out, 0, sizeof *out);
+
+  int status = GCOMP_OK;
+  char *tok = buf;
+  for (int first = 1; status == GCOMP_OK; first = 0) {
+    char *plus = strchr(tok, '+');
+    if (plus) *plus = '\0';
+    status = parse_token(out, tok, first);
+    if (!plus) break;
+    tok = plus + 1;
+  }
+  if (status < 0) {
+    char detail[900];
+    snprintf(detail, sizeof detail, "%s", gcomp_last_error());
+    GCOMP_FAIL(status, "codec spec '%s': %s", text, detail);
+  }
+  return GCOMP_OK;
+}
+
+size_t gcomp_spec_print(const gcomp_spec *spec, char *buf, size_t n) {
+  char tmp[MAX_SPEC * 2], params[MAX_SPEC];
+  size_t o = 0;
+  spec->kind->print(&spec->cfg, params, sizeof params);
+  o += (size_t)snprintf(tmp + o, sizeof tmp - o, "%s%s%s", spec->kind->name, params[0] ? ":" : "",
+                        params);
+  if (spec->ef && o < sizeof tmp)
+    o += (size_t)snprintf(tmp + o, sizeof tmp - o, "+ef:dtype=%s",
+                          spec->ef_dtype == GCOMP_EF_BF16 ? "bf16" : "fp32");
+  if (spec->stage && o < sizeof tmp) {
+    spec->stage->print(&spec->stage_cfg, params, sizeof params);
+    o += (size_t)snprintf(tmp + o, sizeof tmp - o, "+%s%s%s", spec->stage->name,
+                          params[0] ? ":" : "", params);
+  }
+  return (size_t)snprintf(buf, n, "%s", tmp);
+}

@@ -1,0 +1,244 @@
+/* The codec pipeline: spec parsing and printing, frames, checksums, the identity kind,
+ * error feedback plumbing and the zstd stage. Kind-specific tests live beside each kind. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "codec_impl.h"
+#include "frame.h"
+#include "gcomp.h"
+#include "spec.h"
+
+static float *gradient(size_t n, unsigned seed) {
+  float *g = malloc((n ? n : 1) * sizeof *g);
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t i = 0; i < n; i++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    g[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5) * 2e-3f;
+  }
+  return g;
+}
+
+static void expect_spec_error(const char *spec, const char *fragment) {
+  gcomp_codec *c = (gcomp_codec *)0x1;
+  int s = gcomp_codec_create(spec, &c);
+  if (s != GCOMP_ERR_INVALID) fail_msg("spec '%s' gave %d, expected GCOMP_ERR_INVALID", spec, s);
+  assert_null(c);
+  if (!strstr(gcomp_last_error(), fragment))
+    fail_msg("spec '%s': error '%s' lacks '%s'", spec, gcomp_last_error(), fragment);
+}
+
+static void test_spec_errors_name_the_token(void **state) {
+  expect_spec_error("", "empty");
+  expect_spec_error("fp61", "unknown codec 'fp61' (valid: none");
+  expect_spec_error("none:x=1", "unknown parameter 'x'");
+  expect_spec_error("none+zstd:level=99", "level='99' is out of range");
+  expect_spec_error("none+zstd:lvl=1", "unknown parameter 'lvl'");
+  expect_spec_error("none+zstd:level", "parameter 'level' needs a value");
+  expect_spec_error("none+zstd:level=", "empty value");
+  expect_spec_error("none+zstd:", "followed by no parameters");
+  expect_spec_error("none+", "empty stage name");
+  expect_spec_error("none++zstd", "empty stage name");
+  expect_spec_error("none+lz4", "unknown stage 'lz4' (valid: ef, zstd");
+  expect_spec_error("none+ef+ef", "'+ef' appears twice");
+  expect_spec_error("none+zstd+ef", "must come before the lossless stage");
+  expect_spec_error("none+zstd+zstd", "second lossless stage");
+  expect_spec_error("none+none", "is a codec, not a stage");
+  expect_spec_error("none+ef:dtype=fp8", "dtype='fp8' is not one of fp32|bf16");
+  expect_spec_error("none + ef", "white space");
+  /* the whole spec is quoted so the user sees which of several specs was wrong */
+  expect_spec_error("none+lz4", "codec spec 'none+lz4'");
+}
+
+static void test_spec_canonical_roundtrip(void **state) {
+  const char *specs[] = {"none", "none+ef", "none+zstd", "none+ef+zstd:level=3",
+                         "none+ef:dtype=fp32+zstd:level=1"};
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    gcomp_codec *a, *b;
+    assert_int_equal(gcomp_codec_create(specs[i], &a), GCOMP_OK);
+    char ca[256], cb[256];
+    size_t n = gcomp_codec_spec(a, ca, sizeof ca);
+    assert_int_equal(n, strlen(ca));
+    assert_int_equal(gcomp_codec_create(ca, &b), GCOMP_OK);
+    gcomp_codec_spec(b, cb, sizeof cb);
+    assert_string_equal(ca, cb);
+    gcomp_codec_destroy(a);
+    gcomp_codec_destroy(b);
+  }
+  gcomp_codec *c;
+  assert_int_equal(gcomp_codec_create("none+ef+zstd", &c), GCOMP_OK);
+  char buf[8];
+  size_t need = gcomp_codec_spec(c, buf, sizeof buf);
+  assert_string_equal(buf, "none+ef");  /* truncated like snprintf */
+  assert_true(need > sizeof buf);
+  gcomp_codec_destroy(c);
+}
+
+static void roundtrip(const char *spec, size_t n) {
+  gcomp_codec *c;
+  assert_int_equal(gcomp_codec_create(spec, &c), GCOMP_OK);
+  float *g = gradient(n, (unsigned)n + 1);
+  size_t cap = gcomp_codec_max_encoded_size(c, n), len = 0;
+  uint8_t *frame = malloc(cap);
+  assert_int_equal(gcomp_encode(c, 7, g, n, frame, cap, &len), GCOMP_OK);
+  assert_true(len <= cap);
+  float *out = malloc((n ? n : 1) * sizeof *out);
+  assert_int_equal(gcomp_decode(c, frame, len, out, n), GCOMP_OK);
+  assert_memory_equal(out, g, n * sizeof *g);   /* none is lossless, bit for bit */
+  for (size_t i = 0; i < n; i++) out[i] = 1.0f;
+  assert_int_equal(gcomp_decode_add(c, frame, len, out, n), GCOMP_OK);
+  for (size_t i = 0; i < n; i++) assert_true(out[i] == 1.0f + g[i]);
+  free(out);
+  free(frame);
+  free(g);
+  gcomp_codec_destroy(c);
+}
+
+static void test_none_roundtrip(void **state) {
+  size_t sizes[] = {0, 1, 2, 3, 17, 1000, 65537};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    roundtrip("none", sizes[i]);
+    roundtrip("none+zstd", sizes[i]);
+    roundtrip("none+zstd:level=5", sizes[i]);
+  }
+}
+
+static void test_zstd_stage_shrinks_or_goes_raw(void **state) {
+  gcomp_codec *c;
+  assert_int_equal(gcomp_codec_create("none+zstd", &c), GCOMP_OK);
+  size_t n = 1 << 16;
+  float *zeros = calloc(n, sizeof *zeros);
+  size_t cap = gcomp_codec_max_encoded_size(c, n), len;
+  uint8_t *frame = malloc(cap);
+  assert_int_equal(gcomp_encode(c, 0, zeros, n, frame, cap, &len), GCOMP_OK);
+  assert_true(len < n * 4 / 50);          /* zeros compress */
+  assert_int_equal(frame[6], GCOMP_STAGE_ZSTD);
+  /* random bytes do not compress: the payload goes raw, never larger */
+  uint32_t *noise = (uint32_t *)zeros;
+  uint64_t s = 88172645463325252ull;
+  for (size_t i = 0; i < n; i++) s ^= s << 13, s ^= s >> 7, s ^= s << 17, noise[i] = (uint32_t)s;
+  assert_int_equal(gcomp_encode(c, 0, zeros, n, frame, cap, &len), GCOMP_OK);
+  assert_int_equal(len, GCOMP_FRAME_HEADER + n * 4);
+  assert_int_equal(frame[6], GCOMP_STAGE_NONE);
+  float *out = malloc(n * sizeof *out);
+  assert_int_equal(gcomp_decode(c, frame, len, out, n), GCOMP_OK);
+  assert_memory_equal(out, zeros, n * 4);
+  free(out);
+  free(frame);
+  free(zeros);
+  gcomp_codec_destroy(c);
+}
+
+static void test_corrupt_frames_rejected(void **state) {
+  gcomp_codec *c, *z;
+  assert_int_equal(gcomp_codec_create("none", &c), GCOMP_OK);
+  assert_int_equal(gcomp_codec_create("none+zstd", &z), GCOMP_OK);
+  size_t n = 64;
+  float g[64], out[64];
+  for (size_t i = 0; i < n; i++) g[i] = (float)i * 0.25f;
+  uint8_t frame[512], bad[512];
+  size_t len;
+  gcomp_codec *codecs[] = {c, z};
+  for (int which = 0; which < 2; which++) {
+    gcomp_codec *cc = codecs[which];
+    assert_int_equal(gcomp_encode(cc, 0, g, n, frame, sizeof frame, &len), GCOMP_OK);
+    /* every single-bit flip anywhere in the frame is caught */
+    for (size_t bit = 0; bit < len * 8; bit++) {
+      memcpy(bad, frame, len);
+      bad[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+      int s = gcomp_decode(cc, bad, len, out, n);
+      if (s != GCOMP_ERR_CORRUPT) fail_msg("bit %zu flipped: status %d", bit, s);
+    }
+    /* every truncation */
+    for (size_t cut = 0; cut < len; cut++)
+      assert_int_equal(gcomp_decode(cc, frame, cut, out, n), GCOMP_ERR_CORRUPT);
+    /* trailing garbage */
+    memcpy(bad, frame, len);
+    bad[len] = 0;
+    assert_int_equal(gcomp_decode(cc, bad, len + 1, out, n), GCOMP_ERR_CORRUPT);
+    /* wrong element count */
+    assert_int_equal(gcomp_decode(cc, frame, len, out, n - 1), GCOMP_ERR_CORRUPT);
+    assert_non_null(strstr(gcomp_last_error(), "frame holds 64 values, the caller expects 63"));
+  }
+  /* a frame from one pipeline is refused by another */
+  assert_int_equal(gcomp_encode(z, 0, g, n, frame, sizeof frame, &len), GCOMP_OK);
+  if (frame[6] == GCOMP_STAGE_ZSTD)
+    assert_int_equal(gcomp_decode(c, frame, len, out, n), GCOMP_ERR_CORRUPT);
+  /* a frame whose header names an unknown version */
+  assert_int_equal(gcomp_encode(c, 0, g, n, frame, sizeof frame, &len), GCOMP_OK);
+  frame[4] = 9;
+  assert_int_equal(gcomp_decode(c, frame, len, out, n), GCOMP_ERR_CORRUPT);
+  assert_non_null(strstr(gcomp_last_error(), "version 9"));
+  gcomp_codec_destroy(c);
+  gcomp_codec_destroy(z);
+}
+
+static void test_encode_checks_capacity(void **state) {
+  gcomp_codec *c;
+  assert_int_equal(gcomp_codec_create("none", &c), GCOMP_OK);
+  float g[10] = {0};
+  uint8_t frame[64];
+  size_t len;
+  assert_int_equal(gcomp_encode(c, 0, g, 10, frame, sizeof frame, &len), GCOMP_ERR_NOMEM);
+  assert_non_null(strstr(gcomp_last_error(), "gcomp_codec_max_encoded_size"));
+  assert_int_equal(gcomp_encode(c, 0, NULL, 10, frame, sizeof frame, &len), GCOMP_ERR_INVALID);
+  gcomp_codec_destroy(c);
+}
+
+static void test_stats_and_nonfinite(void **state) {
+  gcomp_codec *c;
+  assert_int_equal(gcomp_codec_create("none", &c), GCOMP_OK);
+  float g[4] = {1.0f, NAN, INFINITY, -INFINITY}, out[4];
+  uint8_t frame[128];
+  size_t len;
+  assert_int_equal(gcomp_encode(c, 0, g, 4, frame, sizeof frame, &len), GCOMP_OK);
+  gcomp_codec_stats st;
+  assert_int_equal(gcomp_codec_get_stats(c, &st), GCOMP_OK);
+  assert_int_equal(st.nonfinite_inputs, 3);
+  assert_int_equal(st.frames_encoded, 1);
+  assert_int_equal(st.bytes_in, 16);
+  assert_int_equal(st.bytes_out, len);
+  assert_int_equal(gcomp_decode(c, frame, len, out, 4), GCOMP_OK);
+  assert_true(isnan(out[1]) && out[2] == INFINITY && out[3] == -INFINITY);
+  gcomp_codec_reset_stats(c);
+  assert_int_equal(gcomp_codec_get_stats(c, &st), GCOMP_OK);
+  assert_int_equal(st.frames_encoded, 0);
+  gcomp_codec_destroy(c);
+}
+
+static void test_ef_key_shape_change(void **state) {
+  gcomp_codec *c;
+  assert_int_equal(gcomp_codec_create("none+ef", &c), GCOMP_OK);
+  float g[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
+  uint8_t frame[128];
+  size_t len;
+  assert_int_equal(gcomp_encode(c, 42, g, 8, frame, sizeof frame, &len), GCOMP_OK);
+  assert_int_equal(gcomp_decode(c, frame, len, out, 8), GCOMP_OK);
+  assert_memory_equal(out, g, sizeof g);   /* identity: no residual */
+  assert_int_equal(gcomp_encode(c, 42, g, 7, frame, sizeof frame, &len), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "key 42 had 8 elements and now has 7"));
+  for (uint64_t k = 0; k < 100; k++)   /* many keys: the table grows */
+    assert_int_equal(gcomp_encode(c, k * 1000003, g, 8, frame, sizeof frame, &len), GCOMP_OK);
+  gcomp_codec_destroy(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_spec_errors_name_the_token),
+      cmocka_unit_test(test_spec_canonical_roundtrip),
+      cmocka_unit_test(test_none_roundtrip),
+      cmocka_unit_test(test_zstd_stage_shrinks_or_goes_raw),
+      cmocka_unit_test(test_corrupt_frames_rejected),
+      cmocka_unit_test(test_encode_checks_capacity),
+      cmocka_unit_test(test_stats_and_nonfinite),
+      cmocka_unit_test(test_ef_key_shape_change),
+  };
+  return cmocka_run_group_tests_name("codec", tests, NULL, NULL);
+}

@@ -1,0 +1,40 @@
+/* gcomp-bench: measures gcomp against references taken in the same run. Subcommands
+ * register themselves (tools/bench_*.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+#include "gcomp.h"
+
+enum { MAX_CMDS = 16 };
+static struct {
+  const char *name, *help;
+  gcomp_bench_cmd_fn fn;
+} cmds[MAX_CMDS];
+static int ncmds;
+
+void gcomp_bench_register(const char *name, gcomp_bench_cmd_fn fn, const char *help) {
+  if (ncmds < MAX_CMDS) cmds[ncmds++] = (__typeof__(cmds[0])){name, help, fn};
+}
+
+static void usage(FILE *out) {
+  fprintf(out, "usage: gcomp-bench COMMAND [options]   (COMMAND -h for its options)\n");
+  for (int i = 0; i < ncmds; i++) fprintf(out, "  %-10s %s\n", cmds[i].name, cmds[i].help);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  int s = gcomp_init();
+  if (s != GCOMP_OK) {
+    fprintf(stderr, "gcomp-bench: %s: %s\n", gcomp_strerror(s), gcomp_last_error());
+    return 1;
+  }
+  for (int i = 0; i < ncmds; i++)
+    if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "gcomp-bench: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

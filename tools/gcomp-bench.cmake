@@ -1,0 +1,6 @@
+# gcomp-bench: every tools/bench_*.c registers its own subcommand or kernel suite. It links
+# the static library with internal headers, as fabtests do, to time layers directly.
+file(GLOB GCOMP_BENCH_SRC CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/bench_*.c)
+add_executable(gcomp-bench gcomp-bench.c ${GCOMP_BENCH_SRC})
+target_link_libraries(gcomp-bench PRIVATE gcomp_internal m)
+install(TARGETS gcomp-bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
