@@ -92,23 +92,19 @@ int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, size_t coun
     GCOMP_CHECK(encode_payload(c, &ctx, key, src, count, frame + GCOMP_FRAME_HEADER, room, &len));
   } else {
     size_t raw_max = max - GCOMP_FRAME_HEADER;
-    GCOMP_CHECK(reserve(&c->scratch, &c->scratch_cap, 2 * raw_max + 1));
-    uint8_t *raw = c->scratch, *shuf = c->scratch + raw_max;
+    GCOMP_CHECK(reserve(&c->scratch, &c->scratch_cap, raw_max + 1));
+    uint8_t *raw = c->scratch;
     size_t raw_len;
     GCOMP_CHECK(encode_payload(c, &ctx, key, src, count, raw, raw_max, &raw_len));
-    const uint8_t *in = raw;
-    unsigned width = c->spec.kind->elem_bytes;
-    if (st->shuffle && width > 1) {
-      gcomp_shuffle(raw, raw_len, width, shuf);
-      in = shuf;
-    }
     /* the stage must beat the raw payload by at least a byte, or the payload goes raw */
-    int s = raw_len ? st->compress(&c->spec.stage_cfg, in, raw_len, frame + GCOMP_FRAME_HEADER,
-                                   raw_len - 1, &len)
-                    : GCOMP_ERR_NOMEM;
+    uint8_t sflags = 0;
+    int s = raw_len > 1 ? gcomp_stage_encode(st, &c->spec.stage_cfg, c->spec.kind->elem_bytes,
+                                             raw, raw_len, frame + GCOMP_FRAME_HEADER,
+                                             raw_len - 1, &len, &sflags)
+                        : GCOMP_ERR_NOMEM;
     if (s == GCOMP_OK) {
       info.stage = st->id;
-      if (in == shuf) info.flags |= GCOMP_FRAME_F_SHUFFLED;
+      info.flags |= sflags;
     } else if (s == GCOMP_ERR_NOMEM) {
       gcomp_error_clear();
       memcpy(frame + GCOMP_FRAME_HEADER, raw, raw_len);
@@ -142,30 +138,19 @@ static int decode_frame(const gcomp_codec *c, const void *src, size_t src_len, f
                 "frame holds %llu values, the caller expects %zu",
                 (unsigned long long)info.count, count);
   const uint8_t *payload = (const uint8_t *)src + GCOMP_FRAME_HEADER;
-  if (info.stage == GCOMP_STAGE_NONE) {
-    GCOMP_FAIL_IF(info.flags & GCOMP_FRAME_F_SHUFFLED, GCOMP_ERR_CORRUPT,
-                  "frame is marked shuffled but names no lossless stage");
+  if (info.stage == GCOMP_STAGE_NONE)   /* gcomp_frame_open refused shuffle flags here */
     return k->decode(&c->spec.cfg, info.param, payload, info.payload_len, dst, count, add);
-  }
   const gcomp_stage *st = c->spec.stage;
   GCOMP_FAIL_IF(!st || st->id != info.stage, GCOMP_ERR_CORRUPT,
                 "frame was compressed with stage id %u, this codec uses %s", info.stage,
                 st ? st->name : "no lossless stage");
-  size_t raw_max = k->max_payload(&c->spec.cfg, count);
-  /* decoding is thread-safe for one codec, so its buffers are the caller's, per call */
-  uint8_t *buf = malloc(2 * raw_max + 1);
-  GCOMP_FAIL_IF(!buf, GCOMP_ERR_NOMEM, "decode buffer of %zu bytes", 2 * raw_max + 1);
-  size_t raw_len = 0;
-  int s = st->decompress(payload, info.payload_len, buf, raw_max, &raw_len);
-  const uint8_t *raw = buf;
-  if (s == GCOMP_OK && (info.flags & GCOMP_FRAME_F_SHUFFLED)) {
-    gcomp_unshuffle(buf, raw_len, k->elem_bytes ? k->elem_bytes : 1, buf + raw_max);
-    raw = buf + raw_max;
-  }
-  if (s == GCOMP_OK) s = k->decode(&c->spec.cfg, info.param, raw, raw_len, dst, count, add);
-  free(buf);
-  if (s < 0) return gcomp_error_trace(s, __FILE__, __LINE__);
-  return GCOMP_OK;
+  /* the stage decodes into a per-thread buffer: no allocation per frame, and decoding
+   * stays thread-safe for one codec */
+  const uint8_t *raw;
+  size_t raw_len;
+  GCOMP_CHECK(gcomp_stage_decode(st, info.flags, k->elem_bytes, payload, info.payload_len,
+                                 k->max_payload(&c->spec.cfg, count), &raw, &raw_len));
+  return k->decode(&c->spec.cfg, info.param, raw, raw_len, dst, count, add);
 }
 
 int gcomp_decode(const gcomp_codec *codec, const void *src, size_t src_len, float *dst,

@@ -60,5 +60,12 @@ int gcomp_frame_open(const uint8_t *frame, size_t len, gcomp_frame_info *info) {
   uint32_t got = frame_crc(frame, info->payload_len);
   GCOMP_FAIL_IF(want != got, GCOMP_ERR_CORRUPT,
                 "frame checksum mismatch (header says %08x, data gives %08x)", want, got);
+  /* checked after the CRC: a damaged frame reports the checksum, a frame from a newer
+   * writer that uses a flag this build does not know reports the flag */
+  GCOMP_FAIL_IF(info->flags & ~GCOMP_FRAME_F_KNOWN, GCOMP_ERR_CORRUPT,
+                "frame flags 0x%02x include bits this build does not know (0x%02x)", info->flags,
+                info->flags & ~GCOMP_FRAME_F_KNOWN);
+  GCOMP_FAIL_IF(info->stage == 0 && (info->flags & (GCOMP_FRAME_F_SHUFFLED | GCOMP_FRAME_F_PLANES)),
+                GCOMP_ERR_CORRUPT, "frame is marked shuffled but names no lossless stage");
   return GCOMP_OK;
 }

@@ -5,7 +5,7 @@
  *   4      1     format version (GCOMP_FRAME_VERSION)
  *   5      1     kind id (GCOMP_KIND_*)
  *   6      1     lossless stage id (GCOMP_STAGE_*), 0 when none was applied
- *   7      1     flags (GCOMP_FRAME_F_*)
+ *   7      1     flags (GCOMP_FRAME_F_*; unknown bits are refused)
  *   8      8     element count
  *   16     8     payload length in bytes (what follows the header)
  *   24     4     kind parameter word (e.g. fp16's scale exponent)
@@ -28,7 +28,10 @@ enum {
 
 enum {
   GCOMP_FRAME_F_SHUFFLED = 1u << 0,   /* payload bytes were byte-shuffled before the stage */
-  GCOMP_FRAME_F_EF = 1u << 1          /* produced with error feedback (informational) */
+  GCOMP_FRAME_F_EF = 1u << 1,         /* produced with error feedback (informational) */
+  GCOMP_FRAME_F_PLANES = 1u << 2,     /* exponent-plane mode: only the highest byte plane went
+                                         through the stage, the others are raw */
+  GCOMP_FRAME_F_KNOWN = 0x07u         /* a frame with any other flag bit set is refused */
 };
 
 typedef struct {
