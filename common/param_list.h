@@ -43,3 +43,5 @@ GCOMP_PARAM(SIZE, INT, "-1", "-1:1048576", "number of ranks (else from launcher 
 GCOMP_PARAM(LOCAL_RANK, INT, "-1", "-1:1048576", "rank within the node (else derived)")
 GCOMP_PARAM(ROOT, STR, "", "", "rendezvous address host:port (else MASTER_ADDR:MASTER_PORT)")
 GCOMP_PARAM(JOB_TOKEN, STR, "", "", "secret every rank presents at the rendezvous (set by the launcher)")
+GCOMP_PARAM(CHUNK_BYTES, SIZE, "4m", "1:1099511627776",
+            "large messages move in chunks of this size, pipelined (must be equal on all ranks)")

@@ -1,0 +1,794 @@
+/* The libfabric transport: RDM endpoints, tagged messages, manual progress.
+ *
+ * A rank opens at most two endpoints: GCOMP_INTRA_PROVIDER (shm) for the ranks of its node
+ * and GCOMP_PROVIDER (tcp;ofi_rxm) for the others; every rank maps to one of them.
+ *
+ * Wire protocol of one message (len bytes, user tag T, from a sender's k-th message to
+ * this peer, k = seq):
+ *   first chunk   tag KIND_FIRST|T, remote CQ data = seq << 40 | len, min(len, chunk) bytes
+ *   other chunks  tag KIND_CONT|seq, chunk bytes each (the last one shorter)
+ * The receiver posts only the first chunk, learns len and seq from its completion, then
+ * posts the rest: receives never need to know the length in advance, and continuation
+ * chunks of different messages can never match each other (FI_ORDER_SAS keeps chunks of
+ * one message in order). Up to OFI_WINDOW chunks of a request are in flight at once. */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include "bootstrap.h"
+#include "gcomp_common.h"
+#include "transport.h"
+
+#define OFI_WINDOW 8
+#define KIND_SHIFT GCOMP_TAG_BITS
+#define KIND_FIRST (UINT64_C(1) << KIND_SHIFT)
+#define KIND_CONT (UINT64_C(2) << KIND_SHIFT)
+#define KIND_PING (UINT64_C(3) << KIND_SHIFT)
+#define KIND_BYE (UINT64_C(4) << KIND_SHIFT)
+#define LEN_BITS 40
+#define SEQ_MASK ((UINT64_C(1) << (64 - LEN_BITS)) - 1)
+#define MAX_NAME 256
+#define LIVENESS_NS 100000000ull   /* check a silent same-host peer's pid this often */
+
+enum { OP_SEND = 1, OP_RECV = 2 };
+
+typedef struct ofi_slot {
+  struct fi_context ctx;    /* FI_CONTEXT: must come first, the provider owns it while posted */
+  struct gcomp_treq *req;   /* NULL while the slot is free */
+  int first;
+} ofi_slot;
+
+typedef struct ofi_ep {
+  const char *role;         /* "intra" or "inter" */
+  char prov[64];
+  struct fi_info *info;
+  struct fid_fabric *fabric;
+  struct fid_domain *domain;
+  struct fid_av *av;
+  struct fid_cq *cq;
+  struct fid_ep *ep;
+  size_t inject, chunk;
+  int mr_local;
+  char name[MAX_NAME];
+  size_t namelen;
+} ofi_ep;
+
+struct gcomp_treq {
+  int op;
+  int peer;
+  ofi_ep *ep;
+  fi_addr_t addr;
+  uint64_t tag;             /* full tag of the first chunk */
+  char *buf;
+  size_t cap;               /* send: length; recv: capacity */
+  size_t total;             /* message length (recv: known once the first chunk is in) */
+  uint64_t seq;
+  size_t next_off;          /* next byte to post */
+  size_t done_bytes;
+  int first_posted, first_done;
+  int inflight;
+  int want_post;            /* posting stopped on -FI_EAGAIN: retry from progress */
+  int no_inject;            /* needs a completion that says the bytes left */
+  int status;               /* <0 once failed */
+  int zombie;               /* abandoned by the caller: freed when nothing is in flight */
+  uint64_t last_ns;
+  struct fid_mr *mr;
+  void *desc;
+  char err[320];
+  ofi_slot slot[OFI_WINDOW];
+  struct gcomp_treq *next, *prev;
+};
+
+typedef struct {
+  int32_t pid;
+  char host[64];
+  char node[128];
+} rank_card;
+
+typedef struct {
+  uint32_t len[2];
+  char name[2][MAX_NAME];
+} addr_card;
+
+typedef struct {
+  gcomp_transport pub;
+  ofi_ep eps[2];
+  int neps;
+  signed char *ep_of;       /* [size]: index into eps, -1 for self */
+  fi_addr_t *addr;          /* [size] */
+  uint64_t *send_seq;       /* [size] */
+  rank_card *cards;         /* [size] */
+  uint64_t *live_check_ns;  /* [size] */
+  int *topo;
+  gcomp_treq *active;       /* every request not yet freed */
+  int npost_pending;
+  int ready;                /* setup finished: destroy says goodbye first */
+  char host[64];
+} ofi_transport;
+
+/* ---- requests ----------------------------------------------------------------------- */
+
+static void req_link(ofi_transport *t, gcomp_treq *r) {
+  r->prev = NULL;
+  r->next = t->active;
+  if (t->active) t->active->prev = r;
+  t->active = r;
+}
+
+static void req_free(ofi_transport *t, gcomp_treq *r) {
+  if (r->prev)
+    r->prev->next = r->next;
+  else
+    t->active = r->next;
+  if (r->next) r->next->prev = r->prev;
+  if (r->want_post) t->npost_pending--;
+  if (r->mr) fi_close(&r->mr->fid);
+  free(r);
+}
+
+static void req_fail(gcomp_treq *r, int status, const char *fmt, ...) GCOMP_PRINTF(3, 4);
+static void req_fail(gcomp_treq *r, int status, const char *fmt, ...) {
+  if (r->status < 0) return;   /* keep the first cause */
+  r->status = status;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->err, sizeof r->err, fmt, ap);
+  va_end(ap);
+}
+
+static ofi_slot *slot_get(gcomp_treq *r) {
+  for (int i = 0; i < OFI_WINDOW; i++)
+    if (!r->slot[i].req) return &r->slot[i];
+  return NULL;
+}
+
+static int req_complete(const gcomp_treq *r) {
+  if (r->inflight || !r->first_posted) return 0;
+  if (r->op == OP_SEND) return r->next_off >= r->total;
+  return r->first_done && r->done_bytes >= r->total;
+}
+
+static const char *op_name(const gcomp_treq *r) {
+  return r->op == OP_SEND ? "send to" : "receive from";
+}
+
+/* Posts as many chunks as the window allows. -FI_EAGAIN is backpressure: the request is
+ * marked and progress retries it after draining the completion queue. */
+static void req_post(ofi_transport *t, gcomp_treq *r) {
+  if (r->want_post) {
+    r->want_post = 0;
+    t->npost_pending--;
+  }
+  while (r->status == 0 && !r->zombie) {
+    ofi_ep *e = r->ep;
+    ssize_t rc;
+    if (!r->first_posted) {
+      size_t n = r->op == OP_SEND ? (r->total < e->chunk ? r->total : e->chunk)
+                                  : (r->cap < e->chunk ? r->cap : e->chunk);
+      if (r->op == OP_SEND && n <= e->inject && !r->no_inject) {
+        uint64_t data = r->seq << LEN_BITS | r->total;
+        rc = fi_tinjectdata(e->ep, r->buf, n, data, r->addr, r->tag);
+        if (rc == 0) {
+          r->first_posted = 1;
+          r->next_off = n;
+          r->last_ns = gcomp_now_ns();
+          continue;
+        }
+      } else {
+        ofi_slot *s = slot_get(r);
+        s->req = r;
+        s->first = 1;
+        if (r->op == OP_SEND)
+          rc = fi_tsenddata(e->ep, r->buf, n, r->desc, r->seq << LEN_BITS | r->total, r->addr,
+                            r->tag, &s->ctx);
+        else
+          rc = fi_trecv(e->ep, r->buf, n, r->desc, r->addr, r->tag, 0, &s->ctx);
+        if (rc == 0) {
+          r->first_posted = 1;
+          r->inflight++;
+          r->next_off = n;
+          continue;
+        }
+        s->req = NULL;
+      }
+    } else {
+      if (r->op == OP_RECV && !r->first_done) return;
+      if (r->next_off >= r->total || r->inflight >= OFI_WINDOW) return;
+      size_t n = r->total - r->next_off < e->chunk ? r->total - r->next_off : e->chunk;
+      ofi_slot *s = slot_get(r);
+      s->req = r;
+      s->first = 0;
+      uint64_t tag = KIND_CONT | (r->seq & GCOMP_TAG_MASK);
+      void *p = r->buf + r->next_off;
+      if (r->op == OP_SEND)
+        rc = fi_tsend(e->ep, p, n, r->desc, r->addr, tag, &s->ctx);
+      else
+        rc = fi_trecv(e->ep, p, n, r->desc, r->addr, tag, 0, &s->ctx);
+      if (rc == 0) {
+        r->inflight++;
+        r->next_off += n;
+        continue;
+      }
+      s->req = NULL;
+    }
+    if (rc == -FI_EAGAIN) {
+      r->want_post = 1;
+      t->npost_pending++;
+    } else {
+      req_fail(r, GCOMP_ERR_FABRIC, "posting a %s rank %d over %s: %s", r->op == OP_SEND ? "send" : "receive",
+               r->peer, e->prov, fi_strerror((int)-rc));
+    }
+    return;
+  }
+}
+
+/* ---- completions -------------------------------------------------------------------- */
+
+static void on_done(ofi_transport *t, ofi_slot *s, size_t len, uint64_t flags, uint64_t data) {
+  gcomp_treq *r = s->req;
+  s->req = NULL;
+  r->inflight--;
+  r->last_ns = gcomp_now_ns();
+  if (r->op == OP_RECV) {
+    if (s->first) {
+      r->first_done = 1;
+      uint64_t total = (flags & FI_REMOTE_CQ_DATA) ? data & ((UINT64_C(1) << LEN_BITS) - 1) : len;
+      r->seq = (flags & FI_REMOTE_CQ_DATA) ? data >> LEN_BITS : 0;
+      r->total = (size_t)total;
+      if (total > r->cap)
+        req_fail(r, GCOMP_ERR_NOMEM, "message of %" PRIu64 " bytes from rank %d exceeds the "
+                 "receive capacity of %zu bytes", total, r->peer, r->cap);
+      else if (len != (total < r->ep->chunk ? total : r->ep->chunk))
+        req_fail(r, GCOMP_ERR_CORRUPT, "first chunk from rank %d has %zu bytes, expected %zu "
+                 "(is GCOMP_CHUNK_BYTES equal on all ranks?)", r->peer, len,
+                 (size_t)(total < r->ep->chunk ? total : r->ep->chunk));
+    }
+    r->done_bytes += len;
+  }
+  if (r->zombie && !r->inflight)
+    req_free(t, r);
+  else if (r->status == 0 && !r->zombie && (r->op == OP_SEND || r->first_done))
+    req_post(t, r);
+}
+
+static void on_error(ofi_transport *t, ofi_ep *e) {
+  struct fi_cq_err_entry err;
+  memset(&err, 0, sizeof err);
+  if (fi_cq_readerr(e->cq, &err, 0) < 0) return;
+  ofi_slot *s = err.op_context;
+  if (!s || !s->req) {
+    GCOMP_WARN(GCOMP_SUB_FABRIC, "%s completion error without a request: %s", e->prov,
+               fi_strerror(err.err));
+    return;
+  }
+  gcomp_treq *r = s->req;
+  s->req = NULL;
+  r->inflight--;
+  err.err = abs(err.err);   /* providers disagree on the sign */
+  if (err.err != FI_ECANCELED) {
+    char prov[200] = "";
+    const char *txt = fi_cq_strerror(e->cq, err.prov_errno, err.err_data, prov, sizeof prov);
+    int status = err.err == FI_ETRUNC ? GCOMP_ERR_NOMEM
+                 : (err.err == FI_ECONNREFUSED || err.err == FI_ECONNRESET ||
+                    err.err == FI_ENOTCONN || err.err == FI_ECONNABORTED || err.err == FI_EIO ||
+                    err.err == FI_EHOSTUNREACH)
+                     ? GCOMP_ERR_PEER
+                     : GCOMP_ERR_FABRIC;
+    if (err.err == FI_ETRUNC)
+      req_fail(r, status, "message from rank %d is %zu bytes longer than the receive buffer "
+               "(%s)", r->peer, err.olen, e->prov);
+    else
+      req_fail(r, status, "%s rank %d over %s failed: %s (%s)", op_name(r), r->peer, e->prov,
+               fi_strerror(err.err), txt && *txt ? txt : "no provider detail");
+  }
+  if (r->zombie && !r->inflight) req_free(t, r);
+}
+
+static int ofi_progress(gcomp_transport *tp) {
+  ofi_transport *t = (ofi_transport *)tp;
+  for (int i = 0; i < t->neps; i++) {
+    ofi_ep *e = &t->eps[i];
+    struct fi_cq_tagged_entry ent[16];
+    for (;;) {
+      ssize_t n = fi_cq_read(e->cq, ent, 16);
+      if (n == -FI_EAGAIN) break;
+      if (n == -FI_EAVAIL) {
+        on_error(t, e);
+        continue;
+      }
+      if (n < 0) {
+        GCOMP_WARN(GCOMP_SUB_FABRIC, "fi_cq_read on %s: %s", e->prov, fi_strerror((int)-n));
+        break;
+      }
+      for (ssize_t k = 0; k < n; k++)
+        if (ent[k].op_context) on_done(t, ent[k].op_context, ent[k].len, ent[k].flags, ent[k].data);
+      if (n < 16) break;
+    }
+  }
+  if (t->npost_pending)
+    for (gcomp_treq *r = t->active, *nx; r; r = nx) {
+      nx = r->next;
+      if (r->want_post) req_post(t, r);
+    }
+  return GCOMP_OK;
+}
+
+/* ---- posting ---------------------------------------------------------------------------- */
+
+static int ofi_post(ofi_transport *t, int op, int peer, uint64_t fulltag, void *buf, size_t len,
+                    gcomp_treq **out, int no_inject) {
+  GCOMP_FAIL_IF(peer < 0 || peer >= t->pub.size || peer == t->pub.rank, GCOMP_ERR_INVALID,
+                "rank %d: peer %d is not another rank of the %d", t->pub.rank, peer, t->pub.size);
+  GCOMP_FAIL_IF(!out || (len && !buf), GCOMP_ERR_INVALID, "rank %d: NULL buffer or request",
+                t->pub.rank);
+  GCOMP_FAIL_IF(op == OP_SEND && (uint64_t)len >> LEN_BITS, GCOMP_ERR_INVALID,
+                "message of %zu bytes is over the 1 TiB limit", len);
+  ofi_ep *e = &t->eps[t->ep_of[peer]];
+  gcomp_treq *r = calloc(1, sizeof *r);
+  GCOMP_FAIL_IF(!r, GCOMP_ERR_NOMEM, "request");
+  r->op = op;
+  r->peer = peer;
+  r->ep = e;
+  r->addr = t->addr[peer];
+  r->tag = fulltag;
+  r->buf = buf;
+  r->cap = len;
+  r->total = op == OP_SEND ? len : 0;
+  r->last_ns = gcomp_now_ns();
+  r->no_inject = no_inject;
+  if (op == OP_SEND) r->seq = t->send_seq[peer]++ & SEQ_MASK;
+  if (e->mr_local && len) {
+    int rc = fi_mr_reg(e->domain, buf, len, op == OP_SEND ? FI_SEND : FI_RECV, 0, 0, 0, &r->mr,
+                       NULL);
+    if (rc) {
+      free(r);
+      GCOMP_FAIL(GCOMP_ERR_FABRIC, "registering %zu bytes for rank %d over %s: %s", len, peer,
+                 e->prov, fi_strerror(-rc));
+    }
+    r->desc = fi_mr_desc(r->mr);
+  }
+  req_link(t, r);
+  req_post(t, r);
+  *out = r;
+  return GCOMP_OK;
+}
+
+static int ofi_isend(gcomp_transport *tp, int peer, uint64_t tag, const void *buf, size_t len,
+                     gcomp_treq **req) {
+  GCOMP_FAIL_IF(tag & ~GCOMP_TAG_MASK, GCOMP_ERR_INVALID, "tag 0x%" PRIx64 " uses reserved bits",
+                tag);
+  return ofi_post((ofi_transport *)tp, OP_SEND, peer, KIND_FIRST | tag, (void *)buf, len, req, 0);
+}
+
+static int ofi_irecv(gcomp_transport *tp, int peer, uint64_t tag, void *buf, size_t capacity,
+                     gcomp_treq **req) {
+  GCOMP_FAIL_IF(tag & ~GCOMP_TAG_MASK, GCOMP_ERR_INVALID, "tag 0x%" PRIx64 " uses reserved bits",
+                tag);
+  return ofi_post((ofi_transport *)tp, OP_RECV, peer, KIND_FIRST | tag, buf, capacity, req, 0);
+}
+
+/* Withdraws what is still posted; the request is freed once the provider gives the slots
+ * back (at once when nothing is in flight). */
+static void req_abandon(ofi_transport *t, gcomp_treq *r) {
+  r->zombie = 1;
+  if (r->want_post) {
+    r->want_post = 0;
+    t->npost_pending--;
+  }
+  for (int i = 0; i < OFI_WINDOW; i++)
+    if (r->slot[i].req) fi_cancel(&r->ep->ep->fid, &r->slot[i].ctx);
+  if (!r->inflight) req_free(t, r);
+}
+
+/* A same-host peer whose process is gone will never answer: say so instead of waiting. */
+static int peer_dead(ofi_transport *t, int peer) {
+  if (strcmp(t->cards[peer].host, t->host) != 0) return 0;
+  uint64_t now = gcomp_now_ns();
+  if (now - t->live_check_ns[peer] < LIVENESS_NS) return 0;
+  t->live_check_ns[peer] = now;
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)t->cards[peer].pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *paren = strrchr(buf, ')');
+  return paren && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+static int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) {
+  ofi_transport *t = (ofi_transport *)tp;
+  GCOMP_FAIL_IF(!r || !done, GCOMP_ERR_INVALID, "gcomp_test: NULL argument");
+  *done = 0;
+  if (r->status == 0 && !req_complete(r)) ofi_progress(tp);
+  if (r->status == 0 && req_complete(r)) {
+    if (len) *len = r->op == OP_SEND ? r->cap : r->total;
+    req_free(t, r);
+    *done = 1;
+    return GCOMP_OK;
+  }
+  if (r->status == 0) {
+    uint64_t idle = gcomp_now_ns() - r->last_ns;
+    if (idle > LIVENESS_NS && peer_dead(t, r->peer))
+      req_fail(r, GCOMP_ERR_PEER, "%s rank %d: its process (pid %d on %s) has exited",
+               op_name(r), r->peer, (int)t->cards[r->peer].pid, t->cards[r->peer].host);
+    else if (idle / 1000000u >= (uint64_t)tp->timeout_ms)
+      req_fail(r, GCOMP_ERR_TIMEOUT, "%s rank %d over %s: no progress within GCOMP_TIMEOUT_MS=%d "
+               "(%zu of %zu bytes done)", op_name(r), r->peer, r->ep->prov, tp->timeout_ms,
+               r->op == OP_SEND ? r->next_off : r->done_bytes, r->op == OP_SEND ? r->cap : r->total);
+  }
+  if (r->status < 0) {
+    int s = r->status;
+    char msg[sizeof r->err];
+    memcpy(msg, r->err, sizeof msg);
+    req_abandon(t, r);
+    GCOMP_FAIL(s, "rank %d: %s", tp->rank, msg);
+  }
+  return GCOMP_OK;
+}
+
+static int ofi_cancel(gcomp_transport *tp, gcomp_treq *r) {
+  if (!r) return GCOMP_OK;
+  ofi_transport *t = (ofi_transport *)tp;
+  int peer = r->peer, inflight = r->inflight;
+  req_abandon(t, r);
+  if (inflight)
+    GCOMP_TRACE(GCOMP_SUB_FABRIC, "cancelled a request to/from rank %d with %d chunks in flight",
+                peer, inflight);
+  /* give the provider a moment to hand the buffers back */
+  for (int i = 0; i < 64; i++) ofi_progress(tp);
+  return GCOMP_OK;
+}
+
+/* ---- endpoints ---------------------------------------------------------------------------- */
+
+static void ep_close(ofi_ep *e) {
+  if (e->ep) fi_close(&e->ep->fid);
+  if (e->av) fi_close(&e->av->fid);
+  if (e->cq) fi_close(&e->cq->fid);
+  if (e->domain) fi_close(&e->domain->fid);
+  if (e->fabric) fi_close(&e->fabric->fid);
+  if (e->info) fi_freeinfo(e->info);
+  memset(e, 0, sizeof *e);
+}
+
+/* Closing an endpoint drops what the provider has not written yet (with manual progress a
+ * completed inject may still sit in a tcp queue). So destroy is collective, like
+ * MPI_Finalize: each rank sends every peer a goodbye that needs a real completion and waits
+ * for everybody's, i.e. until no peer will send it anything more. Dead peers are skipped. */
+static void farewell(ofi_transport *t) {
+  int n = t->pub.size;
+  gcomp_treq **reqs = calloc((size_t)n * 2, sizeof *reqs);
+  uint64_t *bufs = calloc((size_t)n * 2, sizeof *bufs);
+  if (!reqs || !bufs) goto out;
+  for (int p = 0; p < n; p++) {
+    if (p == t->pub.rank) continue;
+    if (ofi_post(t, OP_RECV, p, KIND_BYE, &bufs[2 * p + 1], 8, &reqs[2 * p + 1], 0) < 0)
+      reqs[2 * p + 1] = NULL;
+    if (ofi_post(t, OP_SEND, p, KIND_BYE, &bufs[2 * p], 8, &reqs[2 * p], 1) < 0)
+      reqs[2 * p] = NULL;
+  }
+  unsigned spins = 0;
+  for (;;) {
+    int left = 0;
+    for (int i = 0; i < 2 * n; i++) {
+      if (!reqs[i]) continue;
+      int done = 0;
+      if (ofi_test(&t->pub, reqs[i], &done, NULL) < 0) {
+        GCOMP_INFO(GCOMP_SUB_FABRIC, "closing: no goodbye %s rank %d: %s",
+                   i % 2 ? "from" : "to", i / 2, gcomp_last_error());
+        reqs[i] = NULL;
+      } else if (done) {
+        reqs[i] = NULL;
+      } else {
+        left++;
+      }
+    }
+    if (!left) break;
+    gcomp_idle(&spins);
+  }
+out:
+  free(reqs);
+  free(bufs);
+}
+
+static void ofi_destroy(gcomp_transport *tp) {
+  ofi_transport *t = (ofi_transport *)tp;
+  if (!t) return;
+  if (t->ready) farewell(t);
+  for (int i = 0; i < t->neps; i++)
+    if (t->eps[i].ep) {
+      fi_close(&t->eps[i].ep->fid);   /* nothing completes after this: requests can go */
+      t->eps[i].ep = NULL;
+    }
+  while (t->active) req_free(t, t->active);
+  for (int i = 0; i < t->neps; i++) ep_close(&t->eps[i]);
+  free(t->ep_of);
+  free(t->addr);
+  free(t->send_seq);
+  free(t->cards);
+  free(t->live_check_ns);
+  free(t->topo);
+  free(t);
+}
+
+/* Segments of killed shm jobs stay in /dev/shm, named "<pid>:<n>:<m>"; a new process that
+ * gets the same pid then cannot create its own. Remove those whose process is gone. */
+static void shm_clean_stale(void) {
+  DIR *d = opendir("/dev/shm");
+  if (!d) return;
+  struct dirent *de;
+  int me = (int)getpid();
+  while ((de = readdir(d))) {
+    int pid = 0, a = 0, b = 0, used = 0;
+    if (sscanf(de->d_name, "%d:%d:%d%n", &pid, &a, &b, &used) != 3 || de->d_name[used] || pid <= 0)
+      continue;
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/%d", pid);
+    if (pid != me && access(proc, F_OK) == 0) continue;
+    char path[300];
+    snprintf(path, sizeof path, "/dev/shm/%s", de->d_name);
+    if (unlink(path) == 0)
+      GCOMP_INFO(GCOMP_SUB_FABRIC, "removed stale shm segment %s (process %d is gone)", path, pid);
+  }
+  closedir(d);
+}
+
+static struct fi_info *pick_info(struct fi_info *list) {
+  for (struct fi_info *i = list; i; i = i->next)
+    if (i->addr_format == FI_SOCKADDR_IN) return i;   /* IPv4 before link-local IPv6 */
+  return list;
+}
+
+static int ep_open(ofi_ep *e, const char *role, const char *prov, int nranks) {
+  e->role = role;
+  snprintf(e->prov, sizeof e->prov, "%s", prov);
+  if (strcmp(prov, "shm") == 0) shm_clean_stale();
+  struct fi_info *hints = fi_allocinfo(), *list = NULL;
+  GCOMP_FAIL_IF(!hints, GCOMP_ERR_NOMEM, "fi_allocinfo");
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV;
+  hints->mode = FI_CONTEXT;
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+  hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+  hints->domain_attr->resource_mgmt = FI_RM_ENABLED;
+  hints->domain_attr->av_type = FI_AV_TABLE;
+  hints->tx_attr->msg_order = FI_ORDER_SAS;
+  hints->rx_attr->msg_order = FI_ORDER_SAS;
+  hints->fabric_attr->prov_name = strdup(prov);
+  int rc = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &list);
+  fi_freeinfo(hints);
+  GCOMP_FAIL_IF(rc || !list, GCOMP_ERR_UNSUPPORTED,
+                "libfabric provider '%s' (%s-node) offers no tagged RDM endpoint with manual "
+                "progress here: %s (check fi_info -p '%s'; %s selects another)",
+                prov, role, fi_strerror(-rc), prov,
+                strcmp(role, "intra") == 0 ? "GCOMP_INTRA_PROVIDER" : "GCOMP_PROVIDER");
+  e->info = fi_dupinfo(pick_info(list));
+  fi_freeinfo(list);
+  GCOMP_FAIL_IF(!e->info, GCOMP_ERR_NOMEM, "fi_dupinfo");
+  struct fi_info *info = e->info;
+  GCOMP_FAIL_IF(info->domain_attr->cq_data_size < 8, GCOMP_ERR_UNSUPPORTED,
+                "provider %s carries only %zu bytes of remote CQ data; gcomp needs 8", prov,
+                info->domain_attr->cq_data_size);
+  e->mr_local = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
+  e->inject = info->tx_attr->inject_size;
+  e->chunk = (size_t)gcomp_param_int(GCOMP_P_CHUNK_BYTES);
+  if (info->ep_attr->max_msg_size && e->chunk > info->ep_attr->max_msg_size)
+    e->chunk = info->ep_attr->max_msg_size;
+  if (!e->chunk) e->chunk = 1;
+#define EP_TRY(call, what)                                                                   \
+  do {                                                                                       \
+    int rc_ = (call);                                                                        \
+    GCOMP_FAIL_IF(rc_, GCOMP_ERR_FABRIC, "%s (%s, %s-node): %s", what, prov, role,           \
+                  fi_strerror(-rc_));                                                        \
+  } while (0)
+  EP_TRY(fi_fabric(info->fabric_attr, &e->fabric, NULL), "fi_fabric");
+  EP_TRY(fi_domain(e->fabric, info, &e->domain, NULL), "fi_domain");
+  struct fi_cq_attr cq_attr = {0};
+  cq_attr.format = FI_CQ_FORMAT_TAGGED;
+  cq_attr.wait_obj = FI_WAIT_NONE;
+  cq_attr.size = info->tx_attr->size + info->rx_attr->size;
+  EP_TRY(fi_cq_open(e->domain, &cq_attr, &e->cq, NULL), "fi_cq_open");
+  struct fi_av_attr av_attr = {0};
+  av_attr.type = FI_AV_TABLE;
+  av_attr.count = (size_t)nranks;
+  EP_TRY(fi_av_open(e->domain, &av_attr, &e->av, NULL), "fi_av_open");
+  EP_TRY(fi_endpoint(e->domain, info, &e->ep, NULL), "fi_endpoint");
+  EP_TRY(fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV), "binding the CQ");
+  EP_TRY(fi_ep_bind(e->ep, &e->av->fid, 0), "binding the AV");
+  EP_TRY(fi_enable(e->ep), "fi_enable");
+  e->namelen = sizeof e->name;
+  EP_TRY(fi_getname(&e->ep->fid, e->name, &e->namelen), "fi_getname");
+#undef EP_TRY
+  GCOMP_INFO(GCOMP_SUB_FABRIC, "%s-node endpoint: %s (domain %s), inject %zu B, chunk %zu B, "
+             "mr_local %d", role, info->fabric_attr->prov_name, info->domain_attr->name,
+             e->inject, e->chunk, e->mr_local);
+  return GCOMP_OK;
+}
+
+/* Every rank sends a ping to each peer and waits for one from each: shm failures after
+ * fi_av_insert are otherwise silent hangs. */
+static int ping_all(ofi_transport *t) {
+  int n = t->pub.size;
+  gcomp_treq **reqs = calloc((size_t)n * 2, sizeof *reqs);
+  uint64_t *bufs = calloc((size_t)n * 2, sizeof *bufs);
+  int status = GCOMP_OK;
+  if (!reqs || !bufs) {
+    free(reqs);
+    free(bufs);
+    GCOMP_FAIL(GCOMP_ERR_NOMEM, "ping tables");
+  }
+  for (int p = 0; p < n && status == GCOMP_OK; p++) {
+    if (p == t->pub.rank) continue;
+    bufs[2 * p] = (uint64_t)t->pub.rank;
+    status = ofi_post(t, OP_RECV, p, KIND_PING, &bufs[2 * p + 1], 8, &reqs[2 * p + 1], 0);
+    if (status == GCOMP_OK)
+      status = ofi_post(t, OP_SEND, p, KIND_PING, &bufs[2 * p], 8, &reqs[2 * p], 0);
+  }
+  if (status == GCOMP_OK) status = gcomp_waitall(&t->pub, n * 2, reqs, NULL);
+  for (int p = 0; p < n && status == GCOMP_OK; p++)
+    if (p != t->pub.rank && bufs[2 * p + 1] != (uint64_t)p)
+      status = gcomp_error_set(GCOMP_ERR_FABRIC, __FILE__, __LINE__,
+                               "ping from rank %d carried %" PRIu64, p, bufs[2 * p + 1]);
+  if (status < 0) {
+    for (int i = 0; i < 2 * n; i++)
+      if (reqs[i]) req_abandon(t, reqs[i]);
+    char detail[1024];
+    snprintf(detail, sizeof detail, "checking that every peer answers (ping): %s",
+             gcomp_last_error());
+    gcomp_error_restore(status, detail);
+  }
+  free(reqs);
+  free(bufs);
+  return status;
+}
+
+static const gcomp_transport_ops ofi_ops = {
+    .name = "ofi",
+    .isend = ofi_isend,
+    .irecv = ofi_irecv,
+    .test = ofi_test,
+    .progress = ofi_progress,
+    .cancel = ofi_cancel,
+    .destroy = ofi_destroy,
+};
+
+static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
+  int n = t->pub.size, me = t->pub.rank;
+  t->ep_of = calloc((size_t)n, 1);
+  t->addr = calloc((size_t)n, sizeof *t->addr);
+  t->send_seq = calloc((size_t)n, sizeof *t->send_seq);
+  t->cards = calloc((size_t)n, sizeof *t->cards);
+  t->live_check_ns = calloc((size_t)n, sizeof *t->live_check_ns);
+  const char **keys = calloc((size_t)n, sizeof *keys);
+  addr_card *addrs = calloc((size_t)n, sizeof *addrs);
+  int status = GCOMP_OK;
+  if (!t->ep_of || !t->addr || !t->send_seq || !t->cards || !t->live_check_ns || !keys || !addrs) {
+    free(keys);
+    free(addrs);
+    GCOMP_FAIL(GCOMP_ERR_NOMEM, "tables for %d ranks", n);
+  }
+  /* round 1: who is where */
+  rank_card mine = {0};
+  mine.pid = (int32_t)getpid();
+  gethostname(t->host, sizeof t->host - 1);
+  snprintf(mine.host, sizeof mine.host, "%s", t->host);
+  snprintf(mine.node, sizeof mine.node, "%s", node_id);
+  status = oob->allgather(oob, &mine, sizeof mine, t->cards);
+  for (int r = 0; r < n; r++) {
+    t->cards[r].host[sizeof t->cards[r].host - 1] = '\0';
+    t->cards[r].node[sizeof t->cards[r].node - 1] = '\0';
+    keys[r] = t->cards[r].node;
+  }
+  if (status == GCOMP_OK) status = gcomp_topology_fill(&t->pub, keys, &t->topo);
+  /* endpoints: one per provider actually needed */
+  const char *intra = gcomp_param_str(GCOMP_P_INTRA_PROVIDER);
+  const char *inter = gcomp_param_str(GCOMP_P_PROVIDER);
+  int need_intra = t->pub.local_size > 1, need_inter = t->pub.nnodes > 1;
+  int same = strcmp(intra, inter) == 0;
+  int intra_ep = -1, inter_ep = -1;
+  if (status == GCOMP_OK && need_intra) {
+    intra_ep = t->neps;
+    status = ep_open(&t->eps[t->neps++], "intra", intra, n);
+  }
+  if (status == GCOMP_OK && need_inter) {
+    if (same && intra_ep >= 0) {
+      inter_ep = intra_ep;
+    } else {
+      inter_ep = t->neps;
+      status = ep_open(&t->eps[t->neps++], "inter", inter, n);
+    }
+  }
+  /* round 2: fabric addresses */
+  addr_card ac = {0};
+  if (intra_ep >= 0) {
+    ac.len[0] = (uint32_t)t->eps[intra_ep].namelen;
+    memcpy(ac.name[0], t->eps[intra_ep].name, ac.len[0]);
+  }
+  if (inter_ep >= 0) {
+    ac.len[1] = (uint32_t)t->eps[inter_ep].namelen;
+    memcpy(ac.name[1], t->eps[inter_ep].name, ac.len[1]);
+  }
+  /* a rank that failed above still takes part, so the others fail fast instead of waiting */
+  int st2 = oob->allgather(oob, &ac, sizeof ac, addrs);
+  if (status == GCOMP_OK) status = st2;
+  for (int r = 0; r < n && status == GCOMP_OK; r++) {
+    if (r == me) {
+      t->ep_of[r] = -1;
+      continue;
+    }
+    int local = t->pub.node_of[r] == t->pub.node;
+    int which = local ? 0 : 1;
+    int epi = local ? intra_ep : inter_ep;
+    if (addrs[r].len[which] == 0 || addrs[r].len[which] > MAX_NAME) {
+      status = gcomp_error_set(GCOMP_ERR_BOOTSTRAP, __FILE__, __LINE__,
+                               "rank %d published no %s-node address (did its endpoint fail?)", r,
+                               local ? "intra" : "inter");
+      break;
+    }
+    t->ep_of[r] = (signed char)epi;
+    int k = fi_av_insert(t->eps[epi].av, addrs[r].name[which], 1, &t->addr[r], 0, NULL);
+    if (k != 1)
+      status = gcomp_error_set(GCOMP_ERR_FABRIC, __FILE__, __LINE__,
+                               "fi_av_insert of rank %d's address over %s failed (%d)", r,
+                               t->eps[epi].prov, k);
+  }
+  free(keys);
+  free(addrs);
+  if (status == GCOMP_OK) status = ping_all(t);
+  if (status == GCOMP_OK)
+    GCOMP_INFO(GCOMP_SUB_FABRIC, "rank %d of %d: node %d of %d (%s), local rank %d of %d; intra %s, "
+               "inter %s", me, n, t->pub.node, t->pub.nnodes, node_id, t->pub.local_rank,
+               t->pub.local_size, intra_ep >= 0 ? intra : "-", inter_ep >= 0 ? inter : "-");
+  return status;
+}
+
+int gcomp_transport_create(gcomp_oob *oob, const char *node_id, gcomp_transport **out) {
+  GCOMP_FAIL_IF(!oob || !node_id || !out, GCOMP_ERR_INVALID, "gcomp_transport_create: NULL argument");
+  GCOMP_CHECK(gcomp_init());
+  *out = NULL;
+  ofi_transport *t = calloc(1, sizeof *t);
+  GCOMP_FAIL_IF(!t, GCOMP_ERR_NOMEM, "transport");
+  t->pub.ops = &ofi_ops;
+  t->pub.rank = oob->rank;
+  t->pub.size = oob->size;
+  t->pub.timeout_ms = (int)gcomp_param_int(GCOMP_P_TIMEOUT_MS);
+  int s = setup(t, oob, node_id);
+  t->ready = s == GCOMP_OK;
+  if (s < 0) {
+    ofi_destroy(&t->pub);
+    return gcomp_error_trace(s, __FILE__, __LINE__);
+  }
+  *out = &t->pub;
+  return GCOMP_OK;
+}
+
+int gcomp_transport_create_env(gcomp_transport **out) {
+  GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_transport_create_env: NULL argument");
+  GCOMP_CHECK(gcomp_init());
+  gcomp_boot_env env;
+  GCOMP_CHECK(gcomp_boot_env_parse(NULL, NULL, NULL, &env));
+  gcomp_oob *oob = NULL;
+  GCOMP_CHECK(gcomp_rendezvous_open(&env, (int)gcomp_param_int(GCOMP_P_TIMEOUT_MS), &oob));
+  int s = gcomp_transport_create(oob, env.node_id, out);
+  oob->close(oob);
+  GCOMP_CHECK(s);
+  if (env.local_rank >= 0 && env.local_rank != (*out)->local_rank)
+    GCOMP_WARN(GCOMP_SUB_FABRIC, "rank %d: the launcher says local rank %d, node ids say %d; "
+               "using %d", env.rank, env.local_rank, (*out)->local_rank, (*out)->local_rank);
+  return GCOMP_OK;
+}

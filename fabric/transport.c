@@ -1,0 +1,114 @@
+/* What every transport shares: the wait loops and the topology tables. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gcomp_common.h"
+#include "transport.h"
+
+/* Busy polling keeps latency at the provider's floor while a peer is running; after a short
+ * spin the waiter yields, so ranks that oversubscribe the cores still get scheduled. */
+#define GCOMP_SPINS_BEFORE_YIELD 200u
+
+void gcomp_idle(unsigned *spins) {
+  if (++*spins >= GCOMP_SPINS_BEFORE_YIELD) sched_yield();
+}
+
+int gcomp_wait(gcomp_transport *t, gcomp_treq *req, size_t *len) {
+  GCOMP_FAIL_IF(!t || !req, GCOMP_ERR_INVALID, "gcomp_wait: NULL transport or request");
+  unsigned spins = 0;
+  for (;;) {
+    int done = 0;
+    GCOMP_CHECK(t->ops->test(t, req, &done, len));
+    if (done) return GCOMP_OK;
+    gcomp_idle(&spins);
+  }
+}
+
+int gcomp_waitall(gcomp_transport *t, int n, gcomp_treq **reqs, size_t *lens) {
+  GCOMP_FAIL_IF(!t || n < 0 || (n && !reqs), GCOMP_ERR_INVALID, "gcomp_waitall: bad arguments");
+  unsigned spins = 0;
+  int left = 0;
+  for (int i = 0; i < n; i++) left += reqs[i] != NULL;
+  while (left) {
+    int moved = 0;
+    for (int i = 0; i < n; i++) {
+      if (!reqs[i]) continue;
+      int done = 0;
+      int s = t->ops->test(t, reqs[i], &done, lens ? &lens[i] : NULL);
+      if (s < 0) {
+        reqs[i] = NULL;
+        char detail[1024];
+        strncpy(detail, gcomp_last_error(), sizeof detail - 1);
+        detail[sizeof detail - 1] = '\0';
+        for (int j = 0; j < n; j++)
+          if (reqs[j]) {
+            t->ops->cancel(t, reqs[j]);
+            reqs[j] = NULL;
+          }
+        gcomp_error_restore(s, detail);
+        return gcomp_error_trace(s, __FILE__, __LINE__);
+      }
+      if (done) {
+        reqs[i] = NULL;
+        left--;
+        moved = 1;
+      }
+    }
+    if (moved)
+      spins = 0;
+    else
+      gcomp_idle(&spins);
+  }
+  return GCOMP_OK;
+}
+
+int gcomp_send(gcomp_transport *t, int peer, uint64_t tag, const void *buf, size_t len) {
+  gcomp_treq *r = NULL;
+  GCOMP_CHECK(gcomp_isend(t, peer, tag, buf, len, &r));
+  GCOMP_CHECK(gcomp_wait(t, r, NULL));
+  return GCOMP_OK;
+}
+
+int gcomp_recv(gcomp_transport *t, int peer, uint64_t tag, void *buf, size_t capacity,
+               size_t *len) {
+  gcomp_treq *r = NULL;
+  GCOMP_CHECK(gcomp_irecv(t, peer, tag, buf, capacity, &r));
+  GCOMP_CHECK(gcomp_wait(t, r, len));
+  return GCOMP_OK;
+}
+
+void gcomp_transport_destroy(gcomp_transport *t) {
+  if (t) t->ops->destroy(t);
+}
+
+int gcomp_topology_fill(gcomp_transport *t, const char *const *node_keys, int **storage) {
+  int n = t->size;
+  int *mem = calloc((size_t)n * 2 + 1, sizeof *mem);
+  GCOMP_FAIL_IF(!mem, GCOMP_ERR_NOMEM, "topology tables for %d ranks", n);
+  int *node_of = mem, *local = mem + n;
+  int nnodes = 0;
+  for (int r = 0; r < n; r++) {
+    node_of[r] = -1;
+    for (int q = 0; q < r; q++)
+      if (strcmp(node_keys[q], node_keys[r]) == 0) {
+        node_of[r] = node_of[q];
+        break;
+      }
+    if (node_of[r] < 0) node_of[r] = nnodes++;
+  }
+  int nl = 0;
+  t->local_rank = 0;
+  for (int r = 0; r < n; r++)
+    if (node_of[r] == node_of[t->rank]) {
+      if (r == t->rank) t->local_rank = nl;
+      local[nl++] = r;
+    }
+  t->node = node_of[t->rank];
+  t->nnodes = nnodes;
+  t->local_size = nl;
+  t->node_of = node_of;
+  t->local_ranks = local;
+  *storage = mem;
+  return GCOMP_OK;
+}

@@ -1,0 +1,143 @@
+/* The point-to-point transport that reduce/ is written against.
+ *
+ * One small, non-blocking ops table. Two implementations fill it:
+ *   - libfabric (fabric/ofi.c): RDM endpoints, tagged messages, `shm` inside a node and
+ *     `tcp;ofi_rxm` (GCOMP_PROVIDER) between nodes, created for a job from the environment
+ *     with gcomp_transport_create_env() or from any out-of-band exchange with
+ *     gcomp_transport_create();
+ *   - loopback (fabric/loopback.c): N ranks inside one process, for unit tests and the
+ *     single-process convergence simulator, created with gcomp_loopback_create().
+ *
+ * Semantics (both implementations):
+ *   - isend/irecv post an operation and return at once with a request. The caller's buffer
+ *     must stay valid and untouched until the request completes or is cancelled.
+ *   - Messages between one (sender, receiver) pair with the same tag are matched in the
+ *     order they were posted (MPI's non-overtaking rule). Different tags never match.
+ *   - A receive may get fewer bytes than its capacity (frames vary in size); test/wait
+ *     report the received length. A message longer than the capacity is an error
+ *     (GCOMP_ERR_NOMEM) on the receiving side.
+ *   - test() drives progress itself; a request is consumed (freed) when test reports it
+ *     done or failed, and by cancel. A request not completed within GCOMP_TIMEOUT_MS of
+ *     its last activity fails with GCOMP_ERR_TIMEOUT; a peer known to have died turns its
+ *     requests into GCOMP_ERR_PEER. gcomp_last_error() names the peer.
+ *   - One transport object is used by one thread at a time (FI_THREAD_DOMAIN). Loopback
+ *     ranks of one world may be driven by different threads, one thread per rank, or all
+ *     from one thread.
+ *
+ * Tags: the low GCOMP_TAG_BITS bits are the caller's; the transport uses the rest. Build
+ * them with gcomp_tag(seq, step): seq is a per-collective sequence number (so successive
+ * collectives never match each other's messages), step is the algorithm's own step id.
+ */
+#ifndef GCOMP_TRANSPORT_H
+#define GCOMP_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GCOMP_TAG_BITS 56
+#define GCOMP_TAG_MASK ((UINT64_C(1) << GCOMP_TAG_BITS) - 1)
+#define GCOMP_TAG_SEQ_BITS 24   /* seq wraps modulo 2^24 */
+#define GCOMP_TAG_STEP_BITS 32
+
+static inline uint64_t gcomp_tag(uint32_t seq, uint32_t step) {
+  return ((uint64_t)(seq & ((1u << GCOMP_TAG_SEQ_BITS) - 1)) << GCOMP_TAG_STEP_BITS) | step;
+}
+
+typedef struct gcomp_transport gcomp_transport;
+typedef struct gcomp_treq gcomp_treq;   /* opaque request */
+
+typedef struct gcomp_transport_ops {
+  const char *name;   /* "ofi", "loopback" */
+  /* Posts a send of len bytes (0 allowed) to rank peer. *req receives the request. */
+  int (*isend)(gcomp_transport *t, int peer, uint64_t tag, const void *buf, size_t len,
+               gcomp_treq **req);
+  /* Posts a receive of at most capacity bytes from rank peer. */
+  int (*irecv)(gcomp_transport *t, int peer, uint64_t tag, void *buf, size_t capacity,
+               gcomp_treq **req);
+  /* Drives progress, then: *done = 0 (pending, req still owned by the caller) or
+   * *done = 1 (complete, req freed; *len, when non-NULL, gets the bytes moved). A negative
+   * return is a failure; the request is freed then too. */
+  int (*test)(gcomp_transport *t, gcomp_treq *req, int *done, size_t *len);
+  /* Drives the completion queues once without waiting. */
+  int (*progress)(gcomp_transport *t);
+  /* Withdraws a pending request and frees it. The buffer may be reused afterwards. */
+  int (*cancel)(gcomp_transport *t, gcomp_treq *req);
+  /* Frees the transport (pending requests included). */
+  void (*destroy)(gcomp_transport *t);
+} gcomp_transport_ops;
+
+/* Every implementation starts with this header; the fields are read-only for users. */
+struct gcomp_transport {
+  const gcomp_transport_ops *ops;
+  int rank, size;
+  int node, nnodes;         /* node index of this rank; nodes numbered by lowest rank */
+  int local_rank, local_size;
+  const int *node_of;       /* [size]: node index of every rank */
+  const int *local_ranks;   /* [local_size]: the ranks of my node, ascending */
+  int timeout_ms;           /* GCOMP_TIMEOUT_MS at creation */
+};
+
+/* ---- thin wrappers -------------------------------------------------------------------- */
+static inline int gcomp_isend(gcomp_transport *t, int peer, uint64_t tag, const void *buf,
+                              size_t len, gcomp_treq **req) {
+  return t->ops->isend(t, peer, tag, buf, len, req);
+}
+static inline int gcomp_irecv(gcomp_transport *t, int peer, uint64_t tag, void *buf,
+                              size_t capacity, gcomp_treq **req) {
+  return t->ops->irecv(t, peer, tag, buf, capacity, req);
+}
+static inline int gcomp_test(gcomp_transport *t, gcomp_treq *req, int *done, size_t *len) {
+  return t->ops->test(t, req, done, len);
+}
+static inline int gcomp_progress(gcomp_transport *t) { return t->ops->progress(t); }
+static inline int gcomp_cancel(gcomp_transport *t, gcomp_treq *req) {
+  return t->ops->cancel(t, req);
+}
+
+/* Blocks (driving progress, yielding the CPU when idle) until req completes. */
+int gcomp_wait(gcomp_transport *t, gcomp_treq *req, size_t *len);
+/* Waits for all n requests (NULL entries are skipped and set entries become NULL as they
+ * complete). On the first failure the remaining requests are cancelled and the failure is
+ * returned. lens may be NULL. */
+int gcomp_waitall(gcomp_transport *t, int n, gcomp_treq **reqs, size_t *lens);
+/* Blocking conveniences over isend/irecv + wait. */
+int gcomp_send(gcomp_transport *t, int peer, uint64_t tag, const void *buf, size_t len);
+int gcomp_recv(gcomp_transport *t, int peer, uint64_t tag, void *buf, size_t capacity,
+               size_t *len);
+/* The idle step of every wait loop: spins a little, then sched_yield()s. */
+void gcomp_idle(unsigned *spins);
+
+void gcomp_transport_destroy(gcomp_transport *t);   /* NULL is a no-op */
+
+/* ---- topology ------------------------------------------------------------------------- */
+/* Fills node, nnodes, local_rank, local_size, node_of and local_ranks from one node key per
+ * rank (equal keys = same node). node_of and local_ranks are allocated into *storage
+ * (free it with free()). */
+int gcomp_topology_fill(gcomp_transport *t, const char *const *node_keys, int **storage);
+
+/* ---- out-of-band exchange -------------------------------------------------------------
+ * Bootstrap needs only an allgather of small fixed-size records. The TCP rendezvous in
+ * bootstrap.c provides one; the MPI shim can provide another (MPI_Allgather). */
+typedef struct gcomp_oob {
+  int rank, size;
+  /* all receives size * len bytes, rank r's record at r * len. */
+  int (*allgather)(struct gcomp_oob *oob, const void *mine, size_t len, void *all);
+  void (*close)(struct gcomp_oob *oob);
+  void *ctx;
+} gcomp_oob;
+
+/* Creates the libfabric transport over an existing out-of-band exchange. node_id names this
+ * rank's node (ranks with equal node ids talk over GCOMP_INTRA_PROVIDER, others over
+ * GCOMP_PROVIDER). The oob is only used during the call. */
+int gcomp_transport_create(gcomp_oob *oob, const char *node_id, gcomp_transport **out);
+
+/* Reads rank, size and node from GCOMP_* or launcher variables, meets the other ranks at
+ * the rendezvous (GCOMP_ROOT or MASTER_ADDR:MASTER_PORT) and creates the transport. */
+int gcomp_transport_create_env(gcomp_transport **out);
+
+/* N ranks in this process: out[0..size) receive one transport per rank, each destroyed
+ * separately. node_of (may be NULL: one node) gives each rank's node index, so
+ * hierarchical algorithms can be tested. */
+int gcomp_loopback_create(int size, const int *node_of, gcomp_transport **out);
+
+#endif /* GCOMP_TRANSPORT_H */

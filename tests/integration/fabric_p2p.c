@@ -1,0 +1,293 @@
+/* One rank of a multi-process fabric test, started by gcomp-run (or mpirun, or by hand).
+ *
+ *   fabric_p2p p2p [MAX_BYTES [trunc]]  every pair, sizes 0..MAX_BYTES (large ones along a ring),
+ *                                same-tag ordering with mixed sizes, short receives,
+ *                                and with 'trunc', an oversized message refused
+ *   fabric_p2p boot              bootstrap only; prints "boot rank R size S local L/LS node N/NN"
+ *   fabric_p2p kill VICTIM       ring of 16 MiB transfers; VICTIM SIGKILLs itself mid-transfer;
+ *                                the others must fail (exit 3) within GCOMP_TIMEOUT_MS
+ *   fabric_p2p netns BYTES       rank 0 sends BYTES to the last rank; both check that their
+ *                                FI_TCP_IFACE counters (/proc/net/dev) moved at least that much
+ * Exit 0 on success, 1 on a failed check, 2 on usage errors, 3 for the expected failure. */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gcomp_common.h"
+#include "transport.h"
+
+static int me = -1;
+
+#define CHECK(call)                                                                         \
+  do {                                                                                      \
+    int s_ = (call);                                                                        \
+    if (s_ < 0) {                                                                           \
+      fprintf(stderr, "fabric_p2p rank %d: %s failed: %s: %s\n", me, #call,                 \
+              gcomp_strerror(s_), gcomp_last_error());                                      \
+      exit(1);                                                                              \
+    }                                                                                       \
+  } while (0)
+
+#define EXPECT(cond, ...)                                                                   \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
+      fprintf(stderr, "fabric_p2p rank %d: check failed: %s: ", me, #cond);                 \
+      fprintf(stderr, __VA_ARGS__);                                                         \
+      fputc('\n', stderr);                                                                  \
+      exit(1);                                                                              \
+    }                                                                                       \
+  } while (0)
+
+static uint8_t pattern(int src, int dst, int idx, size_t off) {
+  return (uint8_t)(off * 131u + (size_t)src * 7u + (size_t)dst * 13u + (size_t)idx * 29u + (off >> 12));
+}
+
+static void fill(uint8_t *b, size_t n, int src, int dst, int idx) {
+  for (size_t i = 0; i < n; i++) b[i] = pattern(src, dst, idx, i);
+}
+
+static size_t first_bad(const uint8_t *b, size_t n, int src, int dst, int idx) {
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != pattern(src, dst, idx, i)) return i;
+  return n;
+}
+
+/* Sizes crossing the interesting boundaries: inject (64 B rxm, 4 KiB shm), chunk (4 MiB). */
+static const size_t small_sizes[] = {0, 1, 7, 8, 63, 64, 65, 4095, 4096, 4097, 65536, 200003};
+
+static int mode_p2p(gcomp_transport *t, size_t max_bytes, int check_trunc) {
+  int n = t->size;
+  size_t nsmall = sizeof small_sizes / sizeof small_sizes[0];
+  /* 1: all pairs, small sizes, all posted at once; receives have spare capacity */
+  size_t nmsg = nsmall * (size_t)(n - 1);
+  gcomp_treq **reqs = calloc(nmsg * 2, sizeof *reqs);
+  size_t *lens = calloc(nmsg * 2, sizeof *lens);
+  uint8_t **bufs = calloc(nmsg * 2, sizeof *bufs);
+  size_t k = 0;
+  for (int p = 0; p < n; p++) {
+    if (p == me) continue;
+    for (size_t s = 0; s < nsmall; s++, k++) {
+      bufs[2 * k] = malloc(small_sizes[s] + 1);
+      bufs[2 * k + 1] = malloc(small_sizes[s] + 101);
+      fill(bufs[2 * k], small_sizes[s], me, p, (int)s);
+      CHECK(gcomp_irecv(t, p, gcomp_tag(1, (uint32_t)s), bufs[2 * k + 1], small_sizes[s] + 100,
+                        &reqs[2 * k + 1]));
+      CHECK(gcomp_isend(t, p, gcomp_tag(1, (uint32_t)s), bufs[2 * k], small_sizes[s], &reqs[2 * k]));
+    }
+  }
+  CHECK(gcomp_waitall(t, (int)(2 * nmsg), reqs, lens));
+  k = 0;
+  for (int p = 0; p < n; p++) {
+    if (p == me) continue;
+    for (size_t s = 0; s < nsmall; s++, k++) {
+      EXPECT(lens[2 * k + 1] == small_sizes[s], "from rank %d: got %zu bytes, sent %zu", p,
+             lens[2 * k + 1], small_sizes[s]);
+      size_t bad = first_bad(bufs[2 * k + 1], small_sizes[s], p, me, (int)s);
+      EXPECT(bad == small_sizes[s], "from rank %d, %zu bytes: wrong byte at %zu", p,
+             small_sizes[s], bad);
+      free(bufs[2 * k]);
+      free(bufs[2 * k + 1]);
+    }
+  }
+  /* 2: large sizes along the ring (to me+1, from me-1), one at a time */
+  int to = (me + 1) % n, from = (me + n - 1) % n;
+  size_t large[] = {(1u << 20) - 1, 4u << 20, (4u << 20) + 1, (9u << 20) + 5, max_bytes};
+  uint8_t *sb = malloc(max_bytes + 1), *rb = malloc(max_bytes + 1);
+  EXPECT(sb && rb, "allocating %zu bytes", max_bytes);
+  for (size_t s = 0; s < sizeof large / sizeof large[0]; s++) {
+    size_t len = large[s];
+    if (len > max_bytes) continue;
+    fill(sb, len, me, to, (int)s);
+    memset(rb, 0, len);
+    gcomp_treq *rq[2] = {NULL, NULL};
+    size_t got[2] = {0, 0};
+    CHECK(gcomp_irecv(t, from, gcomp_tag(2, (uint32_t)s), rb, max_bytes, &rq[0]));
+    CHECK(gcomp_isend(t, to, gcomp_tag(2, (uint32_t)s), sb, len, &rq[1]));
+    CHECK(gcomp_waitall(t, 2, rq, got));
+    EXPECT(got[0] == len, "large from rank %d: got %zu bytes, sent %zu", from, got[0], len);
+    size_t bad = first_bad(rb, len, from, me, (int)s);
+    EXPECT(bad == len, "large from rank %d, %zu bytes: wrong byte at %zu", from, len, bad);
+  }
+  free(sb);
+  free(rb);
+  /* 3: ordering: one tag, mixed sizes (inject, chunked, empty) back to back, all posted
+   * before anything is waited for: the i-th receive must get the i-th send */
+  size_t order_sizes[] = {5u << 20, 10, (5u << 20) + 7, 0, 100, 4096, 9u << 20, 3};
+  int nord = (int)(sizeof order_sizes / sizeof order_sizes[0]);
+  gcomp_treq *oq[32];
+  size_t olen[32];
+  uint8_t *os[16], *orv[16];
+  for (int i = 0; i < nord; i++) {
+    size_t len = order_sizes[i] > max_bytes ? max_bytes : order_sizes[i];
+    order_sizes[i] = len;
+    os[i] = malloc(len + 1);
+    orv[i] = malloc((9u << 20) + 8);
+    fill(os[i], len, me, to, 100 + i);
+    CHECK(gcomp_irecv(t, from, gcomp_tag(3, 7), orv[i], (9u << 20) + 8, &oq[nord + i]));
+  }
+  for (int i = 0; i < nord; i++) CHECK(gcomp_isend(t, to, gcomp_tag(3, 7), os[i], order_sizes[i], &oq[i]));
+  CHECK(gcomp_waitall(t, 2 * nord, oq, olen));
+  for (int i = 0; i < nord; i++) {
+    EXPECT(olen[nord + i] == order_sizes[i], "ordered message %d from rank %d: %zu bytes, expected %zu",
+           i, from, olen[nord + i], order_sizes[i]);
+    size_t bad = first_bad(orv[i], order_sizes[i], from, me, 100 + i);
+    EXPECT(bad == order_sizes[i], "ordered message %d from rank %d: wrong byte at %zu", i, from, bad);
+    free(os[i]);
+    free(orv[i]);
+  }
+  /* 4: a message longer than the receive buffer is an error on the receiving side (shm only:
+   * after a truncation, ofi_rxm 1.17 delivers nothing more on that endpoint) */
+  uint8_t big[256] = {0}, small[16];
+  gcomp_treq *tq[2] = {NULL, NULL};
+  if (check_trunc) {
+  CHECK(gcomp_irecv(t, from, gcomp_tag(4, 0), small, sizeof small, &tq[0]));
+  CHECK(gcomp_isend(t, to, gcomp_tag(4, 0), big, sizeof big, &tq[1]));
+  CHECK(gcomp_wait(t, tq[1], NULL));
+  int s = gcomp_wait(t, tq[0], NULL);
+  EXPECT(s == GCOMP_ERR_NOMEM, "oversized message gave %s (%s), expected GCOMP_ERR_NOMEM",
+         gcomp_strerror(s), gcomp_last_error());
+  }
+  /* 5: everybody done before anybody leaves */
+  uint8_t z = 0;
+  for (int p = 0; p < n; p++) {
+    if (p == me) continue;
+    gcomp_treq *bq[2];
+    CHECK(gcomp_irecv(t, p, gcomp_tag(5, 0), &z, 1, &bq[0]));
+    CHECK(gcomp_isend(t, p, gcomp_tag(5, 0), &z, 1, &bq[1]));
+    CHECK(gcomp_waitall(t, 2, bq, NULL));
+  }
+  printf("fabric_p2p: rank %d of %d OK (node %d of %d, %zu small messages per peer, up to %zu bytes)\n",
+         me, n, t->node, t->nnodes, nsmall, max_bytes);
+  free(reqs);
+  free(lens);
+  free(bufs);
+  return 0;
+}
+
+static int mode_kill(gcomp_transport *t, int victim) {
+  int n = t->size, to = (me + 1) % n, from = (me + n - 1) % n;
+  size_t len = 16u << 20;
+  uint8_t *sb = calloc(1, len), *rb = calloc(1, len);
+  uint64_t start = 0;
+  for (int it = 0; it < 1000; it++) {
+    gcomp_treq *rq[2] = {NULL, NULL};
+    int s = gcomp_irecv(t, from, gcomp_tag(9, (uint32_t)it), rb, len, &rq[0]);
+    if (s == 0) s = gcomp_isend(t, to, gcomp_tag(9, (uint32_t)it), sb, len, &rq[1]);
+    if (me == victim && it == 3) {
+      for (int i = 0; i < 50; i++) gcomp_progress(t);   /* some bytes are on the wire */
+      fprintf(stderr, "fabric_p2p rank %d: killing myself mid-transfer\n", me);
+      fflush(stderr);
+      raise(SIGKILL);
+    }
+    if (it == 3) start = gcomp_now_ns();
+    if (s == 0) s = gcomp_waitall(t, 2, rq, NULL);
+    if (s < 0) {
+      double ms = start ? (double)(gcomp_now_ns() - start) / 1e6 : 0;
+      printf("fabric_p2p: rank %d: error after %.0f ms: %s: %s\n", me, ms, gcomp_strerror(s),
+             gcomp_last_error());
+      fflush(stdout);
+      gcomp_transport_destroy(t);
+      free(sb);
+      free(rb);
+      exit(3);
+    }
+  }
+  free(sb);
+  free(rb);
+  fprintf(stderr, "fabric_p2p rank %d: no error although rank %d was killed\n", me, victim);
+  return 1;
+}
+
+static int read_iface_bytes(const char *iface, unsigned long long *rx, unsigned long long *tx) {
+  FILE *f = fopen("/proc/net/dev", "r");
+  if (!f) return -1;
+  char line[512];
+  int found = -1;
+  while (fgets(line, sizeof line, f)) {
+    char *colon = strchr(line, ':');
+    if (!colon) continue;
+    *colon = '\0';
+    char *name = line;
+    while (*name == ' ') name++;
+    if (strcmp(name, iface) != 0) continue;
+    unsigned long long v[9];
+    if (sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+               &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) == 9) {
+      *rx = v[0];
+      *tx = v[8];
+      found = 0;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+static int mode_netns(gcomp_transport *t, size_t len) {
+  const char *iface = gcomp_env_foreign("FI_TCP_IFACE");
+  EXPECT(iface && *iface, "FI_TCP_IFACE is not set (not started by gcomp-run with namespaces?)");
+  unsigned long long rx0 = 0, tx0 = 0, rx1 = 0, tx1 = 0;
+  EXPECT(read_iface_bytes(iface, &rx0, &tx0) == 0, "interface %s not in /proc/net/dev", iface);
+  int last = t->size - 1;
+  EXPECT(t->node_of[0] != t->node_of[last], "rank 0 and rank %d are on one node", last);
+  uint8_t *b = malloc(len);
+  if (me == 0) {
+    fill(b, len, 0, last, 1);
+    CHECK(gcomp_send(t, last, gcomp_tag(1, 1), b, len));
+  } else if (me == last) {
+    size_t got = 0;
+    CHECK(gcomp_recv(t, 0, gcomp_tag(1, 1), b, len, &got));
+    EXPECT(got == len && first_bad(b, len, 0, last, 1) == len, "payload damaged");
+  }
+  /* barrier so the counters are read after the transfer on both sides */
+  uint8_t z = 0;
+  if (me == 0 || me == last) {
+    int p = me == 0 ? last : 0;
+    gcomp_treq *bq[2];
+    CHECK(gcomp_irecv(t, p, gcomp_tag(1, 2), &z, 1, &bq[0]));
+    CHECK(gcomp_isend(t, p, gcomp_tag(1, 2), &z, 1, &bq[1]));
+    CHECK(gcomp_waitall(t, 2, bq, NULL));
+  }
+  EXPECT(read_iface_bytes(iface, &rx1, &tx1) == 0, "interface %s vanished", iface);
+  free(b);
+  unsigned long long moved = me == 0 ? tx1 - tx0 : rx1 - rx0;
+  printf("fabric_p2p: rank %d on %s: %s %llu bytes over %s (payload %zu)\n", me,
+         gcomp_env_foreign("GCOMP_NODE_ID"), me == 0 ? "sent" : "received", moved, iface, len);
+  if (me == 0 || me == last)
+    EXPECT(moved >= len, "only %llu bytes crossed %s for a %zu-byte message", moved, iface, len);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc < 2) {
+    fprintf(stderr, "usage: fabric_p2p p2p [MAX] | boot | kill VICTIM | netns BYTES\n");
+    return 2;
+  }
+  gcomp_transport *t = NULL;
+  uint64_t t0 = gcomp_now_ns();
+  int s = gcomp_transport_create_env(&t);
+  if (s < 0) {
+    fprintf(stderr, "fabric_p2p: transport: %s: %s\n", gcomp_strerror(s), gcomp_last_error());
+    printf("fabric_p2p: bootstrap failed after %.0f ms\n", (double)(gcomp_now_ns() - t0) / 1e6);
+    return strcmp(argv[1], "boot") == 0 ? 3 : 1;
+  }
+  me = t->rank;
+  int rc = 2;
+  if (strcmp(argv[1], "p2p") == 0) {
+    rc = mode_p2p(t, argc > 2 ? (size_t)strtoull(argv[2], NULL, 0) : (size_t)64 << 20,
+                  argc > 3 && strcmp(argv[3], "trunc") == 0);
+  } else if (strcmp(argv[1], "boot") == 0) {
+    printf("boot rank %d size %d local %d/%d node %d/%d\n", t->rank, t->size, t->local_rank,
+           t->local_size, t->node, t->nnodes);
+    rc = 0;
+  } else if (strcmp(argv[1], "kill") == 0 && argc > 2) {
+    rc = mode_kill(t, atoi(argv[2]));
+  } else if (strcmp(argv[1], "netns") == 0 && argc > 2) {
+    rc = mode_netns(t, (size_t)strtoull(argv[2], NULL, 0));
+  }
+  gcomp_transport_destroy(t);
+  return rc;
+}

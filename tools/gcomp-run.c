@@ -1,0 +1,503 @@
+/* gcomp-run: the local launcher.
+ *
+ *   gcomp-run -n N [--nodes M] [--inter-node-rate RATE] [--tag-output] [--grace MS]
+ *             [--netns auto|on|off] -- PROGRAM [ARGS...]
+ *
+ * Starts N ranks of PROGRAM split over M emulated nodes (blocks of consecutive ranks),
+ * with GCOMP_RANK, GCOMP_SIZE, GCOMP_LOCAL_RANK, GCOMP_NODE_ID, GCOMP_ROOT and a random
+ * GCOMP_JOB_TOKEN. As root with M > 1, each node runs in its own network namespace, joined
+ * to the others by a veth link to a private bridge (optionally rate limited with tbf), and
+ * the ranks' tcp provider is pinned to that link (FI_TCP_IFACE); everything is removed on
+ * exit, on Ctrl-C, and, after a crash of gcomp-run itself, by the next gcomp-run.
+ * Forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT, returns the first non-zero exit status (128+N
+ * for a rank killed by signal N), and kills the remaining ranks when one fails. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NETNS_DIR "/var/run/netns"
+#define SUBNET "10.213.0."
+
+typedef struct {
+  pid_t pid;
+  int node, local_rank;
+  int running;
+  int status;            /* wait status */
+  int out_fd, err_fd;    /* --tag-output pipes, -1 otherwise */
+  char out_buf[4096], err_buf[4096];
+  size_t out_len, err_len;
+} rank_proc;
+
+static volatile sig_atomic_t got_signal;
+static int verbose;
+static int netns_made;       /* namespaces to remove at exit */
+static int nnodes_made;
+static int bridge_made;
+static long job_id;
+
+static void on_signal(int sig) { got_signal = sig; }
+
+static void say(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "gcomp-run: ");
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Runs a command given as one string of space-separated words; returns its exit status. */
+static int run(const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  char *argv[32];
+  int argc = 0;
+  for (char *tok = strtok(line, " "); tok && argc < 31; tok = strtok(NULL, " ")) argv[argc++] = tok;
+  argv[argc] = NULL;
+  if (verbose) {
+    fprintf(stderr, "gcomp-run: +");
+    for (int i = 0; i < argc; i++) fprintf(stderr, " %s", argv[i]);
+    fputc('\n', stderr);
+  }
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    if (!verbose) {
+      int devnull = open("/dev/null", O_WRONLY);
+      if (devnull >= 0) dup2(devnull, 1);
+    }
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+static int pid_alive(long pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%ld", pid);
+  return access(path, F_OK) == 0;
+}
+
+/* Namespaces and bridges of a gcomp-run that died without cleaning up. */
+static void clean_stale(void) {
+  DIR *d = opendir(NETNS_DIR);
+  if (d) {
+    struct dirent *de;
+    while ((de = readdir(d))) {
+      long pid;
+      int k, used = 0;
+      if (sscanf(de->d_name, "gcomp-%ld-%d%n", &pid, &k, &used) == 2 && !de->d_name[used] &&
+          !pid_alive(pid)) {
+        say("removing network namespace %s left by a gcomp-run that is gone", de->d_name);
+        run("ip netns del %s", de->d_name);
+      }
+    }
+    closedir(d);
+  }
+  d = opendir("/sys/class/net");
+  if (d) {
+    struct dirent *de;
+    while ((de = readdir(d))) {
+      long pid;
+      int used = 0;
+      if (sscanf(de->d_name, "gcb%ld%n", &pid, &used) == 1 && !de->d_name[used] && !pid_alive(pid)) {
+        say("removing bridge %s left by a gcomp-run that is gone", de->d_name);
+        run("ip link del %s", de->d_name);
+      }
+    }
+    closedir(d);
+  }
+}
+
+static void netns_teardown(void) {
+  for (int k = 0; k < nnodes_made; k++) run("ip netns del gcomp-%ld-%d", job_id, k);
+  if (bridge_made) run("ip link del gcb%ld", job_id);
+  nnodes_made = 0;
+  bridge_made = 0;
+  netns_made = 0;
+}
+
+static int netns_setup(int nodes, const char *rate) {
+  clean_stale();
+  if (run("ip link add gcb%ld type bridge", job_id) != 0) {
+    say("cannot create a bridge (ip link add type bridge failed)");
+    return -1;
+  }
+  bridge_made = 1;
+  netns_made = 1;
+  if (run("ip link set gcb%ld up", job_id) != 0) return -1;
+  for (int k = 0; k < nodes; k++) {
+    if (run("ip netns add gcomp-%ld-%d", job_id, k) != 0) {
+      say("cannot create network namespace gcomp-%ld-%d", job_id, k);
+      return -1;
+    }
+    nnodes_made = k + 1;
+    if (run("ip link add gch%ld-%d type veth peer name gcn%ld-%d", job_id, k, job_id, k) ||
+        run("ip link set gcn%ld-%d netns gcomp-%ld-%d", job_id, k, job_id, k) ||
+        run("ip -n gcomp-%ld-%d addr add " SUBNET "%d/24 dev gcn%ld-%d", job_id, k, k + 1, job_id, k) ||
+        run("ip -n gcomp-%ld-%d link set gcn%ld-%d up", job_id, k, job_id, k) ||
+        run("ip -n gcomp-%ld-%d link set lo up", job_id, k) ||
+        run("ip link set gch%ld-%d master gcb%ld", job_id, k, job_id) ||
+        run("ip link set gch%ld-%d up", job_id, k)) {
+      say("setting up the veth link of node %d failed", k);
+      return -1;
+    }
+    if (rate && (run("tc qdisc add dev gch%ld-%d root tbf rate %s burst 256kb latency 100ms", job_id,
+                     k, rate) ||
+                 run("ip netns exec gcomp-%ld-%d tc qdisc add dev gcn%ld-%d root tbf rate %s "
+                     "burst 256kb latency 100ms", job_id, k, job_id, k, rate))) {
+      say("tc tbf rate %s on node %d's link failed (is the rate valid, e.g. 1gbit?)", rate, k);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t l = sizeof a;
+  int port = 29500 + (int)(job_id % 20000);
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &l) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+static void make_token(char *out, size_t n) {
+  unsigned char raw[16];
+  int fd = open("/dev/urandom", O_RDONLY);
+  ssize_t got = fd >= 0 ? read(fd, raw, sizeof raw) : -1;
+  if (fd >= 0) close(fd);
+  if (got != (ssize_t)sizeof raw) {
+    uint64_t x = now_ms() ^ ((uint64_t)getpid() << 32);
+    for (size_t i = 0; i < sizeof raw; i++) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      raw[i] = (unsigned char)(x >> 56);
+    }
+  }
+  for (size_t i = 0; i < sizeof raw && 2 * i + 2 < n; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: gcomp-run -n N [--nodes M] [--inter-node-rate RATE] [--tag-output]\n"
+          "                 [--grace MS] [--netns auto|on|off] [-v] -- PROGRAM [ARGS...]\n"
+          "  -n N                  number of ranks\n"
+          "  --nodes M             emulated nodes (ranks are split in consecutive blocks); as root\n"
+          "                        each node gets its own network namespace and veth link\n"
+          "  --inter-node-rate R   limit each node's link with tc tbf (e.g. 1gbit, 500mbit)\n"
+          "  --tag-output          prefix every output line with [rank]\n"
+          "  --grace MS            when a rank fails, let the others run MS milliseconds before\n"
+          "                        killing them (default 0)\n"
+          "  --netns auto|on|off   network namespaces: auto = when root and M > 1\n"
+          "  -v                    show the commands that build the namespaces\n");
+}
+
+static void flush_lines(int rank, char *buf, size_t *len, FILE *to, int final) {
+  size_t start = 0;
+  for (size_t i = 0; i < *len; i++)
+    if (buf[i] == '\n') {
+      fprintf(to, "[%d] %.*s\n", rank, (int)(i - start), buf + start);
+      start = i + 1;
+    }
+  if (final && start < *len) {
+    fprintf(to, "[%d] %.*s\n", rank, (int)(*len - start), buf + start);
+    start = *len;
+  }
+  if (start == 0 && *len == 4096) {   /* a very long line: cut it */
+    fprintf(to, "[%d] %.*s\n", rank, (int)*len, buf);
+    start = *len;
+  }
+  memmove(buf, buf + start, *len - start);
+  *len -= start;
+  fflush(to);
+}
+
+static void pump(rank_proc *p, int n, int timeout_ms) {
+  struct pollfd pfd[2 * 256];
+  int who[2 * 256], which[2 * 256], m = 0;
+  for (int r = 0; r < n && m < 510; r++) {
+    if (p[r].out_fd >= 0) pfd[m] = (struct pollfd){p[r].out_fd, POLLIN, 0}, who[m] = r, which[m++] = 1;
+    if (p[r].err_fd >= 0) pfd[m] = (struct pollfd){p[r].err_fd, POLLIN, 0}, who[m] = r, which[m++] = 2;
+  }
+  if (m == 0) {
+    struct timespec ts = {0, (long)timeout_ms * 1000000L};
+    nanosleep(&ts, NULL);
+    return;
+  }
+  if (poll(pfd, (nfds_t)m, timeout_ms) <= 0) return;
+  for (int i = 0; i < m; i++) {
+    if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    rank_proc *q = &p[who[i]];
+    int *fd = which[i] == 1 ? &q->out_fd : &q->err_fd;
+    char *buf = which[i] == 1 ? q->out_buf : q->err_buf;
+    size_t *len = which[i] == 1 ? &q->out_len : &q->err_len;
+    ssize_t k = read(*fd, buf + *len, sizeof q->out_buf - *len);
+    if (k <= 0) {
+      flush_lines(who[i], buf, len, which[i] == 1 ? stdout : stderr, 1);
+      close(*fd);
+      *fd = -1;
+      continue;
+    }
+    *len += (size_t)k;
+    flush_lines(who[i], buf, len, which[i] == 1 ? stdout : stderr, 0);
+  }
+}
+
+static void describe(int rank, const rank_proc *p, char *out, size_t n) {
+  if (WIFSIGNALED(p->status))
+    snprintf(out, n, "rank %d (pid %d, node %d) was killed by signal %d (%s)", rank, (int)p->pid,
+             p->node, WTERMSIG(p->status), strsignal(WTERMSIG(p->status)));
+  else
+    snprintf(out, n, "rank %d (pid %d, node %d) exited with status %d", rank, (int)p->pid, p->node,
+             WEXITSTATUS(p->status));
+}
+
+int main(int argc, char **argv) {
+  int n = 0, nodes = 1, tag = 0, grace_ms = 0, netns_mode = -1;   /* -1 auto */
+  const char *rate = NULL;
+  int i = 1;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    } else if (strcmp(a, "-n") == 0 && i + 1 < argc) {
+      n = atoi(argv[++i]);
+    } else if (strcmp(a, "--nodes") == 0 && i + 1 < argc) {
+      nodes = atoi(argv[++i]);
+    } else if (strcmp(a, "--inter-node-rate") == 0 && i + 1 < argc) {
+      rate = argv[++i];
+    } else if (strcmp(a, "--tag-output") == 0) {
+      tag = 1;
+    } else if (strcmp(a, "--grace") == 0 && i + 1 < argc) {
+      grace_ms = atoi(argv[++i]);
+    } else if (strcmp(a, "--netns") == 0 && i + 1 < argc) {
+      const char *v = argv[++i];
+      netns_mode = strcmp(v, "on") == 0 ? 1 : strcmp(v, "off") == 0 ? 0 : -1;
+    } else if (strcmp(a, "-v") == 0) {
+      verbose = 1;
+    } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      usage(stdout);
+      return 0;
+    } else if (a[0] != '-') {
+      break;   /* PROGRAM without "--" */
+    } else {
+      say("unknown option '%s'", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (i >= argc || n < 1 || n > 256 || nodes < 1 || nodes > n) {
+    if (n < 1 || n > 256) say("-n must be between 1 and 256");
+    if (nodes < 1 || nodes > n) say("--nodes must be between 1 and the number of ranks");
+    if (i >= argc) say("no program given");
+    usage(stderr);
+    return 2;
+  }
+  char **prog = argv + i;
+  job_id = (long)getpid();
+
+  int root = geteuid() == 0;
+  int use_netns = netns_mode == 1 || (netns_mode == -1 && root && nodes > 1);
+  if (use_netns && !root) {
+    say("--netns on needs root");
+    return 2;
+  }
+  if (nodes > 1 && !use_netns)
+    say("%s: emulating %d nodes with GCOMP_NODE_ID only (no network namespaces); traffic "
+        "between them still uses the inter-node provider over the host's own interfaces",
+        root ? "--netns off" : "not root", nodes);
+  if (rate && !use_netns) say("--inter-node-rate %s ignored: it needs network namespaces", rate);
+
+  struct sigaction sa = {0};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+  for (size_t s = 0; s < sizeof sigs / sizeof sigs[0]; s++) sigaction(sigs[s], &sa, NULL);
+
+  if (use_netns && netns_setup(nodes, rate) != 0) {
+    netns_teardown();
+    return 1;
+  }
+
+  char token[64] = "";
+  make_token(token, sizeof token);
+  int port = free_port();
+  char rootaddr[64];
+  snprintf(rootaddr, sizeof rootaddr, "%s:%d", use_netns ? SUBNET "1" : "127.0.0.1", port);
+
+  rank_proc *p = calloc((size_t)n, sizeof *p);
+  if (!p) return 1;
+  int per_node_count[256] = {0};
+  for (int r = 0; r < n; r++) {
+    p[r].node = (int)((long)r * nodes / n);
+    p[r].local_rank = per_node_count[p[r].node]++;
+    p[r].out_fd = p[r].err_fd = -1;
+  }
+  fflush(NULL);
+  int started = 0, failed_start = 0;
+  for (int r = 0; r < n && !got_signal; r++) {
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    if (tag && (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)) {
+      say("pipe: %s", strerror(errno));
+      failed_start = 1;
+      break;
+    }
+    int nsfd = -1;
+    if (use_netns) {
+      char path[128];
+      snprintf(path, sizeof path, NETNS_DIR "/gcomp-%ld-%d", job_id, p[r].node);
+      nsfd = open(path, O_RDONLY | O_CLOEXEC);
+      if (nsfd < 0) {
+        say("cannot open %s: %s", path, strerror(errno));
+        failed_start = 1;
+        break;
+      }
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+      setpgid(0, 0);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      for (size_t s = 0; s < sizeof sigs / sizeof sigs[0]; s++) signal(sigs[s], SIG_DFL);
+      if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) != 0) {
+        fprintf(stderr, "gcomp-run: rank %d: setns: %s\n", r, strerror(errno));
+        _exit(126);
+      }
+      if (tag) {
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+      }
+      char v[64];
+      snprintf(v, sizeof v, "%d", r);
+      setenv("GCOMP_RANK", v, 1);
+      snprintf(v, sizeof v, "%d", n);
+      setenv("GCOMP_SIZE", v, 1);
+      snprintf(v, sizeof v, "%d", p[r].local_rank);
+      setenv("GCOMP_LOCAL_RANK", v, 1);
+      snprintf(v, sizeof v, "node%d", p[r].node);
+      setenv("GCOMP_NODE_ID", v, 1);
+      setenv("GCOMP_ROOT", rootaddr, 1);
+      setenv("GCOMP_JOB_TOKEN", token, 1);
+      if (use_netns) {
+        snprintf(v, sizeof v, "gcn%ld-%d", job_id, p[r].node);
+        setenv("FI_TCP_IFACE", v, 1);
+      }
+      execvp(prog[0], prog);
+      fprintf(stderr, "gcomp-run: rank %d: cannot run %s: %s\n", r, prog[0], strerror(errno));
+      _exit(127);
+    }
+    if (nsfd >= 0) close(nsfd);
+    if (pid < 0) {
+      say("fork: %s", strerror(errno));
+      failed_start = 1;
+      break;
+    }
+    setpgid(pid, pid);
+    p[r].pid = pid;
+    p[r].running = 1;
+    started++;
+    if (tag) {
+      close(out[1]);
+      close(err[1]);
+      p[r].out_fd = out[0];
+      p[r].err_fd = err[0];
+    }
+  }
+
+  int running = started, first_fail = -1, exit_code = 0;
+  uint64_t kill_at = 0, hard_kill_at = 0;
+  int forwarded = 0;
+  if (failed_start || got_signal) kill_at = now_ms();
+  while (running > 0 || (tag && 1)) {
+    pump(p, started, 50);
+    int st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+      for (int r = 0; r < started; r++) {
+        if (p[r].pid != pid || !p[r].running) continue;
+        p[r].running = 0;
+        p[r].status = st;
+        running--;
+        int bad = !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+        if (bad && first_fail < 0 && !got_signal) {
+          first_fail = r;
+          exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+          char what[200];
+          describe(r, &p[r], what, sizeof what);
+          say("%s%s", what, running ? "; stopping the other ranks" : "");
+          if (!kill_at) kill_at = now_ms() + (uint64_t)grace_ms;
+        }
+      }
+    }
+    if (got_signal && !forwarded) {
+      for (int r = 0; r < started; r++)
+        if (p[r].running) kill(-p[r].pid, got_signal);
+      forwarded = 1;
+      hard_kill_at = now_ms() + 5000;
+    }
+    uint64_t t = now_ms();
+    if (kill_at && t >= kill_at && running) {
+      for (int r = 0; r < started; r++)
+        if (p[r].running) kill(-p[r].pid, SIGTERM);
+      kill_at = 0;
+      hard_kill_at = t + 3000;
+    }
+    if (hard_kill_at && t >= hard_kill_at && running) {
+      for (int r = 0; r < started; r++)
+        if (p[r].running) kill(-p[r].pid, SIGKILL);
+      hard_kill_at = 0;
+    }
+    if (running == 0) {
+      int open_fds = 0;
+      for (int r = 0; r < started; r++) open_fds += (p[r].out_fd >= 0) + (p[r].err_fd >= 0);
+      if (!open_fds) break;
+    }
+  }
+  if (first_fail >= 0 && started > 1) {
+    for (int r = 0; r < started; r++) {
+      if (r == first_fail) continue;
+      char what[200];
+      describe(r, &p[r], what, sizeof what);
+      if (!WIFEXITED(p[r].status) || WEXITSTATUS(p[r].status) != 0) say("  then %s", what);
+    }
+  }
+  if (netns_made) netns_teardown();
+  free(p);
+  if (got_signal) {
+    say("interrupted by signal %d (%s)", (int)got_signal, strsignal(got_signal));
+    return 128 + got_signal;
+  }
+  if (failed_start && !exit_code) exit_code = 1;
+  return exit_code;
+}
