@@ -160,6 +160,85 @@ GCOMP_API void gcomp_codec_reset_stats(gcomp_codec *codec);
 GCOMP_API int gcomp_codec_save_residuals(const gcomp_codec *codec, const char *path);
 GCOMP_API int gcomp_codec_load_residuals(gcomp_codec *codec, const char *path);
 
+/* ---------------------------------------------------------------------------------------
+ * Communicators and collectives.
+ *
+ * A communicator is one rank's handle on a job of `size` ranks, possibly spread over
+ * several nodes (ranks with the same GCOMP_NODE_ID / host name share a node). Collective
+ * calls must be made by every rank of the communicator, in the same order, with the same
+ * count, dtype, op and codec spec. Thread safety: one communicator must not be used by two
+ * threads at once; distinct communicators may.
+ * ------------------------------------------------------------------------------------- */
+typedef enum {
+  GCOMP_FLOAT32 = 0,
+  GCOMP_FLOAT64 = 1,
+  GCOMP_INT32 = 2,
+  GCOMP_INT64 = 3,
+  GCOMP_BFLOAT16 = 4,   /* reduced in fp32, rounded to nearest even once at the end */
+  GCOMP_FLOAT16 = 5     /* likewise */
+} gcomp_dtype;
+
+typedef enum {
+  GCOMP_SUM = 0,
+  GCOMP_AVG = 1,   /* sum divided by the rank count (integers: truncated toward zero) */
+  GCOMP_MIN = 2,
+  GCOMP_MAX = 3,   /* MIN/MAX propagate NaN */
+  GCOMP_PROD = 4
+} gcomp_op;
+
+typedef struct gcomp_comm gcomp_comm;
+
+/* Creates this rank's communicator from the environment: rank and size from GCOMP_RANK /
+ * GCOMP_SIZE or the launcher's variables (torchrun, Open MPI, PMI, Slurm), node identity
+ * from GCOMP_NODE_ID or the host name, and the rendezvous at GCOMP_ROOT or
+ * MASTER_ADDR:MASTER_PORT. Collective: every rank of the job must call it. Returns
+ * GCOMP_ERR_BOOTSTRAP when ranks cannot meet within GCOMP_TIMEOUT_MS. */
+GCOMP_API int gcomp_comm_init_env(gcomp_comm **out);
+
+GCOMP_API int gcomp_comm_rank(const gcomp_comm *comm);
+GCOMP_API int gcomp_comm_size(const gcomp_comm *comm);
+/* Node index of this rank (nodes numbered by their lowest rank) and the node count. */
+GCOMP_API int gcomp_comm_node(const gcomp_comm *comm);
+GCOMP_API int gcomp_comm_nnodes(const gcomp_comm *comm);
+
+/* Frees the communicator. Not collective; NULL is a no-op. */
+GCOMP_API int gcomp_comm_destroy(gcomp_comm *comm);
+
+/* Sums (or reduces with op) count elements of dtype over all ranks; every rank receives
+ * the result in recvbuf. sendbuf == recvbuf is in place. count may be 0.
+ *
+ * codec: NULL uses GCOMP_CODEC (default "none"); a lossy codec applies to float32 data
+ * only and only when the planner judges it pays (see GCOMP_CODEC_MIN_BYTES); key names
+ * the tensor for error feedback. The algorithm is chosen per call by the cost model, or
+ * by GCOMP_ALGO. For a fixed rank count, placement, algorithm and codec the result is
+ * bitwise identical on every rank and across runs.
+ *
+ * Errors: GCOMP_ERR_INVALID (bad argument), GCOMP_ERR_TIMEOUT / GCOMP_ERR_PEER (a peer
+ * stopped answering or died; the communicator is unusable afterwards), GCOMP_ERR_CORRUPT
+ * (a frame failed validation). */
+GCOMP_API int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                              gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key);
+
+/* Where the time of this communicator's collectives went, summed since creation. */
+typedef struct {
+  uint64_t calls;
+  uint64_t bytes;            /* user bytes reduced (count * dtype size, summed) */
+  uint64_t wire_bytes;       /* bytes this rank sent */
+  double total_s;            /* wall time inside gcomp_allreduce */
+  double wait_s;             /* of which waiting for peers */
+  double reduce_s;           /* of which reducing (adding) */
+  double encode_s;           /* of which encoding */
+  double decode_s;           /* of which decoding */
+  uint64_t nonfinite;        /* NaN/Inf seen in inputs (they propagate) */
+} gcomp_comm_stats;
+
+GCOMP_API int gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out);
+
+/* The allreduce algorithms this build offers: name and one-line description of algorithm
+ * i (0 <= i < gcomp_algo_count()). */
+GCOMP_API int gcomp_algo_count(void);
+GCOMP_API int gcomp_algo_describe(int i, const char **name, const char **desc);
+
 #ifdef __cplusplus
 }
 #endif

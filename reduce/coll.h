@@ -1,0 +1,116 @@
+/* Internal: the machinery every allreduce algorithm shares — groups of ranks, the call
+ * context, element-wise reduction kernels, and the algorithm table. */
+#ifndef GCOMP_COLL_H
+#define GCOMP_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gcomp_common.h"
+#include "transport.h"
+
+/* A subset of the transport's ranks taking part in one (sub-)collective. */
+typedef struct {
+  const int *ranks;   /* world ranks, in the group's order */
+  int n;              /* group size */
+  int me;             /* my index in ranks[] */
+} gcomp_group;
+
+/* Element-wise dst = dst op src over n elements. */
+typedef void (*gcomp_reduce_fn)(void *restrict dst, const void *restrict src, size_t n);
+
+/* One allreduce call as the algorithms see it: the buffer is reduced in place. */
+typedef struct gcomp_coll {
+  gcomp_transport *t;
+  uint32_t seq;              /* per-call sequence number, part of every tag */
+  size_t esize;              /* bytes per element of the working type */
+  gcomp_reduce_fn reduce;    /* dst op= src for the working type */
+  uint8_t *tmp;              /* receive scratch, tmp_cap bytes, owned by the communicator */
+  size_t tmp_cap;
+  uint8_t **tmp_owner;       /* the communicator's own pointer and size, kept in step */
+  size_t *tmp_owner_cap;
+  size_t seg_bytes;          /* pipeline segment size */
+  gcomp_comm_stats *stats;   /* wait_s, reduce_s, wire_bytes are added here */
+  const struct gcomp_plan_in *plan;   /* the call's cost-model inputs (for sub-choices) */
+  const int *world;          /* 0, 1, ..., size-1: the group of all ranks */
+} gcomp_coll;
+
+/* Tags: phase (4 bits) | step (12 bits) | segment (16 bits), under the call's seq. */
+static inline uint64_t gcomp_coll_tag(const gcomp_coll *c, unsigned phase, unsigned step,
+                                      unsigned seg) {
+  return gcomp_tag(c->seq, (phase & 0xfu) << 28 | (step & 0xfffu) << 16 | (seg & 0xffffu));
+}
+
+/* Balanced partition of count elements into n chunks: chunk k is [off, off + len). */
+static inline void gcomp_chunk(size_t count, int n, int k, size_t *off, size_t *len) {
+  size_t base = count / (size_t)n, extra = count % (size_t)n;
+  *off = (size_t)k * base + ((size_t)k < extra ? (size_t)k : extra);
+  *len = base + ((size_t)k < extra);
+}
+
+gcomp_reduce_fn gcomp_reduce_kernel(gcomp_dtype dtype, gcomp_op op);
+
+/* Grows the call's scratch (through the communicator that owns it). */
+int gcomp_coll_reserve(gcomp_coll *c, size_t bytes);
+
+/* Waits for reqs, counting the time as waiting. */
+int gcomp_coll_waitall(gcomp_coll *c, int n, gcomp_treq **reqs);
+
+/* Sends slen bytes to peer while receiving rlen bytes from it, in pipeline segments.
+ * dst != NULL: each received segment is reduced into dst as it lands (via c->tmp);
+ * dst == NULL: segments land at rbuf. */
+int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
+                        const uint8_t *sbuf, size_t slen, uint8_t *rbuf, size_t rlen,
+                        uint8_t *dst);
+
+/* Dense building blocks over a group (reduce/ring.c, reduce/rhd.c). phase separates the
+ * tags of sub-collectives within one call (0..15). */
+int gcomp_ring_reduce_scatter(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
+                              unsigned phase);
+int gcomp_ring_allgather(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
+                         unsigned phase);
+int gcomp_ring_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
+                         unsigned phase);
+int gcomp_rhd_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
+                        unsigned phase);
+int gcomp_rd_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
+                       unsigned phase);
+
+/* ---- the algorithm table -------------------------------------------------------------- */
+typedef struct {
+  double alpha_s;    /* latency per message */
+  double beta_spb;   /* seconds per byte */
+} gcomp_link;
+
+typedef struct gcomp_plan_in {
+  size_t bytes;         /* payload of the call */
+  int n;                /* ranks */
+  int nnodes, local;    /* placement: nodes and ranks per node (0 when uneven) */
+  gcomp_link intra, inter;
+  double gamma_spb;     /* reduction seconds per byte */
+} gcomp_plan_in;
+
+typedef struct {
+  const char *name;
+  const char *desc;
+  /* runs the allreduce over all ranks of c->t on buf (count elements), in place */
+  int (*run)(gcomp_coll *c, uint8_t *buf, size_t count);
+  /* predicted seconds; < 0 when the algorithm cannot serve this placement */
+  double (*cost)(const gcomp_plan_in *in);
+} gcomp_algo;
+
+const gcomp_algo *gcomp_algo_find(const char *name);
+const gcomp_algo *gcomp_algo_at(int i);
+int gcomp_algo_total(void);
+const char *gcomp_algo_names(void);
+
+/* Picks the cheapest algorithm for the call (or the GCOMP_ALGO override) and logs the
+ * estimates under the tuning subsystem. */
+const gcomp_algo *gcomp_plan_pick(const gcomp_plan_in *in, const gcomp_algo *forced);
+
+/* Model costs of the building blocks, shared by the algorithms' cost functions. */
+double gcomp_cost_ring(int n, double bytes, gcomp_link l, double gamma);
+double gcomp_cost_rhd(int n, double bytes, gcomp_link l, double gamma);
+double gcomp_cost_rd(int n, double bytes, gcomp_link l, double gamma);
+
+#endif /* GCOMP_COLL_H */

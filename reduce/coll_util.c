@@ -1,0 +1,106 @@
+/* Shared steps of the dense algorithms: timed waits, and a pairwise exchange that reduces
+ * each received segment as soon as it lands. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+
+int gcomp_coll_waitall(gcomp_coll *c, int n, gcomp_treq **reqs) {
+  uint64_t t0 = gcomp_now_ns();
+  int s = gcomp_waitall(c->t, n, reqs, NULL);
+  c->stats->wait_s += (double)(gcomp_now_ns() - t0) * 1e-9;
+  return s;
+}
+
+static void cancel_all(gcomp_coll *c, gcomp_treq **reqs, int n) {
+  for (int i = 0; i < n; i++)
+    if (reqs[i]) gcomp_cancel(c->t, reqs[i]), reqs[i] = NULL;
+}
+
+/* Sends slen bytes at sbuf to peer and receives rlen bytes from it, both in segments of
+ * c->seg_bytes. With dst != NULL every received segment is reduced into dst (the segment
+ * lands in c->tmp first); with dst == NULL it lands directly at rbuf. */
+int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
+                        const uint8_t *sbuf, size_t slen, uint8_t *rbuf, size_t rlen,
+                        uint8_t *dst) {
+  size_t seg = c->seg_bytes - c->seg_bytes % c->esize;
+  if (seg == 0) seg = c->esize;
+  int ns = slen ? (int)((slen + seg - 1) / seg) : 1;
+  int nr = rlen ? (int)((rlen + seg - 1) / seg) : 1;
+  if (dst) {
+    GCOMP_CHECK(gcomp_coll_reserve(c, rlen ? rlen : 1));
+    rbuf = c->tmp;
+  }
+  gcomp_treq *stack[64], **reqs = stack;
+  int total = ns + nr;
+  if (total > 64) {
+    reqs = calloc((size_t)total, sizeof *reqs);
+    GCOMP_FAIL_IF(!reqs, GCOMP_ERR_NOMEM, "exchange: %d requests", total);
+  }
+  memset(reqs, 0, (size_t)total * sizeof *reqs);
+  int status = GCOMP_OK;
+  for (int j = 0; j < nr && status == GCOMP_OK; j++) {
+    size_t off = (size_t)j * seg, len = rlen - off < seg ? rlen - off : seg;
+    if (!rlen) off = len = 0;
+    status = gcomp_irecv(c->t, peer, gcomp_coll_tag(c, phase, step, (unsigned)j), rbuf + off, len,
+                         &reqs[ns + j]);
+  }
+  for (int j = 0; j < ns && status == GCOMP_OK; j++) {
+    size_t off = (size_t)j * seg, len = slen - off < seg ? slen - off : seg;
+    if (!slen) off = len = 0;
+    status = gcomp_isend(c->t, peer, gcomp_coll_tag(c, phase, step, (unsigned)j), sbuf + off, len,
+                         &reqs[j]);
+    c->stats->wire_bytes += len;
+  }
+  /* reduce segments in arrival order. When the reduction target is the buffer being sent
+   * (dst == sbuf, recursive doubling), segment j is reduced only once its send is done. */
+  int in_place = dst && dst == sbuf;
+  unsigned char pend_stack[64], *pending = pend_stack;   /* received, not yet reduced */
+  if (nr > 64 && status == GCOMP_OK) {
+    pending = calloc((size_t)nr, 1);
+    if (!pending) status = gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "exchange flags");
+  } else {
+    memset(pend_stack, 0, sizeof pend_stack);
+  }
+  int left = total, unreduced = 0;
+  unsigned spins = 0;
+  uint64_t idle_from = 0;
+  while (status == GCOMP_OK && (left > 0 || unreduced > 0)) {
+    int moved = 0;
+    for (int i = 0; i < total && status == GCOMP_OK; i++) {
+      if (!reqs[i]) continue;
+      int done = 0;
+      status = gcomp_test(c->t, reqs[i], &done, NULL);
+      if (status < 0) reqs[i] = NULL;   /* test frees a failed request */
+      if (status < 0 || !done) continue;
+      reqs[i] = NULL;
+      left--;
+      moved = 1;
+      if (i >= ns && dst && rlen) pending[i - ns] = 1, unreduced++;
+    }
+    for (int j = 0; j < nr && unreduced > 0 && status == GCOMP_OK; j++) {
+      if (!pending[j] || (in_place && j < ns && reqs[j])) continue;
+      size_t off = (size_t)j * seg, len = rlen - off < seg ? rlen - off : seg;
+      uint64_t t0 = gcomp_now_ns();
+      c->reduce(dst + off, rbuf + off, len / c->esize);
+      c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;
+      pending[j] = 0;
+      unreduced--;
+      moved = 1;
+    }
+    if (moved) {
+      spins = 0;
+      if (idle_from) c->stats->wait_s += (double)(gcomp_now_ns() - idle_from) * 1e-9;
+      idle_from = 0;
+    } else {
+      if (!idle_from) idle_from = gcomp_now_ns();
+      gcomp_idle(&spins);
+    }
+  }
+  if (pending != pend_stack) free(pending);
+  if (idle_from) c->stats->wait_s += (double)(gcomp_now_ns() - idle_from) * 1e-9;
+  if (status < 0) cancel_all(c, reqs, total);
+  if (reqs != stack) free(reqs);
+  if (status < 0) return gcomp_error_trace(status, __FILE__, __LINE__);
+  return GCOMP_OK;
+}

@@ -1,0 +1,343 @@
+/* Communicators and gcomp_allreduce: argument checks, working types, the planner's choice,
+ * and one place where a call's phases begin and end (for stats). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+#include "comm.h"
+
+struct gcomp_comm {
+  gcomp_transport *t;
+  int own;
+  uint32_t seq;
+  int *world;                  /* 0..size-1 */
+  uint8_t *tmp;                /* receive scratch */
+  size_t tmp_cap;
+  uint8_t *work;               /* fp32 copy of bf16/fp16 data */
+  size_t work_cap;
+  gcomp_plan_in model;         /* links and placement; bytes set per call */
+  const gcomp_algo *forced;    /* GCOMP_ALGO, or NULL */
+  size_t seg_bytes;
+  gcomp_comm_stats stats;
+};
+
+int gcomp_coll_reserve(gcomp_coll *c, size_t bytes) {
+  if (c->tmp_cap >= bytes) return GCOMP_OK;
+  /* the communicator owns the scratch, so it survives from call to call */
+  uint8_t *p = realloc(*c->tmp_owner, bytes);
+  GCOMP_FAIL_IF(!p, GCOMP_ERR_NOMEM, "allreduce scratch of %zu bytes", bytes);
+  *c->tmp_owner = c->tmp = p;
+  *c->tmp_owner_cap = c->tmp_cap = bytes;
+  return GCOMP_OK;
+}
+
+static size_t dtype_size(gcomp_dtype d) {
+  static const size_t sizes[] = {4, 8, 4, 8, 2, 2};
+  return (unsigned)d <= GCOMP_FLOAT16 ? sizes[d] : 0;
+}
+
+/* ---- bf16 / fp16 <-> fp32, round to nearest even ------------------------------------ */
+static float bf16_to_f32(uint16_t h) {
+  uint32_t b = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+}
+static uint16_t f32_to_bf16(float f) {
+  uint32_t b;
+  memcpy(&b, &f, 4);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((b >> 16) | 0x40);   /* quiet NaN */
+  b += 0x7fffu + ((b >> 16) & 1);
+  return (uint16_t)(b >> 16);
+}
+static float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, b;
+  if (exp == 0x1f) b = sign | 0x7f800000u | (man << 13);
+  else if (exp) b = sign | ((exp + 112) << 23) | (man << 13);
+  else if (!man) b = sign;
+  else {   /* subnormal: renormalise */
+    int e = -1;
+    do { man <<= 1; e++; } while (!(man & 0x400));
+    b = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ff) << 13);
+  }
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+}
+static uint16_t f32_to_f16(float f) {
+  uint32_t b;
+  memcpy(&b, &f, 4);
+  uint16_t sign = (uint16_t)((b >> 16) & 0x8000);
+  uint32_t a = b & 0x7fffffffu;
+  if (a > 0x7f800000u) return sign | 0x7e00 | (uint16_t)((a >> 13) & 0x3ff);   /* NaN */
+  if (a >= 0x477ff000u) return sign | 0x7c00;   /* rounds to >= 65520: Inf */
+  if (a < 0x38800000u) {   /* below fp16's normal range: subnormal or zero */
+    if (a < 0x33000000u) return sign;   /* < 2^-25 rounds to 0 */
+    uint32_t man = (a & 0x7fffff) | 0x800000;
+    int shift = 126 - (int)(a >> 23);   /* 14..24 */
+    uint32_t half = 1u << (shift - 1), rest = man & ((1u << shift) - 1);
+    uint32_t q = man >> shift;
+    if (rest > half || (rest == half && (q & 1))) q++;
+    return sign | (uint16_t)q;
+  }
+  uint32_t r = a + 0xfffu + ((a >> 13) & 1);   /* round the 13 dropped bits to even */
+  return sign | (uint16_t)((r - 0x38000000u) >> 13);
+}
+
+/* ---- creation ------------------------------------------------------------------------- */
+static int parse_alpha_beta(const char *text, gcomp_plan_in *m) {
+  double ia, ib, ea, eb;
+  GCOMP_FAIL_IF(sscanf(text, "%lf,%lf,%lf,%lf", &ia, &ib, &ea, &eb) != 4 || ia < 0 || ib <= 0 ||
+                    ea < 0 || eb <= 0,
+                GCOMP_ERR_INVALID,
+                "GCOMP_ALPHA_BETA='%s' is not 'intra_alpha_us,intra_GBps,inter_alpha_us,inter_GBps'",
+                text);
+  m->intra = (gcomp_link){ia * 1e-6, 1.0 / (ib * 1e9)};
+  m->inter = (gcomp_link){ea * 1e-6, 1.0 / (eb * 1e9)};
+  m->gamma_spb = 1.0 / 8e9;
+  return GCOMP_OK;
+}
+
+/* Ping-pong between two ranks: returns one-way seconds for `bytes`. */
+static int pingpong(gcomp_transport *t, int peer, int first, size_t bytes, int iters, uint8_t *buf,
+                    uint32_t tagbase, double *one_way) {
+  uint64_t t0 = 0;
+  for (int i = -1; i < iters; i++) {   /* iteration -1 warms up */
+    if (i == 0) t0 = gcomp_now_ns();
+    uint64_t tag = gcomp_tag(0xfffffeu, tagbase + (uint32_t)(i + 1));
+    if (first) {
+      GCOMP_CHECK(gcomp_send(t, peer, tag, buf, bytes));
+      GCOMP_CHECK(gcomp_recv(t, peer, tag, buf, bytes, NULL));
+    } else {
+      GCOMP_CHECK(gcomp_recv(t, peer, tag, buf, bytes, NULL));
+      GCOMP_CHECK(gcomp_send(t, peer, tag, buf, bytes));
+    }
+  }
+  *one_way = (double)(gcomp_now_ns() - t0) * 1e-9 / (2.0 * iters);
+  return GCOMP_OK;
+}
+
+/* Measures alpha and beta of each link class with the ranks that have one, then agrees on
+ * the slowest figures everywhere (all ranks must pick the same algorithms). */
+static int calibrate(gcomp_comm *comm) {
+  gcomp_transport *t = comm->t;
+  enum { BIG = 1 << 20 };
+  double f[6] = {0};   /* intra a, intra b, inter a, inter b, gamma, spare */
+  uint8_t *buf = calloc(1, BIG);
+  GCOMP_FAIL_IF(!buf, GCOMP_ERR_NOMEM, "calibration buffer");
+  int st = GCOMP_OK;
+  /* intra: local ranks 0 and 1 of every node */
+  if (t->local_size > 1 && t->local_rank < 2) {
+    int peer = t->local_ranks[t->local_rank ^ 1];
+    double small, big;
+    st = pingpong(t, peer, t->local_rank == 0, 8, 20, buf, 0x100, &small);
+    if (st == GCOMP_OK) st = pingpong(t, peer, t->local_rank == 0, BIG, 3, buf, 0x200, &big);
+    if (st == GCOMP_OK) f[0] = small, f[1] = (big - small) / BIG;
+  }
+  /* inter: the first ranks of nodes 0 and 1 */
+  if (st == GCOMP_OK && t->nnodes > 1 && t->local_rank == 0 && t->node < 2) {
+    int peer = -1;
+    for (int r = 0; r < t->size && peer < 0; r++)
+      if (t->node_of[r] == (t->node ^ 1)) peer = r;
+    double small, big;
+    st = pingpong(t, peer, t->node == 0, 8, 10, buf, 0x300, &small);
+    if (st == GCOMP_OK) st = pingpong(t, peer, t->node == 0, BIG, 3, buf, 0x400, &big);
+    if (st == GCOMP_OK) f[2] = small, f[3] = (big - small) / BIG;
+  }
+  /* gamma: this rank's fp32 add rate */
+  if (st == GCOMP_OK) {
+    gcomp_reduce_fn add = gcomp_reduce_kernel(GCOMP_FLOAT32, GCOMP_SUM);
+    uint64_t t0 = gcomp_now_ns();
+    add(buf, buf + BIG / 2, BIG / 8);
+    add(buf, buf + BIG / 2, BIG / 8);
+    f[4] = (double)(gcomp_now_ns() - t0) * 1e-9 / BIG;
+  }
+  free(buf);
+  GCOMP_CHECK(st);
+  /* agree: max over ranks, with a fixed algorithm */
+  gcomp_coll c = {.t = t, .seq = 0xfffffdu, .esize = 8,
+                  .reduce = gcomp_reduce_kernel(GCOMP_FLOAT64, GCOMP_MAX), .tmp = comm->tmp,
+                  .tmp_cap = comm->tmp_cap, .tmp_owner = &comm->tmp, .tmp_owner_cap = &comm->tmp_cap,
+                  .seg_bytes = 1 << 20, .stats = &comm->stats,
+                  .world = comm->world};
+  gcomp_group all = {comm->world, t->size, t->rank};
+  GCOMP_CHECK(gcomp_rd_allreduce(&c, &all, (uint8_t *)f, 6, 0));
+  /* floors keep the model sane when a measurement came out at zero */
+  comm->model.intra = (gcomp_link){fmax(f[0], 1e-7), fmax(f[1], 1.0 / 50e9)};
+  comm->model.inter = t->nnodes > 1 ? (gcomp_link){fmax(f[2], 1e-7), fmax(f[3], 1.0 / 50e9)}
+                                    : comm->model.intra;
+  comm->model.gamma_spb = fmax(f[4], 1.0 / 50e9);
+  return GCOMP_OK;
+}
+
+int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
+  GCOMP_FAIL_IF(!t || !out, GCOMP_ERR_INVALID, "gcomp_comm_from_transport: NULL argument");
+  *out = NULL;
+  GCOMP_CHECK(gcomp_init());
+  gcomp_comm *comm = calloc(1, sizeof *comm);
+  GCOMP_FAIL_IF(!comm, GCOMP_ERR_NOMEM, "allocating a communicator");
+  comm->t = t;
+  comm->seg_bytes = 512 << 10;
+  comm->world = malloc((size_t)t->size * sizeof *comm->world);
+  int st = comm->world ? GCOMP_OK : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "world");
+  for (int r = 0; st == GCOMP_OK && r < t->size; r++) comm->world[r] = r;
+  comm->model.n = t->size;
+  comm->model.nnodes = t->nnodes;
+  comm->model.local = t->size % t->nnodes == 0 ? t->size / t->nnodes : 0;
+  const char *algo = gcomp_param_str(GCOMP_P_ALGO);
+  if (st == GCOMP_OK && strcmp(algo, "auto") != 0) {
+    comm->forced = gcomp_algo_find(algo);
+    if (!comm->forced)
+      st = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__,
+                           "GCOMP_ALGO='%s' is not an algorithm (valid: auto, %s)", algo,
+                           gcomp_algo_names());
+  }
+  if (st == GCOMP_OK) {
+    if (gcomp_param_is_set(GCOMP_P_ALPHA_BETA))
+      st = parse_alpha_beta(gcomp_param_str(GCOMP_P_ALPHA_BETA), &comm->model);
+    else
+      st = calibrate(comm);
+  }
+  if (st < 0) {
+    comm->own = 0;   /* the caller keeps the transport on failure */
+    gcomp_comm_destroy(comm);
+    return gcomp_error_trace(st, __FILE__, __LINE__);
+  }
+  comm->own = own;
+  GCOMP_INFO(GCOMP_SUB_TUNING,
+             "rank %d/%d node %d/%d: intra %.2f us %.2f GB/s, inter %.2f us %.2f GB/s, add %.2f GB/s",
+             t->rank, t->size, t->node, t->nnodes, comm->model.intra.alpha_s * 1e6,
+             1e-9 / comm->model.intra.beta_spb, comm->model.inter.alpha_s * 1e6,
+             1e-9 / comm->model.inter.beta_spb, 1e-9 / comm->model.gamma_spb);
+  *out = comm;
+  return GCOMP_OK;
+}
+
+int gcomp_comm_init_env(gcomp_comm **out) {
+  GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_comm_init_env: out is NULL");
+  *out = NULL;
+  GCOMP_CHECK(gcomp_init());
+  gcomp_transport *t;
+  GCOMP_CHECK(gcomp_transport_create_env(&t));
+  int st = gcomp_comm_from_transport(t, 1, out);
+  if (st < 0) gcomp_transport_destroy(t);
+  return st;
+}
+
+int gcomp_comm_destroy(gcomp_comm *comm) {
+  if (!comm) return GCOMP_OK;
+  if (comm->own) gcomp_transport_destroy(comm->t);
+  free(comm->world);
+  free(comm->tmp);
+  free(comm->work);
+  free(comm);
+  return GCOMP_OK;
+}
+
+int gcomp_comm_rank(const gcomp_comm *comm) { return comm ? comm->t->rank : -1; }
+int gcomp_comm_size(const gcomp_comm *comm) { return comm ? comm->t->size : -1; }
+int gcomp_comm_node(const gcomp_comm *comm) { return comm ? comm->t->node : -1; }
+int gcomp_comm_nnodes(const gcomp_comm *comm) { return comm ? comm->t->nnodes : -1; }
+gcomp_transport *gcomp_comm_transport(gcomp_comm *comm) { return comm->t; }
+
+int gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out) {
+  GCOMP_FAIL_IF(!comm || !out, GCOMP_ERR_INVALID, "gcomp_comm_get_stats: NULL argument");
+  *out = comm->stats;
+  return GCOMP_OK;
+}
+
+const char *gcomp_comm_plan_name(gcomp_comm *comm, size_t bytes) {
+  gcomp_plan_in in = comm->model;
+  in.bytes = bytes;
+  return gcomp_plan_pick(&in, comm->forced)->name;
+}
+
+/* ---- allreduce ------------------------------------------------------------------------ */
+static uint64_t count_nonfinite_f32(const float *x, size_t n) {
+  uint64_t bad = 0;
+  const uint32_t *b = (const uint32_t *)(const void *)x;
+  for (size_t i = 0; i < n; i++) bad += (b[i] & 0x7f800000u) == 0x7f800000u;
+  return bad;
+}
+
+static void finish_avg(void *buf, size_t count, gcomp_dtype wt, int n) {
+  switch (wt) {
+  case GCOMP_FLOAT32: { float *x = buf; for (size_t i = 0; i < count; i++) x[i] /= (float)n; break; }
+  case GCOMP_FLOAT64: { double *x = buf; for (size_t i = 0; i < count; i++) x[i] /= n; break; }
+  case GCOMP_INT32: { int32_t *x = buf; for (size_t i = 0; i < count; i++) x[i] /= n; break; }
+  case GCOMP_INT64: { int64_t *x = buf; for (size_t i = 0; i < count; i++) x[i] /= n; break; }
+  default: break;
+  }
+}
+
+int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                    gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key) {
+  GCOMP_FAIL_IF(!comm, GCOMP_ERR_INVALID, "gcomp_allreduce: comm is NULL");
+  size_t es = dtype_size(dtype);
+  GCOMP_FAIL_IF(!es, GCOMP_ERR_INVALID, "gcomp_allreduce: unknown dtype %d", (int)dtype);
+  GCOMP_FAIL_IF((unsigned)op > GCOMP_PROD, GCOMP_ERR_INVALID, "gcomp_allreduce: unknown op %d",
+                (int)op);
+  GCOMP_FAIL_IF(count && (!sendbuf || !recvbuf), GCOMP_ERR_INVALID,
+                "gcomp_allreduce: NULL buffer for %zu elements", count);
+  GCOMP_FAIL_IF(count > SIZE_MAX / 8, GCOMP_ERR_INVALID, "gcomp_allreduce: count %zu too large",
+                count);
+  if (codec) {
+    char spec[64];
+    gcomp_codec_spec(codec, spec, sizeof spec);
+    GCOMP_FAIL_IF(strncmp(spec, "none", 4) != 0 || strchr(spec, '+'), GCOMP_ERR_UNSUPPORTED,
+                  "gcomp_allreduce: compressed allreduce ('%s') is not implemented yet", spec);
+  }
+  uint64_t t0 = gcomp_now_ns();
+  comm->seq = (comm->seq + 1) & ((1u << GCOMP_TAG_SEQ_BITS) - 1);
+  if (comm->seq >= 0xfffff0u) comm->seq = 1;   /* keep clear of the calibration tags */
+  comm->stats.calls++;
+  comm->stats.bytes += count * es;
+  if (count == 0) return GCOMP_OK;
+
+  /* the working buffer: recvbuf itself, or an fp32 copy of 16-bit floats */
+  gcomp_dtype wt = dtype;
+  uint8_t *work = recvbuf;
+  if (dtype == GCOMP_BFLOAT16 || dtype == GCOMP_FLOAT16) {
+    wt = GCOMP_FLOAT32;
+    if (comm->work_cap < count * 4) {
+      uint8_t *p = realloc(comm->work, count * 4);
+      GCOMP_FAIL_IF(!p, GCOMP_ERR_NOMEM, "allreduce: fp32 working copy of %zu values", count);
+      comm->work = p, comm->work_cap = count * 4;
+    }
+    work = comm->work;
+    const uint16_t *in = sendbuf;
+    float *w = (float *)(void *)work;
+    for (size_t i = 0; i < count; i++)
+      w[i] = dtype == GCOMP_BFLOAT16 ? bf16_to_f32(in[i]) : f16_to_f32(in[i]);
+  } else if (sendbuf != recvbuf) {
+    memcpy(recvbuf, sendbuf, count * es);
+  }
+
+  gcomp_plan_in in = comm->model;
+  in.bytes = count * dtype_size(wt);
+  const gcomp_algo *algo = gcomp_plan_pick(&in, comm->forced);
+  if (comm->forced && algo != comm->forced)
+    GCOMP_INFO(GCOMP_SUB_TUNING, "GCOMP_ALGO=%s cannot serve this placement; using %s",
+               comm->forced->name, algo->name);
+  gcomp_coll c = {.t = comm->t, .seq = comm->seq, .esize = dtype_size(wt),
+                  .reduce = gcomp_reduce_kernel(wt, op), .tmp = comm->tmp,
+                  .tmp_cap = comm->tmp_cap, .tmp_owner = &comm->tmp, .tmp_owner_cap = &comm->tmp_cap,
+                  .seg_bytes = comm->seg_bytes, .stats = &comm->stats,
+                  .plan = &in, .world = comm->world};
+  int st = algo->run(&c, work, count);
+  if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
+
+  if (op == GCOMP_AVG) finish_avg(work, count, wt, comm->t->size);
+  if (wt == GCOMP_FLOAT32) comm->stats.nonfinite += count_nonfinite_f32((const float *)(void *)work, count);
+  if (work != recvbuf) {
+    const float *w = (const float *)(void *)work;
+    uint16_t *outp = recvbuf;
+    for (size_t i = 0; i < count; i++)
+      outp[i] = dtype == GCOMP_BFLOAT16 ? f32_to_bf16(w[i]) : f32_to_f16(w[i]);
+  }
+  (void)key;
+  comm->stats.total_s += (double)(gcomp_now_ns() - t0) * 1e-9;
+  return GCOMP_OK;
+}

@@ -1,0 +1,64 @@
+/* Hierarchical allreduce: reduce-scatter inside each node, allreduce of every shard across
+ * nodes (each local rank carries one shard, so all local ranks drive the fabric at once and
+ * each node sends one reduced payload in total), allgather inside the node. */
+#include <stdlib.h>
+
+#include "coll.h"
+
+/* The ranks holding local index `li` on every node, in node order. Needs every node to
+ * hold the same number of ranks. */
+static int cross_group(const gcomp_transport *t, int *ranks) {
+  int *seen = calloc((size_t)t->nnodes, sizeof *seen);
+  GCOMP_FAIL_IF(!seen, GCOMP_ERR_NOMEM, "hier: node table");
+  for (int r = 0; r < t->size; r++) {
+    int node = t->node_of[r];
+    if (seen[node]++ == t->local_rank) ranks[node] = r;
+  }
+  int even = 1;
+  for (int k = 0; k < t->nnodes; k++) even &= seen[k] == t->local_size;
+  free(seen);
+  GCOMP_FAIL_IF(!even, GCOMP_ERR_UNSUPPORTED, "hier: nodes hold different numbers of ranks");
+  return GCOMP_OK;
+}
+
+static int hier_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+  gcomp_transport *t = c->t;
+  gcomp_group local = {t->local_ranks, t->local_size, t->local_rank};
+  int *xr = malloc((size_t)t->nnodes * sizeof *xr);
+  GCOMP_FAIL_IF(!xr, GCOMP_ERR_NOMEM, "hier: cross group");
+  int st = cross_group(t, xr);
+  gcomp_group cross = {xr, t->nnodes, t->node};
+  size_t off, len;
+  gcomp_chunk(count, local.n, local.me, &off, &len);
+  if (st == GCOMP_OK) st = gcomp_ring_reduce_scatter(c, &local, buf, count, 0);
+  if (st == GCOMP_OK) {
+    /* the shard's own choice: ring or halving/doubling over the inter-node link */
+    double bytes = (double)(len * c->esize);
+    double ring = gcomp_cost_ring(cross.n, bytes, c->plan->inter, c->plan->gamma_spb);
+    double rhd = gcomp_cost_rhd(cross.n, bytes, c->plan->inter, c->plan->gamma_spb);
+    uint8_t *shard = buf + off * c->esize;
+    st = ring <= rhd ? gcomp_ring_allreduce(c, &cross, shard, len, 2)
+                     : gcomp_rhd_allreduce(c, &cross, shard, len, 2);
+  }
+  if (st == GCOMP_OK) st = gcomp_ring_allgather(c, &local, buf, count, 4);
+  free(xr);
+  if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
+  return GCOMP_OK;
+}
+
+static double hier_cost(const gcomp_plan_in *in) {
+  if (in->nnodes < 2 || in->local < 1) return -1;
+  double m = (double)in->bytes;
+  int L = in->local, M = in->nnodes;
+  double intra = 2.0 * (L - 1) * in->intra.alpha_s + 2.0 * (L - 1) / L * m * in->intra.beta_spb +
+                 (double)(L - 1) / L * m * in->gamma_spb;
+  /* the L shards cross the node's one link together: m bytes in all, not m / L */
+  gcomp_link shared = {in->inter.alpha_s, in->inter.beta_spb * L};
+  double ring = gcomp_cost_ring(M, m / L, shared, in->gamma_spb);
+  double rhd = gcomp_cost_rhd(M, m / L, shared, in->gamma_spb);
+  return intra + (ring < rhd ? ring : rhd);
+}
+
+const gcomp_algo gcomp_algo_hier = {
+    "hier", "reduce-scatter in each node, allreduce of shards across nodes, allgather in node",
+    hier_run, hier_cost};

@@ -1,0 +1,123 @@
+/* The algorithm table and the alpha-beta-gamma cost model that picks from it per call. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "coll.h"
+
+static int log2_floor(int n) {
+  int k = 0;
+  while ((1 << (k + 1)) <= n) k++;
+  return k;
+}
+
+double gcomp_cost_ring(int n, double m, gcomp_link l, double gamma) {
+  if (n <= 1) return 0;
+  return 2.0 * (n - 1) * l.alpha_s + 2.0 * (n - 1) / n * m * l.beta_spb + (double)(n - 1) / n * m * gamma;
+}
+
+/* folding a non-power-of-two group costs one whole-vector step before and after */
+static double fold_cost(int n, double m, gcomp_link l, double gamma) {
+  int p = 1 << log2_floor(n);
+  return p == n ? 0 : 2.0 * (l.alpha_s + m * l.beta_spb) + m * gamma;
+}
+
+double gcomp_cost_rhd(int n, double m, gcomp_link l, double gamma) {
+  if (n <= 1) return 0;
+  int k = log2_floor(n), p = 1 << k;
+  return 2.0 * k * l.alpha_s + 2.0 * (p - 1) / p * m * l.beta_spb + (double)(p - 1) / p * m * gamma +
+         fold_cost(n, m, l, gamma);
+}
+
+double gcomp_cost_rd(int n, double m, gcomp_link l, double gamma) {
+  if (n <= 1) return 0;
+  int k = log2_floor(n);
+  return k * (l.alpha_s + m * l.beta_spb + m * gamma) + fold_cost(n, m, l, gamma);
+}
+
+/* flat algorithms run at the pace of the slowest link they cross */
+static gcomp_link flat_link(const gcomp_plan_in *in) { return in->nnodes > 1 ? in->inter : in->intra; }
+
+static gcomp_group world_group(const gcomp_coll *c) {
+  return (gcomp_group){c->world, c->t->size, c->t->rank};
+}
+
+static int ring_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+  gcomp_group g = world_group(c);
+  return gcomp_ring_allreduce(c, &g, buf, count, 0);
+}
+static double ring_cost(const gcomp_plan_in *in) {
+  return gcomp_cost_ring(in->n, (double)in->bytes, flat_link(in), in->gamma_spb);
+}
+
+static int rhd_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+  gcomp_group g = world_group(c);
+  return gcomp_rhd_allreduce(c, &g, buf, count, 0);
+}
+static double rhd_cost(const gcomp_plan_in *in) {
+  return gcomp_cost_rhd(in->n, (double)in->bytes, flat_link(in), in->gamma_spb);
+}
+
+static int rd_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+  gcomp_group g = world_group(c);
+  return gcomp_rd_allreduce(c, &g, buf, count, 0);
+}
+static double rd_cost(const gcomp_plan_in *in) {
+  return gcomp_cost_rd(in->n, (double)in->bytes, flat_link(in), in->gamma_spb);
+}
+
+extern const gcomp_algo gcomp_algo_hier;
+static const gcomp_algo algo_ring = {
+    "ring", "pipelined ring reduce-scatter + allgather: bandwidth-optimal, 2(n-1) steps",
+    ring_run, ring_cost};
+static const gcomp_algo algo_rhd = {
+    "rhd", "recursive halving/doubling (Rabenseifner): 2 log2(n) steps, same volume as ring",
+    rhd_run, rhd_cost};
+static const gcomp_algo algo_rd = {
+    "rd", "recursive doubling: whole vector each step, log2(n) steps, for small messages",
+    rd_run, rd_cost};
+
+static const gcomp_algo *const algos[] = {&algo_ring, &algo_rhd, &algo_rd, &gcomp_algo_hier};
+enum { NALGOS = sizeof algos / sizeof *algos };
+
+int gcomp_algo_total(void) { return NALGOS; }
+const gcomp_algo *gcomp_algo_at(int i) { return i >= 0 && i < NALGOS ? algos[i] : NULL; }
+
+const gcomp_algo *gcomp_algo_find(const char *name) {
+  for (int i = 0; i < NALGOS; i++)
+    if (strcmp(algos[i]->name, name) == 0) return algos[i];
+  return NULL;
+}
+
+const char *gcomp_algo_names(void) {
+  static char names[128];
+  if (names[0]) return names;
+  for (int i = 0; i < NALGOS; i++) {
+    size_t len = strlen(names);
+    snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", algos[i]->name);
+  }
+  return names;
+}
+
+int gcomp_algo_count(void) { return NALGOS; }
+
+int gcomp_algo_describe(int i, const char **name, const char **desc) {
+  GCOMP_FAIL_IF(i < 0 || i >= NALGOS, GCOMP_ERR_INVALID, "algorithm index %d out of range", i);
+  if (name) *name = algos[i]->name;
+  if (desc) *desc = algos[i]->desc;
+  return GCOMP_OK;
+}
+
+const gcomp_algo *gcomp_plan_pick(const gcomp_plan_in *in, const gcomp_algo *forced) {
+  const gcomp_algo *best = NULL;
+  double best_cost = INFINITY;
+  for (int i = 0; i < NALGOS; i++) {
+    double cost = algos[i]->cost(in);
+    if (cost >= 0 && cost < best_cost) best = algos[i], best_cost = cost;
+    GCOMP_TRACE(GCOMP_SUB_TUNING, "%zu B n=%d nodes=%d: %s %.1f us", in->bytes, in->n, in->nnodes,
+                algos[i]->name, cost * 1e6);
+  }
+  if (forced && forced->cost(in) >= 0) best = forced;
+  GCOMP_TRACE(GCOMP_SUB_TUNING, "%zu B: %s%s", in->bytes, best->name, forced ? " (GCOMP_ALGO)" : "");
+  return best;
+}

@@ -1,0 +1,79 @@
+/* Element-wise reduction kernels for the working types. Plain loops the compiler
+ * vectorises for the baseline ISA; they are bound by memory, not by arithmetic. */
+#include <math.h>
+#include <string.h>
+
+#include "coll.h"
+
+#define DEFINE_OPS(T, suffix)                                                                \
+  static void sum_##suffix(void *restrict d, const void *restrict s, size_t n) {           \
+    T *restrict a = d;                                                                       \
+    const T *restrict b = s;                                                                 \
+    for (size_t i = 0; i < n; i++) a[i] += b[i];                                             \
+  }                                                                                          \
+  static void prod_##suffix(void *restrict d, const void *restrict s, size_t n) {          \
+    T *restrict a = d;                                                                       \
+    const T *restrict b = s;                                                                 \
+    for (size_t i = 0; i < n; i++) a[i] *= b[i];                                             \
+  }
+
+DEFINE_OPS(float, f32)
+DEFINE_OPS(double, f64)
+
+/* Integer sums and products wrap (two's complement), as in MPI implementations, without
+ * signed-overflow UB. */
+#define DEFINE_INT_OPS(T, U, suffix)                                                         \
+  static void sum_##suffix(void *restrict d, const void *restrict s, size_t n) {           \
+    T *restrict a = d;                                                                       \
+    const T *restrict b = s;                                                                 \
+    for (size_t i = 0; i < n; i++) a[i] = (T)((U)a[i] + (U)b[i]);                            \
+  }                                                                                          \
+  static void prod_##suffix(void *restrict d, const void *restrict s, size_t n) {          \
+    T *restrict a = d;                                                                       \
+    const T *restrict b = s;                                                                 \
+    for (size_t i = 0; i < n; i++) a[i] = (T)((U)a[i] * (U)b[i]);                            \
+  }                                                                                          \
+  static void min_##suffix(void *restrict d, const void *restrict s, size_t n) {           \
+    T *restrict a = d;                                                                       \
+    const T *restrict b = s;                                                                 \
+    for (size_t i = 0; i < n; i++) a[i] = b[i] < a[i] ? b[i] : a[i];                         \
+  }                                                                                          \
+  static void max_##suffix(void *restrict d, const void *restrict s, size_t n) {           \
+    T *restrict a = d;                                                                       \
+    const T *restrict b = s;                                                                 \
+    for (size_t i = 0; i < n; i++) a[i] = b[i] > a[i] ? b[i] : a[i];                         \
+  }
+
+DEFINE_INT_OPS(int32_t, uint32_t, i32)
+DEFINE_INT_OPS(int64_t, uint64_t, i64)
+
+/* Float MIN/MAX propagate NaN and are commutative (so both sides of an exchange agree):
+ * a NaN operand makes the result a+b, which is NaN. */
+#define DEFINE_FMINMAX(T, suffix)                                                            \
+  static void min_##suffix(void *restrict d, const void *restrict s, size_t n) {           \
+    T *restrict a = d;                                                                       \
+    const T *restrict b = s;                                                                 \
+    for (size_t i = 0; i < n; i++)                                                           \
+      a[i] = (a[i] != a[i] || b[i] != b[i]) ? a[i] + b[i] : (b[i] < a[i] ? b[i] : a[i]);     \
+  }                                                                                          \
+  static void max_##suffix(void *restrict d, const void *restrict s, size_t n) {           \
+    T *restrict a = d;                                                                       \
+    const T *restrict b = s;                                                                 \
+    for (size_t i = 0; i < n; i++)                                                           \
+      a[i] = (a[i] != a[i] || b[i] != b[i]) ? a[i] + b[i] : (b[i] > a[i] ? b[i] : a[i]);     \
+  }
+
+DEFINE_FMINMAX(float, f32)
+DEFINE_FMINMAX(double, f64)
+
+gcomp_reduce_fn gcomp_reduce_kernel(gcomp_dtype dtype, gcomp_op op) {
+  /* AVG reduces as SUM; the division happens once, at the end */
+  static const gcomp_reduce_fn table[4][5] = {
+      {sum_f32, sum_f32, min_f32, max_f32, prod_f32},
+      {sum_f64, sum_f64, min_f64, max_f64, prod_f64},
+      {sum_i32, sum_i32, min_i32, max_i32, prod_i32},
+      {sum_i64, sum_i64, min_i64, max_i64, prod_i64},
+  };
+  if ((unsigned)dtype > GCOMP_INT64 || (unsigned)op > GCOMP_PROD) return NULL;
+  return table[dtype][op];
+}

@@ -1,0 +1,186 @@
+/* Ring allreduce: a pipelined reduce-scatter then a pipelined allgather around the group.
+ * Bandwidth-optimal (2(n-1)/n of the message per rank), 2(n-1) steps of latency.
+ *
+ * Each chunk travels in segments; the send of a segment at step s+1 is posted as soon as
+ * that segment was reduced at step s, so reduction, receive and send overlap across steps
+ * and not only within one. Receives land in two scratch slots, alternating by step. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+
+static int mod(int a, int n) { return ((a % n) + n) % n; }
+
+typedef struct {
+  gcomp_coll *c;
+  const gcomp_group *g;
+  uint8_t *buf;
+  size_t count, seg;     /* seg: elements per segment */
+  int n, steps, nseg;
+  gcomp_treq **sreq, **rreq;   /* [steps * nseg] */
+  int left;
+  unsigned phase;
+} ring_state;
+
+static void seg_range(const ring_state *r, int chunk, int j, size_t *off, size_t *len) {
+  size_t coff, clen;
+  gcomp_chunk(r->count, r->n, chunk, &coff, &clen);
+  size_t start = (size_t)j * r->seg;
+  *off = coff + (start < clen ? start : clen);
+  *len = start < clen ? (clen - start < r->seg ? clen - start : r->seg) : 0;
+}
+
+static int post_send(ring_state *r, unsigned phase, int s, int chunk, int j) {
+  size_t off, len;
+  seg_range(r, chunk, j, &off, &len);
+  int right = r->g->ranks[mod(r->g->me + 1, r->n)];
+  r->c->stats->wire_bytes += len * r->c->esize;
+  return gcomp_isend(r->c->t, right, gcomp_coll_tag(r->c, phase, (unsigned)s, (unsigned)j),
+                     r->buf + off * r->c->esize, len * r->c->esize, &r->sreq[s * r->nseg + j]);
+}
+
+static int post_recv(ring_state *r, unsigned phase, int s, int chunk, int j, uint8_t *base) {
+  size_t off, len;
+  seg_range(r, chunk, j, &off, &len);
+  int left = r->g->ranks[mod(r->g->me - 1, r->n)];
+  /* base NULL: land in place; else in the step's scratch slot at the segment's offset */
+  uint8_t *at = base ? base + (size_t)j * r->seg * r->c->esize : r->buf + off * r->c->esize;
+  return gcomp_irecv(r->c->t, left, gcomp_coll_tag(r->c, phase, (unsigned)s, (unsigned)j), at,
+                     len * r->c->esize, &r->rreq[s * r->nseg + j]);
+}
+
+static int setup(ring_state *r, gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count) {
+  memset(r, 0, sizeof *r);
+  r->c = c, r->g = g, r->buf = buf, r->count = count, r->n = g->n, r->steps = g->n - 1;
+  size_t maxchunk = (count + (size_t)g->n - 1) / (size_t)g->n;
+  r->seg = c->seg_bytes / c->esize ? c->seg_bytes / c->esize : 1;
+  if (r->seg > maxchunk) r->seg = maxchunk ? maxchunk : 1;
+  r->nseg = (int)((maxchunk + r->seg - 1) / r->seg);
+  if (r->nseg < 1) r->nseg = 1;
+  GCOMP_FAIL_IF(r->nseg > 0xffff || r->steps > 0xfff, GCOMP_ERR_UNSUPPORTED,
+                "ring: %d segments x %d steps exceed the tag space", r->nseg, r->steps);
+  size_t slots = (size_t)r->steps * (size_t)r->nseg;
+  r->sreq = calloc(2 * slots, sizeof *r->sreq);
+  GCOMP_FAIL_IF(!r->sreq, GCOMP_ERR_NOMEM, "ring: request table of %zu", 2 * slots);
+  r->rreq = r->sreq + slots;
+  r->left = (int)(2 * slots);
+  return GCOMP_OK;
+}
+
+static void teardown(ring_state *r) {
+  size_t slots = (size_t)r->steps * (size_t)r->nseg;
+  for (size_t i = 0; r->sreq && i < 2 * slots; i++)
+    if (r->sreq[i]) gcomp_cancel(r->c->t, r->sreq[i]);
+  free(r->sreq);
+}
+
+/* Drives every posted request once; on_recv runs for each completed receive. */
+typedef int (*on_recv_fn)(ring_state *r, int s, int j);
+
+static int drive(ring_state *r, on_recv_fn on_recv) {
+  size_t slots = (size_t)r->steps * (size_t)r->nseg;
+  unsigned spins = 0;
+  uint64_t idle_from = 0;
+  while (r->left > 0) {
+    int moved = 0;
+    for (size_t i = 0; i < 2 * slots; i++) {
+      gcomp_treq *q = r->sreq[i];
+      if (!q) continue;
+      int done = 0;
+      int st = gcomp_test(r->c->t, q, &done, NULL);
+      if (st < 0) {
+        r->sreq[i] = NULL;
+        return gcomp_error_trace(st, __FILE__, __LINE__);
+      }
+      if (!done) continue;
+      r->sreq[i] = NULL;
+      r->left--;
+      moved = 1;
+      if (i >= slots) {
+        int s = (int)((i - slots) / (size_t)r->nseg), j = (int)((i - slots) % (size_t)r->nseg);
+        GCOMP_CHECK(on_recv(r, s, j));
+      }
+    }
+    if (moved) {
+      spins = 0;
+      if (idle_from) r->c->stats->wait_s += (double)(gcomp_now_ns() - idle_from) * 1e-9;
+      idle_from = 0;
+    } else {
+      if (!idle_from) idle_from = gcomp_now_ns();
+      gcomp_idle(&spins);
+    }
+  }
+  if (idle_from) r->c->stats->wait_s += (double)(gcomp_now_ns() - idle_from) * 1e-9;
+  return GCOMP_OK;
+}
+
+/* ---- reduce-scatter: rank me ends owning chunk me ----------------------------------- */
+/* step s sends chunk me-s-1 and receives chunk me-s-2, which it reduces and forwards */
+static int rs_send_chunk(const ring_state *r, int s) { return mod(r->g->me - s - 1, r->n); }
+static uint8_t *rs_slot(const ring_state *r, int s) {
+  size_t maxchunk = (size_t)r->nseg * r->seg;
+  return r->c->tmp + (size_t)(s & 1) * maxchunk * r->c->esize;
+}
+
+static int rs_on_recv(ring_state *r, int s, int j) {
+  size_t off, len;
+  int chunk = rs_send_chunk(r, s + 1);
+  seg_range(r, chunk, j, &off, &len);
+  uint64_t t0 = gcomp_now_ns();
+  r->c->reduce(r->buf + off * r->c->esize, rs_slot(r, s) + (size_t)j * r->seg * r->c->esize, len);
+  r->c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;
+  unsigned phase = r->phase;
+  if (s + 1 < r->steps) GCOMP_CHECK(post_send(r, phase, s + 1, chunk, j));
+  if (s + 2 < r->steps) GCOMP_CHECK(post_recv(r, phase, s + 2, rs_send_chunk(r, s + 3), j, rs_slot(r, s)));
+  return GCOMP_OK;
+}
+
+int gcomp_ring_reduce_scatter(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
+                              unsigned phase) {
+  if (g->n == 1 || count == 0) return GCOMP_OK;
+  ring_state r;
+  GCOMP_CHECK(setup(&r, c, g, buf, count));
+  int st = gcomp_coll_reserve(c, 2 * (size_t)r.nseg * r.seg * c->esize);
+  r.phase = phase;
+  for (int j = 0; st == GCOMP_OK && j < r.nseg; j++) {
+    st = post_recv(&r, phase, 0, rs_send_chunk(&r, 1), j, rs_slot(&r, 0));
+    if (st == GCOMP_OK && r.steps > 1)
+      st = post_recv(&r, phase, 1, rs_send_chunk(&r, 2), j, rs_slot(&r, 1));
+    if (st == GCOMP_OK) st = post_send(&r, phase, 0, rs_send_chunk(&r, 0), j);
+  }
+  if (st == GCOMP_OK) st = drive(&r, rs_on_recv);
+  teardown(&r);
+  if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
+  return GCOMP_OK;
+}
+
+/* ---- allgather: rank me starts owning chunk me ---------------------------------------- */
+/* step s sends chunk me-s and receives chunk me-s-1 in place, then forwards it */
+static int ag_on_recv(ring_state *r, int s, int j) {
+  if (s + 1 < r->steps) GCOMP_CHECK(post_send(r, r->phase, s + 1, mod(r->g->me - s - 1, r->n), j));
+  return GCOMP_OK;
+}
+
+int gcomp_ring_allgather(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
+                         unsigned phase) {
+  if (g->n == 1 || count == 0) return GCOMP_OK;
+  ring_state r;
+  GCOMP_CHECK(setup(&r, c, g, buf, count));
+  int st = GCOMP_OK;
+  r.phase = phase;
+  for (int s = 0; st == GCOMP_OK && s < r.steps; s++)
+    for (int j = 0; st == GCOMP_OK && j < r.nseg; j++)
+      st = post_recv(&r, phase, s, mod(g->me - s - 1, r.n), j, NULL);
+  for (int j = 0; st == GCOMP_OK && j < r.nseg; j++) st = post_send(&r, phase, 0, g->me, j);
+  if (st == GCOMP_OK) st = drive(&r, ag_on_recv);
+  teardown(&r);
+  if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
+  return GCOMP_OK;
+}
+
+int gcomp_ring_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
+                         unsigned phase) {
+  GCOMP_CHECK(gcomp_ring_reduce_scatter(c, g, buf, count, phase));
+  GCOMP_CHECK(gcomp_ring_allgather(c, g, buf, count, phase + 1));
+  return GCOMP_OK;
+}

@@ -1,0 +1,330 @@
+/* Every dense allreduce algorithm x dtype x op x rank count x awkward counts, over the
+ * in-process loopback transport (one thread per rank), against a serial reference in
+ * higher precision; all ranks bitwise identical; in place and out of place; repeatable. */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "coll.h"
+#include "comm.h"
+#include "gcomp.h"
+#include "transport.h"
+
+enum { MAXN = 8 };
+
+static size_t dsize(gcomp_dtype d) {
+  static const size_t s[] = {4, 8, 4, 8, 2, 2};
+  return s[d];
+}
+
+/* Input of rank r: values that exercise each op without overflow in fp16/bf16. */
+static double input_value(gcomp_dtype d, gcomp_op op, int r, size_t i) {
+  uint64_t h = (uint64_t)(r + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(i + 7) * 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 31;
+  int v = (int)(h % 2001) - 1000;   /* -1000..1000 */
+  if (op == GCOMP_PROD) return (h & 1) ? 1.0 + (double)(h % 5) / 8 : -(1.0 + (double)(h % 3) / 8);
+  if (d == GCOMP_INT32 || d == GCOMP_INT64) return v;
+  if (d == GCOMP_BFLOAT16 || d == GCOMP_FLOAT16) return v / 64.0;
+  return v / 1000.0 + (double)(h % 977) * 1e-7;
+}
+
+static uint16_t to_bf16(float f) {
+  uint32_t b;
+  memcpy(&b, &f, 4);
+  b += 0x7fffu + ((b >> 16) & 1);
+  return (uint16_t)(b >> 16);
+}
+static float from_bf16(uint16_t h) {
+  uint32_t b = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+}
+/* fp16 values used here are multiples of 1/64 within +-1000 and products in [-2,2]: exact
+ * in fp16, so a simple exact encoding suffices for the inputs */
+static uint16_t to_f16_exact(double v) {
+  if (v == 0) return 0;
+  uint16_t sign = v < 0 ? 0x8000 : 0;
+  double a = fabs(v);
+  int e;
+  double m = frexp(a, &e);   /* a = m * 2^e, m in [0.5, 1) */
+  int exp = e - 1 + 15;
+  uint16_t man = (uint16_t)llround((m * 2 - 1) * 1024);
+  return sign | (uint16_t)(exp << 10) | man;
+}
+static double from_f16(uint16_t h) {
+  int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  double v = exp ? ldexp(1.0 + man / 1024.0, exp - 15) : ldexp(man / 1024.0, -14);
+  if (exp == 0x1f) v = man ? NAN : INFINITY;
+  return (h & 0x8000) ? -v : v;
+}
+
+static void store(gcomp_dtype d, void *buf, size_t i, double v);
+static double load(gcomp_dtype d, const void *buf, size_t i);
+/* rank r's input as the dtype holds it */
+static double stored_input(gcomp_dtype d, gcomp_op op, int r, size_t i) {
+  uint64_t tmp = 0;
+  store(d, &tmp, 0, input_value(d, op, r, i));
+  return load(d, &tmp, 0);
+}
+
+static void store(gcomp_dtype d, void *buf, size_t i, double v) {
+  switch (d) {
+  case GCOMP_FLOAT32: ((float *)buf)[i] = (float)v; break;
+  case GCOMP_FLOAT64: ((double *)buf)[i] = v; break;
+  case GCOMP_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+  case GCOMP_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+  case GCOMP_BFLOAT16: ((uint16_t *)buf)[i] = to_bf16((float)v); break;
+  case GCOMP_FLOAT16: ((uint16_t *)buf)[i] = to_f16_exact(v); break;
+  }
+}
+static double load(gcomp_dtype d, const void *buf, size_t i) {
+  switch (d) {
+  case GCOMP_FLOAT32: return ((const float *)buf)[i];
+  case GCOMP_FLOAT64: return ((const double *)buf)[i];
+  case GCOMP_INT32: return ((const int32_t *)buf)[i];
+  case GCOMP_INT64: return (double)((const int64_t *)buf)[i];
+  case GCOMP_BFLOAT16: return from_bf16(((const uint16_t *)buf)[i]);
+  case GCOMP_FLOAT16: return from_f16(((const uint16_t *)buf)[i]);
+  }
+  return 0;
+}
+
+typedef struct {
+  gcomp_transport *t;
+  gcomp_dtype dtype;
+  gcomp_op op;
+  size_t count;
+  int in_place;
+  void *send, *recv;
+  int status;
+  char error[512];
+  const char *algo;   /* what the planner chose */
+} rank_job;
+
+static void *rank_main(void *arg) {
+  rank_job *j = arg;
+  gcomp_comm *comm = NULL;
+  j->status = gcomp_comm_from_transport(j->t, 0, &comm);
+  if (j->status == GCOMP_OK) {
+    j->algo = gcomp_comm_plan_name(comm, j->count * dsize(j->dtype));
+    j->status = gcomp_allreduce(comm, j->in_place ? j->recv : j->send, j->recv, j->count, j->dtype,
+                                j->op, NULL, 0);
+  }
+  if (j->status < 0) snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
+  gcomp_comm_destroy(comm);
+  return NULL;
+}
+
+/* Runs one allreduce on n loopback ranks; checks results. Returns the algorithm used. */
+static const char *run_case(int n, const int *node_of, gcomp_dtype d, gcomp_op op, size_t count,
+                            int in_place, void *out_copy) {
+  gcomp_transport *t[MAXN];
+  assert_int_equal(gcomp_loopback_create(n, node_of, t), GCOMP_OK);
+  rank_job jobs[MAXN];
+  pthread_t th[MAXN];
+  size_t es = dsize(d), bytes = count * es;
+  for (int r = 0; r < n; r++) {
+    jobs[r] = (rank_job){.t = t[r], .dtype = d, .op = op, .count = count, .in_place = in_place};
+    jobs[r].send = malloc(bytes + 1);
+    jobs[r].recv = malloc(bytes + 1);
+    for (size_t i = 0; i < count; i++) {
+      store(d, in_place ? jobs[r].recv : jobs[r].send, i, input_value(d, op, r, i));
+      if (!in_place) store(d, jobs[r].recv, i, -12345);   /* must be overwritten */
+    }
+    pthread_create(&th[r], NULL, rank_main, &jobs[r]);
+  }
+  for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < n; r++) {
+    if (jobs[r].status != GCOMP_OK)
+      fail_msg("n=%d dtype=%d op=%d count=%zu rank %d: %s", n, d, op, count, r, jobs[r].error);
+    gcomp_transport_destroy(t[r]);
+  }
+  /* every rank holds the same bytes */
+  for (int r = 1; r < n; r++)
+    if (memcmp(jobs[0].recv, jobs[r].recv, bytes) != 0)
+      fail_msg("n=%d dtype=%d op=%d count=%zu: rank %d differs from rank 0", n, d, op, count, r);
+  /* against the serial reference in long double */
+  for (size_t i = 0; i < count; i++) {
+    long double acc = stored_input(d, op, 0, i), mag = fabsl(acc);
+    for (int r = 1; r < n; r++) {
+      long double v = stored_input(d, op, r, i);
+      switch (op) {
+      case GCOMP_SUM: case GCOMP_AVG: acc += v; mag += fabsl(v); break;
+      case GCOMP_PROD: acc *= v; mag = fabsl(acc); break;
+      case GCOMP_MIN: acc = v < acc ? v : acc; break;
+      case GCOMP_MAX: acc = v > acc ? v : acc; break;
+      }
+    }
+    if (op == GCOMP_AVG) {
+      if (d == GCOMP_INT32 || d == GCOMP_INT64) acc = truncl(acc / n);
+      else acc /= n, mag /= n;
+    }
+    double got = load(d, jobs[0].recv, i);
+    /* error bound: n-1 roundings of the working type (fp32 for 16-bit floats, whose
+     * result is rounded once more at the end) */
+    double eps = d == GCOMP_FLOAT64 ? 0x1p-53 : 0x1p-24;
+    double tol = (double)mag * eps * (n + 1) * (op == GCOMP_PROD ? 2 : 1);
+    if (d == GCOMP_BFLOAT16) tol += fabs((double)acc) * 0x1p-8;
+    if (d == GCOMP_FLOAT16) tol += fabs((double)acc) * 0x1p-11;
+    if (d == GCOMP_INT32 || d == GCOMP_INT64 || op == GCOMP_MIN || op == GCOMP_MAX) tol = 0;
+    if (fabs(got - (double)acc) > tol)
+      fail_msg("n=%d dtype=%d op=%d count=%zu i=%zu: got %.17g want %.17Lg (tol %g)", n, d, op,
+               count, i, got, acc, tol);
+  }
+  if (out_copy) memcpy(out_copy, jobs[0].recv, bytes);
+  const char *algo = jobs[0].algo;
+  for (int r = 0; r < n; r++) free(jobs[r].send), free(jobs[r].recv);
+  return algo;
+}
+
+static void force_algo(const char *name) {
+  if (name) setenv("GCOMP_ALGO", name, 1);
+  else unsetenv("GCOMP_ALGO");
+  /* fixed link figures: the planner's choices must not depend on this machine's weather */
+  setenv("GCOMP_ALPHA_BETA", "1,10,20,1", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+}
+
+static const size_t counts[] = {0, 1, 3, 7, 1031};
+
+static void sweep(const char *algo, int with_nodes) {
+  force_algo(algo);
+  for (int n = 1; n <= MAXN; n++) {
+    int node_of[MAXN];
+    for (int r = 0; r < n; r++) node_of[r] = with_nodes ? r * 2 / n : 0;   /* 2 nodes */
+    for (gcomp_dtype d = GCOMP_FLOAT32; d <= GCOMP_FLOAT16; d++)
+      for (gcomp_op op = GCOMP_SUM; op <= GCOMP_PROD; op++)
+        for (size_t c = 0; c < sizeof counts / sizeof *counts; c++)
+          run_case(n, node_of, d, op, counts[c], (int)((c + op) & 1), NULL);
+  }
+}
+
+static void test_ring(void **state) { sweep("ring", 0); }
+static void test_rhd(void **state) { sweep("rhd", 0); }
+static void test_rd(void **state) { sweep("rd", 0); }
+static void test_hier(void **state) { sweep("hier", 1); }
+
+static void test_large_and_segmented(void **state) {
+  /* many pipeline segments per chunk, odd counts, several rank counts */
+  static const char *algos[] = {"ring", "rhd", "rd", "hier"};
+  for (size_t a = 0; a < 4; a++) {
+    force_algo(algos[a]);
+    int node4[4] = {0, 0, 1, 1}, node6[6] = {0, 0, 0, 1, 1, 1};
+    run_case(4, node4, GCOMP_FLOAT32, GCOMP_SUM, (3u << 20) / 4 + 13, a & 1, NULL);
+    run_case(6, node6, GCOMP_FLOAT64, GCOMP_SUM, (1u << 20) / 8 + 5, 0, NULL);
+    run_case(3, NULL, GCOMP_INT32, GCOMP_MAX, 300001, 1, NULL);
+  }
+}
+
+static void test_deterministic(void **state) {
+  force_algo("ring");
+  size_t count = 100003;
+  float *a = malloc(count * 4), *b = malloc(count * 4);
+  run_case(5, NULL, GCOMP_FLOAT32, GCOMP_SUM, count, 0, a);
+  run_case(5, NULL, GCOMP_FLOAT32, GCOMP_SUM, count, 1, b);
+  assert_memory_equal(a, b, count * 4);
+  free(a);
+  free(b);
+}
+
+static void test_planner_choices(void **state) {
+  force_algo(NULL);
+  /* tiny messages: the latency-optimised path; large ones on two nodes: hier */
+  int node4[4] = {0, 0, 1, 1};
+  assert_string_equal(run_case(4, node4, GCOMP_FLOAT32, GCOMP_SUM, 2, 0, NULL), "rd");
+  assert_string_equal(run_case(4, node4, GCOMP_FLOAT32, GCOMP_SUM, 1 << 20, 0, NULL), "hier");
+  const char *big1 = run_case(4, NULL, GCOMP_FLOAT32, GCOMP_SUM, 1 << 20, 0, NULL);
+  assert_true(!strcmp(big1, "ring") || !strcmp(big1, "rhd"));
+  /* the override is honoured where it can serve, and skipped (logged) where it cannot */
+  force_algo("ring");
+  assert_string_equal(run_case(4, node4, GCOMP_FLOAT32, GCOMP_SUM, 2, 0, NULL), "ring");
+  force_algo("hier");
+  assert_string_not_equal(run_case(3, NULL, GCOMP_FLOAT32, GCOMP_SUM, 64, 0, NULL), "hier");
+}
+
+static void test_bad_arguments(void **state) {
+  setenv("GCOMP_ALGO", "bogus", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  gcomp_transport *t[1];
+  assert_int_equal(gcomp_loopback_create(1, NULL, t), GCOMP_OK);
+  gcomp_comm *comm = NULL;
+  assert_int_equal(gcomp_comm_from_transport(t[0], 0, &comm), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "GCOMP_ALGO='bogus' is not an algorithm (valid: auto, ring, rhd, rd, hier)"));
+  force_algo(NULL);
+  assert_int_equal(gcomp_comm_from_transport(t[0], 1, &comm), GCOMP_OK);
+  float x[4] = {1, 2, 3, 4};
+  assert_int_equal(gcomp_allreduce(comm, x, x, 4, (gcomp_dtype)9, GCOMP_SUM, NULL, 0), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_allreduce(comm, x, x, 4, GCOMP_FLOAT32, (gcomp_op)9, NULL, 0), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_allreduce(comm, NULL, x, 4, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_allreduce(NULL, x, x, 4, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_allreduce(comm, NULL, NULL, 0, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0), GCOMP_OK);
+  gcomp_comm_stats st;
+  assert_int_equal(gcomp_comm_get_stats(comm, &st), GCOMP_OK);
+  assert_int_equal(st.calls, 1);
+  gcomp_comm_destroy(comm);
+  setenv("GCOMP_ALPHA_BETA", "1,2,3", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_create(1, NULL, t), GCOMP_OK);
+  assert_int_equal(gcomp_comm_from_transport(t[0], 0, &comm), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "GCOMP_ALPHA_BETA='1,2,3'"));
+  gcomp_transport_destroy(t[0]);
+}
+
+typedef struct {
+  gcomp_transport *t;
+  float x[3];
+  int st;
+  gcomp_comm_stats stats;
+} nan_job;
+
+static void *nan_main(void *arg) {
+  nan_job *j = arg;
+  gcomp_comm *comm = NULL;
+  j->st = gcomp_comm_from_transport(j->t, 1, &comm);
+  if (j->st == GCOMP_OK) j->st = gcomp_allreduce(comm, j->x, j->x, 3, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
+  if (j->st == GCOMP_OK) j->st = gcomp_comm_get_stats(comm, &j->stats);
+  gcomp_comm_destroy(comm);
+  return NULL;
+}
+
+static void test_nan_propagates_and_is_counted(void **state) {
+  force_algo(NULL);
+  gcomp_transport *t[2];
+  assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+  nan_job j[2] = {{t[0], {1, NAN, 2}, 0, {0}}, {t[1], {1, 1, INFINITY}, 0, {0}}};
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, nan_main, &j[r]);
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(j[r].st, GCOMP_OK);
+    assert_true(j[r].x[0] == 2.0f);
+    assert_true(isnan(j[r].x[1]));
+    assert_true(j[r].x[2] == INFINITY);
+    assert_int_equal(j[r].stats.nonfinite, 2);
+    assert_int_equal(j[r].stats.calls, 1);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ring),
+      cmocka_unit_test(test_rhd),
+      cmocka_unit_test(test_rd),
+      cmocka_unit_test(test_hier),
+      cmocka_unit_test(test_large_and_segmented),
+      cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_planner_choices),
+      cmocka_unit_test(test_bad_arguments),
+      cmocka_unit_test(test_nan_propagates_and_is_counted),
+  };
+  return cmocka_run_group_tests_name("allreduce", tests, NULL, NULL);
+}
