@@ -1,0 +1,100 @@
+/* Writes the seed corpora (tests/fuzz/corpus/<target>/): small valid frames of every
+ * registered spec, spec strings, and a residual file when the reader exists. Rerun after
+ * adding a kind or changing the wire format:  build/tests/fuzz_gen_seeds tests/fuzz/corpus */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fuzz_specs.h"
+#include "gcomp.h"
+
+static void put(const char *dir, const char *name, const void *a, size_t alen, const void *b,
+                size_t blen) {
+  char path[4096];
+  mkdir(dir, 0755);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f) {
+    perror(path);
+    exit(1);
+  }
+  fwrite(a, 1, alen, f);
+  if (blen) fwrite(b, 1, blen, f);
+  fclose(f);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: fuzz_gen_seeds CORPUS_DIR\n");
+    return 2;
+  }
+  char dir[4096];
+  float g[600];
+  uint64_t s = 12345;
+  for (int i = 0; i < 600; i++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    g[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5) * 3e-3f;
+  }
+  const size_t counts[] = {1, 64, 600};
+  snprintf(dir, sizeof dir, "%s/decode", argv[1]);
+  for (int i = 0; i < GCOMP_FUZZ_NSPECS; i++) {
+    gcomp_codec *c;
+    if (gcomp_codec_create(gcomp_fuzz_specs[i], &c) != GCOMP_OK) {
+      fprintf(stderr, "skip %s: %s\n", gcomp_fuzz_specs[i], gcomp_last_error());
+      continue;
+    }
+    for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+      size_t cap = gcomp_codec_max_encoded_size(c, counts[k]), len;
+      uint8_t *frame = malloc(cap);
+      if (gcomp_encode(c, (uint64_t)k, g, counts[k], frame, cap, &len) == GCOMP_OK) {
+        char name[64];
+        uint8_t sel = (uint8_t)(i | (k == 1 ? 0x40 : 0) | (k == 2 ? 0x20 : 0));
+        snprintf(name, sizeof name, "spec%02d-n%zu", i, counts[k]);
+        put(dir, name, &sel, 1, frame, len);
+        if (i == 0 || i == 1 || i == 3) {
+          char fdir[4096];
+          snprintf(fdir, sizeof fdir, "%s/frame", argv[1]);
+          put(fdir, name, frame, len, NULL, 0);
+        }
+      }
+      free(frame);
+    }
+    gcomp_codec_destroy(c);
+  }
+  snprintf(dir, sizeof dir, "%s/spec", argv[1]);
+  const char *specs[] = {"none", "none+ef:dtype=fp32+zstd:level=3,planes=all",
+                         "bf16+igzip:level=1,planes=exp", "fp16:scale=none",
+                         "topk:ratio=0.01,exact=1+ef", "bf16:round=stochastic,seed=7",
+                         "none+zstd:", "none+lz4", "none+ef+ef"};
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "spec%02zu", i);
+    put(dir, name, specs[i], strlen(specs[i]), NULL, 0);
+  }
+  snprintf(dir, sizeof dir, "%s/residuals", argv[1]);
+  gcomp_codec *c;
+  if (gcomp_codec_create("none+ef", &c) == GCOMP_OK) {
+    uint8_t frame[4096];
+    size_t len;
+    gcomp_encode(c, 5, g, 100, frame, sizeof frame, &len);
+    gcomp_encode(c, 9, g, 7, frame, sizeof frame, &len);
+    const char *tmp = "/tmp/gcomp-gen-seeds.res";
+    uint8_t sel = 0;
+    if (gcomp_codec_save_residuals(c, tmp) == GCOMP_OK) {
+      FILE *f = fopen(tmp, "rb");
+      uint8_t buf[65536];
+      size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+      if (f) fclose(f);
+      remove(tmp);
+      put(dir, "none-ef-2keys", &sel, 1, buf, n);
+    } else {
+      fprintf(stderr, "residual files not implemented yet: %s\n", gcomp_last_error());
+      put(dir, "placeholder", &sel, 1, "GCOMP", 5);
+    }
+    gcomp_codec_destroy(c);
+  }
+  return 0;
+}
