@@ -20,9 +20,11 @@ uint32_t gcomp_crc32c(uint32_t seed, const void *buf, size_t len) {
   return seed;
 }
 
+/* The standard CRC-32C (as in iSCSI, ext4, Python's crc32c) of header bytes 0..27 followed
+ * by the payload: crc32_iscsi chains the raw register, the final inversion is ours. */
 static uint32_t frame_crc(const uint8_t *frame, size_t payload_len) {
   uint32_t crc = gcomp_crc32c(0xffffffffu, frame, 28);
-  return gcomp_crc32c(crc, frame + GCOMP_FRAME_HEADER, payload_len);
+  return ~gcomp_crc32c(crc, frame + GCOMP_FRAME_HEADER, payload_len);
 }
 
 void gcomp_frame_seal(uint8_t *frame, const gcomp_frame_info *info) {

@@ -9,7 +9,8 @@
  *   8      8     element count
  *   16     8     payload length in bytes (what follows the header)
  *   24     4     kind parameter word (e.g. fp16's scale exponent)
- *   28     4     CRC32C (iSCSI polynomial, ISA-L crc32_iscsi) over bytes 0..27 and the payload
+ *   28     4     CRC-32C (Castagnoli; the standard check value, init and final xor 0xffffffff;
+ *                computed with ISA-L crc32_iscsi) over bytes 0..27, then the payload
  * All integers little-endian.
  */
 #ifndef GCOMP_FRAME_H
@@ -51,6 +52,9 @@ void gcomp_frame_seal(uint8_t *frame, const gcomp_frame_info *info);
  * len) and CRC; fills *info. GCOMP_ERR_CORRUPT with a detail on any mismatch. */
 int gcomp_frame_open(const uint8_t *frame, size_t len, gcomp_frame_info *info);
 
+/* ISA-L's crc32_iscsi over any length: the raw register, chainable
+ * (crc(crc(s, a), b) == crc(s, a || b)); the standard CRC-32C of x is
+ * ~gcomp_crc32c(0xffffffff, x). */
 uint32_t gcomp_crc32c(uint32_t seed, const void *buf, size_t len);
 
 /* Little-endian loads and stores (unaligned-safe). */

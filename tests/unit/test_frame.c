@@ -1,0 +1,210 @@
+/* The wire frame: its exact byte layout, the CRC-32C, and refusal of every kind of damage
+ * (bit flips, truncation, lying lengths, unknown versions and flags) for every pipeline. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "frame.h"
+#include "gcomp.h"
+
+/* The standard CRC-32C check value (RFC 3720 B.4 test vectors). */
+static void test_crc32c_known_answers(void **state) {
+  const char *digits = "123456789";
+  assert_int_equal(~gcomp_crc32c(0xffffffffu, digits, 9), 0xe3069283u);
+  uint8_t zeros[32] = {0}, ones[32];
+  memset(ones, 0xff, sizeof ones);
+  assert_int_equal(~gcomp_crc32c(0xffffffffu, zeros, 32), 0x8a9136aau);
+  assert_int_equal(~gcomp_crc32c(0xffffffffu, ones, 32), 0x62a8ab43u);
+  /* chaining: the frame's CRC runs over the header, then the payload */
+  for (size_t cut = 0; cut <= 9; cut++)
+    assert_int_equal(gcomp_crc32c(gcomp_crc32c(0xffffffffu, digits, cut), digits + cut, 9 - cut),
+                     gcomp_crc32c(0xffffffffu, digits, 9));
+  assert_int_equal(gcomp_crc32c(0x1234u, NULL, 0), 0x1234u);
+}
+
+/* docs/wire-format.md, byte for byte. */
+static void test_header_layout(void **state) {
+  uint8_t f[GCOMP_FRAME_HEADER + 3] = {0};
+  f[32] = 0xaa, f[33] = 0xbb, f[34] = 0xcc;
+  gcomp_frame_info info = {.kind = 2, .stage = 1, .flags = 0x05, .count = 0x0102030405060708ull,
+                           .payload_len = 3, .param = 0xdeadbeefu};
+  gcomp_frame_seal(f, &info);
+  const uint8_t want[28] = {'G', 'C', 'M', 'P', 1, 2, 1, 0x05,
+                            0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,
+                            3, 0, 0, 0, 0, 0, 0, 0,
+                            0xef, 0xbe, 0xad, 0xde};
+  assert_memory_equal(f, want, 28);
+  /* the CRC field: standard CRC-32C of bytes 0..27 then the payload, little-endian */
+  uint8_t cat[31];
+  memcpy(cat, f, 28);
+  memcpy(cat + 28, f + 32, 3);
+  uint32_t crc = ~gcomp_crc32c(0xffffffffu, cat, 31);
+  assert_int_equal(gcomp_load_le32(f + 28), crc);
+  assert_int_equal(f[28], crc & 0xff);
+  gcomp_frame_info got;
+  assert_int_equal(gcomp_frame_open(f, sizeof f, &got), GCOMP_OK);
+  assert_int_equal(got.kind, 2);
+  assert_int_equal(got.stage, 1);
+  assert_int_equal(got.flags, 0x05);
+  assert_true(got.count == 0x0102030405060708ull);
+  assert_int_equal(got.payload_len, 3);
+  assert_int_equal(got.param, 0xdeadbeefu);
+}
+
+static void expect_corrupt(const uint8_t *f, size_t len, const char *fragment) {
+  gcomp_frame_info info;
+  int s = gcomp_frame_open(f, len, &info);
+  if (s != GCOMP_ERR_CORRUPT) fail_msg("status %d, expected GCOMP_ERR_CORRUPT (%s)", s, fragment);
+  if (!strstr(gcomp_last_error(), fragment))
+    fail_msg("error '%s' lacks '%s'", gcomp_last_error(), fragment);
+}
+
+static void test_header_damage_refused(void **state) {
+  uint8_t f[GCOMP_FRAME_HEADER + 16], bad[sizeof f + 8];
+  for (int i = 0; i < 16; i++) f[GCOMP_FRAME_HEADER + i] = (uint8_t)(i * 11);
+  gcomp_frame_info info = {.kind = 1, .count = 4, .payload_len = 16};
+  gcomp_frame_seal(f, &info);
+  gcomp_frame_info out;
+  assert_int_equal(gcomp_frame_open(f, sizeof f, &out), GCOMP_OK);
+  /* every single-bit flip, header or payload */
+  for (size_t bit = 0; bit < sizeof f * 8; bit++) {
+    memcpy(bad, f, sizeof f);
+    bad[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    assert_int_equal(gcomp_frame_open(bad, sizeof f, &out), GCOMP_ERR_CORRUPT);
+  }
+  /* every truncation, and a NULL frame */
+  for (size_t cut = 0; cut < GCOMP_FRAME_HEADER; cut++)
+    expect_corrupt(f, cut, "shorter than its 32-byte header");
+  for (size_t cut = GCOMP_FRAME_HEADER; cut < sizeof f; cut++)
+    expect_corrupt(f, cut, "payload bytes but");
+  expect_corrupt(NULL, 0, "shorter than its 32-byte header");
+  assert_int_equal(gcomp_frame_open(NULL, 40, &out), GCOMP_ERR_INVALID);
+  /* trailing bytes */
+  memcpy(bad, f, sizeof f);
+  expect_corrupt(bad, sizeof f + 1, "frame says 16 payload bytes but 17 follow the header");
+  /* lying payload lengths, huge ones included: refused before anything is read */
+  const uint64_t lies[] = {0, 15, 17, 1ull << 32, UINT64_MAX, UINT64_MAX - 31};
+  for (size_t i = 0; i < sizeof lies / sizeof *lies; i++) {
+    memcpy(bad, f, sizeof f);
+    gcomp_store_le64(bad + 16, lies[i]);
+    expect_corrupt(bad, sizeof f, "payload bytes but 16 follow");
+  }
+  memcpy(bad, f, sizeof f);
+  bad[0] = 'X';
+  expect_corrupt(bad, sizeof f, "bad magic 58434d50");
+  memcpy(bad, f, sizeof f);
+  bad[4] = 2;
+  expect_corrupt(bad, sizeof f, "version 2 is not supported (this build reads version 1)");
+  memcpy(bad, f, sizeof f);
+  bad[30] ^= 1;
+  expect_corrupt(bad, sizeof f, "checksum mismatch");
+}
+
+/* Well-sealed headers that no writer of this version produces. */
+static void test_unknown_flags_refused(void **state) {
+  uint8_t f[GCOMP_FRAME_HEADER + 4] = {0};
+  gcomp_frame_info info = {.kind = 1, .stage = 1, .count = 1, .payload_len = 4};
+  gcomp_frame_info out;
+  for (unsigned fl = 0; fl < 256; fl++) {
+    info.flags = (uint8_t)fl;
+    info.stage = 1;
+    gcomp_frame_seal(f, &info);
+    if (fl & ~GCOMP_FRAME_F_KNOWN) expect_corrupt(f, sizeof f, "bits this build does not know");
+    else assert_int_equal(gcomp_frame_open(f, sizeof f, &out), GCOMP_OK);
+    info.stage = 0;   /* without a stage, shuffle flags are a lie */
+    gcomp_frame_seal(f, &info);
+    if (fl & ~GCOMP_FRAME_F_KNOWN) expect_corrupt(f, sizeof f, "bits this build does not know");
+    else if (fl & (GCOMP_FRAME_F_SHUFFLED | GCOMP_FRAME_F_PLANES))
+      expect_corrupt(f, sizeof f, "names no lossless stage");
+    else assert_int_equal(gcomp_frame_open(f, sizeof f, &out), GCOMP_OK);
+  }
+}
+
+/* Every pipeline that this build registers: round trip through a frame, then every bit
+ * flip, truncation and a wrong count are refused with GCOMP_ERR_CORRUPT. */
+static const char *const pipelines[] = {
+    "none", "none+zstd", "none+zstd:planes=all", "none+igzip", "none+igzip:planes=all",
+    "none+ef+zstd", "fp16", "bf16", "fp16+zstd", "bf16+zstd:planes=all", "bf16+igzip",
+    "topk:ratio=0.05", "topk:ratio=0.05+zstd", "topk:ratio=0.05+ef+igzip"};
+
+static void test_every_pipeline_detects_damage(void **state) {
+  enum { N = 1031 };   /* odd, and past the 512-element exponent-plane threshold */
+  float *g = malloc(N * sizeof *g), *out = malloc(N * sizeof *out);
+  uint64_t s = 99;
+  for (int i = 0; i < N; i++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    g[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5) * 2e-3f;
+  }
+  int ran = 0;
+  for (size_t p = 0; p < sizeof pipelines / sizeof *pipelines; p++) {
+    gcomp_codec *c;
+    if (gcomp_codec_create(pipelines[p], &c) != GCOMP_OK) {
+      print_message("skipping '%s' (not in this build: %s)\n", pipelines[p], gcomp_last_error());
+      continue;
+    }
+    ran++;
+    size_t cap = gcomp_codec_max_encoded_size(c, N), len;
+    uint8_t *f = malloc(cap), *bad = malloc(cap + 1);
+    assert_int_equal(gcomp_encode(c, 1, g, N, f, cap, &len), GCOMP_OK);
+    assert_int_equal(gcomp_decode(c, f, len, out, N), GCOMP_OK);
+    /* flip every bit of the header, and bits spread over the payload */
+    for (size_t bit = 0; bit < len * 8; bit += bit < GCOMP_FRAME_HEADER * 8 ? 1 : 7) {
+      memcpy(bad, f, len);
+      bad[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+      int st = gcomp_decode(c, bad, len, out, N);
+      if (st != GCOMP_ERR_CORRUPT) fail_msg("%s: bit %zu flipped gave %d", pipelines[p], bit, st);
+    }
+    for (size_t cut = 0; cut < len; cut += 1 + cut / 8)
+      assert_int_equal(gcomp_decode_add(c, f, cut, out, N), GCOMP_ERR_CORRUPT);
+    assert_int_equal(gcomp_decode(c, f, len, out, N - 1), GCOMP_ERR_CORRUPT);
+    assert_int_equal(gcomp_decode(c, f, len, out, N + 1), GCOMP_ERR_CORRUPT);
+    free(bad);
+    free(f);
+    gcomp_codec_destroy(c);
+  }
+  assert_true(ran >= 5);   /* none's pipelines always exist */
+  free(out);
+  free(g);
+}
+
+/* A frame made by one kind is refused by a codec of another. */
+static void test_kind_mismatch_refused(void **state) {
+  gcomp_codec *a, *b;
+  if (gcomp_codec_create("bf16", &b) != GCOMP_OK) {
+    print_message("bf16 is not in this build: kind mismatch tested on a forged id\n");
+    b = NULL;
+  }
+  assert_int_equal(gcomp_codec_create("none", &a), GCOMP_OK);
+  float g[16] = {1, 2, 3}, out[16];
+  uint8_t f[256];
+  size_t len;
+  assert_int_equal(gcomp_encode(a, 0, g, 16, f, sizeof f, &len), GCOMP_OK);
+  if (b) {
+    assert_int_equal(gcomp_decode(b, f, len, out, 16), GCOMP_ERR_CORRUPT);
+    assert_non_null(strstr(gcomp_last_error(), "frame holds codec id 1"));
+  }
+  gcomp_frame_info info = {.kind = 77, .count = 16, .payload_len = len - GCOMP_FRAME_HEADER};
+  gcomp_frame_seal(f, &info);
+  assert_int_equal(gcomp_decode(a, f, len, out, 16), GCOMP_ERR_CORRUPT);
+  assert_non_null(strstr(gcomp_last_error(), "frame holds codec id 77"));
+  gcomp_codec_destroy(a);
+  gcomp_codec_destroy(b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_crc32c_known_answers),
+      cmocka_unit_test(test_header_layout),
+      cmocka_unit_test(test_header_damage_refused),
+      cmocka_unit_test(test_unknown_flags_refused),
+      cmocka_unit_test(test_every_pipeline_detects_damage),
+      cmocka_unit_test(test_kind_mismatch_refused),
+  };
+  return cmocka_run_group_tests_name("frame", tests, NULL, NULL);
+}
