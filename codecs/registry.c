@@ -8,9 +8,13 @@
 #include "codec_impl.h"
 
 extern const gcomp_kind gcomp_kind_none;
+extern const gcomp_kind gcomp_kind_fp16;
+extern const gcomp_kind gcomp_kind_bf16;
 
 static const gcomp_kind *const kinds[] = {
     &gcomp_kind_none,
+    &gcomp_kind_fp16,
+    &gcomp_kind_bf16,
 };
 enum { NKINDS = sizeof kinds / sizeof *kinds };
 

@@ -1,0 +1,228 @@
+/* "fp16" and "bf16": cast fp32 gradients to 16 bits (kernels in cast_base.c and
+ * cast_avx2.c, rules in cast.h).
+ *
+ *   fp16[:scale=auto|none][,round=nearest|stochastic][,seed=N]
+ *   bf16[:round=nearest|stochastic][,seed=N]
+ *
+ * fp16 scale=auto (the default) multiplies the frame by 2^k, k chosen from the frame's
+ * largest finite magnitude M so that M * 2^k lies in [2^14, 2^15): nothing overflows and
+ * the frame uses fp16's whole range below its maximum. k is stored in the frame's
+ * parameter word (low byte, two's complement) and the decoder multiplies by 2^-k; both
+ * multiplications are exact. Finding M costs one read pass over the input before the
+ * encode pass. scale=none is the plain IEEE cast: |x| >= 65520 becomes Inf (counted in
+ * overflows) and |x| <= 2^-25 becomes 0 (counted in underflows). NaN and Inf are kept and
+ * counted in nonfinite_inputs; they never affect the scale.
+ *
+ * round=stochastic draws 32 bits per element from a counter-based generator keyed by
+ * (seed, frame sequence number, element index), so a frame's bits do not depend on how
+ * the work is split. seed is only valid with round=stochastic; the canonical form prints
+ * it only then ("fp16:scale=auto,round=nearest", "bf16:round=stochastic,seed=7").
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cast.h"
+#include "codec_impl.h"
+
+typedef struct {
+  int scale;          /* 0: auto, 1: none (fp16 only) */
+  int round;          /* 0: nearest, 1: stochastic */
+  int seed_set;
+  uint64_t seed;
+} cast_cfg;
+
+enum { SCALE_AUTO = 0, SCALE_NONE = 1, ROUND_NEAREST = 0, ROUND_STOCHASTIC = 1 };
+
+_Static_assert(sizeof(cast_cfg) <= GCOMP_KIND_CFG_BYTES, "cast_cfg must fit gcomp_kind_cfg");
+
+const gcomp_cast_kernels *gcomp_cast_kernels_get(void) {
+  return gcomp_isa_level() >= GCOMP_ISA_AVX2 ? &gcomp_cast_avx2 : &gcomp_cast_base;
+}
+
+static void cast_defaults(gcomp_kind_cfg *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+}
+
+static int cast_set(const char *kind, int has_scale, gcomp_kind_cfg *cfg, const char *key,
+                    const char *value) {
+  cast_cfg *c = (cast_cfg *)cfg->bytes;
+  if (has_scale && strcmp(key, "scale") == 0)
+    return gcomp_kv_choice(kind, key, value, "auto|none", &c->scale);
+  if (strcmp(key, "round") == 0) return gcomp_kv_choice(kind, key, value, "nearest|stochastic", &c->round);
+  if (strcmp(key, "seed") == 0) {
+    c->seed_set = 1;
+    return gcomp_kv_u64(kind, key, value, 0, UINT64_MAX, &c->seed);
+  }
+  GCOMP_FAIL(GCOMP_ERR_INVALID, "%s: unknown parameter '%s' (valid: %s)", kind, key,
+             has_scale ? "scale, round, seed" : "round, seed");
+}
+
+static int fp16_set(gcomp_kind_cfg *cfg, const char *key, const char *value) {
+  return cast_set("fp16", 1, cfg, key, value);
+}
+static int bf16_set(gcomp_kind_cfg *cfg, const char *key, const char *value) {
+  return cast_set("bf16", 0, cfg, key, value);
+}
+
+static int cast_validate(const char *kind, const gcomp_kind_cfg *cfg) {
+  const cast_cfg *c = (const cast_cfg *)cfg->bytes;
+  GCOMP_FAIL_IF(c->seed_set && c->round != ROUND_STOCHASTIC, GCOMP_ERR_INVALID,
+                "%s: seed=%llu has no effect with round=nearest (add round=stochastic)", kind,
+                (unsigned long long)c->seed);
+  return GCOMP_OK;
+}
+static int fp16_validate(const gcomp_kind_cfg *cfg) { return cast_validate("fp16", cfg); }
+static int bf16_validate(const gcomp_kind_cfg *cfg) { return cast_validate("bf16", cfg); }
+
+static size_t cast_print(int has_scale, const gcomp_kind_cfg *cfg, char *buf, size_t n) {
+  const cast_cfg *c = (const cast_cfg *)cfg->bytes;
+  char seed[40] = "";
+  if (c->round == ROUND_STOCHASTIC)
+    snprintf(seed, sizeof seed, ",seed=%llu", (unsigned long long)c->seed);
+  return (size_t)snprintf(buf, n, "%s%s%s%s", has_scale ? "scale=" : "",
+                          has_scale ? (c->scale == SCALE_NONE ? "none," : "auto,") : "",
+                          c->round == ROUND_STOCHASTIC ? "round=stochastic" : "round=nearest",
+                          seed);
+}
+static size_t fp16_print(const gcomp_kind_cfg *cfg, char *buf, size_t n) {
+  return cast_print(1, cfg, buf, n);
+}
+static size_t bf16_print(const gcomp_kind_cfg *cfg, char *buf, size_t n) {
+  return cast_print(0, cfg, buf, n);
+}
+
+static size_t cast_max_payload(const gcomp_kind_cfg *cfg, size_t count) { return count * 2; }
+
+/* 2^e as a float for e in [-149, 127] (exact, subnormals included) */
+static float pow2f(int e) {
+  uint32_t u = e >= -126 ? (uint32_t)(e + 127) << 23 : 1u << (e + 149);
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* k such that M * 2^k is in [2^14, 2^15), M given as fp32 bits; 0 for M == 0 */
+static int scale_exponent(uint32_t mbits) {
+  if (mbits == 0) return 0;
+  int e = mbits >= 0x800000u ? (int)(mbits >> 23) - 127 : (31 - __builtin_clz(mbits)) - 149;
+  int k = 14 - e;
+  return k > 127 ? 127 : k;   /* M below 2^-113 (fp32 subnormal): the largest scale */
+}
+
+static void add_stats(gcomp_enc_ctx *ctx, const gcomp_cast_counts *k) {
+  ctx->stats->nonfinite_inputs += k->nonfinite;
+  ctx->stats->overflows += k->overflow;
+  ctx->stats->underflows += k->underflow;
+}
+
+/* Stochastic encoders run per 2^32-element segment: the key carries the high index bits. */
+typedef void (*sr_fn)(const gcomp_cast_kernels *K, const float *src, size_t n, uint8_t *dst,
+                      float scale, uint64_t key, uint32_t i0, gcomp_cast_counts *c);
+static void sr_f16(const gcomp_cast_kernels *K, const float *src, size_t n, uint8_t *dst,
+                   float scale, uint64_t key, uint32_t i0, gcomp_cast_counts *c) {
+  K->f16_enc_sr(src, n, dst, scale, key, i0, c);
+}
+static void sr_bf16(const gcomp_cast_kernels *K, const float *src, size_t n, uint8_t *dst,
+                    float scale, uint64_t key, uint32_t i0, gcomp_cast_counts *c) {
+  K->bf16_enc_sr(src, n, dst, key, i0, c);
+}
+static void encode_sr(sr_fn fn, const gcomp_cast_kernels *K, const cast_cfg *c, uint64_t seq,
+                      const float *src, size_t count, uint8_t *dst, float scale,
+                      gcomp_cast_counts *cnt) {
+  for (size_t i = 0; i < count;) {
+    uint64_t hi = (uint64_t)i >> 32;
+    uint64_t end = (hi + 1) << 32;
+    size_t n = (uint64_t)count < end ? count - i : (size_t)(end - i);
+    fn(K, src + i, n, dst + 2 * i, scale, gcomp_cast_key(c->seed, seq, (uint32_t)hi),
+       (uint32_t)i, cnt);
+    i += n;
+  }
+}
+
+static int fp16_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const float *restrict src,
+                       size_t count, uint8_t *restrict dst, size_t cap, size_t *len) {
+  const cast_cfg *c = (const cast_cfg *)cfg->bytes;
+  GCOMP_FAIL_IF(cap / 2 < count, GCOMP_ERR_NOMEM, "fp16: %zu bytes of room for %zu values", cap,
+                count);
+  const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
+  int k = c->scale == SCALE_AUTO ? scale_exponent(K->maxabs(src, count)) : 0;
+  float scale = pow2f(k);
+  gcomp_cast_counts cnt = {0, 0, 0};
+  if (c->round == ROUND_NEAREST) K->f16_enc(src, count, dst, scale, &cnt);
+  else encode_sr(sr_f16, K, c, ctx->seq, src, count, dst, scale, &cnt);
+  add_stats(ctx, &cnt);
+  ctx->param = (uint32_t)(uint8_t)(int8_t)k;
+  *len = count * 2;
+  return GCOMP_OK;
+}
+
+static int fp16_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
+                       size_t len, float *restrict dst, size_t count, int add) {
+  GCOMP_FAIL_IF(len / 2 != count || len % 2, GCOMP_ERR_CORRUPT,
+                "fp16: payload of %zu bytes cannot hold %zu fp16 values", len, count);
+  int k = (int8_t)(uint8_t)param;
+  GCOMP_FAIL_IF(param > 0xffu || k == -128, GCOMP_ERR_CORRUPT,
+                "fp16: frame parameter 0x%x is not a scale exponent", (unsigned)param);
+  const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
+  float inv = pow2f(-k);
+  if (add) K->f16_dec_add(src, count, dst, inv);
+  else K->f16_dec(src, count, dst, inv);
+  return GCOMP_OK;
+}
+
+static int bf16_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const float *restrict src,
+                       size_t count, uint8_t *restrict dst, size_t cap, size_t *len) {
+  const cast_cfg *c = (const cast_cfg *)cfg->bytes;
+  GCOMP_FAIL_IF(cap / 2 < count, GCOMP_ERR_NOMEM, "bf16: %zu bytes of room for %zu values", cap,
+                count);
+  const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
+  gcomp_cast_counts cnt = {0, 0, 0};
+  if (c->round == ROUND_NEAREST) K->bf16_enc(src, count, dst, &cnt);
+  else encode_sr(sr_bf16, K, c, ctx->seq, src, count, dst, 1.0f, &cnt);
+  add_stats(ctx, &cnt);
+  ctx->param = 0;
+  *len = count * 2;
+  return GCOMP_OK;
+}
+
+static int bf16_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
+                       size_t len, float *restrict dst, size_t count, int add) {
+  GCOMP_FAIL_IF(len / 2 != count || len % 2, GCOMP_ERR_CORRUPT,
+                "bf16: payload of %zu bytes cannot hold %zu bf16 values", len, count);
+  GCOMP_FAIL_IF(param != 0, GCOMP_ERR_CORRUPT, "bf16: frame parameter 0x%x should be 0",
+                (unsigned)param);
+  const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
+  if (add) K->bf16_dec_add(src, count, dst);
+  else K->bf16_dec(src, count, dst);
+  return GCOMP_OK;
+}
+
+const gcomp_kind gcomp_kind_fp16 = {
+    .name = "fp16",
+    .id = GCOMP_KIND_FP16,
+    .keys = "scale, round, seed",
+    .elem_bytes = 2,
+    .defaults = cast_defaults,
+    .set = fp16_set,
+    .validate = fp16_validate,
+    .print = fp16_print,
+    .max_payload = cast_max_payload,
+    .encode = fp16_encode,
+    .decode = fp16_decode,
+    .encode_ef = gcomp_ef_encode_generic,
+};
+
+const gcomp_kind gcomp_kind_bf16 = {
+    .name = "bf16",
+    .id = GCOMP_KIND_BF16,
+    .keys = "round, seed",
+    .elem_bytes = 2,
+    .defaults = cast_defaults,
+    .set = bf16_set,
+    .validate = bf16_validate,
+    .print = bf16_print,
+    .max_payload = cast_max_payload,
+    .encode = bf16_encode,
+    .decode = bf16_decode,
+    .encode_ef = gcomp_ef_encode_generic,
+};

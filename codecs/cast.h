@@ -1,0 +1,94 @@
+/* Internal: the fp16/bf16 cast kernels, one table per ISA (cast_base.c, cast_avx2.c).
+ *
+ * Payloads are little-endian 16-bit words at any alignment. Every kernel takes any n
+ * (including 0) and any pointer alignment. The rules, identical in every table (the
+ * differential and exhaustive tests hold them to it bit for bit):
+ *
+ *   fp16 encode, round to nearest even: IEEE binary32 -> binary16 conversion of x * scale
+ *     (scale a power of two, so the product is exact), as F16C's vcvtps2ph with
+ *     _MM_FROUND_TO_NEAREST_INT does it: finite values >= 65520 in magnitude become Inf;
+ *     NaN keeps its sign and the top 10 payload bits and is made quiet (bit 9 set).
+ *   bf16 encode, round to nearest even: the top 16 bits of x rounded to nearest even
+ *     (fp32 subnormals included, no flush); NaN keeps its sign and the top 7 payload bits
+ *     and is made quiet (bit 6 set), so it never rounds to Inf.
+ *   stochastic (both formats): |x| rounds up to the next representable magnitude with
+ *     probability (dropped part)/(quantum), decided by 32 random bits per element from
+ *     gcomp_cast_rand(key, index). bf16 drops 16 bits: exact. fp16 drops 13 bits for
+ *     results in the normal range and 14..32 bits for subnormal results (exact); for
+ *     |x * scale| < 2^-32 the probability is truncated to 32 bits (bias < 2^-32 of the
+ *     quantum 2^-24). Rounding up past the largest finite value gives Inf (counted).
+ *   decode: exact widening (fp16 NaN is quieted as F16C's vcvtph2ps does; bf16 NaN bits
+ *     are kept as they are), then multiplied by inv_scale (fp16; exact unless the result
+ *     is an fp32 subnormal). decode_add: acc[i] = acc[i] + decode(x[i]): two roundings at
+ *     most, the same as decoding into a temporary and adding it.
+ *
+ * Counters (added to *c): nonfinite = NaN/Inf inputs; overflow = finite inputs that
+ * became Inf; underflow = nonzero inputs that became +-0.
+ */
+#ifndef GCOMP_CAST_H
+#define GCOMP_CAST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  uint64_t nonfinite;
+  uint64_t overflow;
+  uint64_t underflow;
+} gcomp_cast_counts;
+
+typedef struct {
+  const char *name;   /* "base", "avx2" */
+  /* Largest finite |src[i]| as fp32 bits (0 when none); NaN and Inf are ignored. */
+  uint32_t (*maxabs)(const float *src, size_t n);
+  void (*f16_enc)(const float *src, size_t n, uint8_t *dst, float scale, gcomp_cast_counts *c);
+  /* i0: element index of src[0] within the frame (low 32 bits; the caller folds the high
+   * bits into the key and never lets i0 + n wrap past 2^32). */
+  void (*f16_enc_sr)(const float *src, size_t n, uint8_t *dst, float scale, uint64_t key,
+                     uint32_t i0, gcomp_cast_counts *c);
+  void (*f16_dec)(const uint8_t *src, size_t n, float *dst, float inv_scale);
+  void (*f16_dec_add)(const uint8_t *src, size_t n, float *acc, float inv_scale);
+  void (*bf16_enc)(const float *src, size_t n, uint8_t *dst, gcomp_cast_counts *c);
+  void (*bf16_enc_sr)(const float *src, size_t n, uint8_t *dst, uint64_t key, uint32_t i0,
+                      gcomp_cast_counts *c);
+  void (*bf16_dec)(const uint8_t *src, size_t n, float *dst);
+  void (*bf16_dec_add)(const uint8_t *src, size_t n, float *acc);
+} gcomp_cast_kernels;
+
+extern const gcomp_cast_kernels gcomp_cast_base;
+extern const gcomp_cast_kernels gcomp_cast_avx2;   /* only when the CPU has AVX2+F16C+FMA */
+
+/* The table for gcomp_isa_level(). */
+const gcomp_cast_kernels *gcomp_cast_kernels_get(void);
+
+/* Outputs at least this many bytes are written with non-temporal stores by the SIMD
+ * kernels (they will not be read back from cache anyway). */
+enum { GCOMP_CAST_STREAM_BYTES = 8u << 20 };
+
+/* The stochastic-rounding generator: 32 bits for element i under a 64-bit key. Two
+ * rounds of a 32-bit integer hash (lowbias32); the SIMD kernels compute the same. */
+static inline uint32_t gcomp_cast_hash32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+static inline uint32_t gcomp_cast_rand(uint64_t key, uint32_t i) {
+  return gcomp_cast_hash32(gcomp_cast_hash32(i + (uint32_t)key) ^ (uint32_t)(key >> 32));
+}
+
+/* The key of a frame's elements [hi * 2^32, (hi + 1) * 2^32): from (seed, seq, hi),
+ * chained through splitmix64 so that no two small triples collide. */
+static inline uint64_t gcomp_cast_mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static inline uint64_t gcomp_cast_key(uint64_t seed, uint64_t seq, uint32_t hi) {
+  return gcomp_cast_mix64(gcomp_cast_mix64(gcomp_cast_mix64(seed) ^ seq) ^ hi);
+}
+
+#endif /* GCOMP_CAST_H */

@@ -1,0 +1,154 @@
+/* Portable fp16/bf16 cast kernels: integer bit manipulation only (no _Float16, no FP
+ * environment tricks), so they are the reference every SIMD table is tested against.
+ * The rules are in cast.h. */
+#include <string.h>
+
+#include "cast.h"
+
+static inline uint32_t f2u(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static inline float u2f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint32_t load16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+static inline void store16(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+/* Shifts that give 0 for counts >= 32, as AVX2's vpsllvd/vpsrlvd do. */
+static inline uint32_t shl(uint32_t x, uint32_t c) { return c < 32 ? x << c : 0; }
+static inline uint32_t shr(uint32_t x, uint32_t c) { return c < 32 ? x >> c : 0; }
+
+/* |x| as bits, for x already scaled; returns the fp16 magnitude bits. */
+static inline uint32_t f16_rne_mag(uint32_t a) {
+  if (a > 0x7f800000u) return 0x7e00u | ((a >> 13) & 0x3ffu);   /* quiet NaN, payload kept */
+  if (a >= 0x477ff000u) return 0x7c00u;                          /* >= 65520: Inf */
+  if (a >= 0x38800000u)                                          /* normal: >= 2^-14 */
+    return (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;
+  if (a <= 0x33000000u) return 0;                                /* <= 2^-25: ties to 0 */
+  uint32_t s = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u;  /* s in [14, 24] */
+  return (m + (1u << (s - 1)) - 1u + ((m >> s) & 1u)) >> s;
+}
+
+static inline uint32_t f16_sr_mag(uint32_t a, uint32_t r) {
+  if (a >= 0x7f800000u) return f16_rne_mag(a);
+  if (a >= 0x38800000u) {
+    uint32_t t = (a + (r >> 19)) & ~0x1fffu;
+    return t >= 0x47800000u ? 0x7c00u : (t - 0x38000000u) >> 13;
+  }
+  /* subnormal result: |x| = m * 2^-s in units of 2^-24 */
+  uint32_t e = a >> 23;
+  uint32_t m = (a & 0x7fffffu) | (e ? 0x800000u : 0);
+  uint32_t s = 126u - (e ? e : 1u);
+  uint32_t frac = shl(m, 32u - s) | shr(m, s - 32u);   /* dropped part, 32-bit fixed point */
+  return shr(m, s) + (r < frac);
+}
+
+/* Counts for one element: a0 the unscaled input magnitude, h16 the output magnitude. */
+#define COUNT(c, a0, hmag, inf)                                   \
+  do {                                                            \
+    (c)->nonfinite += (a0) >= 0x7f800000u;                        \
+    (c)->overflow += (a0) < 0x7f800000u && (hmag) == (inf);       \
+    (c)->underflow += (a0) != 0 && (hmag) == 0;                   \
+  } while (0)
+
+static uint32_t maxabs_base(const float *src, size_t n) {
+  uint32_t mx = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t a = f2u(src[i]) & 0x7fffffffu;
+    a = a < 0x7f800000u ? a : 0;
+    mx = a > mx ? a : mx;
+  }
+  return mx;
+}
+
+static void f16_enc_base(const float *src, size_t n, uint8_t *dst, float scale,
+                         gcomp_cast_counts *c) {
+  gcomp_cast_counts k = {0, 0, 0};
+  for (size_t i = 0; i < n; i++) {
+    uint32_t w = f2u(src[i]), a0 = w & 0x7fffffffu;
+    uint32_t h = f16_rne_mag(f2u(src[i] * scale) & 0x7fffffffu);
+    COUNT(&k, a0, h, 0x7c00u);
+    store16(dst + 2 * i, (w >> 16 & 0x8000u) | h);
+  }
+  c->nonfinite += k.nonfinite, c->overflow += k.overflow, c->underflow += k.underflow;
+}
+
+static void f16_enc_sr_base(const float *src, size_t n, uint8_t *dst, float scale, uint64_t key,
+                            uint32_t i0, gcomp_cast_counts *c) {
+  gcomp_cast_counts k = {0, 0, 0};
+  for (size_t i = 0; i < n; i++) {
+    uint32_t w = f2u(src[i]), a0 = w & 0x7fffffffu;
+    uint32_t r = gcomp_cast_rand(key, i0 + (uint32_t)i);
+    uint32_t h = f16_sr_mag(f2u(src[i] * scale) & 0x7fffffffu, r);
+    COUNT(&k, a0, h, 0x7c00u);
+    store16(dst + 2 * i, (w >> 16 & 0x8000u) | h);
+  }
+  c->nonfinite += k.nonfinite, c->overflow += k.overflow, c->underflow += k.underflow;
+}
+
+static inline float f16_to_f32(uint32_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, em = h & 0x7fffu;
+  if (em >= 0x7c00u) /* Inf, or NaN made quiet */
+    return u2f(sign | 0x7f800000u | (em & 0x3ffu) << 13 | (em > 0x7c00u ? 0x400000u : 0));
+  /* normal and subnormal alike: an exact multiply moves the exponent bias 15 -> 127 */
+  return u2f(f2u(u2f(em << 13) * 0x1p112f) | sign);
+}
+
+static void f16_dec_base(const uint8_t *src, size_t n, float *dst, float inv_scale) {
+  for (size_t i = 0; i < n; i++) dst[i] = f16_to_f32(load16(src + 2 * i)) * inv_scale;
+}
+
+static void f16_dec_add_base(const uint8_t *src, size_t n, float *acc, float inv_scale) {
+  for (size_t i = 0; i < n; i++) acc[i] += f16_to_f32(load16(src + 2 * i)) * inv_scale;
+}
+
+static void bf16_enc_base(const float *src, size_t n, uint8_t *dst, gcomp_cast_counts *c) {
+  gcomp_cast_counts k = {0, 0, 0};
+  for (size_t i = 0; i < n; i++) {
+    uint32_t w = f2u(src[i]), a = w & 0x7fffffffu;
+    uint32_t h = a > 0x7f800000u ? (w >> 16) | 0x40u : (w + 0x7fffu + ((w >> 16) & 1u)) >> 16;
+    COUNT(&k, a, h & 0x7fffu, 0x7f80u);
+    store16(dst + 2 * i, h);
+  }
+  c->nonfinite += k.nonfinite, c->overflow += k.overflow, c->underflow += k.underflow;
+}
+
+static void bf16_enc_sr_base(const float *src, size_t n, uint8_t *dst, uint64_t key, uint32_t i0,
+                             gcomp_cast_counts *c) {
+  gcomp_cast_counts k = {0, 0, 0};
+  for (size_t i = 0; i < n; i++) {
+    uint32_t w = f2u(src[i]), a = w & 0x7fffffffu;
+    uint32_t r = gcomp_cast_rand(key, i0 + (uint32_t)i);
+    uint32_t h = a > 0x7f800000u ? (w >> 16) | 0x40u : (w + (r >> 16)) >> 16;
+    COUNT(&k, a, h & 0x7fffu, 0x7f80u);
+    store16(dst + 2 * i, h);
+  }
+  c->nonfinite += k.nonfinite, c->overflow += k.overflow, c->underflow += k.underflow;
+}
+
+static void bf16_dec_base(const uint8_t *src, size_t n, float *dst) {
+  for (size_t i = 0; i < n; i++) dst[i] = u2f(load16(src + 2 * i) << 16);
+}
+
+static void bf16_dec_add_base(const uint8_t *src, size_t n, float *acc) {
+  for (size_t i = 0; i < n; i++) acc[i] += u2f(load16(src + 2 * i) << 16);
+}
+
+const gcomp_cast_kernels gcomp_cast_base = {
+    .name = "base",
+    .maxabs = maxabs_base,
+    .f16_enc = f16_enc_base,
+    .f16_enc_sr = f16_enc_sr_base,
+    .f16_dec = f16_dec_base,
+    .f16_dec_add = f16_dec_add_base,
+    .bf16_enc = bf16_enc_base,
+    .bf16_enc_sr = bf16_enc_sr_base,
+    .bf16_dec = bf16_dec_base,
+    .bf16_dec_add = bf16_dec_add_base,
+};
