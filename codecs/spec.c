@@ -10,14 +10,26 @@ enum { MAX_SPEC = 512 };
 typedef int (*set_fn)(void *cfg, const char *key, const char *value);
 
 static int apply_params(const char *what, char *params, set_fn set, void *cfg) {
-  char *save = NULL;
-  for (char *kv = strtok_r(params, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+  enum { MAX_SEEN = 32 };
+  const char *seen[MAX_SEEN];
+  int nseen = 0;
+  for (char *kv = params;;) {
+    char *comma = strchr(kv, ',');
+    if (comma) *comma = '\0';
+    /* strict: a stray ',' or a repeated key is a mistake, not something to guess about */
+    GCOMP_FAIL_IF(!kv[0], GCOMP_ERR_INVALID, "%s: empty parameter (a stray ',')", what);
     char *eq = strchr(kv, '=');
     GCOMP_FAIL_IF(!eq, GCOMP_ERR_INVALID, "%s: parameter '%s' needs a value (%s=...)", what, kv, kv);
     *eq = '\0';
     GCOMP_FAIL_IF(!kv[0], GCOMP_ERR_INVALID, "%s: empty parameter name before '=%s'", what, eq + 1);
     GCOMP_FAIL_IF(!eq[1], GCOMP_ERR_INVALID, "%s: parameter '%s' has an empty value", what, kv);
+    for (int i = 0; i < nseen; i++)
+      GCOMP_FAIL_IF(strcmp(seen[i], kv) == 0, GCOMP_ERR_INVALID, "%s: parameter '%s' is given twice",
+                    what, kv);
+    if (nseen < MAX_SEEN) seen[nseen++] = kv;
     GCOMP_CHECK(set(cfg, kv, eq + 1));
+    if (!comma) break;
+    kv = comma + 1;
   }
   return GCOMP_OK;
 }
