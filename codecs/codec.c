@@ -15,6 +15,7 @@ struct gcomp_codec {
   gcomp_codec_stats stats;
   uint8_t *scratch;             /* encode-side payload before the lossless stage */
   size_t scratch_cap;
+  uint64_t kind_state;          /* without +ef: the kind's state word (one for all keys) */
 };
 
 int gcomp_codec_create(const char *spec, gcomp_codec **out) {
@@ -66,10 +67,9 @@ static int reserve(uint8_t **buf, size_t *cap, size_t need) {
 static int encode_payload(gcomp_codec *c, gcomp_enc_ctx *ctx, uint64_t key, const float *src,
                           size_t count, uint8_t *dst, size_t cap, size_t *len) {
   const gcomp_kind *k = c->spec.kind;
-  if (!c->ef) return k->encode(&c->spec.cfg, ctx, src, count, dst, cap, len);
-  float *residual;
-  GCOMP_CHECK(gcomp_ef_slot(c->ef, key, count, &residual));
-  return k->encode_ef(k, &c->spec.cfg, ctx, src, residual, count, dst, cap, len);
+  if (c->ef) return gcomp_ef_encode(c->ef, k, &c->spec.cfg, ctx, key, src, count, dst, cap, len);
+  ctx->kind_state = &c->kind_state;
+  return k->encode(&c->spec.cfg, ctx, src, count, dst, cap, len);
 }
 
 int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, size_t count, void *dst,
@@ -174,9 +174,26 @@ void gcomp_codec_reset_stats(gcomp_codec *codec) {
 }
 
 int gcomp_codec_save_residuals(const gcomp_codec *codec, const char *path) {
-  GCOMP_FAIL(GCOMP_ERR_UNSUPPORTED, "saving residuals is not implemented yet");
+  GCOMP_FAIL_IF(!codec || !path, GCOMP_ERR_INVALID, "gcomp_codec_save_residuals: NULL argument");
+  GCOMP_FAIL_IF(!codec->ef, GCOMP_ERR_INVALID,
+                "gcomp_codec_save_residuals: the codec has no error feedback (+ef)");
+  char canon[1024];
+  gcomp_spec_print(&codec->spec, canon, sizeof canon);
+  return gcomp_ef_save(codec->ef, canon, path);
 }
 
 int gcomp_codec_load_residuals(gcomp_codec *codec, const char *path) {
-  GCOMP_FAIL(GCOMP_ERR_UNSUPPORTED, "loading residuals is not implemented yet");
+  GCOMP_FAIL_IF(!codec || !path, GCOMP_ERR_INVALID, "gcomp_codec_load_residuals: NULL argument");
+  GCOMP_FAIL_IF(!codec->ef, GCOMP_ERR_INVALID,
+                "gcomp_codec_load_residuals: the codec has no error feedback (+ef)");
+  char canon[1024];
+  gcomp_spec_print(&codec->spec, canon, sizeof canon);
+  return gcomp_ef_load(codec->ef, canon, path);
+}
+
+int gcomp_codec_reset_residuals(gcomp_codec *codec) {
+  GCOMP_FAIL_IF(!codec, GCOMP_ERR_INVALID, "gcomp_codec_reset_residuals: NULL codec");
+  if (codec->ef) gcomp_ef_reset(codec->ef);
+  codec->kind_state = 0;
+  return GCOMP_OK;
 }

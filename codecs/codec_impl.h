@@ -37,6 +37,8 @@ typedef struct {
   gcomp_codec_stats *stats;   /* counters to update (nonfinite, overflows, underflows) */
   uint32_t param;             /* out: a per-frame word stored in the frame header and handed
                                  back to decode (e.g. fp16's power-of-two scale) */
+  uint64_t *kind_state;       /* in/out: a word a kind may keep per tensor between encodes
+                                 (topk: its last threshold), 0 at first; NULL: none kept */
 } gcomp_enc_ctx;
 
 typedef struct gcomp_kind gcomp_kind;

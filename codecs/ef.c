@@ -1,27 +1,49 @@
-/* Error feedback: the residual store and the generic (unfused) encode around any kind. */
+/* Error feedback: the residual store (fp32 or bf16), its checkpoint file, and the generic
+ * (unfused) encode around any kind.
+ *
+ * Residual file, version 1 (all integers little-endian):
+ *   0   8  magic "GCOMPEF\0"
+ *   8   4  version (1)
+ *   12  4  residual dtype (0 fp32, 1 bf16)
+ *   16  4  spec length S
+ *   20  4  0
+ *   24  8  number of tensors N
+ *   32  S  the codec's canonical spec (no NUL)
+ *   then N times, keys increasing: u64 key, u64 count, u64 kind state, count residuals
+ *        (4 bytes each for fp32, 2 for bf16)
+ *   last 4 bytes: CRC32C (as in frames) of everything before them
+ */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "codec_impl.h"
 #include "ef.h"
+#include "frame.h"
 #include "spec.h"
 
 typedef struct {
   uint64_t key;
   size_t count;
-  float *residual;   /* NULL: empty slot */
+  uint64_t state;    /* the kind's per-tensor word (topk: last threshold) */
+  void *data;        /* count residuals, fp32 or bf16; NULL: empty slot */
 } ef_slot;
 
 struct gcomp_ef {
   int dtype;
   ef_slot *slots;    /* open addressing, power-of-two capacity */
   size_t cap, used;
+  float *wide;       /* bf16 stores: the residual being worked on, widened */
+  size_t wide_cap;
 };
 
+static size_t elem_size(int dtype) { return dtype == GCOMP_EF_BF16 ? 2 : 4; }
+
 int gcomp_ef_create(int dtype, gcomp_ef **out) {
-  GCOMP_FAIL_IF(dtype != GCOMP_EF_FP32, GCOMP_ERR_UNSUPPORTED,
-                "ef: dtype=bf16 residuals are not implemented yet (use dtype=fp32)");
+  GCOMP_FAIL_IF(dtype != GCOMP_EF_FP32 && dtype != GCOMP_EF_BF16, GCOMP_ERR_INVALID,
+                "ef: unknown residual dtype %d", dtype);
   gcomp_ef *ef = calloc(1, sizeof *ef);
   GCOMP_FAIL_IF(!ef, GCOMP_ERR_NOMEM, "ef: allocating the residual store");
   ef->dtype = dtype;
@@ -29,12 +51,25 @@ int gcomp_ef_create(int dtype, gcomp_ef **out) {
   return GCOMP_OK;
 }
 
+static void free_slots(ef_slot *slots, size_t cap) {
+  for (size_t i = 0; i < cap; i++) free(slots[i].data);
+  free(slots);
+}
+
 void gcomp_ef_destroy(gcomp_ef *ef) {
   if (!ef) return;
-  for (size_t i = 0; i < ef->cap; i++) free(ef->slots[i].residual);
-  free(ef->slots);
+  free_slots(ef->slots, ef->cap);
+  free(ef->wide);
   free(ef);
 }
+
+void gcomp_ef_reset(gcomp_ef *ef) {
+  free_slots(ef->slots, ef->cap);
+  ef->slots = NULL;
+  ef->cap = ef->used = 0;
+}
+
+size_t gcomp_ef_keys(const gcomp_ef *ef) { return ef->used; }
 
 static size_t hash_key(uint64_t key) {
   key ^= key >> 33;
@@ -43,46 +78,366 @@ static size_t hash_key(uint64_t key) {
   return (size_t)key;
 }
 
-static int grow(gcomp_ef *ef) {
-  size_t cap = ef->cap ? ef->cap * 2 : 16;
+static int grow(ef_slot **pslots, size_t *pcap) {
+  size_t old = *pcap, cap = old ? old * 2 : 16;
   ef_slot *slots = calloc(cap, sizeof *slots);
   GCOMP_FAIL_IF(!slots, GCOMP_ERR_NOMEM, "ef: growing the residual table to %zu slots", cap);
-  for (size_t i = 0; i < ef->cap; i++) {
-    if (!ef->slots[i].residual) continue;
-    size_t j = hash_key(ef->slots[i].key) & (cap - 1);
-    while (slots[j].residual) j = (j + 1) & (cap - 1);
-    slots[j] = ef->slots[i];
+  for (size_t i = 0; i < old; i++) {
+    if (!(*pslots)[i].data) continue;
+    size_t j = hash_key((*pslots)[i].key) & (cap - 1);
+    while (slots[j].data) j = (j + 1) & (cap - 1);
+    slots[j] = (*pslots)[i];
   }
-  free(ef->slots);
-  ef->slots = slots;
-  ef->cap = cap;
+  free(*pslots);
+  *pslots = slots;
+  *pcap = cap;
+  return GCOMP_OK;
+}
+
+static ef_slot *find_in(ef_slot *slots, size_t cap, uint64_t key) {
+  if (!cap) return NULL;
+  for (size_t j = hash_key(key) & (cap - 1); slots[j].data; j = (j + 1) & (cap - 1))
+    if (slots[j].key == key) return &slots[j];
+  return NULL;
+}
+static ef_slot *find(const gcomp_ef *ef, uint64_t key) { return find_in(ef->slots, ef->cap, key); }
+
+/* Inserts a slot that owns data (the key must be new). */
+static int insert(ef_slot **slots, size_t *cap, size_t *used, ef_slot s) {
+  if ((*used + 1) * 2 > *cap) GCOMP_CHECK(grow(slots, cap));
+  size_t j = hash_key(s.key) & (*cap - 1);
+  while ((*slots)[j].data) j = (j + 1) & (*cap - 1);
+  (*slots)[j] = s;
+  (*used)++;
+  return GCOMP_OK;
+}
+
+static int get_slot(gcomp_ef *ef, uint64_t key, size_t count, ef_slot **out) {
+  ef_slot *s = find(ef, key);
+  if (s) {
+    GCOMP_FAIL_IF(s->count != count, GCOMP_ERR_INVALID,
+                  "ef: tensor key %llu had %zu elements and now has %zu (keys must name one "
+                  "tensor; call gcomp_codec_reset_residuals when shapes change)",
+                  (unsigned long long)key, s->count, count);
+    *out = s;
+    return GCOMP_OK;
+  }
+  void *data = calloc(count ? count : 1, elem_size(ef->dtype));
+  GCOMP_FAIL_IF(!data, GCOMP_ERR_NOMEM, "ef: allocating %zu residuals for key %llu", count,
+                (unsigned long long)key);
+  int st = insert(&ef->slots, &ef->cap, &ef->used, (ef_slot){key, count, 0, data});
+  if (st < 0) {
+    free(data);
+    return gcomp_error_trace(st, __FILE__, __LINE__);
+  }
+  *out = find(ef, key);
   return GCOMP_OK;
 }
 
 int gcomp_ef_slot(gcomp_ef *ef, uint64_t key, size_t count, float **residual) {
-  if (ef->cap) {
-    for (size_t j = hash_key(key) & (ef->cap - 1); ef->slots[j].residual; j = (j + 1) & (ef->cap - 1)) {
-      if (ef->slots[j].key != key) continue;
-      GCOMP_FAIL_IF(ef->slots[j].count != count, GCOMP_ERR_INVALID,
-                    "ef: tensor key %llu had %zu elements and now has %zu (keys must name one "
-                    "tensor; reset residuals when shapes change)",
-                    (unsigned long long)key, ef->slots[j].count, count);
-      *residual = ef->slots[j].residual;
-      return GCOMP_OK;
-    }
-  }
-  if ((ef->used + 1) * 2 > ef->cap) GCOMP_CHECK(grow(ef));
-  float *r = calloc(count ? count : 1, sizeof *r);
-  GCOMP_FAIL_IF(!r, GCOMP_ERR_NOMEM, "ef: allocating %zu residuals for key %llu", count,
-                (unsigned long long)key);
-  size_t j = hash_key(key) & (ef->cap - 1);
-  while (ef->slots[j].residual) j = (j + 1) & (ef->cap - 1);
-  ef->slots[j] = (ef_slot){key, count, r};
-  ef->used++;
-  *residual = r;
+  GCOMP_FAIL_IF(ef->dtype != GCOMP_EF_FP32, GCOMP_ERR_UNSUPPORTED,
+                "ef: the store keeps bf16 residuals, not fp32");
+  ef_slot *s;
+  GCOMP_CHECK(get_slot(ef, key, count, &s));
+  *residual = s->data;
   return GCOMP_OK;
 }
 
+/* bf16 residuals: round to nearest even; a finite value never becomes Inf. */
+static uint16_t bf16_of(float x) {
+  uint32_t b;
+  memcpy(&b, &x, 4);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return 0;   /* residuals are finite; be safe */
+  uint32_t r = (b + 0x7fffu + ((b >> 16) & 1)) >> 16;
+  if ((r & 0x7fffu) == 0x7f80u && (b & 0x7fffffffu) < 0x7f800000u) r -= 1;
+  return (uint16_t)r;
+}
+static float float_of_bf16(uint16_t h) {
+  uint32_t b = (uint32_t)h << 16;
+  float x;
+  memcpy(&x, &b, 4);
+  return x;
+}
+
+int gcomp_ef_encode(gcomp_ef *ef, const gcomp_kind *kind, const gcomp_kind_cfg *cfg,
+                    gcomp_enc_ctx *ctx, uint64_t key, const float *grad, size_t count,
+                    uint8_t *dst, size_t cap, size_t *len) {
+  ef_slot *s;
+  GCOMP_CHECK(get_slot(ef, key, count, &s));
+  ctx->kind_state = &s->state;
+  if (ef->dtype == GCOMP_EF_FP32)
+    return kind->encode_ef(kind, cfg, ctx, grad, s->data, count, dst, cap, len);
+  if (ef->wide_cap < count) {
+    float *w = realloc(ef->wide, count * sizeof *w);
+    GCOMP_FAIL_IF(!w, GCOMP_ERR_NOMEM, "ef: widening %zu bf16 residuals", count);
+    ef->wide = w;
+    ef->wide_cap = count;
+  }
+  uint16_t *r16 = s->data;
+  for (size_t i = 0; i < count; i++) ef->wide[i] = float_of_bf16(r16[i]);
+  /* the stored residual changes only when the encode succeeds */
+  GCOMP_CHECK(kind->encode_ef(kind, cfg, ctx, grad, ef->wide, count, dst, cap, len));
+  for (size_t i = 0; i < count; i++) r16[i] = bf16_of(ef->wide[i]);
+  return GCOMP_OK;
+}
+
+int gcomp_ef_residual(const gcomp_ef *ef, uint64_t key, float *out, size_t count) {
+  const ef_slot *s = find(ef, key);
+  GCOMP_FAIL_IF(!s, GCOMP_ERR_INVALID, "ef: no residual for key %llu", (unsigned long long)key);
+  GCOMP_FAIL_IF(s->count != count, GCOMP_ERR_INVALID, "ef: key %llu holds %zu residuals, not %zu",
+                (unsigned long long)key, s->count, count);
+  if (ef->dtype == GCOMP_EF_FP32) {
+    memcpy(out, s->data, count * sizeof *out);
+  } else {
+    const uint16_t *r16 = s->data;
+    for (size_t i = 0; i < count; i++) out[i] = float_of_bf16(r16[i]);
+  }
+  return GCOMP_OK;
+}
+
+/* ---- the residual file ----------------------------------------------------------------- */
+static const char file_magic[8] = {'G', 'C', 'O', 'M', 'P', 'E', 'F', 0};
+enum { FILE_VERSION = 1, FILE_HEADER = 32 };
+
+typedef struct {
+  FILE *f;
+  uint32_t crc;
+  uint8_t buf[1 << 16];
+  size_t n;
+} file_out;
+
+static int out_flush(file_out *o) {
+  o->crc = gcomp_crc32c(o->crc, o->buf, o->n);
+  size_t want = o->n, wrote = fwrite(o->buf, 1, want, o->f);
+  o->n = 0;
+  GCOMP_FAIL_IF(wrote != want, GCOMP_ERR_INVALID,
+                "ef: writing the residual file failed");
+  return GCOMP_OK;
+}
+
+static int out_bytes(file_out *o, const void *p, size_t len) {
+  const uint8_t *b = p;
+  while (len) {
+    if (o->n == sizeof o->buf) GCOMP_CHECK(out_flush(o));
+    size_t take = sizeof o->buf - o->n < len ? sizeof o->buf - o->n : len;
+    memcpy(o->buf + o->n, b, take);
+    o->n += take;
+    b += take;
+    len -= take;
+  }
+  return GCOMP_OK;
+}
+
+static int out_u64(file_out *o, uint64_t v) {
+  uint8_t b[8];
+  gcomp_store_le64(b, v);
+  return out_bytes(o, b, 8);
+}
+
+static int cmp_slot_key(const void *a, const void *b) {
+  uint64_t x = (*(const ef_slot *const *)a)->key, y = (*(const ef_slot *const *)b)->key;
+  return x < y ? -1 : x > y;
+}
+
+static int write_file(const gcomp_ef *ef, const char *spec, file_out *o) {
+  uint8_t h[FILE_HEADER] = {0};
+  size_t slen = strlen(spec);
+  memcpy(h, file_magic, 8);
+  gcomp_store_le32(h + 8, FILE_VERSION);
+  gcomp_store_le32(h + 12, (uint32_t)ef->dtype);
+  gcomp_store_le32(h + 16, (uint32_t)slen);
+  gcomp_store_le64(h + 24, ef->used);
+  GCOMP_CHECK(out_bytes(o, h, sizeof h));
+  GCOMP_CHECK(out_bytes(o, spec, slen));
+  /* keys in increasing order: the same residuals always give the same file */
+  const ef_slot **order = malloc((ef->used ? ef->used : 1) * sizeof *order);
+  GCOMP_FAIL_IF(!order, GCOMP_ERR_NOMEM, "ef: ordering %zu keys", ef->used);
+  size_t m = 0;
+  for (size_t i = 0; i < ef->cap; i++)
+    if (ef->slots[i].data) order[m++] = &ef->slots[i];
+  qsort(order, m, sizeof *order, cmp_slot_key);
+  int st = GCOMP_OK;
+  for (size_t i = 0; i < m && st == GCOMP_OK; i++) {
+    const ef_slot *s = order[i];
+    st = out_u64(o, s->key);
+    if (st == GCOMP_OK) st = out_u64(o, s->count);
+    if (st == GCOMP_OK) st = out_u64(o, s->state);
+    if (ef->dtype == GCOMP_EF_FP32) {
+      const float *r = s->data;
+      for (size_t j = 0; j < s->count && st == GCOMP_OK; j++) {
+        uint8_t b[4];
+        uint32_t bits;
+        memcpy(&bits, &r[j], 4);
+        gcomp_store_le32(b, bits);
+        st = out_bytes(o, b, 4);
+      }
+    } else {
+      const uint16_t *r = s->data;
+      for (size_t j = 0; j < s->count && st == GCOMP_OK; j++) {
+        uint8_t b[2] = {(uint8_t)r[j], (uint8_t)(r[j] >> 8)};
+        st = out_bytes(o, b, 2);
+      }
+    }
+  }
+  free(order);
+  GCOMP_CHECK(st);
+  GCOMP_CHECK(out_flush(o));
+  uint8_t c[4];
+  gcomp_store_le32(c, o->crc ^ 0xffffffffu);
+  GCOMP_FAIL_IF(fwrite(c, 1, 4, o->f) != 4, GCOMP_ERR_INVALID, "ef: writing the residual file failed");
+  return GCOMP_OK;
+}
+
+int gcomp_ef_save(const gcomp_ef *ef, const char *spec, const char *path) {
+  char tmp[4096];
+  int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  GCOMP_FAIL_IF(n < 0 || (size_t)n >= sizeof tmp, GCOMP_ERR_INVALID, "ef: path '%s' is too long", path);
+  file_out *o = calloc(1, sizeof *o);
+  GCOMP_FAIL_IF(!o, GCOMP_ERR_NOMEM, "ef: file buffer");
+  o->crc = 0xffffffffu;
+  o->f = fopen(tmp, "wb");
+  if (!o->f) {
+    free(o);
+    GCOMP_FAIL(GCOMP_ERR_INVALID, "ef: cannot create '%s'", tmp);
+  }
+  int st = write_file(ef, spec, o);
+  if (fclose(o->f) != 0 && st == GCOMP_OK)
+    st = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__, "ef: writing '%s' failed", tmp);
+  free(o);
+  if (st == GCOMP_OK && rename(tmp, path) != 0)
+    st = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__, "ef: cannot rename '%s' to '%s'",
+                         tmp, path);
+  if (st < 0) {
+    remove(tmp);
+    return gcomp_error_trace(st, __FILE__, __LINE__);
+  }
+  return GCOMP_OK;
+}
+
+typedef struct {
+  FILE *f;
+  uint32_t crc;
+  uint64_t left;   /* bytes of the file not read yet, the CRC excluded */
+} file_in;
+
+static int in_bytes(file_in *in, void *p, size_t len) {
+  GCOMP_FAIL_IF(len > in->left, GCOMP_ERR_CORRUPT, "ef: residual file is truncated");
+  GCOMP_FAIL_IF(fread(p, 1, len, in->f) != len, GCOMP_ERR_CORRUPT, "ef: residual file is truncated");
+  in->crc = gcomp_crc32c(in->crc, p, len);
+  in->left -= len;
+  return GCOMP_OK;
+}
+
+static int in_u64(file_in *in, uint64_t *v) {
+  uint8_t b[8];
+  GCOMP_CHECK(in_bytes(in, b, 8));
+  *v = gcomp_load_le64(b);
+  return GCOMP_OK;
+}
+
+typedef struct {
+  ef_slot *slots;
+  size_t cap, used;
+} slot_table;
+
+static int read_slots(file_in *in, int dtype, uint64_t nkeys, slot_table *t) {
+  size_t es = elem_size(dtype);
+  for (uint64_t i = 0; i < nkeys; i++) {
+    uint64_t key, count, state;
+    GCOMP_CHECK(in_u64(in, &key));
+    GCOMP_CHECK(in_u64(in, &count));
+    GCOMP_CHECK(in_u64(in, &state));
+    /* never trust a count beyond what the file can hold */
+    GCOMP_FAIL_IF(count > in->left / es, GCOMP_ERR_CORRUPT,
+                  "ef: residual file claims %llu values for key %llu, more than it holds",
+                  (unsigned long long)count, (unsigned long long)key);
+    GCOMP_FAIL_IF(find_in(t->slots, t->cap, key), GCOMP_ERR_CORRUPT,
+                  "ef: key %llu appears twice", (unsigned long long)key);
+    void *data = calloc(count ? count : 1, es);
+    GCOMP_FAIL_IF(!data, GCOMP_ERR_NOMEM, "ef: %llu residuals for key %llu",
+                  (unsigned long long)count, (unsigned long long)key);
+    int st = in_bytes(in, data, count * es);
+    if (st == GCOMP_OK) st = insert(&t->slots, &t->cap, &t->used, (ef_slot){key, count, state, data});
+    if (st < 0) {
+      free(data);
+      return gcomp_error_trace(st, __FILE__, __LINE__);
+    }
+    /* the file is little-endian whatever the host */
+    uint8_t *b = data;
+    if (dtype == GCOMP_EF_FP32) {
+      for (size_t j = 0; j < count; j++) {
+        uint32_t bits = gcomp_load_le32(b + 4 * j);
+        memcpy(b + 4 * j, &bits, 4);
+      }
+    } else {
+      for (size_t j = 0; j < count; j++) {
+        uint16_t v = (uint16_t)(b[2 * j] | b[2 * j + 1] << 8);
+        memcpy(b + 2 * j, &v, 2);
+      }
+    }
+  }
+  return GCOMP_OK;
+}
+
+static int read_file(file_in *in, const char *spec, int dtype, slot_table *t) {
+  uint8_t h[FILE_HEADER];
+  GCOMP_CHECK(in_bytes(in, h, sizeof h));
+  GCOMP_FAIL_IF(memcmp(h, file_magic, 8) != 0, GCOMP_ERR_CORRUPT, "ef: not a gcomp residual file");
+  uint32_t version = gcomp_load_le32(h + 8), fdtype = gcomp_load_le32(h + 12);
+  uint32_t slen = gcomp_load_le32(h + 16);
+  uint64_t nkeys = gcomp_load_le64(h + 24);
+  GCOMP_FAIL_IF(version != FILE_VERSION, GCOMP_ERR_CORRUPT,
+                "ef: residual file version %u (this gcomp reads version %d)", version, FILE_VERSION);
+  GCOMP_FAIL_IF(fdtype > GCOMP_EF_BF16 || gcomp_load_le32(h + 20) != 0 || slen > 4096,
+                GCOMP_ERR_CORRUPT, "ef: residual file header is damaged");
+  char fspec[4097];
+  GCOMP_CHECK(in_bytes(in, fspec, slen));
+  fspec[slen] = '\0';
+  GCOMP_CHECK(read_slots(in, (int)fdtype, nkeys, t));
+  GCOMP_FAIL_IF(in->left != 0, GCOMP_ERR_CORRUPT, "ef: %llu unexpected bytes in the residual file",
+                (unsigned long long)in->left);
+  uint8_t c[4];
+  GCOMP_FAIL_IF(fread(c, 1, 4, in->f) != 4, GCOMP_ERR_CORRUPT, "ef: residual file is truncated");
+  GCOMP_FAIL_IF(gcomp_load_le32(c) != (in->crc ^ 0xffffffffu), GCOMP_ERR_CORRUPT,
+                "ef: residual file checksum mismatch (damaged file)");
+  /* intact, but is it ours? */
+  GCOMP_FAIL_IF(strcmp(fspec, spec) != 0 || (int)fdtype != dtype, GCOMP_ERR_INVALID,
+                "ef: residual file was written by codec '%s', this codec is '%s'", fspec, spec);
+  return GCOMP_OK;
+}
+
+int gcomp_ef_load(gcomp_ef *ef, const char *spec, const char *path) {
+  file_in in = {.crc = 0xffffffffu};
+  in.f = fopen(path, "rb");
+  GCOMP_FAIL_IF(!in.f, GCOMP_ERR_INVALID, "ef: cannot open residual file '%s'", path);
+  long size = -1;
+  if (fseek(in.f, 0, SEEK_END) == 0) size = ftell(in.f);
+  if (size < 0 || fseek(in.f, 0, SEEK_SET) != 0) {
+    fclose(in.f);
+    GCOMP_FAIL(GCOMP_ERR_INVALID, "ef: cannot read residual file '%s'", path);
+  }
+  slot_table t = {0};
+  int st;
+  if (size < FILE_HEADER + 4) {
+    st = gcomp_error_set(GCOMP_ERR_CORRUPT, __FILE__, __LINE__,
+                         "ef: residual file '%s' is truncated (%ld bytes)", path, size);
+  } else {
+    in.left = (uint64_t)size - 4;
+    st = read_file(&in, spec, ef->dtype, &t);
+  }
+  fclose(in.f);
+  if (st < 0) {
+    free_slots(t.slots, t.cap);
+    return gcomp_error_trace(st, __FILE__, __LINE__);
+  }
+  free_slots(ef->slots, ef->cap);
+  ef->slots = t.slots;
+  ef->cap = t.cap;
+  ef->used = t.used;
+  return GCOMP_OK;
+}
+
+/* ---- error feedback around kinds without a fused version --------------------------------- */
 int gcomp_ef_encode_generic(const gcomp_kind *kind, const gcomp_kind_cfg *cfg,
                             gcomp_enc_ctx *ctx, const float *restrict grad,
                             float *restrict residual, size_t count, uint8_t *restrict dst,

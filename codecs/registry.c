@@ -10,11 +10,13 @@
 extern const gcomp_kind gcomp_kind_none;
 extern const gcomp_kind gcomp_kind_fp16;
 extern const gcomp_kind gcomp_kind_bf16;
+extern const gcomp_kind gcomp_kind_topk;
 
 static const gcomp_kind *const kinds[] = {
     &gcomp_kind_none,
     &gcomp_kind_fp16,
     &gcomp_kind_bf16,
+    &gcomp_kind_topk,
 };
 enum { NKINDS = sizeof kinds / sizeof *kinds };
 

@@ -160,6 +160,12 @@ GCOMP_API void gcomp_codec_reset_stats(gcomp_codec *codec);
 GCOMP_API int gcomp_codec_save_residuals(const gcomp_codec *codec, const char *path);
 GCOMP_API int gcomp_codec_load_residuals(gcomp_codec *codec, const char *path);
 
+/* Drops every error-feedback residual of the codec (and any per-tensor state its kind
+ * keeps, such as top-k's last threshold): the next encode of each key starts from a zero
+ * residual and may use a new length. Call it when tensor shapes change. GCOMP_ERR_INVALID
+ * when codec is NULL; a no-op for a codec without +ef. Not thread-safe for one codec. */
+GCOMP_API int gcomp_codec_reset_residuals(gcomp_codec *codec);
+
 /* ---------------------------------------------------------------------------------------
  * Communicators and collectives.
  *
