@@ -264,14 +264,28 @@ static void rv_close(gcomp_oob *oob) {
 static void rv_abort_all(rendezvous *rv, const char *reason) {
   uint64_t dl = gcomp_now_ns() + 1000000000ull;
   for (int i = 0; i < rv->pub.size; i++)
-    if (rv->peer_fd[i] >= 0) send_status(rv->peer_fd[i], 1, reason, dl);
+    if (rv->peer_fd[i] >= 0) {
+      send_status(rv->peer_fd[i], 1, reason, dl);
+      shutdown(rv->peer_fd[i], SHUT_WR);
+    }
+  /* closing with unread bytes would reset the connection and lose the reason: drain */
+  uint64_t drain_dl = gcomp_now_ns() + 300000000ull;
+  for (int i = 0; i < rv->pub.size; i++) {
+    char sink[4096];
+    while (rv->peer_fd[i] >= 0 && ms_left(drain_dl) > 0) {
+      struct pollfd pfd = {rv->peer_fd[i], POLLIN, 0};
+      if (poll(&pfd, 1, ms_left(drain_dl)) <= 0) break;
+      if (recv(rv->peer_fd[i], sink, sizeof sink, 0) <= 0) break;
+    }
+  }
 }
 
 static int rv_allgather(gcomp_oob *oob, const void *mine, size_t len, void *all) {
   rendezvous *rv = (rendezvous *)oob;
   int n = rv->pub.size, me = rv->pub.rank;
   GCOMP_FAIL_IF(len > RV_MAX_RECORD, GCOMP_ERR_INVALID, "rendezvous record of %zu bytes", len);
-  uint64_t dl = gcomp_now_ns() + (uint64_t)rv->timeout_ms * 1000000ull;
+  /* the root decides who is missing; the others wait a little longer to hear its verdict */
+  uint64_t dl = gcomp_now_ns() + ((uint64_t)rv->timeout_ms + (me ? 2000u : 0u)) * 1000000ull;
   char *out = all;
   if (me != 0) {
     int e = put_u32(rv->fd, (uint32_t)len, dl);

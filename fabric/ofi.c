@@ -114,6 +114,7 @@ typedef struct {
   gcomp_treq *active;       /* every request not yet freed */
   int npost_pending;
   int ready;                /* setup finished: destroy says goodbye first */
+  int failed;               /* an operation failed: goodbyes are brief */
   char host[64];
 } ofi_transport;
 
@@ -431,6 +432,7 @@ static int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) 
   }
   if (r->status < 0) {
     int s = r->status;
+    t->failed = 1;
     char msg[sizeof r->err];
     memcpy(msg, r->err, sizeof msg);
     req_abandon(t, r);
@@ -481,6 +483,8 @@ static void farewell(ofi_transport *t) {
       reqs[2 * p] = NULL;
   }
   unsigned spins = 0;
+  /* after a failure the job is going down anyway: do not wait a whole timeout per peer */
+  uint64_t deadline = gcomp_now_ns() + (t->failed ? 1000000000ull : UINT64_MAX / 2);
   for (;;) {
     int left = 0;
     for (int i = 0; i < 2 * n; i++) {
@@ -497,6 +501,12 @@ static void farewell(ofi_transport *t) {
       }
     }
     if (!left) break;
+    if (gcomp_now_ns() > deadline) {
+      for (int i = 0; i < 2 * n; i++)
+        if (reqs[i]) req_abandon(t, reqs[i]);
+      GCOMP_INFO(GCOMP_SUB_FABRIC, "closing after a failure: %d goodbyes not exchanged", left);
+      break;
+    }
     gcomp_idle(&spins);
   }
 out:
@@ -689,6 +699,11 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
   snprintf(mine.host, sizeof mine.host, "%s", t->host);
   snprintf(mine.node, sizeof mine.node, "%s", node_id);
   status = oob->allgather(oob, &mine, sizeof mine, t->cards);
+  if (status < 0) {
+    free(keys);
+    free(addrs);
+    return status;
+  }
   for (int r = 0; r < n; r++) {
     t->cards[r].host[sizeof t->cards[r].host - 1] = '\0';
     t->cards[r].node[sizeof t->cards[r].node - 1] = '\0';
@@ -724,8 +739,13 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
     memcpy(ac.name[1], t->eps[inter_ep].name, ac.len[1]);
   }
   /* a rank that failed above still takes part, so the others fail fast instead of waiting */
+  char detail[1024] = "";
+  if (status < 0) snprintf(detail, sizeof detail, "%s", gcomp_last_error());
   int st2 = oob->allgather(oob, &ac, sizeof ac, addrs);
-  if (status == GCOMP_OK) status = st2;
+  if (status < 0)
+    gcomp_error_restore(status, detail);   /* the first cause is the one to report */
+  else
+    status = st2;
   for (int r = 0; r < n && status == GCOMP_OK; r++) {
     if (r == me) {
       t->ep_of[r] = -1;

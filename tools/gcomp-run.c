@@ -136,7 +136,10 @@ static void clean_stale(void) {
 }
 
 static void netns_teardown(void) {
-  for (int k = 0; k < nnodes_made; k++) run("ip netns del gcomp-%ld-%d", job_id, k);
+  for (int k = 0; k < nnodes_made; k++) {
+    run("ip link del gch%ld-%d", job_id, k);   /* both ends, now: a namespace goes lazily */
+    run("ip netns del gcomp-%ld-%d", job_id, k);
+  }
   if (bridge_made) run("ip link del gcb%ld", job_id);
   nnodes_made = 0;
   bridge_made = 0;
@@ -469,7 +472,10 @@ int main(int argc, char **argv) {
     uint64_t t = now_ms();
     if (kill_at && t >= kill_at && running) {
       for (int r = 0; r < started; r++)
-        if (p[r].running) kill(-p[r].pid, SIGTERM);
+        if (p[r].running) {
+          kill(-p[r].pid, SIGTERM);
+          kill(-p[r].pid, SIGCONT);   /* a stopped rank must see it too */
+        }
       kill_at = 0;
       hard_kill_at = t + 3000;
     }

@@ -6,6 +6,7 @@
  *   fabric_p2p boot              bootstrap only; prints "boot rank R size S local L/LS node N/NN"
  *   fabric_p2p kill VICTIM       ring of 16 MiB transfers; VICTIM SIGKILLs itself mid-transfer;
  *                                the others must fail (exit 3) within GCOMP_TIMEOUT_MS
+ *   fabric_p2p stall VICTIM      the same, but VICTIM stops (SIGSTOP): a silent peer, a timeout
  *   fabric_p2p netns BYTES       rank 0 sends BYTES to the last rank; both check that their
  *                                FI_TCP_IFACE counters (/proc/net/dev) moved at least that much
  * Exit 0 on success, 1 on a failed check, 2 on usage errors, 3 for the expected failure. */
@@ -167,7 +168,7 @@ static int mode_p2p(gcomp_transport *t, size_t max_bytes, int check_trunc) {
   return 0;
 }
 
-static int mode_kill(gcomp_transport *t, int victim) {
+static int mode_kill(gcomp_transport *t, int victim, int sig) {
   int n = t->size, to = (me + 1) % n, from = (me + n - 1) % n;
   size_t len = 16u << 20;
   uint8_t *sb = calloc(1, len), *rb = calloc(1, len);
@@ -178,9 +179,10 @@ static int mode_kill(gcomp_transport *t, int victim) {
     if (s == 0) s = gcomp_isend(t, to, gcomp_tag(9, (uint32_t)it), sb, len, &rq[1]);
     if (me == victim && it == 3) {
       for (int i = 0; i < 50; i++) gcomp_progress(t);   /* some bytes are on the wire */
-      fprintf(stderr, "fabric_p2p rank %d: killing myself mid-transfer\n", me);
+      fprintf(stderr, "fabric_p2p rank %d: %s mid-transfer\n", me,
+              sig == SIGKILL ? "killing myself" : "stopping (a silent peer)");
       fflush(stderr);
-      raise(SIGKILL);
+      raise(sig);
     }
     if (it == 3) start = gcomp_now_ns();
     if (s == 0) s = gcomp_waitall(t, 2, rq, NULL);
@@ -284,7 +286,9 @@ int main(int argc, char **argv) {
            t->local_size, t->node, t->nnodes);
     rc = 0;
   } else if (strcmp(argv[1], "kill") == 0 && argc > 2) {
-    rc = mode_kill(t, atoi(argv[2]));
+    rc = mode_kill(t, atoi(argv[2]), SIGKILL);
+  } else if (strcmp(argv[1], "stall") == 0 && argc > 2) {
+    rc = mode_kill(t, atoi(argv[2]), SIGSTOP);
   } else if (strcmp(argv[1], "netns") == 0 && argc > 2) {
     rc = mode_netns(t, (size_t)strtoull(argv[2], NULL, 0));
   }

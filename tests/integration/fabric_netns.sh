@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Emulated nodes in network namespaces: traffic between them crosses the veth link (its
+# counters move by at least the payload), and the namespaces are gone afterwards, also
+# after Ctrl-C and after gcomp-run itself was SIGKILLed (cleaned by the next start).
+#   fabric_netns.sh GCOMP_RUN FABRIC_P2P
+set -u
+run=$1 prog=$2
+if [ "$(id -u)" != 0 ]; then
+  echo "SKIP: network namespaces need root (gcomp-run falls back to node ids alone)"; exit 77
+fi
+if ! ip netns add gcomp-probe-$$ 2>/dev/null; then
+  echo "SKIP: this kernel or container does not allow network namespaces"; exit 77
+fi
+ip netns del gcomp-probe-$$
+for v in $(compgen -e | grep '^GCOMP_'); do unset "$v"; done
+export GCOMP_TIMEOUT_MS=10000
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+fails=0
+leftovers() {   # namespaces or bridges of gcomp-run pid $1
+  { ip netns list | grep "^gcomp-$1-"; ip -o link show | grep -E "gc[bhn]$1(-|:|@)"; } 2>/dev/null
+}
+
+# 1. 4 ranks on 2 nodes, 8 MiB from rank 0 (node 0) to rank 3 (node 1), link limited to 1gbit
+"$run" -n 4 --nodes 2 --inter-node-rate 1gbit --tag-output -- "$prog" netns 8388608 >"$out" 2>&1 &
+rpid=$!
+wait $rpid
+rc=$?
+cat "$out"
+[ $rc = 0 ] || { echo "FAIL: gcomp-run returned $rc"; fails=1; }
+grep -q "^\[0\] fabric_p2p: rank 0 on node0: sent [0-9]* bytes over gcn$rpid-0" "$out" ||
+  { echo "FAIL: rank 0 did not report its veth counter"; fails=1; }
+grep -q "^\[3\] fabric_p2p: rank 3 on node1: received [0-9]* bytes over gcn$rpid-1" "$out" ||
+  { echo "FAIL: rank 3 did not report its veth counter"; fails=1; }
+l=$(leftovers $rpid)
+[ -z "$l" ] || { echo "FAIL: left behind after a normal exit: $l"; fails=1; }
+
+# 2. Ctrl-C: SIGINT to gcomp-run while the ranks run
+"$run" -n 2 --nodes 2 -- sleep 30 >"$out" 2>&1 &
+rpid=$!
+for i in $(seq 50); do ip netns list | grep -q "^gcomp-$rpid-1" && break; sleep 0.1; done
+sleep 0.3
+kill -INT $rpid
+wait $rpid
+rc=$?
+[ $rc = 130 ] || { echo "FAIL: after SIGINT gcomp-run returned $rc, expected 130"; cat "$out"; fails=1; }
+l=$(leftovers $rpid)
+[ -z "$l" ] || { echo "FAIL: left behind after SIGINT: $l"; fails=1; }
+
+# 3. gcomp-run SIGKILLed: its namespaces stay until the next gcomp-run removes them
+"$run" -n 2 --nodes 2 -- sleep 30 >"$out" 2>&1 &
+rpid=$!
+for i in $(seq 50); do ip netns list | grep -q "^gcomp-$rpid-1" && break; sleep 0.1; done
+sleep 0.3
+kill -KILL $rpid
+wait $rpid 2>/dev/null
+sleep 0.2   # the ranks die with it (PR_SET_PDEATHSIG)
+[ -n "$(leftovers $rpid)" ] || echo "note: nothing was left behind by the SIGKILLed gcomp-run"
+"$run" -n 2 --nodes 2 -- true >"$out" 2>&1 || { echo "FAIL: the next gcomp-run failed"; cat "$out"; fails=1; }
+l=$(leftovers $rpid)
+[ -z "$l" ] || { echo "FAIL: the next gcomp-run did not clean up after the SIGKILLed one: $l"; fails=1; }
+grep -q "removing network namespace gcomp-$rpid-" "$out" || { echo "FAIL: stale cleanup not reported"; cat "$out"; fails=1; }
+
+echo "fabric_netns: $([ $fails = 0 ] && echo passed || echo FAILED)"
+exit $fails
