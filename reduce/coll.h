@@ -33,6 +33,10 @@ typedef struct gcomp_coll {
   gcomp_comm_stats *stats;   /* wait_s, reduce_s, wire_bytes are added here */
   const struct gcomp_plan_in *plan;   /* the call's cost-model inputs (for sub-choices) */
   const int *world;          /* 0, 1, ..., size-1: the group of all ranks */
+  /* compressed calls only (NULL otherwise) */
+  gcomp_codec *codec;        /* the caller's codec: first quantisation, error feedback */
+  gcomp_codec *codec2;       /* the same codec without +ef: re-encodes reduced shards */
+  uint64_t key;              /* the caller's tensor key */
 } gcomp_coll;
 
 /* Tags: phase (4 bits) | step (12 bits) | segment (16 bits), under the call's seq. */
@@ -76,6 +80,15 @@ int gcomp_rhd_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_
 int gcomp_rd_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
                        unsigned phase);
 
+/* Compressed building blocks over a group (reduce/direct.c, reduce/sparse.c): buf holds
+ * fp32 values; key_salt separates the error-feedback slots of sub-collectives. */
+int gcomp_direct_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
+                           unsigned phase, uint64_t key_salt);
+int gcomp_sparse_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
+                           unsigned phase, uint64_t key_salt);
+/* The error-feedback key of shard `part` of tensor `key`. */
+uint64_t gcomp_shard_key(uint64_t key, uint64_t salt, int part);
+
 /* ---- the algorithm table -------------------------------------------------------------- */
 typedef struct {
   double alpha_s;    /* latency per message */
@@ -88,6 +101,10 @@ typedef struct gcomp_plan_in {
   int nnodes, local;    /* placement: nodes and ranks per node (0 when uneven) */
   gcomp_link intra, inter;
   double gamma_spb;     /* reduction seconds per byte */
+  /* compressed calls: 0 when the call is not compressed */
+  double ratio;         /* wire bytes / fp32 bytes of the codec (from its size bound) */
+  double codec_spb;     /* encode + decode seconds per fp32 byte */
+  int sparse;           /* the codec is top-k: its frames can be summed without re-encoding */
 } gcomp_plan_in;
 
 typedef struct {
@@ -95,8 +112,9 @@ typedef struct {
   const char *desc;
   /* runs the allreduce over all ranks of c->t on buf (count elements), in place */
   int (*run)(gcomp_coll *c, uint8_t *buf, size_t count);
-  /* predicted seconds; < 0 when the algorithm cannot serve this placement */
+  /* predicted seconds; < 0 when the algorithm cannot serve this call */
   double (*cost)(const gcomp_plan_in *in);
+  int compressed;   /* runs the codec (needs c->codec) */
 } gcomp_algo;
 
 const gcomp_algo *gcomp_algo_find(const char *name);
@@ -107,6 +125,10 @@ const char *gcomp_algo_names(void);
 /* Picks the cheapest algorithm for the call (or the GCOMP_ALGO override) and logs the
  * estimates under the tuning subsystem. */
 const gcomp_algo *gcomp_plan_pick(const gcomp_plan_in *in, const gcomp_algo *forced);
+
+/* Model costs of the compressed blocks. */
+double gcomp_cost_direct(int n, double bytes, gcomp_link l, const gcomp_plan_in *in);
+double gcomp_cost_sparse(int n, double bytes, gcomp_link l, const gcomp_plan_in *in);
 
 /* Model costs of the building blocks, shared by the algorithms' cost functions. */
 double gcomp_cost_ring(int n, double bytes, gcomp_link l, double gamma);

@@ -8,6 +8,16 @@
 #include "coll.h"
 #include "comm.h"
 
+/* What the planner knows about a codec, measured once per communicator and spec. */
+enum { MAX_CODECS = 8 };
+typedef struct {
+  char spec[256];          /* canonical spec of the caller's codec */
+  gcomp_codec *second;     /* re-encodes reduced shards: the spec without +ef (top-k: none) */
+  double ratio;            /* wire bytes per fp32 byte, measured on a probe, slowest rank's */
+  double spb;              /* encode + decode seconds per fp32 byte, agreed across ranks */
+  int sparse;              /* top-k */
+} codec_info;
+
 struct gcomp_comm {
   gcomp_transport *t;
   int own;
@@ -21,6 +31,10 @@ struct gcomp_comm {
   const gcomp_algo *forced;    /* GCOMP_ALGO, or NULL */
   size_t seg_bytes;
   gcomp_comm_stats stats;
+  gcomp_codec *default_codec;  /* GCOMP_CODEC, or NULL for none */
+  codec_info codecs[MAX_CODECS];
+  int ncodecs;
+  const char *last_algo;       /* what the last call ran */
 };
 
 int gcomp_coll_reserve(gcomp_coll *c, size_t bytes) {
@@ -194,6 +208,8 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
                            "GCOMP_ALGO='%s' is not an algorithm (valid: auto, %s)", algo,
                            gcomp_algo_names());
   }
+  const char *dflt = gcomp_param_str(GCOMP_P_CODEC);
+  if (st == GCOMP_OK && strcmp(dflt, "none") != 0) st = gcomp_codec_create(dflt, &comm->default_codec);
   if (st == GCOMP_OK) {
     if (gcomp_param_is_set(GCOMP_P_ALPHA_BETA))
       st = parse_alpha_beta(gcomp_param_str(GCOMP_P_ALPHA_BETA), &comm->model);
@@ -229,6 +245,8 @@ int gcomp_comm_init_env(gcomp_comm **out) {
 int gcomp_comm_destroy(gcomp_comm *comm) {
   if (!comm) return GCOMP_OK;
   if (comm->own) gcomp_transport_destroy(comm->t);
+  gcomp_codec_destroy(comm->default_codec);
+  for (int i = 0; i < comm->ncodecs; i++) gcomp_codec_destroy(comm->codecs[i].second);
   free(comm->world);
   free(comm->tmp);
   free(comm->work);
@@ -248,10 +266,88 @@ int gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out) {
   return GCOMP_OK;
 }
 
+const char *gcomp_comm_last_algo(const gcomp_comm *comm) {
+  return comm->last_algo ? comm->last_algo : "";
+}
+
 const char *gcomp_comm_plan_name(gcomp_comm *comm, size_t bytes) {
   gcomp_plan_in in = comm->model;
   in.bytes = bytes;
   return gcomp_plan_pick(&in, comm->forced)->name;
+}
+
+/* ---- codecs in the planner --------------------------------------------------------------- */
+/* Measures one codec's encode + decode cost on this rank, then takes the slowest rank's
+ * figure so that every rank plans alike. Collective: every rank reaches it at the same
+ * call (the first compressed call with this spec). */
+static int measure_codec(gcomp_comm *comm, codec_info *ci) {
+  enum { N = 1 << 16 };
+  gcomp_codec *probe = NULL;
+  GCOMP_CHECK(gcomp_codec_create(ci->spec, &probe));
+  float *x = malloc(N * sizeof *x), *y = calloc(N, sizeof *y);
+  size_t cap = gcomp_codec_max_encoded_size(probe, N);
+  uint8_t *frame = malloc(cap);
+  int st = x && y && frame ? GCOMP_OK : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "codec probe");
+  double f[2] = {0, 0};
+  if (st == GCOMP_OK) {
+    uint64_t s = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < N; i++) {
+      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+      x[i] = (float)((double)(s >> 40) / 16777216.0 - 0.5) * 1e-3f;
+    }
+    size_t len = 0;
+    uint64_t t0 = gcomp_now_ns();
+    for (int rep = 0; rep < 2 && st == GCOMP_OK; rep++) {
+      st = gcomp_encode(probe, 0, x, N, frame, cap, &len);
+      if (st == GCOMP_OK) st = gcomp_decode_add(probe, frame, len, y, N);
+    }
+    f[0] = (double)(gcomp_now_ns() - t0) * 1e-9 / (2.0 * N * 4);
+    f[1] = (double)len / (4.0 * N);   /* the bound is useless for top-k: measure it */
+  }
+  gcomp_codec_destroy(probe);
+  free(x), free(y), free(frame);
+  GCOMP_CHECK(st);
+  gcomp_coll c = {.t = comm->t, .seq = 0xfffffcu, .esize = 8,
+                  .reduce = gcomp_reduce_kernel(GCOMP_FLOAT64, GCOMP_MAX), .tmp = comm->tmp,
+                  .tmp_cap = comm->tmp_cap, .tmp_owner = &comm->tmp, .tmp_owner_cap = &comm->tmp_cap,
+                  .seg_bytes = 1 << 20, .stats = &comm->stats, .world = comm->world};
+  gcomp_group all = {comm->world, comm->t->size, comm->t->rank};
+  GCOMP_CHECK(gcomp_rd_allreduce(&c, &all, (uint8_t *)f, 2, 0));
+  ci->spb = f[0];
+  ci->ratio = f[1];
+  return GCOMP_OK;
+}
+
+static int codec_lookup(gcomp_comm *comm, gcomp_codec *codec, codec_info **out) {
+  char spec[256];
+  gcomp_codec_spec(codec, spec, sizeof spec);
+  for (int i = 0; i < comm->ncodecs; i++)
+    if (!strcmp(comm->codecs[i].spec, spec)) {
+      *out = &comm->codecs[i];
+      return GCOMP_OK;
+    }
+  GCOMP_FAIL_IF(comm->ncodecs == MAX_CODECS, GCOMP_ERR_UNSUPPORTED,
+                "a communicator plans for at most %d codec specs", MAX_CODECS);
+  codec_info *ci = &comm->codecs[comm->ncodecs];
+  memset(ci, 0, sizeof *ci);
+  snprintf(ci->spec, sizeof ci->spec, "%s", spec);
+  ci->sparse = !strncmp(spec, "topk", 4);
+  /* the second quantisation: the same codec without error feedback; top-k's reduced shards
+   * are dense, so they travel as fp32 */
+  char second[256];
+  snprintf(second, sizeof second, "%s", spec);
+  char *ef = strstr(second, "+ef");
+  if (ef) {
+    char *next = strchr(ef + 1, '+');
+    memmove(ef, next ? next : ef + strlen(ef), strlen(next ? next : ef + strlen(ef)) + 1);
+  }
+  GCOMP_CHECK(gcomp_codec_create(ci->sparse ? "none" : second, &ci->second));
+  comm->ncodecs++;
+  GCOMP_CHECK(measure_codec(comm, ci));
+  GCOMP_INFO(GCOMP_SUB_TUNING, "codec %s: wire ratio %.4f, encode+decode %.2f GB/s, second stage %s",
+             spec, ci->ratio, 1e-9 / ci->spb, ci->sparse ? "none" : second);
+  *out = ci;
+  return GCOMP_OK;
 }
 
 /* ---- allreduce ------------------------------------------------------------------------ */
@@ -283,12 +379,7 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
                 "gcomp_allreduce: NULL buffer for %zu elements", count);
   GCOMP_FAIL_IF(count > SIZE_MAX / 8, GCOMP_ERR_INVALID, "gcomp_allreduce: count %zu too large",
                 count);
-  if (codec) {
-    char spec[64];
-    gcomp_codec_spec(codec, spec, sizeof spec);
-    GCOMP_FAIL_IF(strncmp(spec, "none", 4) != 0 || strchr(spec, '+'), GCOMP_ERR_UNSUPPORTED,
-                  "gcomp_allreduce: compressed allreduce ('%s') is not implemented yet", spec);
-  }
+  if (!codec) codec = comm->default_codec;
   uint64_t t0 = gcomp_now_ns();
   comm->seq = (comm->seq + 1) & ((1u << GCOMP_TAG_SEQ_BITS) - 1);
   if (comm->seq >= 0xfffff0u) comm->seq = 1;   /* keep clear of the calibration tags */
@@ -317,7 +408,21 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
 
   gcomp_plan_in in = comm->model;
   in.bytes = count * dtype_size(wt);
+  codec_info *ci = NULL;
+  if (codec && dtype != GCOMP_FLOAT32) {
+    GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: dtype %d is not float32", (int)dtype);
+  } else if (codec && (int64_t)in.bytes < gcomp_param_int(GCOMP_P_CODEC_MIN_BYTES)) {
+    GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: %zu B < GCOMP_CODEC_MIN_BYTES", in.bytes);
+  } else if (codec) {
+    GCOMP_CHECK(codec_lookup(comm, codec, &ci));
+    in.ratio = ci->ratio;
+    in.codec_spb = ci->spb;
+    in.sparse = ci->sparse;
+  }
   const gcomp_algo *algo = gcomp_plan_pick(&in, comm->forced);
+  if (ci && !algo->compressed)
+    GCOMP_INFO(GCOMP_SUB_TUNING, "%zu B: not compressing with %s: %s is predicted faster", in.bytes,
+               ci->spec, algo->name);
   if (comm->forced && algo != comm->forced)
     GCOMP_INFO(GCOMP_SUB_TUNING, "GCOMP_ALGO=%s cannot serve this placement; using %s",
                comm->forced->name, algo->name);
@@ -326,6 +431,8 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
                   .tmp_cap = comm->tmp_cap, .tmp_owner = &comm->tmp, .tmp_owner_cap = &comm->tmp_cap,
                   .seg_bytes = comm->seg_bytes, .stats = &comm->stats,
                   .plan = &in, .world = comm->world};
+  if (algo->compressed) c.codec = codec, c.codec2 = ci->second, c.key = key;
+  comm->last_algo = algo->name;
   int st = algo->run(&c, work, count);
   if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
 
@@ -337,7 +444,6 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
     for (size_t i = 0; i < count; i++)
       outp[i] = dtype == GCOMP_BFLOAT16 ? f32_to_bf16(w[i]) : f32_to_f16(w[i]);
   }
-  (void)key;
   comm->stats.total_s += (double)(gcomp_now_ns() - t0) * 1e-9;
   return GCOMP_OK;
 }

@@ -15,4 +15,7 @@ gcomp_transport *gcomp_comm_transport(gcomp_comm *comm);
 /* The algorithm the planner would run for a call of `bytes` (after GCOMP_ALGO). */
 const char *gcomp_comm_plan_name(gcomp_comm *comm, size_t bytes);
 
+/* The algorithm the last gcomp_allreduce on this communicator ran ("" before any). */
+const char *gcomp_comm_last_algo(const gcomp_comm *comm);
+
 #endif /* GCOMP_COMM_H */

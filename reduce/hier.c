@@ -21,7 +21,10 @@ static int cross_group(const gcomp_transport *t, int *ranks) {
   return GCOMP_OK;
 }
 
-static int hier_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+/* How the shard crosses the nodes. */
+enum { CROSS_DENSE, CROSS_DIRECT, CROSS_SPARSE };
+
+static int hier_run_with(gcomp_coll *c, uint8_t *buf, size_t count, int how) {
   gcomp_transport *t = c->t;
   gcomp_group local = {t->local_ranks, t->local_size, t->local_rank};
   int *xr = malloc((size_t)t->nnodes * sizeof *xr);
@@ -31,7 +34,13 @@ static int hier_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   size_t off, len;
   gcomp_chunk(count, local.n, local.me, &off, &len);
   if (st == GCOMP_OK) st = gcomp_ring_reduce_scatter(c, &local, buf, count, 0);
-  if (st == GCOMP_OK) {
+  if (st == GCOMP_OK && how != CROSS_DENSE) {
+    /* fp32 inside the node, the codec across: each local rank compresses its own shard */
+    float *shard = (float *)(void *)(buf + off * c->esize);
+    uint64_t salt = 0x100u + (uint64_t)local.me;
+    st = how == CROSS_DIRECT ? gcomp_direct_allreduce(c, &cross, shard, len, 2, salt)
+                             : gcomp_sparse_allreduce(c, &cross, shard, len, 2, salt);
+  } else if (st == GCOMP_OK) {
     /* the shard's own choice: ring or halving/doubling over the inter-node link */
     double bytes = (double)(len * c->esize);
     double ring = gcomp_cost_ring(cross.n, bytes, c->plan->inter, c->plan->gamma_spb);
@@ -46,19 +55,42 @@ static int hier_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   return GCOMP_OK;
 }
 
-static double hier_cost(const gcomp_plan_in *in) {
+static int hier_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+  return hier_run_with(c, buf, count, CROSS_DENSE);
+}
+static int hier_direct_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+  return hier_run_with(c, buf, count, CROSS_DIRECT);
+}
+static int hier_sparse_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+  return hier_run_with(c, buf, count, CROSS_SPARSE);
+}
+
+static double hier_cost_with(const gcomp_plan_in *in, int how) {
   if (in->nnodes < 2 || in->local < 1) return -1;
+  if (how != CROSS_DENSE && in->ratio <= 0) return -1;
+  if (how == CROSS_SPARSE && !in->sparse) return -1;
   double m = (double)in->bytes;
   int L = in->local, M = in->nnodes;
   double intra = 2.0 * (L - 1) * in->intra.alpha_s + 2.0 * (L - 1) / L * m * in->intra.beta_spb +
                  (double)(L - 1) / L * m * in->gamma_spb;
   /* the L shards cross the node's one link together: m bytes in all, not m / L */
   gcomp_link shared = {in->inter.alpha_s, in->inter.beta_spb * L};
+  if (how == CROSS_DIRECT) return intra + gcomp_cost_direct(M, m / L, shared, in);
+  if (how == CROSS_SPARSE) return intra + gcomp_cost_sparse(M, m / L, shared, in);
   double ring = gcomp_cost_ring(M, m / L, shared, in->gamma_spb);
   double rhd = gcomp_cost_rhd(M, m / L, shared, in->gamma_spb);
   return intra + (ring < rhd ? ring : rhd);
 }
+static double hier_cost(const gcomp_plan_in *in) { return hier_cost_with(in, CROSS_DENSE); }
+static double hier_direct_cost(const gcomp_plan_in *in) { return hier_cost_with(in, CROSS_DIRECT); }
+static double hier_sparse_cost(const gcomp_plan_in *in) { return hier_cost_with(in, CROSS_SPARSE); }
 
 const gcomp_algo gcomp_algo_hier = {
     "hier", "reduce-scatter in each node, allreduce of shards across nodes, allgather in node",
-    hier_run, hier_cost};
+    hier_run, hier_cost, 0};
+const gcomp_algo gcomp_algo_hier_direct = {
+    "hier-direct", "hier with fp32 inside nodes and the codec's direct exchange across them",
+    hier_direct_run, hier_direct_cost, 1};
+const gcomp_algo gcomp_algo_hier_sparse = {
+    "hier-sparse", "hier with fp32 inside nodes and top-k frames allgathered across them",
+    hier_sparse_run, hier_sparse_cost, 1};

@@ -35,6 +35,22 @@ double gcomp_cost_rd(int n, double m, gcomp_link l, double gamma) {
   return k * (l.alpha_s + m * l.beta_spb + m * gamma) + fold_cost(n, m, l, gamma);
 }
 
+/* direct: n-1 frames out and in, twice (shards to owners, reduced shards back); the codec
+ * runs over the whole vector once each way, plus the owner's decode of n contributions */
+double gcomp_cost_direct(int n, double m, gcomp_link l, const gcomp_plan_in *in) {
+  if (n <= 1) return m * in->codec_spb;
+  double wire = 2.0 * (n - 1) / n * m * in->ratio;
+  return 2.0 * (n - 1) * l.alpha_s + wire * l.beta_spb + 2.0 * m * in->codec_spb +
+         (double)(n - 1) / n * m * in->gamma_spb;
+}
+
+/* sparse: the whole frame to each of n-1 peers; n frames decoded and added */
+double gcomp_cost_sparse(int n, double m, gcomp_link l, const gcomp_plan_in *in) {
+  if (n <= 1) return m * in->codec_spb;
+  double frame = m * in->ratio;
+  return (n - 1) * (l.alpha_s + frame * l.beta_spb) + m * in->codec_spb * (1.0 + (n - 1) * in->ratio);
+}
+
 /* flat algorithms run at the pace of the slowest link they cross */
 static gcomp_link flat_link(const gcomp_plan_in *in) { return in->nnodes > 1 ? in->inter : in->intra; }
 
@@ -66,18 +82,45 @@ static double rd_cost(const gcomp_plan_in *in) {
   return gcomp_cost_rd(in->n, (double)in->bytes, flat_link(in), in->gamma_spb);
 }
 
-extern const gcomp_algo gcomp_algo_hier;
+static int direct_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+  gcomp_group g = world_group(c);
+  return gcomp_direct_allreduce(c, &g, (float *)(void *)buf, count, 0, 0);
+}
+static double direct_cost(const gcomp_plan_in *in) {
+  if (in->ratio <= 0) return -1;
+  return gcomp_cost_direct(in->n, (double)in->bytes, flat_link(in), in);
+}
+
+static int sparse_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+  gcomp_group g = world_group(c);
+  return gcomp_sparse_allreduce(c, &g, (float *)(void *)buf, count, 0, 0);
+}
+static double sparse_cost(const gcomp_plan_in *in) {
+  if (in->ratio <= 0 || !in->sparse) return -1;
+  return gcomp_cost_sparse(in->n, (double)in->bytes, flat_link(in), in);
+}
+
+extern const gcomp_algo gcomp_algo_hier, gcomp_algo_hier_direct, gcomp_algo_hier_sparse;
 static const gcomp_algo algo_ring = {
     "ring", "pipelined ring reduce-scatter + allgather: bandwidth-optimal, 2(n-1) steps",
-    ring_run, ring_cost};
+    ring_run, ring_cost, 0};
 static const gcomp_algo algo_rhd = {
     "rhd", "recursive halving/doubling (Rabenseifner): 2 log2(n) steps, same volume as ring",
-    rhd_run, rhd_cost};
+    rhd_run, rhd_cost, 0};
 static const gcomp_algo algo_rd = {
     "rd", "recursive doubling: whole vector each step, log2(n) steps, for small messages",
-    rd_run, rd_cost};
+    rd_run, rd_cost, 0};
+static const gcomp_algo algo_direct = {
+    "direct", "compressed: shards to their owners, reduced in fp32, re-encoded once, allgathered",
+    direct_run, direct_cost, 1};
+static const gcomp_algo algo_sparse = {
+    "sparse", "top-k: (index, value) frames allgathered and summed; no re-encoding",
+    sparse_run, sparse_cost, 1};
 
-static const gcomp_algo *const algos[] = {&algo_ring, &algo_rhd, &algo_rd, &gcomp_algo_hier};
+static const gcomp_algo *const algos[] = {&algo_ring,        &algo_rhd,
+                                          &algo_rd,          &gcomp_algo_hier,
+                                          &algo_direct,      &algo_sparse,
+                                          &gcomp_algo_hier_direct, &gcomp_algo_hier_sparse};
 enum { NALGOS = sizeof algos / sizeof *algos };
 
 int gcomp_algo_total(void) { return NALGOS; }

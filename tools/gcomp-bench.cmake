@@ -4,3 +4,7 @@ file(GLOB GCOMP_BENCH_SRC CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/bench_*.
 add_executable(gcomp-bench gcomp-bench.c ${GCOMP_BENCH_SRC})
 target_link_libraries(gcomp-bench PRIVATE gcomp_internal m)
 install(TARGETS gcomp-bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(GCOMP_MPI_FOUND)
+  target_link_libraries(gcomp-bench PRIVATE MPI::MPI_C)
+  target_compile_definitions(gcomp-bench PRIVATE GCOMP_BENCH_MPI)
+endif()

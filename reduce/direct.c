@@ -1,0 +1,141 @@
+/* Compressed allreduce by direct exchange: every rank encodes each shard of its gradient
+ * once (error feedback applied there) and sends shard j to its owner j; the owner decodes
+ * and adds the n contributions in rank order into fp32, encodes the reduced shard once
+ * more, and the shards are allgathered. Every value is quantised at most twice, whatever
+ * the rank count — unlike a ring that re-quantises the partial sum at each of its hops.
+ * Every rank (the owner too) decodes the same allgathered bytes: results are identical. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+
+uint64_t gcomp_shard_key(uint64_t key, uint64_t salt, int part) {
+  uint64_t h = key ^ (salt + 0x9e3779b97f4a7c15ull + ((uint64_t)(unsigned)part << 32));
+  h ^= h >> 30, h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27, h *= 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
+static double elapsed(uint64_t t0) { return (double)(gcomp_now_ns() - t0) * 1e-9; }
+
+/* Waits for one request, counting the time as waiting; *len gets the received bytes. */
+static int wait_one(gcomp_coll *c, gcomp_treq **req, size_t *len) {
+  uint64_t t0 = gcomp_now_ns();
+  int st = gcomp_wait(c->t, *req, len);
+  *req = NULL;
+  c->stats->wait_s += elapsed(t0);
+  return st;
+}
+
+static void cancel_all(gcomp_coll *c, gcomp_treq **reqs, int n) {
+  for (int i = 0; i < n; i++)
+    if (reqs[i]) gcomp_cancel(c->t, reqs[i]), reqs[i] = NULL;
+}
+
+int gcomp_direct_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
+                           unsigned phase, uint64_t key_salt) {
+  int n = g->n, me = g->me;
+  if (count == 0) return GCOMP_OK;
+  size_t my_off, my_len;
+  gcomp_chunk(count, n, me, &my_off, &my_len);
+  /* scratch: n outgoing frames | n incoming frames of my shard | n reduced-shard frames */
+  size_t *off = calloc(3 * (size_t)n + 1, sizeof *off);
+  size_t *lens = calloc((size_t)n, sizeof *lens);
+  gcomp_treq **reqs = calloc(2 * (size_t)n, sizeof *reqs);
+  int st = off && lens && reqs ? GCOMP_OK
+                               : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "direct: tables");
+  size_t at = 0;
+  for (int j = 0; st == GCOMP_OK && j < n; j++) {   /* outgoing: shard j for owner j */
+    size_t o, l;
+    gcomp_chunk(count, n, j, &o, &l);
+    off[j] = at;
+    at += gcomp_codec_max_encoded_size(c->codec, l);
+  }
+  size_t in_cap = gcomp_codec_max_encoded_size(c->codec, my_len);
+  for (int r = 0; st == GCOMP_OK && r < n; r++) off[n + r] = at, at += in_cap;
+  for (int j = 0; st == GCOMP_OK && j < n; j++) {   /* reduced shards, one per owner */
+    size_t o, l;
+    gcomp_chunk(count, n, j, &o, &l);
+    off[2 * n + j] = at;
+    at += gcomp_codec_max_encoded_size(c->codec2, l);
+  }
+  off[3 * n] = at;
+  if (st == GCOMP_OK) st = gcomp_coll_reserve(c, at);
+  uint8_t *scratch = c->tmp;
+
+  /* 1. receives of my shard first, then encode and send shard by shard, so encoding the
+   *    next shard overlaps the transfer of the last */
+  for (int r = 0; st == GCOMP_OK && r < n; r++)
+    if (r != me)
+      st = gcomp_irecv(c->t, g->ranks[r], gcomp_coll_tag(c, phase, 0, (unsigned)r),
+                       scratch + off[n + r], in_cap, &reqs[n + r]);
+  size_t my_frame_len = 0;
+  for (int k = 1; st == GCOMP_OK && k <= n; k++) {
+    int j = (me + k) % n;   /* my own shard last: the others are waiting for theirs */
+    size_t o, l, flen;
+    gcomp_chunk(count, n, j, &o, &l);
+    uint64_t t0 = gcomp_now_ns();
+    st = gcomp_encode(c->codec, gcomp_shard_key(c->key, key_salt, j), buf + o, l, scratch + off[j],
+                      off[j + 1] - off[j], &flen);
+    c->stats->encode_s += elapsed(t0);
+    if (st < 0) break;
+    if (j == me) {
+      memcpy(scratch + off[n + me], scratch + off[j], flen);
+      my_frame_len = flen;
+    } else {
+      c->stats->wire_bytes += flen;
+      st = gcomp_isend(c->t, g->ranks[j], gcomp_coll_tag(c, phase, 0, (unsigned)me), scratch + off[j],
+                       flen, &reqs[j]);
+    }
+  }
+  /* 2. my shard: decode the n contributions in rank order (the same order on every owner) */
+  float *acc = buf + my_off;
+  for (int r = 0; st == GCOMP_OK && r < n; r++) {
+    size_t flen = my_frame_len;
+    if (r != me) st = wait_one(c, &reqs[n + r], &flen);
+    if (st < 0) break;
+    uint64_t t0 = gcomp_now_ns();
+    st = r == 0 ? gcomp_decode(c->codec, scratch + off[n + r], flen, acc, my_len)
+                : gcomp_decode_add(c->codec, scratch + off[n + r], flen, acc, my_len);
+    c->stats->decode_s += elapsed(t0);
+  }
+  /* the outgoing frames must be gone before their scratch is reused below */
+  if (st == GCOMP_OK) st = gcomp_coll_waitall(c, n, reqs);
+
+  /* 3. encode the reduced shard once, allgather the frames, and decode every shard —
+   *    my own too, so that all ranks hold the same values */
+  size_t red_len = 0;
+  if (st == GCOMP_OK) {
+    uint64_t t0 = gcomp_now_ns();
+    st = gcomp_encode(c->codec2, 0, acc, my_len, scratch + off[2 * n + me],
+                      off[2 * n + me + 1] - off[2 * n + me], &red_len);
+    c->stats->encode_s += elapsed(t0);
+  }
+  for (int r = 0; st == GCOMP_OK && r < n; r++) {
+    if (r == me) continue;
+    st = gcomp_irecv(c->t, g->ranks[r], gcomp_coll_tag(c, phase, 1, (unsigned)r),
+                     scratch + off[2 * n + r], off[2 * n + r + 1] - off[2 * n + r], &reqs[n + r]);
+    if (st == GCOMP_OK) {
+      c->stats->wire_bytes += red_len;
+      st = gcomp_isend(c->t, g->ranks[r], gcomp_coll_tag(c, phase, 1, (unsigned)me),
+                       scratch + off[2 * n + me], red_len, &reqs[r]);
+    }
+  }
+  for (int k = 0; st == GCOMP_OK && k < n; k++) {
+    int r = (me + k) % n;   /* my own shard needs no wait: decode it first */
+    size_t flen = red_len, o, l;
+    if (r != me) st = wait_one(c, &reqs[n + r], &flen);
+    if (st < 0) break;
+    gcomp_chunk(count, n, r, &o, &l);
+    uint64_t t0 = gcomp_now_ns();
+    st = gcomp_decode(c->codec2, scratch + off[2 * n + r], flen, buf + o, l);
+    c->stats->decode_s += elapsed(t0);
+  }
+  if (st == GCOMP_OK) st = gcomp_coll_waitall(c, n, reqs);
+  if (st < 0 && reqs) cancel_all(c, reqs, 2 * n);
+  free(off);
+  free(lens);
+  free(reqs);
+  if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
+  return GCOMP_OK;
+}

@@ -1,0 +1,248 @@
+/* gcomp-bench allreduce: nccl-tests-style table of time, algbw and busbw per size, out of
+ * place and in place, with #wrong from an exact check; optionally Open MPI's MPI_Allreduce
+ * on the same buffers in the same processes, interleaved with gcomp's runs. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef GCOMP_BENCH_MPI
+#include <mpi.h>
+#endif
+
+#include "bench.h"
+#include "comm.h"
+#include "gcomp.h"
+#include "gcomp_common.h"
+#include "transport.h"
+
+typedef struct {
+  size_t minb, maxb;
+  double factor;
+  int iters, warmup, rounds;
+  int json, check, mpi;
+  const char *codec;
+} ar_opts;
+
+static double now_s(void) { return (double)gcomp_now_ns() * 1e-9; }
+
+#ifdef GCOMP_BENCH_MPI
+static int mpi_allgather(gcomp_oob *oob, const void *mine, size_t len, void *all) {
+  return MPI_Allgather(mine, (int)len, MPI_BYTE, all, (int)len, MPI_BYTE, MPI_COMM_WORLD) ==
+                 MPI_SUCCESS
+             ? GCOMP_OK
+             : GCOMP_ERR_BOOTSTRAP;
+}
+static void mpi_close(gcomp_oob *oob) {}
+#endif
+
+/* Agrees on a figure across ranks: the slowest rank's time is the collective's time. */
+static double all_max(gcomp_comm *comm, double v) {
+  gcomp_allreduce(comm, &v, &v, 1, GCOMP_FLOAT64, GCOMP_MAX, NULL, 0);
+  return v;
+}
+
+/* Values whose sum over any rank count is exact in fp32, so #wrong can be exact. */
+static void fill(float *x, size_t n, int rank, unsigned salt) {
+  for (size_t i = 0; i < n; i++) x[i] = (float)((int)((i * 7 + (size_t)rank * 13 + salt) % 64) - 32);
+}
+static size_t count_wrong(const float *x, size_t n, int size, unsigned salt) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    float want = 0;
+    for (int r = 0; r < size; r++) want += (float)((int)((i * 7 + (size_t)r * 13 + salt) % 64) - 32);
+    bad += x[i] != want;
+  }
+  return bad;
+}
+
+static int time_gcomp(gcomp_comm *comm, float *send, float *recv, size_t n, int iters,
+                      gcomp_codec *codec, double *secs) {
+  double t0 = now_s();
+  for (int i = 0; i < iters; i++) {
+    int st = gcomp_allreduce(comm, send, recv, n, GCOMP_FLOAT32, GCOMP_SUM, codec, 1);
+    if (st < 0) return st;
+  }
+  *secs = (now_s() - t0) / iters;
+  return GCOMP_OK;
+}
+
+#ifdef GCOMP_BENCH_MPI
+static double time_mpi(float *send, float *recv, size_t n, int iters) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = now_s();
+  for (int i = 0; i < iters; i++)
+    MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  double t = (now_s() - t0) / iters;
+  MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return t;
+}
+#endif
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int run(gcomp_comm *comm, const ar_opts *o) {
+  int rank = gcomp_comm_rank(comm), size = gcomp_comm_size(comm);
+  float *send = malloc(o->maxb + 64), *recv = malloc(o->maxb + 64);
+  if (!send || !recv) return GCOMP_ERR_NOMEM;
+  gcomp_codec *codec = NULL;
+  if (o->codec) GCOMP_CHECK(gcomp_codec_create(o->codec, &codec));
+  if (rank == 0 && !o->json) {
+    printf("# gcomp-bench allreduce: %d ranks on %d node(s), float sum, %d iters x %d rounds "
+           "(median), codec %s\n", size, gcomp_comm_nnodes(comm), o->iters, o->rounds,
+           o->codec ? o->codec : "none");
+    printf("# %10s %12s %6s %6s %8s | %9s %7s %7s %6s | %9s %7s %7s %6s%s\n", "size", "count",
+           "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+           "#wrong", o->mpi ? " |   mpi time  mpi busbw  busbw ratio" : "");
+    printf("# %10s %12s %6s %6s %8s | %9s %7s %7s %6s | %9s %7s %7s %6s\n", "(B)", "(elements)",
+           "", "", "", "(us)", "(GB/s)", "(GB/s)", "oop", "(us)", "(GB/s)", "(GB/s)", "inplace");
+  }
+  if (rank == 0 && o->json) printf("[");
+  double sum_busbw = 0;
+  int nsizes = 0, status = GCOMP_OK;
+  for (size_t bytes = o->minb; bytes <= o->maxb && status == GCOMP_OK;
+       bytes = (size_t)fmax((double)bytes + 4, (double)bytes * o->factor)) {
+    size_t n = bytes / 4;
+    if (!n) continue;
+    double t_oop[16], t_ip[16], t_mpi[16];
+    size_t wrong_oop = 0, wrong_ip = 0;
+    for (int w = 0; w < o->warmup && status == GCOMP_OK; w++) {
+      double dummy;
+      status = time_gcomp(comm, send, recv, n, 1, codec, &dummy);
+    }
+    for (int r = 0; r < o->rounds && status == GCOMP_OK; r++) {
+      fill(send, n, rank, (unsigned)r);
+      status = time_gcomp(comm, send, recv, n, o->iters, codec, &t_oop[r]);
+      if (status < 0) break;
+      t_oop[r] = all_max(comm, t_oop[r]);
+      if (o->check && r == 0) wrong_oop = count_wrong(recv, n, size, 0);
+      /* in place: refill before each call so the check sees one reduction */
+      fill(recv, n, rank, 1);
+      status = gcomp_allreduce(comm, recv, recv, n, GCOMP_FLOAT32, GCOMP_SUM, codec, 1);
+      if (o->check && r == 0 && status == GCOMP_OK) wrong_ip = count_wrong(recv, n, size, 1);
+      if (status == GCOMP_OK) status = time_gcomp(comm, recv, recv, n, o->iters, codec, &t_ip[r]);
+      if (status < 0) break;
+      t_ip[r] = all_max(comm, t_ip[r]);
+#ifdef GCOMP_BENCH_MPI
+      if (o->mpi) t_mpi[r] = time_mpi(send, recv, n, o->iters);
+#endif
+    }
+    if (status < 0) break;
+    if (codec) wrong_oop = wrong_ip = 0;   /* lossy codecs: error is reported separately */
+    wrong_oop = (size_t)all_max(comm, (double)wrong_oop);
+    wrong_ip = (size_t)all_max(comm, (double)wrong_ip);
+    qsort(t_oop, (size_t)o->rounds, sizeof(double), cmp_d);
+    qsort(t_ip, (size_t)o->rounds, sizeof(double), cmp_d);
+    double to = t_oop[o->rounds / 2], ti = t_ip[o->rounds / 2];
+    double bus = 2.0 * (size - 1) / size;
+    double algo = (double)bytes / to / 1e9, algi = (double)bytes / ti / 1e9;
+    double tm = 0;
+    if (o->mpi) {
+      qsort(t_mpi, (size_t)o->rounds, sizeof(double), cmp_d);
+      tm = t_mpi[o->rounds / 2];
+    }
+    sum_busbw += algo * bus;
+    nsizes++;
+    if (rank == 0) {
+      const char *algo_name = gcomp_comm_plan_name(comm, bytes);
+      if (o->json) {
+        printf("%s\n {\"bytes\": %zu, \"count\": %zu, \"type\": \"float\", \"redop\": \"sum\", "
+               "\"algo\": \"%s\", \"ranks\": %d, \"oop_us\": %.3f, \"oop_algbw\": %.4f, "
+               "\"oop_busbw\": %.4f, \"oop_wrong\": %zu, \"ip_us\": %.3f, \"ip_algbw\": %.4f, "
+               "\"ip_busbw\": %.4f, \"ip_wrong\": %zu",
+               nsizes > 1 ? "," : "", bytes, n, algo_name, size, to * 1e6, algo, algo * bus,
+               wrong_oop, ti * 1e6, algi, algi * bus, wrong_ip);
+        if (o->mpi)
+          printf(", \"mpi_us\": %.3f, \"mpi_busbw\": %.4f, \"busbw_ratio\": %.4f", tm * 1e6,
+                 (double)bytes / tm / 1e9 * bus, tm / to);
+        printf("}");
+      } else {
+        printf("  %10zu %12zu %6s %6s %8s | %9.1f %7.3f %7.3f %6zu | %9.1f %7.3f %7.3f %6zu",
+               bytes, n, "float", "sum", algo_name, to * 1e6, algo, algo * bus, wrong_oop, ti * 1e6,
+               algi, algi * bus, wrong_ip);
+        if (o->mpi)
+          printf(" | %9.1f %10.3f %12.3f", tm * 1e6, (double)bytes / tm / 1e9 * bus, tm / to);
+        printf("\n");
+      }
+      fflush(stdout);
+    }
+  }
+  if (rank == 0) {
+    if (o->json) printf("\n]\n");
+    else if (nsizes) printf("# Avg bus bandwidth    : %g\n", sum_busbw / nsizes);
+  }
+  gcomp_codec_destroy(codec);
+  free(send);
+  free(recv);
+  return status;
+}
+
+static int cmd_allreduce(int argc, char **argv) {
+  ar_opts o = {.minb = 8, .maxb = 64u << 20, .factor = 2, .iters = 10, .warmup = 2, .rounds = 3,
+               .check = 1};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int more = i + 1 < argc;
+    int64_t v;
+    if ((!strcmp(a, "-b") || !strcmp(a, "--minbytes")) && more && !gcomp_parse_size(argv[i + 1], &v)) o.minb = (size_t)v, i++;
+    else if ((!strcmp(a, "-e") || !strcmp(a, "--maxbytes")) && more && !gcomp_parse_size(argv[i + 1], &v)) o.maxb = (size_t)v, i++;
+    else if ((!strcmp(a, "-f") || !strcmp(a, "--stepfactor")) && more) o.factor = atof(argv[++i]);
+    else if ((!strcmp(a, "-n") || !strcmp(a, "--iters")) && more) o.iters = atoi(argv[++i]);
+    else if ((!strcmp(a, "-w") || !strcmp(a, "--warmup_iters")) && more) o.warmup = atoi(argv[++i]);
+    else if (!strcmp(a, "--rounds") && more) o.rounds = atoi(argv[++i]);
+    else if (!strcmp(a, "--codec") && more) o.codec = argv[++i];
+    else if (!strcmp(a, "--json")) o.json = 1;
+    else if (!strcmp(a, "--no-check")) o.check = 0;
+    else if (!strcmp(a, "--baseline") && more && !strcmp(argv[i + 1], "mpi")) o.mpi = 1, i++;
+    else {
+      fprintf(stderr,
+              "usage: gcomp-bench allreduce [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
+              "                             [--rounds R] [--codec SPEC] [--baseline mpi] [--json]\n"
+              "  launch with gcomp-run -n N (or mpirun -n N ... with --baseline mpi)\n");
+      return strcmp(a, "-h") ? 2 : 0;
+    }
+  }
+  if (o.rounds < 1) o.rounds = 1;
+  if (o.rounds > 16) o.rounds = 16;
+  if (o.iters < 1) o.iters = 1;
+  if (o.factor <= 1) o.factor = 2;
+  gcomp_comm *comm = NULL;
+  int st;
+  if (o.mpi) {
+#ifdef GCOMP_BENCH_MPI
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    gcomp_oob oob = {.rank = rank, .size = size, .allgather = mpi_allgather, .close = mpi_close};
+    char host[256] = "";
+    const char *node = gcomp_param_str(GCOMP_P_NODE_ID);
+    if (!node[0]) gethostname(host, sizeof host - 1), node = host;
+    gcomp_transport *t = NULL;
+    st = gcomp_transport_create(&oob, node, &t);
+    if (st == GCOMP_OK) st = gcomp_comm_from_transport(t, 1, &comm);
+#else
+    fprintf(stderr, "gcomp-bench: built without MPI; --baseline mpi is not available\n");
+    return 2;
+#endif
+  } else {
+    st = gcomp_comm_init_env(&comm);
+  }
+  if (st == GCOMP_OK) st = run(comm, &o);
+  if (st < 0) fprintf(stderr, "gcomp-bench allreduce: rank %d: %s: %s\n", gcomp_comm_rank(comm),
+                      gcomp_strerror(st), gcomp_last_error());
+  gcomp_comm_destroy(comm);
+#ifdef GCOMP_BENCH_MPI
+  if (o.mpi) MPI_Finalize();
+#endif
+  return st < 0 ? 1 : 0;
+}
+
+GCOMP_BENCH_CONSTRUCTOR(register_allreduce) {
+  gcomp_bench_register("allreduce", cmd_allreduce,
+                       "allreduce time/algbw/busbw per size (nccl-tests format), vs MPI_Allreduce");
+}
