@@ -43,6 +43,11 @@ typedef struct {
    * costs bytes. */
   int (*compress)(const gcomp_stage_cfg *cfg, const uint8_t *in, size_t in_len, uint8_t *out,
                   size_t cap, size_t *out_len);
+  /* As compress, for the exponent plane alone in planes=exp mode (a low-entropy byte
+   * stream with little repetition: an entropy coder without match search suits it).
+   * Output must decode with decompress. NULL: use compress. */
+  int (*compress_plane)(const gcomp_stage_cfg *cfg, const uint8_t *in, size_t in_len,
+                        uint8_t *out, size_t cap, size_t *out_len);
   /* Decompresses in[0..in_len) into exactly want bytes at out; GCOMP_ERR_CORRUPT when in
    * is damaged or does not expand to exactly want bytes. Never writes past out + want. */
   int (*decompress)(const uint8_t *in, size_t in_len, uint8_t *out, size_t want);
