@@ -5,13 +5,15 @@
  *   bf16[:round=nearest|stochastic][,seed=N]
  *
  * fp16 scale=auto (the default) multiplies the frame by 2^k, k chosen from the frame's
- * largest finite magnitude M so that M * 2^k lies in [2^14, 2^15): nothing overflows and
- * the frame uses fp16's whole range below its maximum. k is stored in the frame's
+ * largest finite magnitude M so that M * 2^k lies in [2^12, 2^15) (in [2^14, 2^15) for
+ * frames of at most 16384 values and for round=stochastic): nothing overflows and at most
+ * two binades of fp16's range go unused above the maximum. k is stored in the frame's
  * parameter word (low byte, two's complement) and the decoder multiplies by 2^-k; both
- * multiplications are exact. Finding M costs one read pass over the input before the
- * encode pass. scale=none is the plain IEEE cast: |x| >= 65520 becomes Inf (counted in
- * overflows) and |x| <= 2^-25 becomes 0 (counted in underflows). NaN and Inf are kept and
- * counted in nonfinite_inputs; they never affect the scale.
+ * multiplications are exact. With round=nearest, M is found during the encode pass (see
+ * gcomp_cast_f16_auto), so scaling costs no extra pass over the input in the common case.
+ * scale=none is the plain IEEE cast: |x| >= 65520 becomes Inf (counted in overflows) and
+ * |x| <= 2^-25 becomes 0 (counted in underflows). NaN and Inf are kept and counted in
+ * nonfinite_inputs; they never affect the scale.
  *
  * round=stochastic draws 32 bits per element from a counter-based generator keyed by
  * (seed, frame sequence number, element index), so a frame's bits do not depend on how
@@ -109,6 +111,31 @@ static int scale_exponent(uint32_t mbits) {
   return k > 127 ? 127 : k;   /* M below 2^-113 (fp32 subnormal): the largest scale */
 }
 
+/* The speculative scale: the prefix's maximum with GCOMP_CAST_AUTO_HEADROOM binades to
+ * spare, checked against the whole frame's maximum, which the encode pass finds on the
+ * way. Gradients rarely hold a value 4x larger than everything in their first 64 KiB, so
+ * this is one pass over the input where the plain way (max-abs scan, then encode) is two;
+ * when the guess is wrong (it would overflow) the frame is encoded again with the exact
+ * scale. The result depends only on the frame's values. */
+int gcomp_cast_f16_auto(const gcomp_cast_kernels *K, const float *src, size_t n, uint8_t *dst,
+                        gcomp_cast_counts *c) {
+  uint32_t prefix = n > GCOMP_CAST_AUTO_PREFIX ? K->maxabs(src, GCOMP_CAST_AUTO_PREFIX) : 0;
+  if (prefix) {
+    int k = scale_exponent(prefix) - GCOMP_CAST_AUTO_HEADROOM;
+    gcomp_cast_counts trial = {0, 0, 0};
+    uint32_t m = K->f16_enc(src, n, dst, pow2f(k), &trial);
+    if (k <= scale_exponent(m)) {   /* M * 2^k < 2^15: nothing overflowed */
+      c->nonfinite += trial.nonfinite, c->overflow += trial.overflow;
+      c->underflow += trial.underflow;
+      return k;
+    }
+    GCOMP_TRACE(GCOMP_SUB_CODEC, "fp16 scale: prefix guess 2^%d overflows, encoding again", k);
+  }
+  int k = scale_exponent(K->maxabs(src, n));
+  K->f16_enc(src, n, dst, pow2f(k), c);
+  return k;
+}
+
 static void add_stats(gcomp_enc_ctx *ctx, const gcomp_cast_counts *k) {
   ctx->stats->nonfinite_inputs += k->nonfinite;
   ctx->stats->overflows += k->overflow;
@@ -145,11 +172,17 @@ static int fp16_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const floa
   GCOMP_FAIL_IF(cap / 2 < count, GCOMP_ERR_NOMEM, "fp16: %zu bytes of room for %zu values", cap,
                 count);
   const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
-  int k = c->scale == SCALE_AUTO ? scale_exponent(K->maxabs(src, count)) : 0;
-  float scale = pow2f(k);
   gcomp_cast_counts cnt = {0, 0, 0};
-  if (c->round == ROUND_NEAREST) K->f16_enc(src, count, dst, scale, &cnt);
-  else encode_sr(sr_f16, K, c, ctx->seq, src, count, dst, scale, &cnt);
+  int k = 0;
+  if (c->round == ROUND_NEAREST && c->scale == SCALE_AUTO) {
+    k = gcomp_cast_f16_auto(K, src, count, dst, &cnt);
+  } else if (c->round == ROUND_NEAREST) {
+    K->f16_enc(src, count, dst, 1.0f, &cnt);
+  } else {
+    /* the stochastic kernel is compute-bound: a separate max-abs scan costs little */
+    if (c->scale == SCALE_AUTO) k = scale_exponent(K->maxabs(src, count));
+    encode_sr(sr_f16, K, c, ctx->seq, src, count, dst, pow2f(k), &cnt);
+  }
   add_stats(ctx, &cnt);
   ctx->param = (uint32_t)(uint8_t)(int8_t)k;
   *len = count * 2;

@@ -41,7 +41,9 @@ typedef struct {
   const char *name;   /* "base", "avx2" */
   /* Largest finite |src[i]| as fp32 bits (0 when none); NaN and Inf are ignored. */
   uint32_t (*maxabs)(const float *src, size_t n);
-  void (*f16_enc)(const float *src, size_t n, uint8_t *dst, float scale, gcomp_cast_counts *c);
+  /* Returns the largest finite |src[i]| as fp32 bits, found on the way (as maxabs). */
+  uint32_t (*f16_enc)(const float *src, size_t n, uint8_t *dst, float scale,
+                      gcomp_cast_counts *c);
   /* i0: element index of src[0] within the frame (low 32 bits; the caller folds the high
    * bits into the key and never lets i0 + n wrap past 2^32). */
   void (*f16_enc_sr)(const float *src, size_t n, uint8_t *dst, float scale, uint64_t key,
@@ -60,6 +62,14 @@ extern const gcomp_cast_kernels gcomp_cast_avx2;   /* only when the CPU has AVX2
 
 /* The table for gcomp_isa_level(). */
 const gcomp_cast_kernels *gcomp_cast_kernels_get(void);
+
+/* fp16 scale=auto, round to nearest (codecs/cast.c; the benchmark times it per table):
+ * encodes src with a power-of-two scale 2^k such that M * 2^k is in [2^12, 2^15), M the
+ * largest finite |src[i]| (exactly [2^14, 2^15) for frames of at most
+ * GCOMP_CAST_AUTO_PREFIX elements), and returns k. */
+int gcomp_cast_f16_auto(const gcomp_cast_kernels *K, const float *src, size_t n, uint8_t *dst,
+                        gcomp_cast_counts *c);
+enum { GCOMP_CAST_AUTO_PREFIX = 16384, GCOMP_CAST_AUTO_HEADROOM = 2 };
 
 /* Outputs at least this many bytes are written with non-temporal stores by the SIMD
  * kernels (they will not be read back from cache anyway). */

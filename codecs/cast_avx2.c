@@ -29,6 +29,13 @@ static void add_counts(gcomp_cast_counts *c, const gcomp_cast_counts *k) {
   c->nonfinite += k->nonfinite, c->overflow += k->overflow, c->underflow += k->underflow;
 }
 
+static uint32_t hmax_epu32(__m256i m) {
+  __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
+  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
+  return (uint32_t)_mm_cvtsi128_si32(h);
+}
+
 /* ---- max |x| over finite x -------------------------------------------------------------- */
 static uint32_t maxabs_avx2(const float *src, size_t n) {
   const __m256i abs = SET1(0x7fffffff), inf = SET1(0x7f800000);
@@ -47,11 +54,7 @@ static uint32_t maxabs_avx2(const float *src, size_t n) {
   }
   for (; i + 8 <= n; i += 8) MAXSTEP(m0, 0);
 #undef MAXSTEP
-  __m256i m = _mm256_max_epu32(_mm256_max_epu32(m0, m1), _mm256_max_epu32(m2, m3));
-  __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
-  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
-  uint32_t mx = (uint32_t)_mm_cvtsi128_si32(h);
+  uint32_t mx = hmax_epu32(_mm256_max_epu32(_mm256_max_epu32(m0, m1), _mm256_max_epu32(m2, m3)));
   uint32_t t = gcomp_cast_base.maxabs(src + i, n - i);
   return t > mx ? t : mx;
 }
@@ -103,43 +106,54 @@ static void f16_thresholds(float scale, uint32_t *hi, uint32_t *lo) {
   *lo = pow2_bits(-25 - k);
 }
 
-static void f16_enc_avx2(const float *src, size_t n, uint8_t *dst, float scale,
-                         gcomp_cast_counts *c) {
+/* The max-abs of scale=auto rides along: one vpmaxud per vector on the common path; a
+ * vector flagged by the range test (it may hold NaN/Inf) masks its non-finite lanes. */
+static uint32_t f16_enc_avx2(const float *src, size_t n, uint8_t *dst, float scale,
+                             gcomp_cast_counts *c) {
   gcomp_cast_counts k = {0, 0, 0};
-  uint32_t hi, lo;
+  uint32_t hi, lo, mx = 0;
   f16_thresholds(scale, &hi, &lo);
   const range_test rt = range_init(hi, lo);
+  const __m256i inf = SET1(0x7f800000);
   const __m256 sc = _mm256_set1_ps(scale);
+  __m256i m0 = _mm256_setzero_si256(), m1 = m0;
   size_t i = 0;
   int nt = streaming(2 * n);
   if (nt) {
     i = head_for(dst, 2, 16, n);
-    gcomp_cast_base.f16_enc(src, i, dst, scale, &k);
+    mx = gcomp_cast_base.f16_enc(src, i, dst, scale, &k);
   }
-#define F16STEP(off, store)                                                               \
+#define F16STEP(m, off, store)                                                            \
   do {                                                                                    \
     __m256 x = _mm256_loadu_ps(src + i + off);                                            \
     __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(x, sc), _MM_FROUND_TO_NEAREST_INT);         \
     __m256i a0 = _mm256_and_si256(_mm256_castps_si256(x), rt.abs), fh, fl;                \
-    if (GCOMP_CAST_UNLIKELY(!_mm256_testz_si256(range_flags(&rt, a0, &fh, &fl), rt.abs))) \
+    if (GCOMP_CAST_UNLIKELY(!_mm256_testz_si256(range_flags(&rt, a0, &fh, &fl), rt.abs))) { \
       range_count(&rt, a0, fh, fl, &k);                                                   \
+      a0 = _mm256_and_si256(a0, _mm256_cmpgt_epi32(inf, a0));                             \
+    }                                                                                     \
+    m = _mm256_max_epu32(m, a0);                                                          \
     store((__m128i *)(dst + 2 * (i + off)), h);                                           \
   } while (0)
   if (nt) {
     for (; i + 16 <= n; i += 16) {
-      F16STEP(0, _mm_stream_si128);
-      F16STEP(8, _mm_stream_si128);
+      F16STEP(m0, 0, _mm_stream_si128);
+      F16STEP(m1, 8, _mm_stream_si128);
     }
     _mm_sfence();
   }
   for (; i + 16 <= n; i += 16) {
-    F16STEP(0, _mm_storeu_si128);
-    F16STEP(8, _mm_storeu_si128);
+    F16STEP(m0, 0, _mm_storeu_si128);
+    F16STEP(m1, 8, _mm_storeu_si128);
   }
-  for (; i + 8 <= n; i += 8) F16STEP(0, _mm_storeu_si128);
+  for (; i + 8 <= n; i += 8) F16STEP(m0, 0, _mm_storeu_si128);
 #undef F16STEP
-  gcomp_cast_base.f16_enc(src + i, n - i, dst + 2 * i, scale, &k);
+  uint32_t v = hmax_epu32(_mm256_max_epu32(m0, m1));
+  mx = v > mx ? v : mx;
+  v = gcomp_cast_base.f16_enc(src + i, n - i, dst + 2 * i, scale, &k);
+  mx = v > mx ? v : mx;
   add_counts(c, &k);
+  return mx;
 }
 
 /* two vectors of 32-bit lanes holding values <= 0xffff -> 16 little-endian halves */

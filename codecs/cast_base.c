@@ -67,16 +67,19 @@ static uint32_t maxabs_base(const float *src, size_t n) {
   return mx;
 }
 
-static void f16_enc_base(const float *src, size_t n, uint8_t *dst, float scale,
-                         gcomp_cast_counts *c) {
+static uint32_t f16_enc_base(const float *src, size_t n, uint8_t *dst, float scale,
+                             gcomp_cast_counts *c) {
   gcomp_cast_counts k = {0, 0, 0};
+  uint32_t mx = 0;
   for (size_t i = 0; i < n; i++) {
     uint32_t w = f2u(src[i]), a0 = w & 0x7fffffffu;
+    mx = a0 > mx && a0 < 0x7f800000u ? a0 : mx;
     uint32_t h = f16_rne_mag(f2u(src[i] * scale) & 0x7fffffffu);
     COUNT(&k, a0, h, 0x7c00u);
     store16(dst + 2 * i, (w >> 16 & 0x8000u) | h);
   }
   c->nonfinite += k.nonfinite, c->overflow += k.overflow, c->underflow += k.underflow;
+  return mx;
 }
 
 static void f16_enc_sr_base(const float *src, size_t n, uint8_t *dst, float scale, uint64_t key,

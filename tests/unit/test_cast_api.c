@@ -219,6 +219,44 @@ static void nonfinite_kept(void) {
 }
 static void test_nonfinite_kept(void **state) { each_level(nonfinite_kept); }
 
+/* Frames longer than the prefix the scale is guessed from: the scale puts the frame's
+ * maximum M in [2^12, 2^15), the values are exactly the reference's conversion at that
+ * scale, and a maximum hiding past the prefix (1e4 times larger) is neither lost nor
+ * turned into Inf: the frame is encoded again with the exact scale. */
+static void check_scaled_frame(gcomp_codec *c, const float *g, size_t n, int lo_exp) {
+  encoded e = enc(c, g, n);
+  int k = (int8_t)gcomp_load_le32(e.frame + 24);
+  float m = 0;
+  for (size_t i = 0; i < n; i++) m = fmaxf(m, fabsf(g[i]));
+  int top = ilogbf(m) + k;
+  if (top < lo_exp || top > 14) fail_msg("max 2^%d scaled by 2^%d: 2^%d", ilogbf(m), k, top);
+  float *y = dec(c, e, n);
+  for (size_t i = 0; i < n; i++) {
+    float want = ldexpf(ref_u2f(ref_f16_to_f32(ref_f16(ref_f2u(g[i]), k))), -k);
+    if (ref_f2u(y[i]) != ref_f2u(want)) fail_msg("i=%zu: %a -> %a, want %a", i, (double)g[i], (double)y[i], (double)want);
+  }
+  free(y), free(e.frame);
+}
+
+static void scale_window(void) {
+  enum { N = 100000 };
+  gcomp_codec *c = make("fp16");
+  float *g = gradient(N, 77, 1e-3);
+  check_scaled_frame(c, g, N, 12);
+  g[N - 10] = 10.0f;                       /* far above the prefix's maximum */
+  check_scaled_frame(c, g, N, 14);
+  g[N - 10] = 0;
+  for (size_t i = 0; i < 16384; i++) g[i] = 0;   /* nothing to guess from */
+  check_scaled_frame(c, g, N, 14);
+  check_scaled_frame(c, g + 16384, 16384, 14);   /* short frames: the exact scale */
+  gcomp_codec_stats st;
+  gcomp_codec_get_stats(c, &st);
+  assert_int_equal(st.overflows, 0);
+  free(g);
+  gcomp_codec_destroy(c);
+}
+static void test_scale_window(void **state) { each_level(scale_window); }
+
 static void test_overflow_underflow_counted(void **state) {
   float g[6] = {1e5f, -7e4f, 65504.0f, 3e-8f, 2.9e-8f, 0.0f};
   gcomp_codec *c = make("fp16:scale=none");
@@ -350,6 +388,7 @@ int main(void) {
       cmocka_unit_test(test_frames_match_reference),
       cmocka_unit_test(test_scaling_roundtrips),
       cmocka_unit_test(test_nonfinite_kept),
+      cmocka_unit_test(test_scale_window),
       cmocka_unit_test(test_overflow_underflow_counted),
       cmocka_unit_test(test_stochastic_seeded_per_frame),
       cmocka_unit_test(test_ef_conserves),
