@@ -11,6 +11,8 @@
  * Semantics (both implementations):
  *   - isend/irecv post an operation and return at once with a request. The caller's buffer
  *     must stay valid and untouched until the request completes or is cancelled.
+ *   - A send may stay pending until the matching receive is posted (always so on the
+ *     loopback, for large messages over libfabric): post receives before waiting on sends.
  *   - Messages between one (sender, receiver) pair with the same tag are matched in the
  *     order they were posted (MPI's non-overtaking rule). Different tags never match.
  *   - A receive may get fewer bytes than its capacity (frames vary in size); test/wait

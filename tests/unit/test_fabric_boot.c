@@ -1,0 +1,184 @@
+/* Rank discovery from each launcher's variables, and the TCP rendezvous (in threads). */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "bootstrap.h"
+#include "gcomp_common.h"
+
+/* a fake environment: NULL-terminated name, value pairs */
+static const char *lookup(const char *name, void *ctx) {
+  const char *const *kv = ctx;
+  for (; kv[0]; kv += 2)
+    if (strcmp(kv[0], name) == 0) return kv[1];
+  return NULL;
+}
+
+static int parse(const char *const *kv, gcomp_boot_env *e) {
+  return gcomp_boot_env_parse(lookup, (void *)kv, "host-a", e);
+}
+
+static void test_torchrun(void **state) {
+  const char *kv[] = {"RANK", "3", "WORLD_SIZE", "8", "LOCAL_RANK", "1", "MASTER_ADDR", "10.0.0.5",
+                      "MASTER_PORT", "29500", NULL};
+  gcomp_boot_env e;
+  assert_int_equal(parse(kv, &e), GCOMP_OK);
+  assert_int_equal(e.rank, 3);
+  assert_int_equal(e.size, 8);
+  assert_int_equal(e.local_rank, 1);
+  assert_string_equal(e.root_host, "10.0.0.5");
+  assert_int_equal(e.root_port, 29500);
+  assert_string_equal(e.node_id, "host-a");
+  assert_string_equal(e.source, "torchrun");
+  assert_string_equal(e.token, "");
+}
+
+static void test_open_mpi_pmi_slurm(void **state) {
+  gcomp_boot_env e;
+  const char *ompi[] = {"OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "2",
+                        "OMPI_COMM_WORLD_LOCAL_RANK", "0", "GCOMP_ROOT", "nodeA:1234",
+                        "GCOMP_JOB_TOKEN", "s3cret", NULL};
+  assert_int_equal(parse(ompi, &e), GCOMP_OK);
+  assert_int_equal(e.rank, 1);
+  assert_int_equal(e.size, 2);
+  assert_int_equal(e.local_rank, 0);
+  assert_string_equal(e.root_host, "nodeA");
+  assert_int_equal(e.root_port, 1234);
+  assert_string_equal(e.token, "s3cret");
+  assert_string_equal(e.source, "Open MPI");
+  const char *pmi[] = {"PMI_RANK", "2", "PMI_SIZE", "4", "GCOMP_ROOT", "[::1]:99", NULL};
+  assert_int_equal(parse(pmi, &e), GCOMP_OK);
+  assert_int_equal(e.rank, 2);
+  assert_int_equal(e.size, 4);
+  assert_int_equal(e.local_rank, -1);
+  assert_string_equal(e.root_host, "::1");
+  assert_int_equal(e.root_port, 99);
+  assert_string_equal(e.source, "PMI");
+  const char *slurm[] = {"SLURM_PROCID", "5", "SLURM_NTASKS", "6", "SLURM_LOCALID", "1",
+                         "GCOMP_ROOT", "h:7", "GCOMP_NODE_ID", "emulated-3", NULL};
+  assert_int_equal(parse(slurm, &e), GCOMP_OK);
+  assert_int_equal(e.rank, 5);
+  assert_int_equal(e.local_rank, 1);
+  assert_string_equal(e.node_id, "emulated-3");
+  assert_string_equal(e.source, "Slurm");
+}
+
+static void test_gcomp_overrides_and_default(void **state) {
+  gcomp_boot_env e;
+  const char *kv[] = {"RANK", "3", "WORLD_SIZE", "8", "GCOMP_RANK", "0", "GCOMP_SIZE", "1", NULL};
+  assert_int_equal(parse(kv, &e), GCOMP_OK);
+  assert_int_equal(e.rank, 0);
+  assert_int_equal(e.size, 1);
+  assert_string_equal(e.source, "GCOMP");
+  const char *none[] = {NULL};
+  assert_int_equal(parse(none, &e), GCOMP_OK);   /* no launcher: one rank alone */
+  assert_int_equal(e.rank, 0);
+  assert_int_equal(e.size, 1);
+  assert_string_equal(e.root_host, "");
+}
+
+static void test_errors_name_the_variable(void **state) {
+  gcomp_boot_env e;
+  const char *bad_rank[] = {"RANK", "x1", "WORLD_SIZE", "2", "GCOMP_ROOT", "h:1", NULL};
+  assert_int_equal(parse(bad_rank, &e), GCOMP_ERR_BOOTSTRAP);
+  assert_non_null(strstr(gcomp_last_error(), "RANK='x1'"));
+  const char *no_size[] = {"SLURM_PROCID", "1", NULL};
+  assert_int_equal(parse(no_size, &e), GCOMP_ERR_BOOTSTRAP);
+  assert_non_null(strstr(gcomp_last_error(), "SLURM_NTASKS"));
+  const char *too_big[] = {"PMI_RANK", "4", "PMI_SIZE", "4", "GCOMP_ROOT", "h:1", NULL};
+  assert_int_equal(parse(too_big, &e), GCOMP_ERR_BOOTSTRAP);
+  assert_non_null(strstr(gcomp_last_error(), "rank 4 is not below size 4"));
+  const char *no_root[] = {"RANK", "0", "WORLD_SIZE", "2", NULL};
+  assert_int_equal(parse(no_root, &e), GCOMP_ERR_BOOTSTRAP);
+  assert_non_null(strstr(gcomp_last_error(), "GCOMP_ROOT"));
+  const char *bad_root[] = {"RANK", "0", "WORLD_SIZE", "2", "GCOMP_ROOT", "hostonly", NULL};
+  assert_int_equal(parse(bad_root, &e), GCOMP_ERR_BOOTSTRAP);
+  assert_non_null(strstr(gcomp_last_error(), "GCOMP_ROOT='hostonly'"));
+  const char *bad_port[] = {"RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "a", "MASTER_PORT",
+                            "70000", NULL};
+  assert_int_equal(parse(bad_port, &e), GCOMP_ERR_BOOTSTRAP);
+  assert_non_null(strstr(gcomp_last_error(), "MASTER_PORT"));
+}
+
+/* ---- rendezvous among threads ---------------------------------------------------------- */
+typedef struct {
+  gcomp_boot_env env;
+  int status;
+  char err[512];
+  int table[8];
+} rv_arg;
+
+static void *rv_main(void *p) {
+  rv_arg *a = p;
+  gcomp_oob *oob = NULL;
+  a->status = gcomp_rendezvous_open(&a->env, 1500, &oob);
+  if (a->status == 0) {
+    int mine = 100 + a->env.rank;
+    a->status = oob->allgather(oob, &mine, sizeof mine, a->table);
+    oob->close(oob);
+  }
+  if (a->status) snprintf(a->err, sizeof a->err, "%s", gcomp_last_error());
+  return NULL;
+}
+
+static void run_job(rv_arg *a, int n, int port, const char *const *tokens) {
+  pthread_t th[8];
+  for (int r = 0; r < n; r++) {
+    memset(&a[r], 0, sizeof a[r]);
+    a[r].env.rank = r;
+    a[r].env.size = n;
+    a[r].env.local_rank = -1;
+    snprintf(a[r].env.root_host, sizeof a[r].env.root_host, "127.0.0.1");
+    a[r].env.root_port = port;
+    snprintf(a[r].env.token, sizeof a[r].env.token, "%s", tokens[r]);
+    pthread_create(&th[r], NULL, rv_main, &a[r]);
+    if (r == 0) usleep(20000);
+  }
+  for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+}
+
+static int test_port(void) { return 20000 + (int)(getpid() % 20000); }
+
+static void test_rendezvous_allgather(void **state) {
+  rv_arg a[4];
+  const char *tok[] = {"t", "t", "t", "t"};
+  run_job(a, 4, test_port(), tok);
+  for (int r = 0; r < 4; r++) {
+    assert_int_equal(a[r].status, 0);
+    for (int q = 0; q < 4; q++) assert_int_equal(a[r].table[q], 100 + q);
+  }
+}
+
+static void test_rendezvous_wrong_token(void **state) {
+  rv_arg a[3];
+  const char *tok[] = {"good", "good", "evil"};
+  run_job(a, 3, test_port() + 1, tok);
+  assert_int_equal(a[2].status, GCOMP_ERR_BOOTSTRAP);
+  assert_non_null(strstr(a[2].err, "wrong job token"));
+  assert_int_equal(a[0].status, GCOMP_ERR_TIMEOUT);
+  assert_non_null(strstr(a[0].err, "never arrived"));
+  assert_non_null(strstr(a[0].err, "rank 2"));
+  assert_int_equal(a[1].status, GCOMP_ERR_BOOTSTRAP);   /* told by the root why */
+  assert_non_null(strstr(a[1].err, "rank 2"));
+}
+
+int main(void) {
+  gcomp_init();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_torchrun),
+      cmocka_unit_test(test_open_mpi_pmi_slurm),
+      cmocka_unit_test(test_gcomp_overrides_and_default),
+      cmocka_unit_test(test_errors_name_the_variable),
+      cmocka_unit_test(test_rendezvous_allgather),
+      cmocka_unit_test(test_rendezvous_wrong_token),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
