@@ -218,7 +218,7 @@ static int recv_status(int fd, uint32_t *status, char *reason, size_t reason_siz
   if (!e) e = get_u32(fd, &n, dl);
   reason[0] = '\0';
   if (!e && n) {
-    char tmp[512];
+    char tmp[1024];
     uint32_t k = n < sizeof tmp ? n : (uint32_t)sizeof tmp - 1;
     e = io_full(fd, tmp, k, 0, dl);
     tmp[e ? 0 : k] = '\0';
@@ -291,7 +291,7 @@ static int rv_allgather(gcomp_oob *oob, const void *mine, size_t len, void *all)
     int e = put_u32(rv->fd, (uint32_t)len, dl);
     if (!e && len) e = io_full(rv->fd, (void *)mine, len, 1, dl);
     uint32_t st = 0;
-    char reason[512];
+    char reason[1024];
     if (!e) e = recv_status(rv->fd, &st, reason, sizeof reason, dl);
     GCOMP_FAIL_IF(e, e == -ETIMEDOUT ? GCOMP_ERR_TIMEOUT : GCOMP_ERR_BOOTSTRAP,
                   "rank %d: allgather through the rendezvous at %s: %s (GCOMP_TIMEOUT_MS=%d)", me,
@@ -375,7 +375,7 @@ static int rv_join(rendezvous *rv, const gcomp_boot_env *env, uint64_t dl) {
   if (!e) e = put_u32(rv->fd, tl, dl);
   if (!e && tl) e = io_full(rv->fd, (void *)env->token, tl, 1, dl);
   uint32_t st = 0;
-  char reason[512] = "";
+  char reason[1024] = "";
   if (!e) e = recv_status(rv->fd, &st, reason, sizeof reason, dl);
   GCOMP_FAIL_IF(e, e == -ETIMEDOUT ? GCOMP_ERR_TIMEOUT : GCOMP_ERR_BOOTSTRAP,
                 "rank %d: joining the rendezvous at %s: %s", env->rank, rv->where, io_text(e));
@@ -496,7 +496,7 @@ static int rv_serve(rendezvous *rv, const gcomp_boot_env *env, uint64_t dl) {
           off += (size_t)snprintf(missing + off, sizeof missing - off, "%s%d", nmiss ? ", " : "", r);
         nmiss++;
       }
-    char why[600];
+    char why[1024];
     snprintf(why, sizeof why, "%d of %d ranks never arrived at the rendezvous at %s within "
              "GCOMP_TIMEOUT_MS=%d: rank%s %s", nmiss, env->size, rv->where, rv->timeout_ms,
              nmiss > 1 ? "s" : "", missing);
