@@ -1,0 +1,28 @@
+# Multi-process allreduce over real providers (label integration): shm on one node,
+# tcp;ofi_rxm between emulated nodes, each algorithm forced once; compressed paths; a rank
+# killed mid-run.
+add_executable(allreduce_check ${CMAKE_CURRENT_LIST_DIR}/allreduce_check.c)
+target_link_libraries(allreduce_check PRIVATE gcomp_internal m)
+set(GCOMP_AR_RUN $<TARGET_FILE:gcomp-run>)
+set(GCOMP_AR_CHECK $<TARGET_FILE:allreduce_check>)
+
+function(gcomp_ar_test name n nodes algo mode)
+  add_test(NAME ${name} COMMAND ${GCOMP_AR_RUN} -n ${n} --nodes ${nodes} --tag-output --
+    ${GCOMP_AR_CHECK} ${mode} ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS integration TIMEOUT 240
+    ENVIRONMENT "GCOMP_TIMEOUT_MS=30000;GCOMP_ALGO=${algo};GCOMP_CODEC_MIN_BYTES=0")
+endfunction()
+
+gcomp_ar_test(integration.allreduce.shm.ring 3 1 ring dense)
+gcomp_ar_test(integration.allreduce.shm.rhd 3 1 rhd dense)
+gcomp_ar_test(integration.allreduce.shm.auto 4 1 auto dense)
+gcomp_ar_test(integration.allreduce.mixed.hier 4 2 hier dense)
+gcomp_ar_test(integration.allreduce.tcp.rd 2 2 rd dense)
+gcomp_ar_test(integration.allreduce.shm.codecs 3 1 auto codecs)
+gcomp_ar_test(integration.allreduce.shm.direct 3 1 direct codecs)
+gcomp_ar_test(integration.allreduce.mixed.hier-direct 4 2 hier-direct codecs)
+gcomp_ar_test(integration.allreduce.mixed.hier-sparse 4 2 hier-sparse codecs)
+
+add_test(NAME integration.allreduce.kill
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/allreduce_fail.sh ${GCOMP_AR_RUN} ${GCOMP_AR_CHECK})
+set_tests_properties(integration.allreduce.kill PROPERTIES LABELS integration TIMEOUT 120)

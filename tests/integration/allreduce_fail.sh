@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# A rank SIGKILLs itself during a run of allreduces: every other rank must return an error
+# within GCOMP_TIMEOUT_MS (plus slack for 2 oversubscribed cores), and gcomp-run must name it.
+#   allreduce_fail.sh GCOMP_RUN ALLREDUCE_CHECK
+set -u
+run=$1 prog=$2 n=4 victim=2
+for v in $(compgen -e | grep '^GCOMP_'); do unset "$v"; done
+export GCOMP_TIMEOUT_MS=3000
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+"$run" -n $n --nodes 2 --netns off --grace 8000 --tag-output -- "$prog" kill $victim >"$out" 2>&1
+rc=$?
+cat "$out"
+fails=0
+grep -q "gcomp-run: rank $victim (pid [0-9]*, node [0-9]*) was killed by signal 9" "$out" ||
+  { echo "FAIL: gcomp-run did not report rank $victim's death"; fails=1; }
+[ $rc = 137 ] || { echo "FAIL: gcomp-run returned $rc, expected 137"; fails=1; }
+for r in $(seq 0 $((n - 1))); do
+  [ $r = $victim ] && continue
+  after=$(sed -n "s/^\[$r\] allreduce_check: rank $r: error after \([0-9]*\) ms.*/\1/p" "$out")
+  if [ -z "$after" ]; then echo "FAIL: rank $r reported no error"; fails=1; continue; fi
+  [ "$after" -le $((GCOMP_TIMEOUT_MS + 3000)) ] ||
+    { echo "FAIL: rank $r took $after ms (GCOMP_TIMEOUT_MS=$GCOMP_TIMEOUT_MS)"; fails=1; }
+done
+echo "allreduce_fail: $([ $fails = 0 ] && echo passed || echo FAILED)"
+exit $fails
