@@ -309,28 +309,47 @@ const char *gcomp_stage_names(void) {
 enum { STAGED_HEADER = 8 };
 
 /* Exponent-plane mode pays only when the planes below the top one are close to random,
- * as a float's mantissa bytes are. Zeros, sparse or quantised payloads have compressible
- * low planes: those frames go through the compressor whole. The test: order-0 entropy of
- * each low plane over up to 4096 evenly spaced elements, with the Miller-Madow correction
- * for the sample's bias, at least 7.5 bits per byte (so a plane it leaves raw could have
- * shrunk by 6% at most). Small payloads (< 512 elements) always go whole. */
+ * as a float's mantissa bytes are. Zeros, sparse, quantised payloads and sorted index
+ * streams have compressible low planes: those frames go through the compressor whole.
+ * The test, per low plane, over 8 runs of 512 consecutive elements spread over the
+ * payload: the order-0 entropy of the bytes and of the differences between neighbours
+ * (a sorted index's middle bytes look uniform overall but barely change from one element
+ * to the next), each with the Miller-Madow correction for the sample's bias, must both
+ * reach 7.5 bits per byte (so a plane left raw could have shrunk by 6% at most). Small
+ * payloads (< 512 elements) always go whole. */
+enum { RUNS = 8, RUN = 512 };
+
+static double entropy_bits(const uint32_t hist[256], size_t n) {
+  double h = 0;
+  unsigned bins = 0;
+  for (int v = 0; v < 256; v++) {
+    if (!hist[v]) continue;
+    double p = (double)hist[v] / (double)n;
+    h -= p * log2(p);
+    bins++;
+  }
+  return h + (double)(bins - 1) / (2.0 * (double)n * 0.6931471805599453);
+}
+
 static int low_planes_look_random(const uint8_t *raw, size_t elems, unsigned w) {
-  enum { SAMPLES = 4096, MIN_ELEMS = 512 };
-  if (elems < MIN_ELEMS) return 0;
-  size_t n = elems < SAMPLES ? elems : SAMPLES, step = elems / n;
+  if (elems < RUN) return 0;
+  size_t runs = elems / RUN < RUNS ? elems / RUN : RUNS;
+  size_t gap = (elems - RUN) / (runs > 1 ? runs - 1 : 1);
   for (unsigned b = 0; b + 1 < w; b++) {
-    uint32_t hist[256] = {0};
-    for (size_t i = 0; i < n; i++) hist[raw[i * step * w + b]]++;
-    double h = 0;
-    unsigned bins = 0;
-    for (int v = 0; v < 256; v++) {
-      if (!hist[v]) continue;
-      double p = (double)hist[v] / (double)n;
-      h -= p * log2(p);
-      bins++;
+    uint32_t hv[256] = {0}, hd[256] = {0};
+    size_t nv = 0, nd = 0;
+    for (size_t r = 0; r < runs; r++) {
+      const uint8_t *p = raw + r * gap * w + b;
+      uint8_t prev = p[0];
+      hv[prev]++, nv++;
+      for (size_t i = 1; i < RUN; i++) {
+        uint8_t v = p[i * w];
+        hv[v]++, nv++;
+        hd[(uint8_t)(v - prev)]++, nd++;
+        prev = v;
+      }
     }
-    h += (double)(bins - 1) / (2.0 * (double)n * 0.6931471805599453);
-    if (h < 7.5) return 0;
+    if (entropy_bits(hv, nv) < 7.5 || entropy_bits(hd, nd) < 7.5) return 0;
   }
   return 1;
 }

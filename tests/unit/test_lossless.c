@@ -198,6 +198,26 @@ static void test_planes_mode_choice(void **state) {
   assert_int_equal(round_trip("none+zstd:planes=exp", g, n, f, &exp_len), GCOMP_STAGE_ZSTD);
   assert_int_equal(f[7] & GCOMP_FRAME_F_PLANES, 0);
   assert_true(exp_len < n * 4 / 100);
+  /* a sorted index stream (1% of 32M positions): byte 0 is random, but bytes 1 and 2
+   * change slowly from one index to the next, so the stream goes whole, and compresses
+   * far better than exponent-plane mode could (which would leave those planes raw) */
+  uint32_t *idx = (uint32_t *)g;
+  uint32_t pos = 0;
+  for (size_t i = 0; i < n; i++) pos += 1 + (uint32_t)(next_u64() % 199), idx[i] = pos;
+  const gcomp_stage *z = gcomp_stage_find("zstd");
+  gcomp_stage_cfg cfg;
+  z->defaults(&cfg);
+  uint8_t sflags;
+  assert_int_equal(gcomp_stage_encode(z, &cfg, 4, (const uint8_t *)idx, n * 4, f, n * 4, &exp_len,
+                                      &sflags),
+                   GCOMP_OK);
+  assert_int_equal(sflags, GCOMP_FRAME_F_SHUFFLED);
+  assert_true(exp_len < n * 4 / 2);
+  /* and random 32-bit words do go through exponent-plane mode (and then do not shrink) */
+  for (size_t i = 0; i < n; i++) idx[i] = (uint32_t)next_u64();
+  assert_int_equal(gcomp_stage_encode(z, &cfg, 4, (const uint8_t *)idx, n * 4, f, n * 4 - 1,
+                                      &exp_len, &sflags),
+                   GCOMP_ERR_NOMEM);
   free(f);
   free(g);
 }
