@@ -257,13 +257,19 @@ static size_t sample_keys(const topk_input *in, size_t n, size_t want, uint64_t 
   }
   size_t lines = n / 16, take = (want + 15) / 16;
   if (take > lines) take = lines;
-  size_t window = lines / take, m = 0;
+  size_t window = lines / take;
   for (size_t j = 0; j < take; j++) {
     size_t line = j * window + (size_t)(mix64(seed ^ (j * 0x9e3779b97f4a7c15ull)) % window);
-    const size_t at = line * 16;
-    for (size_t e = 0; e < 16; e++) keys[m++] = f2u(input_at(in, at + e)) & 0x7fffffffu;
+    uint32_t *restrict out = keys + 16 * j;
+    if (in->src) {
+      const float *p = in->src + line * 16;
+      for (size_t e = 0; e < 16; e++) out[e] = f2u(p[e]) & 0x7fffffffu;
+    } else {
+      const float *g = in->grad + line * 16, *r = in->res + line * 16;
+      for (size_t e = 0; e < 16; e++) out[e] = f2u(g[e] + r[e]) & 0x7fffffffu;
+    }
   }
-  return m;
+  return take * 16;
 }
 
 /* ---- selection ------------------------------------------------------------------------- */
@@ -285,21 +291,25 @@ static int grow(topk_sel *s, size_t cap) {
   if (idx) s->idx = idx;
   float *val = realloc(s->val, (cap + BLOCK) * sizeof *val);
   if (val) s->val = val;
-  uint32_t *keys = realloc(s->keys, (cap + BLOCK) * sizeof *keys);
-  if (keys) s->keys = keys;
-  uint32_t *tmp = realloc(s->tmp, (cap + BLOCK) * sizeof *tmp);
-  if (tmp) s->tmp = tmp;
-  GCOMP_FAIL_IF(!idx || !val || !keys || !tmp, GCOMP_ERR_NOMEM,
-                "topk: %zu candidate slots", cap + BLOCK);
+  GCOMP_FAIL_IF(!idx || !val, GCOMP_ERR_NOMEM, "topk: %zu candidate slots", cap + BLOCK);
   s->cap = cap;
+  /* selection scratch: allocated by the first trim that needs it */
+  free(s->keys);
+  free(s->tmp);
+  s->keys = s->tmp = NULL;
   return GCOMP_OK;
 }
 
 /* Keeps exactly the top k of the candidates (ties at the cut: lower index first; NaN and
  * Inf always, even beyond k). A dropped candidate's value goes back into the residual when
- * the fused pass had cleared it. Returns the key of the cut. */
-static uint32_t trim(topk_sel *s, size_t k) {
+ * the fused pass had cleared it. *cut_out: the key of the cut. */
+static int trim(topk_sel *s, size_t k, uint32_t *cut_out) {
   size_t c = s->c;
+  if (!s->keys) {
+    s->keys = malloc((s->cap + BLOCK) * sizeof *s->keys);
+    s->tmp = malloc((s->cap + BLOCK) * sizeof *s->tmp);
+    GCOMP_FAIL_IF(!s->keys || !s->tmp, GCOMP_ERR_NOMEM, "topk: selecting among %zu", c);
+  }
   for (size_t i = 0; i < c; i++) s->keys[i] = f2u(s->val[i]) & 0x7fffffffu;
   uint32_t cut = gcomp_topk_kth_key(s->keys, c, k, s->tmp);
   size_t ties = 0, o = 0;
@@ -322,7 +332,8 @@ static uint32_t trim(topk_sel *s, size_t k) {
     }
   }
   s->c = o;
-  return cut;
+  *cut_out = cut;
+  return GCOMP_OK;
 }
 
 /* One pass over the input with threshold t (a key >= 1). When the candidates would
@@ -334,7 +345,8 @@ static int filter_pass(topk_sel *s, uint32_t t, int fused) {
   for (size_t i = 0; i < s->n; i += BLOCK) {
     size_t nb = s->n - i < BLOCK ? s->n - i : BLOCK;
     if (s->c + nb > s->cap) {
-      uint32_t cut = trim(s, s->k);
+      uint32_t cut;
+      GCOMP_CHECK(trim(s, s->k, &cut));
       t = cut >= GCOMP_TOPK_KEY_INF ? GCOMP_TOPK_KEY_INF : cut + 1;
       if (s->c + nb > s->cap) GCOMP_CHECK(grow(s, 2 * s->cap));
     }
@@ -367,9 +379,10 @@ static int select_topk(topk_sel *s, uint64_t seed, uint64_t *hint) {
   size_t n = s->n, k = s->k;
   int exact = s->cfg->exact;
   size_t lo = exact ? k : k - k / 10, hi = exact ? k : k + k / 10;
-  /* a sample that puts ~1000 of its keys above the cut (sd ~3%), at most 1/16 of the
-   * data; small tensors are taken whole and the threshold is then exact */
-  size_t want = n <= 65536 ? n : (size_t)fmin((double)n / 16, fmax(16384.0, 1024.0 * (double)n / (double)k));
+  /* a sample that puts ~1000 of its keys above the cut (sd ~3%), at most 1/64 of the
+   * data (at small ratios fewer land above the cut: the aim is higher and the surplus is
+   * trimmed, cheaply, as k is small); small tensors are taken whole, the cut is then exact */
+  size_t want = n <= 65536 ? n : (size_t)fmin((double)n / 64, fmax(16384.0, 1024.0 * (double)n / (double)k));
   uint32_t *sample = malloc((want + 16) * 2 * sizeof *sample);
   GCOMP_FAIL_IF(!sample, GCOMP_ERR_NOMEM, "topk: sample of %zu keys", want);
   size_t m = 0;
@@ -387,7 +400,7 @@ static int select_topk(topk_sel *s, uint64_t seed, uint64_t *hint) {
     double expect = (double)k * (double)ms / (double)n;
     if ((double)above >= 0.8 * expect && (double)above <= 1.25 * expect) t = (uint32_t)h;
   }
-  int estimated = 0;
+  int estimated = 0, passes = 0;
   for (int round = 0;; round++) {
     if (!t) {
       if (!estimated) {
@@ -403,6 +416,7 @@ static int select_topk(topk_sel *s, uint64_t seed, uint64_t *hint) {
       if (t > GCOMP_TOPK_KEY_INF) t = GCOMP_TOPK_KEY_INF;   /* NaN and Inf always are */
     }
     s_ok = filter_pass(s, t, s->res && round == 0);
+    passes++;
     if (s_ok < 0) break;
     if (s->c >= lo || t == 1) break;
     /* too few: the sample misjudged (or the hint was stale); lower the cut and redo */
@@ -413,8 +427,11 @@ static int select_topk(topk_sel *s, uint64_t seed, uint64_t *hint) {
   free(sample);
   GCOMP_CHECK(s_ok);
   uint32_t cut = t;
-  if (s->c > hi) cut = trim(s, k);
+  size_t found = s->c;
+  if (s->c > hi) GCOMP_CHECK(trim(s, k, &cut));
   if (hint) *hint = cut;
+  GCOMP_TRACE(GCOMP_SUB_CODEC, "topk: n=%zu k=%zu first cut %s, %d pass(es), %zu found, %zu kept",
+              n, k, h && h == t ? "from last call" : "sampled", passes, found, s->c);
   return GCOMP_OK;
 }
 

@@ -1,0 +1,110 @@
+/* gcomp-bench kernels --suite topk: top-k selection and sparse encoding of the whole
+ * buffer, fused error feedback, and the bare filter pass, each beside a single-thread
+ * read pass over the same buffer in the same run. kept/k is reported for every encode. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "codec_impl.h"
+#include "frame.h"
+#include "spec.h"
+#include "topk.h"
+
+typedef struct {
+  gcomp_spec spec;
+  int ef;               /* fused error feedback into kb->acc */
+  int warm;             /* keep the threshold between calls (as per tensor in training) */
+  uint64_t state;
+  gcomp_codec_stats stats;
+  size_t len;
+  int status;
+} topk_case;
+
+static void run_case(gcomp_kbench *kb, void *arg) {
+  topk_case *c = arg;
+  if (!c->warm) c->state = 0;
+  gcomp_enc_ctx ctx = {.stats = &c->stats, .kind_state = &c->state};
+  const gcomp_kind *k = c->spec.kind;
+  size_t cap = 2 * kb->bytes + 4096;
+  if (c->ef)
+    c->status = k->encode_ef(k, &c->spec.cfg, &ctx, kb->grad, kb->acc, kb->count, kb->out, cap,
+                             &c->len);
+  else
+    c->status = k->encode(&c->spec.cfg, &ctx, kb->grad, kb->count, kb->out, cap, &c->len);
+}
+
+typedef struct {
+  const gcomp_topk_kernels *kt;
+  uint32_t t;
+  size_t kept;
+} filter_case;
+
+static void run_filter(gcomp_kbench *kb, void *arg) {
+  filter_case *f = arg;
+  /* the outputs go into kb->out: room for count indices and count values */
+  uint32_t *idx = (uint32_t *)(void *)kb->out;
+  float *val = (float *)(void *)(kb->out + kb->bytes + 64);
+  f->kept = f->kt->filter(kb->grad, kb->count, f->t, 0, idx, val);
+}
+
+static void one(gcomp_kbench *kb, const char *name, const char *spec, int ef, int warm) {
+  topk_case c;
+  memset(&c, 0, sizeof c);
+  if (gcomp_spec_parse(spec, &c.spec) != GCOMP_OK) {
+    fprintf(stderr, "bench topk: %s\n", gcomp_last_error());
+    return;
+  }
+  c.ef = ef;
+  c.warm = warm;
+  if (ef) memset(kb->acc, 0, kb->bytes);
+  double rs, t = gcomp_kbench_measure(kb, run_case, &c, GCOMP_REF_READ, &rs);
+  if (c.status != GCOMP_OK) {
+    fprintf(stderr, "bench topk %s: %s\n", name, gcomp_last_error());
+    return;
+  }
+  /* kept count from the payload header; k as the kind computes it */
+  double kept = (double)gcomp_load_le64(kb->out + 4);
+  double ratio = 0;
+  sscanf(strstr(spec, "ratio=") + 6, "%lf", &ratio);
+  double k = (double)(size_t)(ratio * (double)kb->count + 0.5);
+  gcomp_kbench_row(kb, "topk", name, gcomp_isa_selected(), (double)kb->bytes, t, GCOMP_REF_READ,
+                   rs, (double)kb->bytes, "kept/k", kept / k);
+}
+
+static void filter_row(gcomp_kbench *kb, const char *name, const gcomp_topk_kernels *kt,
+                       const char *kname, double ratio) {
+  /* the exact threshold for ratio, found once outside the timing */
+  size_t n = kb->count, k = (size_t)(ratio * (double)n + 0.5);
+  uint32_t *keys = malloc(2 * n * sizeof *keys);
+  if (!keys) return;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t b;
+    memcpy(&b, &kb->grad[i], 4);
+    keys[i] = b & 0x7fffffffu;
+  }
+  filter_case f = {kt, gcomp_topk_kth_key(keys, n, k, keys + n), 0};
+  free(keys);
+  double rs, t = gcomp_kbench_measure(kb, run_filter, &f, GCOMP_REF_READ, &rs);
+  gcomp_kbench_row(kb, "topk", name, kname, (double)kb->bytes, t, GCOMP_REF_READ, rs,
+                   (double)kb->bytes, "kept/k", (double)f.kept / (double)k);
+}
+
+static void suite_topk(gcomp_kbench *kb) {
+  gcomp_init();
+  one(kb, "approx r=0.01 (sampled)", "topk:ratio=0.01", 0, 0);
+  one(kb, "approx r=0.01 (last cut)", "topk:ratio=0.01", 0, 1);
+  one(kb, "approx r=0.001 (sampled)", "topk:ratio=0.001", 0, 0);
+  one(kb, "approx r=0.001 (last cut)", "topk:ratio=0.001", 0, 1);
+  one(kb, "exact r=0.01", "topk:ratio=0.01,exact=1", 0, 0);
+  one(kb, "exact r=0.001", "topk:ratio=0.001,exact=1", 0, 0);
+  one(kb, "ef+approx r=0.01 (sampled)", "topk:ratio=0.01", 1, 0);
+  one(kb, "ef+approx r=0.01 (last cut)", "topk:ratio=0.01", 1, 1);
+  one(kb, "ef+approx r=0.001 (last cut)", "topk:ratio=0.001", 1, 1);
+  one(kb, "approx r=0.01 values=bf16", "topk:ratio=0.01,values=bf16", 0, 1);
+  filter_row(kb, "filter pass r=0.01", &gcomp_topk_kernels_base, "base", 0.01);
+  if (gcomp_isa_level() >= GCOMP_ISA_AVX2)
+    filter_row(kb, "filter pass r=0.01", &gcomp_topk_kernels_avx2, "avx2", 0.01);
+}
+
+GCOMP_BENCH_CONSTRUCTOR(register_topk) { gcomp_bench_register_suite("topk", suite_topk); }
