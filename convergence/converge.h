@@ -1,0 +1,178 @@
+/* The convergence harness as a small static library: data sets, models, the data-parallel
+ * training run (W workers, one loopback rank and one thread each, every gradient through
+ * gcomp_allreduce), metrics against the fp32 baseline, tolerances and reports.
+ *
+ * tools/gcomp-converge.c is a thin command line over it; tests/unit/test_converge.c drives
+ * it directly. Every function returns a gcomp status (0 ok, negative error) and leaves a
+ * detail in gcomp_last_error() on failure, like the library it checks. */
+#ifndef GCOMP_CONVERGE_H
+#define GCOMP_CONVERGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gcomp.h"
+
+/* ---- data ------------------------------------------------------------------------------ */
+typedef struct {
+  char name[64];          /* "digits", "gmm", "teacher", or the file's base name */
+  int nfeat, nclass;
+  int ntrain, ntest;
+  float *xtrain, *xtest;  /* row-major, standardised with the training set's mean and std */
+  int *ytrain, *ytest;
+} gcomp_cv_data;
+
+/* Reads a CSV (plain or gzip) with the label, an integer in [0, max_classes), in the last
+ * column and an optional header line; splits it into train and test (test_frac of the rows,
+ * chosen by a fixed permutation of split_seed). Errors name the file, line and field. */
+int gcomp_cv_load_csv(const char *path, const char *name, int max_classes, double test_frac,
+                      uint64_t split_seed, gcomp_cv_data *out);
+
+/* Seeded synthetic tasks.
+ *   gmm:     nclass Gaussian clusters in dim dimensions; feature j is scaled by
+ *            cond^(-j/(dim-1)) so the Hessian's condition number grows as cond^2.
+ *   teacher: labels are the argmax of a random two-layer ReLU teacher network. */
+typedef struct {
+  const char *kind;   /* "gmm" or "teacher" */
+  int dim, nclass, ntrain, ntest;
+  double cond;        /* gmm only */
+  double sep;         /* gmm: distance scale of the class means */
+  uint64_t seed;
+} gcomp_cv_synth;
+int gcomp_cv_make_synth(const gcomp_cv_synth *s, gcomp_cv_data *out);
+void gcomp_cv_data_free(gcomp_cv_data *d);
+
+/* ---- models ---------------------------------------------------------------------------- */
+typedef enum { GCOMP_CV_SOFTMAX = 0, GCOMP_CV_MLP = 1 } gcomp_cv_model_kind;
+
+typedef struct {
+  gcomp_cv_model_kind kind;
+  int nin, nhid, nout;   /* nhid unused by softmax */
+  size_t nparams;
+} gcomp_cv_model;
+
+int gcomp_cv_model_parse(const char *name, int hidden, gcomp_cv_model *m);  /* softmax | mlp */
+void gcomp_cv_model_shape(gcomp_cv_model *m, int nin, int nout);
+const char *gcomp_cv_model_name(const gcomp_cv_model *m);
+void gcomp_cv_model_init(const gcomp_cv_model *m, float *theta, uint64_t seed);
+/* Scratch for forward and backward of up to `rows` rows. */
+size_t gcomp_cv_model_scratch(const gcomp_cv_model *m, int rows);
+/* Mean cross-entropy over the n rows; grad (may be NULL) receives its gradient. */
+double gcomp_cv_model_loss(const gcomp_cv_model *m, const float *theta, const float *x,
+                           const int *y, int n, float *grad, float *scratch, int *correct);
+
+/* ---- one training run ------------------------------------------------------------------ */
+typedef struct {
+  int workers;          /* W data-parallel workers = loopback ranks = threads */
+  int steps;
+  int batch;            /* rows per worker per step */
+  double lr, momentum, weight_decay;
+  uint64_t seed;        /* model init and minibatch order */
+  int eval_every;       /* steps between full-set evaluations (the loss curve) */
+  gcomp_op op;          /* GCOMP_AVG (default) or GCOMP_SUM (then scaled by 1/W) */
+  int progress;         /* print a progress line on stderr */
+  const char *label;    /* for the progress line */
+  const char *algo;     /* GCOMP_ALGO for codec runs ("auto": the planner); the baseline
+                           always runs uncompressed with the planner's dense choice */
+} gcomp_cv_train_cfg;
+
+void gcomp_cv_train_defaults(gcomp_cv_train_cfg *cfg);
+
+typedef struct {
+  char spec[128];       /* the codec spec as given ("none" for the baseline) */
+  char canon[160];      /* the library's canonical form */
+  char algo[32];        /* the allreduce algorithm the library ran (rank 0, last step) */
+  int status;           /* GCOMP_OK, or the error that stopped the run */
+  char error[512];
+  int neval;
+  int *eval_step;       /* [neval] */
+  double *train_loss;   /* [neval] full training-set loss */
+  double *test_acc;     /* [neval] test accuracy, 0..1 */
+  double *drift;        /* [neval] ||theta - theta_base|| / ||theta_base|| (0 for baseline) */
+  float *snap;          /* [neval * nparams] parameter snapshots (kept for the baseline) */
+  double *step_loss;    /* [steps] mean minibatch loss over workers */
+  double *grad_relerr;  /* [steps] ||g_lib - g_exact|| / ||g_exact|| */
+  double *grad_cos;     /* [steps] cosine(g_lib, g_exact) */
+  float *theta;         /* final parameters (rank 0) */
+  size_t nparams;
+  int steps;
+  double final_loss, final_acc, final_train_acc;
+  double relerr_mean, relerr_max, cos_mean, cos_min;
+  double curve_gap;     /* mean over eval points of |loss - loss_base| / loss_base */
+  double final_drift, max_drift;
+  int replicas_equal;   /* every worker ended with bitwise the same parameters */
+  uint64_t wire_bytes;  /* summed over ranks */
+  uint64_t user_bytes;  /* fp32 bytes given to gcomp_allreduce, summed over ranks */
+  uint64_t codec_in, codec_out;   /* gcomp_codec_get_stats, summed over ranks */
+  double seconds;
+} gcomp_cv_run;
+
+/* Trains with the codec `spec` (NULL or "none": uncompressed). With `base` (a finished
+ * baseline run of the same problem) drift and curve gap are measured against it. A codec
+ * the library refuses (unknown spec, or gcomp_allreduce failing) sets run->status and
+ * run->error and returns that status. */
+int gcomp_cv_train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
+                   const gcomp_cv_model *model, const char *spec, const gcomp_cv_run *base,
+                   gcomp_cv_run *run);
+void gcomp_cv_run_free(gcomp_cv_run *run);
+
+/* Sets the environment the simulated runs need before the library reads it:
+ * GCOMP_CODEC_MIN_BYTES (< 0 keeps it; the harness passes 0 so small models compress),
+ * GCOMP_CODEC=none (the baseline passes no codec) and fixed link figures (alpha_beta, NULL
+ * for the default: a 2 us, 0.1 GB/s link where compression pays) so the planner's choice
+ * never depends on a noisy calibration. */
+int gcomp_cv_setup_env(long long codec_min_bytes, const char *alpha_beta);
+
+/* ---- tolerances and verdicts ----------------------------------------------------------- */
+typedef struct {
+  double acc_pts;    /* test accuracy may be at most this many points below the baseline */
+  double loss_rel;   /* final training loss at most this fraction above the baseline */
+  double gap_rel;    /* mean relative gap of the loss curve */
+  double drift;      /* final parameter drift */
+} gcomp_cv_tol;
+
+typedef struct gcomp_cv_tolset gcomp_cv_tolset;   /* defaults + overrides, by spec pattern */
+int gcomp_cv_tolset_create(gcomp_cv_tolset **out);
+void gcomp_cv_tolset_destroy(gcomp_cv_tolset *ts);
+/* "PATTERN key=value[,key=value...]", PATTERN a shell glob over the canonical or given
+ * spec ("topk*", "*+ef", "fp16:round=stochastic"); keys acc, loss, gap, drift; "inf"
+ * disables a check. Later rules win. `where` names the origin for error messages. */
+int gcomp_cv_tolset_add(gcomp_cv_tolset *ts, const char *rule, const char *where);
+int gcomp_cv_tolset_load(gcomp_cv_tolset *ts, const char *path);
+gcomp_cv_tol gcomp_cv_tol_for(const gcomp_cv_tolset *ts, const char *spec, const char *canon);
+/* The built-in default for a spec, and where it comes from ("cast", "topk+ef", ...). */
+gcomp_cv_tol gcomp_cv_tol_default(const char *canon, const char **cls);
+
+typedef struct {
+  int pass;          /* 1 within tolerance, 0 exceeded, -1 the run failed */
+  char why[512];     /* "test accuracy 0.93 points below baseline (tolerance 0.5)" */
+  gcomp_cv_tol tol;
+} gcomp_cv_verdict;
+void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gcomp_cv_tol *tol,
+                    gcomp_cv_verdict *v);
+
+/* ---- reports --------------------------------------------------------------------------- */
+typedef struct {
+  char task[64];
+  const gcomp_cv_model *model;
+  gcomp_cv_run base;
+  int nruns;
+  gcomp_cv_run *runs;
+  gcomp_cv_verdict *verdicts;
+  int *must_fail;    /* [nruns]: this codec is expected to be flagged */
+} gcomp_cv_problem;
+
+typedef struct {
+  const gcomp_cv_train_cfg *cfg;
+  const char *algo;
+  int nproblems;
+  gcomp_cv_problem *problems;
+} gcomp_cv_report;
+
+void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r);
+int gcomp_cv_write_json(const char *path, const gcomp_cv_report *r);
+int gcomp_cv_write_junit(const char *path, const gcomp_cv_report *r);
+int gcomp_cv_write_svg(const char *path, const gcomp_cv_report *r);
+
+#endif /* GCOMP_CONVERGE_H */

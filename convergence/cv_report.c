@@ -1,0 +1,363 @@
+/* Reports of a harness run: the table on stdout, JSON, JUnit XML (one test case per codec
+ * and problem) and a hand-written SVG of the loss curves. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "converge.h"
+#include "gcomp_common.h"
+
+static double ratio_of(const gcomp_cv_run *base, const gcomp_cv_run *r) {
+  return r->wire_bytes ? (double)base->wire_bytes / (double)r->wire_bytes : 0;
+}
+
+static const char *verdict_word(const gcomp_cv_verdict *v, int must_fail) {
+  if (v->pass < 0) return "ERROR";
+  if (must_fail) return v->pass ? "MISSED" : "flagged";
+  return v->pass ? "pass" : "FAIL";
+}
+
+void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
+  const gcomp_cv_train_cfg *c = r->cfg;
+  fprintf(f, "gcomp-converge: %d workers, %d steps, batch %d/worker, lr %g, momentum %g, seed %llu, "
+          "algo %s\n", c->workers, c->steps, c->batch, c->lr, c->momentum,
+          (unsigned long long)c->seed, r->algo ? r->algo : "auto");
+  for (int p = 0; p < r->nproblems; p++) {
+    const gcomp_cv_problem *pr = &r->problems[p];
+    const gcomp_cv_run *b = &pr->base;
+    fprintf(f, "\n%s / %s (%zu parameters)\n", pr->task, gcomp_cv_model_name(pr->model),
+            b->nparams);
+    fprintf(f, "  %-26s %10s %8s %8s %7s %9s %9s %8s %9s %7s  %s\n", "codec", "loss", "dloss",
+            "acc%", "dacc", "curvegap", "drift", "g.relerr", "B/step", "ratio", "verdict");
+    int W = c->workers > 0 ? c->workers : 1;
+    fprintf(f, "  %-26s %10.5f %8s %8.2f %7s %9s %9s %8.1e %9.0f %7s  %s\n", "baseline (fp32)",
+            b->final_loss, "", b->final_acc * 100, "", "", "", b->relerr_mean,
+            (double)b->wire_bytes / W / b->steps, "1.00", b->status < 0 ? "ERROR" : "");
+    for (int i = 0; i < pr->nruns; i++) {
+      const gcomp_cv_run *x = &pr->runs[i];
+      const gcomp_cv_verdict *v = &pr->verdicts[i];
+      if (x->status < 0) {
+        fprintf(f, "  %-26s %s\n", x->spec, verdict_word(v, pr->must_fail[i]));
+        continue;
+      }
+      fprintf(f, "  %-26s %10.5f %+7.2f%% %8.2f %+7.2f %8.2f%% %9.2e %8.1e %9.0f %7.2f  %s\n",
+              x->spec, x->final_loss, (x->final_loss / b->final_loss - 1) * 100, x->final_acc * 100,
+              (x->final_acc - b->final_acc) * 100, x->curve_gap * 100, x->final_drift,
+              x->relerr_mean, (double)x->wire_bytes / W / x->steps, ratio_of(b, x),
+              verdict_word(v, pr->must_fail[i]));
+    }
+    for (int i = 0; i < pr->nruns; i++) {
+      const gcomp_cv_verdict *v = &pr->verdicts[i];
+      if (v->pass != 1 || pr->must_fail[i])
+        fprintf(f, "  %s %s: %s\n", pr->must_fail[i] && v->pass == 0 ? "flagged as expected" :
+                pr->must_fail[i] && v->pass == 1 ? "NOT FLAGGED (expected to fail)" :
+                v->pass < 0 ? "ERROR" : "FAIL", pr->runs[i].spec,
+                v->pass == 1 ? "within every tolerance" : v->why);
+    }
+  }
+}
+
+/* ---- JSON ----------------------------------------------------------------------------- */
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\')
+      fprintf(f, "\\%c", ch);
+    else if (ch < 0x20)
+      fprintf(f, "\\u%04x", ch);
+    else
+      fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+static void json_num(FILE *f, double v) {
+  if (isfinite(v))
+    fprintf(f, "%.9g", v);
+  else
+    fputs("null", f);
+}
+
+static void json_array(FILE *f, const double *v, int n) {
+  fputc('[', f);
+  for (int i = 0; i < n; i++) {
+    if (i) fputc(',', f);
+    json_num(f, v[i]);
+  }
+  fputc(']', f);
+}
+
+static void json_run(FILE *f, const gcomp_cv_run *b, const gcomp_cv_run *r) {
+  fputs("{\"spec\":", f);
+  json_str(f, r->spec);
+  fputs(",\"canonical\":", f);
+  json_str(f, r->canon);
+  if (r->status < 0) {
+    fputs(",\"error\":", f);
+    json_str(f, r->error);
+    fputc('}', f);
+    return;
+  }
+  fprintf(f, ",\"final_loss\":");
+  json_num(f, r->final_loss);
+  fprintf(f, ",\"final_test_acc\":");
+  json_num(f, r->final_acc);
+  fprintf(f, ",\"final_train_acc\":");
+  json_num(f, r->final_train_acc);
+  fprintf(f, ",\"curve_gap\":");
+  json_num(f, r->curve_gap);
+  fprintf(f, ",\"final_drift\":");
+  json_num(f, r->final_drift);
+  fprintf(f, ",\"max_drift\":");
+  json_num(f, r->max_drift);
+  fprintf(f, ",\"grad_relerr_mean\":");
+  json_num(f, r->relerr_mean);
+  fprintf(f, ",\"grad_relerr_max\":");
+  json_num(f, r->relerr_max);
+  fprintf(f, ",\"grad_cos_mean\":");
+  json_num(f, r->cos_mean);
+  fprintf(f, ",\"grad_cos_min\":");
+  json_num(f, r->cos_min);
+  fprintf(f, ",\"replicas_equal\":%s", r->replicas_equal ? "true" : "false");
+  fprintf(f, ",\"wire_bytes\":%llu,\"user_bytes\":%llu,\"codec_bytes_in\":%llu,"
+          "\"codec_bytes_out\":%llu", (unsigned long long)r->wire_bytes,
+          (unsigned long long)r->user_bytes, (unsigned long long)r->codec_in,
+          (unsigned long long)r->codec_out);
+  fprintf(f, ",\"wire_ratio_vs_baseline\":");
+  json_num(f, ratio_of(b, r));
+  fprintf(f, ",\"seconds\":%.3f", r->seconds);
+  fputs(",\"curve\":{\"step\":[", f);
+  for (int e = 0; e < r->neval; e++) fprintf(f, "%s%d", e ? "," : "", r->eval_step[e]);
+  fputs("],\"train_loss\":", f);
+  json_array(f, r->train_loss, r->neval);
+  fputs(",\"test_acc\":", f);
+  json_array(f, r->test_acc, r->neval);
+  fputs(",\"drift\":", f);
+  json_array(f, r->drift, r->neval);
+  fputs("},\"steps\":{\"minibatch_loss\":", f);
+  json_array(f, r->step_loss, r->steps);
+  fputs(",\"grad_relerr\":", f);
+  json_array(f, r->grad_relerr, r->steps);
+  fputs(",\"grad_cos\":", f);
+  json_array(f, r->grad_cos, r->steps);
+  fputs("}}", f);
+}
+
+int gcomp_cv_write_json(const char *path, const gcomp_cv_report *r) {
+  FILE *f = fopen(path, "w");
+  GCOMP_FAIL_IF(!f, GCOMP_ERR_INVALID, "%s: cannot write: %s", path, strerror(errno));
+  const gcomp_cv_train_cfg *c = r->cfg;
+  fprintf(f, "{\"tool\":\"gcomp-converge\",\"version\":\"%s\",\"config\":{\"workers\":%d,"
+          "\"steps\":%d,\"batch\":%d,\"lr\":%g,\"momentum\":%g,\"weight_decay\":%g,\"seed\":%llu,"
+          "\"eval_every\":%d,\"op\":\"%s\",\"algo\":", gcomp_version(), c->workers, c->steps,
+          c->batch, c->lr, c->momentum, c->weight_decay, (unsigned long long)c->seed, c->eval_every,
+          c->op == GCOMP_SUM ? "sum" : "avg");
+  json_str(f, r->algo ? r->algo : "auto");
+  fputs("},\"problems\":[", f);
+  for (int p = 0; p < r->nproblems; p++) {
+    const gcomp_cv_problem *pr = &r->problems[p];
+    fprintf(f, "%s{\"task\":", p ? "," : "");
+    json_str(f, pr->task);
+    fprintf(f, ",\"model\":\"%s\",\"parameters\":%zu,\"baseline\":", gcomp_cv_model_name(pr->model),
+            pr->base.nparams);
+    json_run(f, &pr->base, &pr->base);
+    fputs(",\"codecs\":[", f);
+    for (int i = 0; i < pr->nruns; i++) {
+      const gcomp_cv_verdict *v = &pr->verdicts[i];
+      fprintf(f, "%s{\"run\":", i ? "," : "");
+      json_run(f, &pr->base, &pr->runs[i]);
+      fprintf(f, ",\"expected\":\"%s\",\"verdict\":\"%s\",\"tolerance\":{\"acc_points\":",
+              pr->must_fail[i] ? "fail" : "pass",
+              v->pass < 0 ? "error" : v->pass ? "pass" : "fail");
+      json_num(f, v->tol.acc_pts);
+      fputs(",\"loss_rel\":", f);
+      json_num(f, v->tol.loss_rel);
+      fputs(",\"gap_rel\":", f);
+      json_num(f, v->tol.gap_rel);
+      fputs(",\"drift\":", f);
+      json_num(f, v->tol.drift);
+      fputs("},\"why\":", f);
+      json_str(f, v->why);
+      fputc('}', f);
+    }
+    fputs("]}", f);
+  }
+  fputs("]}\n", f);
+  int bad = ferror(f);
+  bad |= fclose(f);
+  GCOMP_FAIL_IF(bad, GCOMP_ERR_INVALID, "%s: write failed", path);
+  return GCOMP_OK;
+}
+
+/* ---- JUnit ---------------------------------------------------------------------------- */
+static void xml_str(FILE *f, const char *s) {
+  for (; *s; s++) {
+    switch (*s) {
+    case '<': fputs("&lt;", f); break;
+    case '>': fputs("&gt;", f); break;
+    case '&': fputs("&amp;", f); break;
+    case '"': fputs("&quot;", f); break;
+    default: fputc(*s, f);
+    }
+  }
+}
+
+int gcomp_cv_write_junit(const char *path, const gcomp_cv_report *r) {
+  FILE *f = fopen(path, "w");
+  GCOMP_FAIL_IF(!f, GCOMP_ERR_INVALID, "%s: cannot write: %s", path, strerror(errno));
+  int tests = 0, failures = 0, errors = 0;
+  double secs = 0;
+  for (int p = 0; p < r->nproblems; p++)
+    for (int i = 0; i < r->problems[p].nruns; i++) {
+      const gcomp_cv_verdict *v = &r->problems[p].verdicts[i];
+      tests++;
+      secs += r->problems[p].runs[i].seconds;
+      if (v->pass < 0)
+        errors++;
+      else if ((v->pass == 1) == (r->problems[p].must_fail[i] != 0))
+        failures++;
+    }
+  fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n"
+          "<testsuite name=\"gcomp-converge\" tests=\"%d\" failures=\"%d\" errors=\"%d\" "
+          "time=\"%.3f\">\n", tests, failures, errors, secs);
+  for (int p = 0; p < r->nproblems; p++) {
+    const gcomp_cv_problem *pr = &r->problems[p];
+    for (int i = 0; i < pr->nruns; i++) {
+      const gcomp_cv_verdict *v = &pr->verdicts[i];
+      const gcomp_cv_run *x = &pr->runs[i];
+      fprintf(f, "  <testcase classname=\"converge.");
+      xml_str(f, pr->task);
+      fprintf(f, ".%s\" name=\"", gcomp_cv_model_name(pr->model));
+      xml_str(f, x->spec);
+      fprintf(f, "%s\" time=\"%.3f\"", pr->must_fail[i] ? " (must be flagged)" : "", x->seconds);
+      if (v->pass < 0) {
+        fputs(">\n    <error message=\"", f);
+        xml_str(f, v->why);
+        fputs("\"/>\n  </testcase>\n", f);
+      } else if ((v->pass == 1) == (pr->must_fail[i] != 0)) {
+        fputs(">\n    <failure message=\"", f);
+        xml_str(f, pr->must_fail[i] ? "expected to exceed its tolerance, but passed" : v->why);
+        fputs("\"/>\n  </testcase>\n", f);
+      } else {
+        fputs(">\n    <system-out>", f);
+        char line[256];
+        snprintf(line, sizeof line, "loss %.6g acc %.4f drift %.4g relerr %.3g%s%s",
+                 x->final_loss, x->final_acc, x->final_drift, x->relerr_mean,
+                 v->pass ? "" : "; flagged: ", "");
+        xml_str(f, line);
+        if (!v->pass) xml_str(f, v->why);
+        fputs("</system-out>\n  </testcase>\n", f);
+      }
+    }
+  }
+  fputs("</testsuite>\n</testsuites>\n", f);
+  int bad = ferror(f);
+  bad |= fclose(f);
+  GCOMP_FAIL_IF(bad, GCOMP_ERR_INVALID, "%s: write failed", path);
+  return GCOMP_OK;
+}
+
+/* ---- SVG ------------------------------------------------------------------------------ */
+static const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                      "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+enum { PW = 430, PH = 290, ML = 58, MR = 14, MT = 34, MB = 40 };
+
+static void svg_curve(FILE *f, const gcomp_cv_run *x, int px, int py, double lo, double hi,
+                      int steps, const char *color, double width, const char *dash) {
+  if (x->status < 0) return;
+  fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s%s%s points=\"", color,
+          width, dash ? " stroke-dasharray=\"" : "", dash ? dash : "", dash ? "\"" : "");
+  double w = PW - ML - MR, h = PH - MT - MB;
+  for (int e = 0; e < x->neval; e++) {
+    double v = x->train_loss[e];
+    if (!(v > 0) || !isfinite(v)) continue;
+    double lx = px + ML + w * x->eval_step[e] / (steps > 0 ? steps : 1);
+    double ly = py + MT + h * (1 - (log10(v) - lo) / (hi - lo));
+    if (ly < py + MT) ly = py + MT;
+    if (ly > py + MT + h) ly = py + MT + h;
+    fprintf(f, "%.1f,%.1f ", lx, ly);
+  }
+  fputs("\"/>\n", f);
+}
+
+int gcomp_cv_write_svg(const char *path, const gcomp_cv_report *r) {
+  FILE *f = fopen(path, "w");
+  GCOMP_FAIL_IF(!f, GCOMP_ERR_INVALID, "%s: cannot write: %s", path, strerror(errno));
+  int cols = r->nproblems > 1 ? 2 : 1, rows = (r->nproblems + cols - 1) / cols;
+  int ncodec = r->nproblems ? r->problems[0].nruns : 0;
+  int legend_h = 22 * ((ncodec + 2) / 3 + 1) + 10;
+  int width = cols * PW, height = rows * PH + legend_h + 30;
+  fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+          "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n"
+          "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", width, height, width, height);
+  fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\" text-anchor=\"middle\">gcomp-converge: "
+          "training loss, %d workers, baseline fp32 vs codecs (log scale)</text>\n", width / 2,
+          r->cfg->workers);
+  for (int p = 0; p < r->nproblems; p++) {
+    const gcomp_cv_problem *pr = &r->problems[p];
+    int px = (p % cols) * PW, py = 24 + (p / cols) * PH;
+    double lo = INFINITY, hi = -INFINITY;
+    for (int i = -1; i < pr->nruns; i++) {
+      const gcomp_cv_run *x = i < 0 ? &pr->base : &pr->runs[i];
+      if (x->status < 0) continue;
+      for (int e = 0; e < x->neval; e++) {
+        double v = x->train_loss[e];
+        if (!(v > 0) || !isfinite(v)) continue;
+        lo = fmin(lo, log10(v));
+        hi = fmax(hi, log10(v));
+      }
+    }
+    if (!(hi > lo)) lo = -1, hi = 1;
+    lo = floor(lo * 4) / 4, hi = ceil(hi * 4) / 4;
+    if (hi - lo < 0.25) hi = lo + 0.25;
+    double w = PW - ML - MR, h = PH - MT - MB;
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
+            "stroke=\"#888\"/>\n", px + ML, py + MT, w, h);
+    fprintf(f, "<text x=\"%.0f\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">", px + ML + w / 2,
+            py + MT - 8);
+    xml_str(f, pr->task);
+    fprintf(f, " / %s (%zu params)</text>\n", gcomp_cv_model_name(pr->model), pr->base.nparams);
+    for (int k = 0; k <= 4; k++) {   /* y ticks */
+      double lv = lo + (hi - lo) * k / 4, y = py + MT + h * (1 - (double)k / 4);
+      fprintf(f, "<line x1=\"%d\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>"
+              "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.3g</text>\n", px + ML, px + ML + w, y,
+              y, px + ML - 4, y + 4, pow(10, lv));
+    }
+    int steps = r->cfg->steps;
+    for (int k = 0; k <= 4; k++) {   /* x ticks */
+      double x = px + ML + w * k / 4;
+      fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%d</text>\n", x,
+              py + MT + h + 14, steps * k / 4);
+    }
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step</text>\n", px + ML + w / 2,
+            py + MT + h + 28);
+    fprintf(f, "<text transform=\"translate(%d,%.0f) rotate(-90)\" text-anchor=\"middle\">train "
+            "loss</text>\n", px + 14, py + MT + h / 2);
+    for (int i = 0; i < pr->nruns; i++)
+      svg_curve(f, &pr->runs[i], px, py, lo, hi, steps, palette[i % 10], 1.4,
+                pr->must_fail[i] ? "5,3" : NULL);
+    svg_curve(f, &pr->base, px, py, lo, hi, steps, "#000", 2.2, "2,2");
+  }
+  /* legend: the codecs of the first problem (every problem runs the same list) */
+  int ly = 24 + rows * PH + 10;
+  fprintf(f, "<line x1=\"20\" x2=\"50\" y1=\"%d\" y2=\"%d\" stroke=\"#000\" stroke-width=\"2.2\" "
+          "stroke-dasharray=\"2,2\"/><text x=\"56\" y=\"%d\">baseline (fp32)</text>\n", ly, ly, ly + 4);
+  for (int i = 0; i < ncodec; i++) {
+    const gcomp_cv_problem *pr = &r->problems[0];
+    int col = (i + 1) % 3, row = (i + 1) / 3;
+    int x = 20 + col * (width / 3), y = ly + row * 22;
+    fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"1.6\"%s/>"
+            "<text x=\"%d\" y=\"%d\">", x, x + 30, y, y, palette[i % 10],
+            pr->must_fail[i] ? " stroke-dasharray=\"5,3\"" : "", x + 36, y + 4);
+    xml_str(f, pr->runs[i].spec);
+    fprintf(f, "%s</text>\n", pr->must_fail[i] ? " (must fail)" : "");
+  }
+  fputs("</svg>\n", f);
+  int bad = ferror(f);
+  bad |= fclose(f);
+  GCOMP_FAIL_IF(bad, GCOMP_ERR_INVALID, "%s: write failed", path);
+  return GCOMP_OK;
+}

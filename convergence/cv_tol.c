@@ -1,0 +1,210 @@
+/* Tolerances: built-in defaults per codec class, overridden by rules ("PATTERN key=value")
+ * from flags or a file, and the verdict that compares a run with its baseline. */
+#include <errno.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "converge.h"
+#include "gcomp_common.h"
+
+typedef struct {
+  char pattern[128];
+  gcomp_cv_tol tol;   /* NAN: not set by this rule */
+} rule;
+
+struct gcomp_cv_tolset {
+  rule *rules;
+  int n, cap;
+};
+
+int gcomp_cv_tolset_create(gcomp_cv_tolset **out) {
+  *out = calloc(1, sizeof **out);
+  GCOMP_FAIL_IF(!*out, GCOMP_ERR_NOMEM, "tolerance set");
+  return GCOMP_OK;
+}
+
+void gcomp_cv_tolset_destroy(gcomp_cv_tolset *ts) {
+  if (!ts) return;
+  free(ts->rules);
+  free(ts);
+}
+
+/* The kind's name: "topk" of "topk:ratio=0.01+ef". */
+static void kind_of(const char *spec, char *kind, size_t n) {
+  size_t len = strcspn(spec, ":+");
+  if (len >= n) len = n - 1;
+  memcpy(kind, spec, len);
+  kind[len] = '\0';
+}
+
+gcomp_cv_tol gcomp_cv_tol_default(const char *canon, const char **cls) {
+  char kind[32];
+  kind_of(canon, kind, sizeof kind);
+  int ef = strstr(canon, "+ef") != NULL;
+  const char *c;
+  gcomp_cv_tol t;
+  if (strcmp(kind, "none") == 0) {
+    /* identity: anything but the baseline's numbers is a bug, up to summation order */
+    c = "exact", t = (gcomp_cv_tol){0.1, 0.001, 0.001, 1e-3};
+  } else if (strcmp(kind, "fp16") == 0 || strcmp(kind, "bf16") == 0 ||
+             strcmp(kind, "test_biased") == 0) {
+    c = "cast", t = (gcomp_cv_tol){0.5, 0.01, 0.02, INFINITY};
+  } else if (strcmp(kind, "topk") == 0) {
+    c = ef ? "topk+ef" : "topk", t = (gcomp_cv_tol){1.0, 0.05, INFINITY, INFINITY};
+  } else {
+    c = "other", t = (gcomp_cv_tol){1.0, 0.05, INFINITY, INFINITY};
+  }
+  if (cls) *cls = c;
+  return t;
+}
+
+static int parse_value(const char *key, const char *val, const char *where, double *out) {
+  if (strcmp(val, "inf") == 0 || strcmp(val, "off") == 0) {
+    *out = INFINITY;
+    return GCOMP_OK;
+  }
+  errno = 0;
+  char *end = NULL;
+  double v = strtod(val, &end);
+  GCOMP_FAIL_IF(errno || end == val || *end || !(v >= 0), GCOMP_ERR_INVALID,
+                "%s: tolerance %s='%s' is not a non-negative number or 'inf'", where, key, val);
+  *out = v;
+  return GCOMP_OK;
+}
+
+int gcomp_cv_tolset_add(gcomp_cv_tolset *ts, const char *text, const char *where) {
+  char buf[512];
+  GCOMP_FAIL_IF(strlen(text) >= sizeof buf, GCOMP_ERR_INVALID, "%s: tolerance rule too long", where);
+  strcpy(buf, text);
+  char *p = buf;
+  while (*p == ' ' || *p == '\t') p++;
+  char *pat = p;
+  p += strcspn(p, " \t");
+  GCOMP_FAIL_IF(!*p, GCOMP_ERR_INVALID,
+                "%s: tolerance rule '%s' needs 'PATTERN key=value[,key=value]' (keys: acc, loss, "
+                "gap, drift)", where, text);
+  *p++ = '\0';
+  rule r = {.tol = {NAN, NAN, NAN, NAN}};
+  GCOMP_FAIL_IF(strlen(pat) >= sizeof r.pattern, GCOMP_ERR_INVALID, "%s: pattern too long", where);
+  strcpy(r.pattern, pat);
+  for (char *tok = strtok(p, ", \t"); tok; tok = strtok(NULL, ", \t")) {
+    char *eq = strchr(tok, '=');
+    GCOMP_FAIL_IF(!eq, GCOMP_ERR_INVALID, "%s: '%s' is not key=value (keys: acc, loss, gap, drift)",
+                  where, tok);
+    *eq = '\0';
+    double v = 0;
+    GCOMP_CHECK(parse_value(tok, eq + 1, where, &v));
+    if (strcmp(tok, "acc") == 0)
+      r.tol.acc_pts = v;
+    else if (strcmp(tok, "loss") == 0)
+      r.tol.loss_rel = v;
+    else if (strcmp(tok, "gap") == 0)
+      r.tol.gap_rel = v;
+    else if (strcmp(tok, "drift") == 0)
+      r.tol.drift = v;
+    else
+      GCOMP_FAIL(GCOMP_ERR_INVALID, "%s: unknown tolerance '%s' (valid: acc, loss, gap, drift)",
+                 where, tok);
+  }
+  if (ts->n == ts->cap) {
+    int ncap = ts->cap ? 2 * ts->cap : 8;
+    rule *nr = realloc(ts->rules, (size_t)ncap * sizeof *nr);
+    GCOMP_FAIL_IF(!nr, GCOMP_ERR_NOMEM, "tolerance rules");
+    ts->rules = nr, ts->cap = ncap;
+  }
+  ts->rules[ts->n++] = r;
+  return GCOMP_OK;
+}
+
+int gcomp_cv_tolset_load(gcomp_cv_tolset *ts, const char *path) {
+  FILE *f = fopen(path, "r");
+  GCOMP_FAIL_IF(!f, GCOMP_ERR_INVALID, "%s: cannot open: %s", path, strerror(errno));
+  char line[512], where[600];
+  int lineno = 0, st = GCOMP_OK;
+  while (st == GCOMP_OK && fgets(line, sizeof line, f)) {
+    lineno++;
+    line[strcspn(line, "#\r\n")] = '\0';   /* comments */
+    char *p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    if (!*p) continue;
+    snprintf(where, sizeof where, "%s:%d", path, lineno);
+    st = gcomp_cv_tolset_add(ts, p, where);
+  }
+  fclose(f);
+  return st;
+}
+
+gcomp_cv_tol gcomp_cv_tol_for(const gcomp_cv_tolset *ts, const char *spec, const char *canon) {
+  gcomp_cv_tol t = gcomp_cv_tol_default(canon && *canon ? canon : spec, NULL);
+  for (int i = 0; ts && i < ts->n; i++) {
+    const rule *r = &ts->rules[i];
+    if (fnmatch(r->pattern, spec, 0) != 0 && !(canon && fnmatch(r->pattern, canon, 0) == 0))
+      continue;
+    if (!isnan(r->tol.acc_pts)) t.acc_pts = r->tol.acc_pts;
+    if (!isnan(r->tol.loss_rel)) t.loss_rel = r->tol.loss_rel;
+    if (!isnan(r->tol.gap_rel)) t.gap_rel = r->tol.gap_rel;
+    if (!isnan(r->tol.drift)) t.drift = r->tol.drift;
+  }
+  return t;
+}
+
+static void add_why(gcomp_cv_verdict *v, const char *fmt, ...) GCOMP_PRINTF(2, 3);
+static void add_why(gcomp_cv_verdict *v, const char *fmt, ...) {
+  size_t len = strlen(v->why);
+  if (len && len < sizeof v->why - 2) {
+    strcpy(v->why + len, "; ");
+    len += 2;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(v->why + len, sizeof v->why - len, fmt, ap);
+  va_end(ap);
+}
+
+void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gcomp_cv_tol *tol,
+                    gcomp_cv_verdict *v) {
+  memset(v, 0, sizeof *v);
+  v->tol = *tol;
+  if (run->status < 0) {
+    v->pass = -1;
+    snprintf(v->why, sizeof v->why, "run failed: %.480s", run->error);
+    return;
+  }
+  v->pass = 1;
+  if (!isfinite(run->final_loss)) {
+    v->pass = 0;
+    add_why(v, "final training loss is %g (diverged)", run->final_loss);
+    return;
+  }
+  double drop = (base->final_acc - run->final_acc) * 100;
+  if (drop > tol->acc_pts) {
+    v->pass = 0;
+    add_why(v, "test accuracy %.2f%% is %.2f points below the baseline's %.2f%% (tolerance %.2f, "
+            "exceeded by %.2f)", run->final_acc * 100, drop, base->final_acc * 100, tol->acc_pts,
+            drop - tol->acc_pts);
+  }
+  double lrel = (run->final_loss - base->final_loss) / base->final_loss;
+  if (lrel > tol->loss_rel) {
+    v->pass = 0;
+    add_why(v, "final training loss %.5g is %.2f%% above the baseline's %.5g (tolerance %.2f%%, "
+            "exceeded by %.2f points)", run->final_loss, lrel * 100, base->final_loss,
+            tol->loss_rel * 100, (lrel - tol->loss_rel) * 100);
+  }
+  if (run->curve_gap > tol->gap_rel) {
+    v->pass = 0;
+    add_why(v, "loss curve's mean relative gap %.2f%% exceeds tolerance %.2f%% by %.2f points",
+            run->curve_gap * 100, tol->gap_rel * 100, (run->curve_gap - tol->gap_rel) * 100);
+  }
+  if (run->final_drift > tol->drift) {
+    v->pass = 0;
+    add_why(v, "parameter drift %.3g exceeds tolerance %.3g by %.3g", run->final_drift, tol->drift,
+            run->final_drift - tol->drift);
+  }
+  if (!run->replicas_equal) {
+    v->pass = 0;
+    add_why(v, "the workers' model replicas differ: ranks received different allreduce results");
+  }
+}

@@ -1,0 +1,443 @@
+/* One data-parallel training run, simulated in one process: W workers, each a thread
+ * driving its own loopback rank and communicator, each with its own shard, minibatch order,
+ * model replica and codec (so error-feedback residuals are per rank, as in a real job).
+ * Every step the workers' gradients go through gcomp_allreduce -- the library's codec,
+ * error feedback and algorithm, hop by hop -- and rank 0 compares the result with the exact
+ * fp32 average it computes serially from copies of the workers' gradients. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coll.h"
+#include "comm.h"
+#include "converge.h"
+#include "cv_rng.h"
+#include "gcomp_common.h"
+#include "transport.h"
+
+enum { GRAD_KEY = 1 };
+
+void gcomp_cv_train_defaults(gcomp_cv_train_cfg *cfg) {
+  *cfg = (gcomp_cv_train_cfg){.workers = 8, .steps = 300, .batch = 16, .lr = 0.05,
+                              .momentum = 0.9, .weight_decay = 0, .seed = 1, .eval_every = 10,
+                              .op = GCOMP_AVG, .progress = 0, .label = ""};
+}
+
+int gcomp_cv_setup_env(long long codec_min_bytes, const char *alpha_beta) {
+  if (codec_min_bytes >= 0) {
+    char v[32];
+    snprintf(v, sizeof v, "%lld", codec_min_bytes);
+    setenv("GCOMP_CODEC_MIN_BYTES", v, 1);
+  }
+  setenv("GCOMP_CODEC", "none", 1);
+  setenv("GCOMP_ALGO", "auto", 1);
+  setenv("GCOMP_ALPHA_BETA", alpha_beta ? alpha_beta : "2,0.1,20,0.05", 1);
+  return gcomp_reinit_for_testing();
+}
+
+/* GCOMP_ALGO is read when a communicator is created: set it for this run's ranks. "auto"
+ * for a codec run means the library's compressed algorithm for that codec (sparse for
+ * top-k, direct otherwise): the planner's choice depends on measured codec speed, which
+ * would make runs irreproducible and could skip the codec altogether. "planner" leaves
+ * the choice to the planner. */
+static int select_algo(const char *algo, const char *canon) {
+  const char *a = algo && *algo ? algo : "auto";
+  if (canon && strcmp(a, "auto") == 0) a = strncmp(canon, "topk", 4) == 0 ? "sparse" : "direct";
+  if (strcmp(a, "planner") == 0) a = "auto";
+  setenv("GCOMP_ALGO", a, 1);
+  return gcomp_reinit_for_testing();
+}
+
+void gcomp_cv_run_free(gcomp_cv_run *run) {
+  if (!run) return;
+  free(run->eval_step);
+  free(run->train_loss);
+  free(run->test_acc);
+  free(run->drift);
+  free(run->snap);
+  free(run->step_loss);
+  free(run->grad_relerr);
+  free(run->grad_cos);
+  free(run->theta);
+  memset(run, 0, sizeof *run);
+}
+
+typedef struct {
+  const gcomp_cv_train_cfg *cfg;
+  const gcomp_cv_data *data;
+  const gcomp_cv_model *m;
+  const char *spec;
+  const gcomp_cv_run *base;
+  gcomp_cv_run *run;
+  int W;
+  size_t np;
+  gcomp_transport **t;
+  pthread_barrier_t bar;
+  float *local[2];      /* [W * np] each: the workers' gradients of even and odd steps */
+  double *bloss[2];     /* [W] their minibatch losses */
+  float *thetas;        /* [W * np] final replicas */
+  atomic_int failed;
+  int *status;          /* [W] */
+  char (*error)[512];   /* [W] */
+  gcomp_comm_stats *cstats;   /* [W] */
+  gcomp_codec_stats *kstats;  /* [W] */
+  float *eval_scratch;
+  uint64_t t0;
+} sim;
+
+typedef struct {
+  sim *s;
+  int w;
+} worker_arg;
+
+static double dot_d(const float *a, const double *b, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+  return s;
+}
+
+/* Rank 0, between the allreduce and the update of step `step`: gradient error against the
+ * exact average, the mean minibatch loss. */
+static void step_metrics(sim *s, int step, const float *g, double *exact) {
+  size_t np = s->np;
+  const float *loc = s->local[step & 1];
+  memset(exact, 0, np * sizeof *exact);
+  for (int w = 0; w < s->W; w++)
+    for (size_t i = 0; i < np; i++) exact[i] += loc[(size_t)w * np + i];
+  double ee = 0, gg = 0, diff = 0;
+  for (size_t i = 0; i < np; i++) {
+    exact[i] /= s->W;
+    ee += exact[i] * exact[i];
+    gg += (double)g[i] * g[i];
+    double d = (double)g[i] - exact[i];
+    diff += d * d;
+  }
+  double ge = dot_d(g, exact, np);
+  gcomp_cv_run *r = s->run;
+  r->grad_relerr[step] = ee > 0 ? sqrt(diff / ee) : sqrt(diff);
+  r->grad_cos[step] = (ee > 0 && gg > 0) ? ge / sqrt(ee * gg) : (diff == 0 ? 1.0 : 0.0);
+  double l = 0;
+  for (int w = 0; w < s->W; w++) l += s->bloss[step & 1][w];
+  r->step_loss[step] = l / s->W;
+}
+
+static void evaluate(sim *s, int e, const float *theta) {
+  const gcomp_cv_data *d = s->data;
+  gcomp_cv_run *r = s->run;
+  int correct = 0;
+  r->train_loss[e] = gcomp_cv_model_loss(s->m, theta, d->xtrain, d->ytrain, d->ntrain, NULL,
+                                         s->eval_scratch, &correct);
+  r->final_train_acc = (double)correct / d->ntrain;
+  gcomp_cv_model_loss(s->m, theta, d->xtest, d->ytest, d->ntest, NULL, s->eval_scratch, &correct);
+  r->test_acc[e] = (double)correct / d->ntest;
+  if (r->snap) memcpy(r->snap + (size_t)e * s->np, theta, s->np * sizeof *theta);
+  if (s->base) {
+    const float *b = s->base->snap + (size_t)e * s->np;
+    double dd = 0, bb = 0;
+    for (size_t i = 0; i < s->np; i++) {
+      double x = (double)theta[i] - b[i];
+      dd += x * x;
+      bb += (double)b[i] * b[i];
+    }
+    r->drift[e] = bb > 0 ? sqrt(dd / bb) : sqrt(dd);
+  }
+}
+
+static void progress_line(sim *s, int step) {
+  static _Thread_local uint64_t last;
+  uint64_t now = gcomp_now_ns();
+  if (step + 1 < s->cfg->steps && now - last < 500000000ull) return;
+  last = now;
+  fprintf(stderr, "\r  %-28s %-26.26s step %5d/%-5d loss %.4f  %5.1f s ", s->cfg->label,
+          s->run->spec, step + 1, s->cfg->steps, s->run->step_loss[step],
+          (double)(now - s->t0) * 1e-9);
+  if (step + 1 == s->cfg->steps) fprintf(stderr, "\r%*s\r", 100, "");
+  fflush(stderr);
+}
+
+static int fail_worker(sim *s, int w, int st, const char *what) {
+  s->status[w] = st;
+  snprintf(s->error[w], sizeof s->error[w], "rank %d: %s: %s: %s", w, what, gcomp_strerror(st),
+           gcomp_last_error());
+  atomic_store(&s->failed, 1);
+  return st;
+}
+
+static void *worker_main(void *arg) {
+  worker_arg *a = arg;
+  sim *s = a->s;
+  int w = a->w, W = s->W, B = s->cfg->batch;
+  const gcomp_cv_train_cfg *cfg = s->cfg;
+  const gcomp_cv_data *d = s->data;
+  size_t np = s->np;
+  gcomp_comm *comm = NULL;
+  gcomp_codec *codec = NULL;
+  int st = gcomp_comm_from_transport(s->t[w], 1, &comm);
+  if (st < 0) {
+    fail_worker(s, w, st, "creating the communicator");
+    gcomp_transport_destroy(s->t[w]);
+  }
+  if (st == GCOMP_OK && s->spec) {   /* the baseline passes no codec: plain fp32 */
+    st = gcomp_codec_create(s->spec, &codec);
+    if (st < 0) fail_worker(s, w, st, "creating the codec");
+  }
+  /* shard: every W-th training row from w; minibatches sampled without replacement */
+  int nshard = (d->ntrain - w + W - 1) / W;
+  if (nshard < 1) nshard = 1;
+  int *order = malloc((size_t)nshard * sizeof *order);
+  float *theta = malloc(np * sizeof *theta), *vel = calloc(np, sizeof *vel);
+  float *grad = malloc(np * sizeof *grad);
+  float *xb = malloc((size_t)B * (size_t)d->nfeat * sizeof *xb);
+  int *yb = malloc((size_t)B * sizeof *yb);
+  float *scratch = malloc(gcomp_cv_model_scratch(s->m, B) * sizeof *scratch);
+  double *exact = w == 0 ? malloc(np * sizeof *exact) : NULL;
+  if (st == GCOMP_OK && (!order || !theta || !vel || !grad || !xb || !yb || !scratch ||
+                         (w == 0 && !exact)))
+    st = fail_worker(s, w, gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "worker"), "memory");
+  /* everyone meets once, so a failed creation stops all ranks before the first collective */
+  pthread_barrier_wait(&s->bar);
+  if (atomic_load(&s->failed)) goto out;
+
+  for (int i = 0; i < nshard; i++) order[i] = (w + i * W) % d->ntrain;
+  gcomp_cv_rng rng = gcomp_cv_rng_make(cfg->seed, 0x100 + (uint64_t)w);
+  gcomp_cv_shuffle(&rng, order, nshard);
+  int pos = 0, e = 0;
+  gcomp_cv_model_init(s->m, theta, cfg->seed);
+  if (w == 0) evaluate(s, e++, theta);
+  float lr = (float)cfg->lr, mu = (float)cfg->momentum, wd = (float)cfg->weight_decay;
+
+  for (int step = 0; step < cfg->steps; step++) {
+    for (int b = 0; b < B; b++) {
+      if (pos == nshard) {
+        gcomp_cv_shuffle(&rng, order, nshard);
+        pos = 0;
+      }
+      int row = order[pos++];
+      memcpy(xb + (size_t)b * (size_t)d->nfeat, d->xtrain + (size_t)row * (size_t)d->nfeat,
+             (size_t)d->nfeat * sizeof *xb);
+      yb[b] = d->ytrain[row];
+    }
+    s->bloss[step & 1][w] = gcomp_cv_model_loss(s->m, theta, xb, yb, B, grad, scratch, NULL);
+    memcpy(s->local[step & 1] + (size_t)w * np, grad, np * sizeof *grad);
+    st = gcomp_allreduce(comm, grad, grad, np, GCOMP_FLOAT32, cfg->op, codec, GRAD_KEY);
+    if (st < 0) fail_worker(s, w, st, "gcomp_allreduce");
+    if (cfg->op == GCOMP_SUM)
+      for (size_t i = 0; i < np; i++) grad[i] /= (float)W;
+    pthread_barrier_wait(&s->bar);
+    if (atomic_load(&s->failed)) break;
+    if (w == 0) step_metrics(s, step, grad, exact);
+    for (size_t i = 0; i < np; i++) {
+      vel[i] = mu * vel[i] + grad[i] + wd * theta[i];
+      theta[i] -= lr * vel[i];
+    }
+    if (w == 0) {
+      if (e < s->run->neval && s->run->eval_step[e] == step + 1) evaluate(s, e++, theta);
+      if (cfg->progress) progress_line(s, step);
+    }
+  }
+  if (!atomic_load(&s->failed)) {
+    memcpy(s->thetas + (size_t)w * np, theta, np * sizeof *theta);
+    gcomp_comm_get_stats(comm, &s->cstats[w]);
+    if (codec) gcomp_codec_get_stats(codec, &s->kstats[w]);
+    if (w == 0) snprintf(s->run->algo, sizeof s->run->algo, "%s", gcomp_comm_last_algo(comm));
+  }
+out:
+  gcomp_codec_destroy(codec);
+  gcomp_comm_destroy(comm);
+  free(order);
+  free(theta);
+  free(vel);
+  free(grad);
+  free(xb);
+  free(yb);
+  free(scratch);
+  free(exact);
+  return NULL;
+}
+
+static int alloc_run(gcomp_cv_run *r, const gcomp_cv_train_cfg *cfg, size_t np, int keep_snap) {
+  int every = cfg->eval_every > 0 ? cfg->eval_every : 1;
+  int neval = 1 + (cfg->steps + every - 1) / every;
+  r->neval = neval;
+  r->steps = cfg->steps;
+  r->nparams = np;
+  r->eval_step = malloc((size_t)neval * sizeof *r->eval_step);
+  r->train_loss = calloc((size_t)neval, sizeof *r->train_loss);
+  r->test_acc = calloc((size_t)neval, sizeof *r->test_acc);
+  r->drift = calloc((size_t)neval, sizeof *r->drift);
+  r->snap = keep_snap ? malloc((size_t)neval * np * sizeof *r->snap) : NULL;
+  size_t ns = cfg->steps > 0 ? (size_t)cfg->steps : 1;
+  r->step_loss = calloc(ns, sizeof *r->step_loss);
+  r->grad_relerr = calloc(ns, sizeof *r->grad_relerr);
+  r->grad_cos = calloc(ns, sizeof *r->grad_cos);
+  r->theta = malloc(np * sizeof *r->theta);
+  GCOMP_FAIL_IF(!r->eval_step || !r->train_loss || !r->test_acc || !r->drift ||
+                    (keep_snap && !r->snap) || !r->step_loss || !r->grad_relerr || !r->grad_cos ||
+                    !r->theta,
+                GCOMP_ERR_NOMEM, "run buffers for %d evaluations of %zu parameters", neval, np);
+  for (int e = 0; e < neval; e++) {
+    int s = e * every;
+    r->eval_step[e] = s < cfg->steps ? s : cfg->steps;
+  }
+  return GCOMP_OK;
+}
+
+static void summarise(sim *s) {
+  gcomp_cv_run *r = s->run;
+  size_t np = s->np;
+  int W = s->W;
+  r->replicas_equal = 1;
+  for (int w = 1; w < W; w++)
+    if (memcmp(s->thetas, s->thetas + (size_t)w * np, np * sizeof(float)) != 0) r->replicas_equal = 0;
+  memcpy(r->theta, s->thetas, np * sizeof(float));
+  for (int w = 0; w < W; w++) {
+    r->wire_bytes += s->cstats[w].wire_bytes;
+    r->user_bytes += s->cstats[w].bytes;
+    r->codec_in += s->kstats[w].bytes_in;
+    r->codec_out += s->kstats[w].bytes_out;
+  }
+  int ne = r->neval;
+  r->final_loss = r->train_loss[ne - 1];
+  r->final_acc = r->test_acc[ne - 1];
+  r->final_drift = r->drift[ne - 1];
+  r->relerr_mean = r->relerr_max = r->cos_mean = 0;
+  r->cos_min = 1;
+  for (int i = 0; i < r->steps; i++) {
+    r->relerr_mean += r->grad_relerr[i];
+    r->cos_mean += r->grad_cos[i];
+    if (r->grad_relerr[i] > r->relerr_max) r->relerr_max = r->grad_relerr[i];
+    if (r->grad_cos[i] < r->cos_min) r->cos_min = r->grad_cos[i];
+  }
+  if (r->steps) r->relerr_mean /= r->steps, r->cos_mean /= r->steps;
+  r->max_drift = 0;
+  double gap = 0;
+  int ng = 0;
+  for (int e = 0; e < ne; e++) {
+    if (r->drift[e] > r->max_drift) r->max_drift = r->drift[e];
+    if (s->base && r->eval_step[e] > 0) {
+      double b = s->base->train_loss[e];
+      gap += fabs(r->train_loss[e] - b) / (b > 1e-12 ? b : 1e-12);
+      ng++;
+    }
+  }
+  r->curve_gap = ng ? gap / ng : 0;
+}
+
+int gcomp_cv_train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
+                   const gcomp_cv_model *model, const char *spec, const gcomp_cv_run *base,
+                   gcomp_cv_run *run) {
+  GCOMP_FAIL_IF(!cfg || !data || !model || !run, GCOMP_ERR_INVALID, "gcomp_cv_train: NULL argument");
+  memset(run, 0, sizeof *run);
+  snprintf(run->spec, sizeof run->spec, "%s", spec ? spec : "baseline");
+  GCOMP_FAIL_IF(cfg->workers < 1 || cfg->workers > 1024, GCOMP_ERR_INVALID,
+                "workers %d out of range [1, 1024]", cfg->workers);
+  GCOMP_FAIL_IF(cfg->steps < 1 || cfg->batch < 1, GCOMP_ERR_INVALID, "steps %d and batch %d must be >= 1",
+                cfg->steps, cfg->batch);
+  GCOMP_FAIL_IF(model->nin != data->nfeat || model->nout != data->nclass, GCOMP_ERR_INVALID,
+                "model shape %dx%d does not fit data %dx%d", model->nin, model->nout, data->nfeat,
+                data->nclass);
+  GCOMP_FAIL_IF(data->ntrain < cfg->workers, GCOMP_ERR_INVALID,
+                "%d training rows cannot feed %d workers", data->ntrain, cfg->workers);
+  size_t np = model->nparams;
+  if (base)
+    GCOMP_FAIL_IF(!base->snap || base->nparams != np || base->steps != cfg->steps,
+                  GCOMP_ERR_INVALID, "baseline run does not match this problem");
+
+  /* the spec must be one the library knows: a clear error before any thread starts */
+  if (spec) {
+    gcomp_codec *probe = NULL;
+    int pst = gcomp_codec_create(spec, &probe);
+    if (pst < 0) {
+      run->status = pst;
+      snprintf(run->error, sizeof run->error, "codec '%s': %s", spec, gcomp_last_error());
+      return gcomp_error_restore(pst, run->error);
+    }
+    gcomp_codec_spec(probe, run->canon, sizeof run->canon);
+    gcomp_codec_destroy(probe);
+  } else {
+    snprintf(run->spec, sizeof run->spec, "baseline");
+    snprintf(run->canon, sizeof run->canon, "(no codec: fp32)");
+  }
+  GCOMP_CHECK(select_algo(spec ? cfg->algo : "auto", spec ? run->canon : NULL));
+  int st = GCOMP_OK;
+  GCOMP_CHECK(alloc_run(run, cfg, np, base == NULL));
+  int W = cfg->workers;
+  sim s = {.cfg = cfg, .data = data, .m = model, .spec = run->spec, .base = base, .run = run,
+           .W = W, .np = np};
+  s.spec = spec;
+  s.t = calloc((size_t)W, sizeof *s.t);
+  s.local[0] = malloc((size_t)W * np * sizeof(float));
+  s.local[1] = malloc((size_t)W * np * sizeof(float));
+  s.bloss[0] = calloc((size_t)W, sizeof(double));
+  s.bloss[1] = calloc((size_t)W, sizeof(double));
+  s.thetas = malloc((size_t)W * np * sizeof(float));
+  s.status = calloc((size_t)W, sizeof *s.status);
+  s.error = calloc((size_t)W, sizeof *s.error);
+  s.cstats = calloc((size_t)W, sizeof *s.cstats);
+  s.kstats = calloc((size_t)W, sizeof *s.kstats);
+  int rows = data->ntrain > data->ntest ? data->ntrain : data->ntest;
+  s.eval_scratch = malloc(gcomp_cv_model_scratch(model, rows) * sizeof(float));
+  pthread_t *th = calloc((size_t)W, sizeof *th);
+  worker_arg *args = calloc((size_t)W, sizeof *args);
+  if (!s.t || !s.local[0] || !s.local[1] || !s.bloss[0] || !s.bloss[1] || !s.thetas || !s.status ||
+      !s.error || !s.cstats || !s.kstats || !s.eval_scratch || !th || !args)
+    st = gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "simulation of %d workers", W);
+  if (st == GCOMP_OK) st = gcomp_loopback_create(W, NULL, s.t);
+  int started = 0;
+  if (st == GCOMP_OK) {
+    pthread_barrier_init(&s.bar, NULL, (unsigned)W);
+    s.t0 = gcomp_now_ns();
+    for (; started < W; started++) {
+      args[started] = (worker_arg){&s, started};
+      if (pthread_create(&th[started], NULL, worker_main, &args[started]) != 0) break;
+    }
+    if (started < W) {
+      /* a partial world would wait at the first barrier forever; nothing sane remains */
+      fprintf(stderr, "gcomp-converge: could only start %d of %d worker threads\n", started, W);
+      abort();
+    }
+    for (int w = 0; w < started; w++) pthread_join(th[w], NULL);
+    pthread_barrier_destroy(&s.bar);
+    run->seconds = (double)(gcomp_now_ns() - s.t0) * 1e-9;
+  }
+  if (st == GCOMP_OK && atomic_load(&s.failed)) {
+    int w = 0;
+    while (w < W && s.status[w] == GCOMP_OK) w++;
+    st = w < W ? s.status[w] : GCOMP_ERR_INVALID;
+    snprintf(run->error, sizeof run->error, "codec '%s': %s", run->spec,
+             w < W ? s.error[w] : "a worker failed");
+    gcomp_error_restore(st, run->error);
+  } else if (st == GCOMP_OK) {
+    summarise(&s);
+    /* a lossy codec the planner declined to use would "pass" without being tested */
+    const gcomp_algo *a = gcomp_algo_find(run->algo);
+    if (spec && strncmp(run->canon, "none", 4) != 0 && !(a && a->compressed)) {
+      st = gcomp_error_set(GCOMP_ERR_UNSUPPORTED, __FILE__, __LINE__,
+                           "codec '%s': the library ran '%s', an uncompressed algorithm, so the "
+                           "codec was never exercised (check GCOMP_CODEC_MIN_BYTES and --algo)",
+                           spec, run->algo);
+      snprintf(run->error, sizeof run->error, "%s", gcomp_last_error());
+    }
+  } else {
+    snprintf(run->error, sizeof run->error, "codec '%s': %s", run->spec, gcomp_last_error());
+  }
+  run->status = st;
+  free(s.t);
+  free(s.local[0]);
+  free(s.local[1]);
+  free(s.bloss[0]);
+  free(s.bloss[1]);
+  free(s.thetas);
+  free(s.status);
+  free(s.error);
+  free(s.cstats);
+  free(s.kstats);
+  free(s.eval_scratch);
+  free(th);
+  free(args);
+  return st;
+}

@@ -1,0 +1,383 @@
+/* gcomp-converge: does a codec still train like fp32?
+ *
+ * Trains small real models data-parallel (W workers, one loopback rank each, every
+ * gradient through gcomp_allreduce), once uncompressed and once per codec, with the same
+ * seeds; compares loss, accuracy, drift and gradient error with the baseline; exits non-zero
+ * when a codec exceeds its tolerance. See README.md, "Convergence harness".
+ *
+ * Exit status: 0 every codec within tolerance (and every --must-fail codec flagged),
+ * 1 a codec exceeded its tolerance (or a --must-fail codec was not flagged), 2 an error
+ * (bad usage or data, unknown codec, the library refused a codec). */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "converge.h"
+#include "gcomp.h"
+
+static const char *const shipped[] = {"none",
+                                      "fp16",
+                                      "bf16",
+                                      "fp16:round=stochastic",
+                                      "topk:ratio=0.01+ef",
+                                      "topk:ratio=0.001+ef"};
+
+static void usage(FILE *f) {
+  fprintf(f,
+    "usage: gcomp-converge [options]\n"
+    "Trains small models data-parallel through gcomp_allreduce, once in fp32 (the baseline)\n"
+    "and once per codec, and checks each codec against its tolerances.\n\n"
+    "codecs\n"
+    "  --codec SPEC          a codec to check (repeatable; default: every shipped codec the\n"
+    "                        library knows: none fp16 bf16 fp16:round=stochastic\n"
+    "                        topk:ratio=0.01+ef topk:ratio=0.001+ef)\n"
+    "  --must-fail SPEC      a codec that must be flagged (repeatable): proves the check bites\n"
+    "  --algo NAME           allreduce algorithm for codec runs (default auto: the planner)\n"
+    "  --min-bytes N         GCOMP_CODEC_MIN_BYTES for the run (default 0: compress everything)\n"
+    "  --alpha-beta A,B,C,D  link figures the planner uses (default 2,0.1,20,0.05)\n"
+    "problems\n"
+    "  --task LIST           digits, gmm, teacher (comma-separated, repeatable;\n"
+    "                        default digits,gmm,teacher; digits is skipped if not found)\n"
+    "  --data FILE           a CSV (or .csv.gz) task: label last, optional header (repeatable)\n"
+    "  --digits FILE         where the digits CSV is (default: source tree, then install)\n"
+    "  --model LIST          softmax, mlp (default softmax,mlp)\n"
+    "  --hidden N            MLP hidden units (default 64)\n"
+    "  --classes N           labels must be integers in [0, N) (default 256)\n"
+    "  --test-frac F         held-out fraction (default 0.2); --split-seed N (default 12345)\n"
+    "  --synth-dim N --synth-cond C --synth-n N   synthetic task shape (32, 30, 4000)\n"
+    "training\n"
+    "  --workers W (8) --steps N (300) --batch B (16 per worker) --lr X (0.05)\n"
+    "  --momentum X (0.9) --weight-decay X (0) --seed N (1) --eval-every N (10)\n"
+    "  --op avg|sum          how the gradients are combined (default avg)\n"
+    "  --ci                  the CI-sized check: fewer steps, digits + gmm, MLP and softmax\n"
+    "tolerances (defaults in README.md; later rules win)\n"
+    "  --tol 'PATTERN k=v,...'  keys acc (points), loss, gap (fractions), drift; 'inf' disables\n"
+    "  --tolerances FILE     one such rule per line, # comments\n"
+    "  --list-tolerances     print the tolerance each codec gets, then exit\n"
+    "reports\n"
+    "  --json FILE  --junit FILE  --plot FILE.svg  --progress / --no-progress  --quiet\n");
+}
+
+typedef struct {
+  char **v;
+  int n;
+} strlist;
+
+static void push(strlist *l, const char *s) {
+  char **nv = realloc(l->v, (size_t)(l->n + 1) * sizeof *nv);
+  if (!nv || !(nv[l->n] = strdup(s))) {
+    fprintf(stderr, "gcomp-converge: out of memory\n");
+    exit(2);
+  }
+  l->v = nv;
+  l->n++;
+}
+
+static void push_csv(strlist *l, const char *s) {
+  char *d = strdup(s);
+  for (char *tok = strtok(d, ","); tok; tok = strtok(NULL, ",")) push(l, tok);
+  free(d);
+}
+
+static double num(const char *opt, const char *v, double lo, double hi) {
+  errno = 0;
+  char *end = NULL;
+  double x = strtod(v, &end);
+  if (errno || end == v || *end || !(x >= lo && x <= hi)) {
+    fprintf(stderr, "gcomp-converge: %s '%s' is not a number in [%g, %g]\n", opt, v, lo, hi);
+    exit(2);
+  }
+  return x;
+}
+
+static int file_exists(const char *p) { return p && access(p, R_OK) == 0; }
+
+int main(int argc, char **argv) {
+  gcomp_cv_train_cfg cfg;
+  gcomp_cv_train_defaults(&cfg);
+  strlist codecs = {0}, mustfail = {0}, tasks = {0}, datas = {0}, models = {0}, tols = {0},
+          tolfiles = {0};
+  const char *json = NULL, *junit = NULL, *plot = NULL, *digits = NULL, *alpha_beta = NULL;
+  const char *algo = "auto";
+  long long min_bytes = 0;
+  int hidden = 64, classes = 256, synth_dim = 32, synth_n = 4000, quiet = 0, list_tol = 0;
+  int progress = isatty(2), ci = 0;
+  double test_frac = 0.2, synth_cond = 30;
+  uint64_t split_seed = 12345;
+  enum { O_CODEC = 256, O_MUSTFAIL, O_ALGO, O_MINB, O_AB, O_TASK, O_DATA, O_DIGITS, O_MODEL,
+         O_HIDDEN, O_CLASSES, O_TFRAC, O_SSEED, O_SDIM, O_SCOND, O_SN, O_WORKERS, O_STEPS,
+         O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_EVAL, O_OP, O_CI, O_TOL, O_TOLF, O_LTOL, O_JSON,
+         O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP };
+  static const struct option opts[] = {
+      {"codec", 1, 0, O_CODEC},       {"must-fail", 1, 0, O_MUSTFAIL}, {"algo", 1, 0, O_ALGO},
+      {"min-bytes", 1, 0, O_MINB},    {"alpha-beta", 1, 0, O_AB},     {"task", 1, 0, O_TASK},
+      {"data", 1, 0, O_DATA},         {"digits", 1, 0, O_DIGITS},     {"model", 1, 0, O_MODEL},
+      {"hidden", 1, 0, O_HIDDEN},     {"classes", 1, 0, O_CLASSES},   {"test-frac", 1, 0, O_TFRAC},
+      {"split-seed", 1, 0, O_SSEED},  {"synth-dim", 1, 0, O_SDIM},    {"synth-cond", 1, 0, O_SCOND},
+      {"synth-n", 1, 0, O_SN},        {"workers", 1, 0, O_WORKERS},   {"steps", 1, 0, O_STEPS},
+      {"batch", 1, 0, O_BATCH},       {"lr", 1, 0, O_LR},             {"momentum", 1, 0, O_MOM},
+      {"weight-decay", 1, 0, O_WD},   {"seed", 1, 0, O_SEED},         {"eval-every", 1, 0, O_EVAL},
+      {"op", 1, 0, O_OP},             {"ci", 0, 0, O_CI},             {"tol", 1, 0, O_TOL},
+      {"tolerances", 1, 0, O_TOLF},   {"list-tolerances", 0, 0, O_LTOL}, {"json", 1, 0, O_JSON},
+      {"junit", 1, 0, O_JUNIT},       {"plot", 1, 0, O_PLOT},         {"progress", 0, 0, O_PROG},
+      {"no-progress", 0, 0, O_NOPROG}, {"quiet", 0, 0, O_QUIET},      {"help", 0, 0, O_HELP},
+      {0, 0, 0, 0}};
+  int steps_set = 0, eval_set = 0;
+  for (int o; (o = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+    switch (o) {
+    case O_CODEC: push(&codecs, optarg); break;
+    case O_MUSTFAIL: push(&mustfail, optarg); break;
+    case O_ALGO: algo = optarg; break;
+    case O_MINB: min_bytes = (long long)num("--min-bytes", optarg, 0, 1e15); break;
+    case O_AB: alpha_beta = optarg; break;
+    case O_TASK: push_csv(&tasks, optarg); break;
+    case O_DATA: push(&datas, optarg); break;
+    case O_DIGITS: digits = optarg; break;
+    case O_MODEL: push_csv(&models, optarg); break;
+    case O_HIDDEN: hidden = (int)num("--hidden", optarg, 1, 4096); break;
+    case O_CLASSES: classes = (int)num("--classes", optarg, 2, 65536); break;
+    case O_TFRAC: test_frac = num("--test-frac", optarg, 0.001, 0.999); break;
+    case O_SSEED: split_seed = (uint64_t)num("--split-seed", optarg, 0, 1e18); break;
+    case O_SDIM: synth_dim = (int)num("--synth-dim", optarg, 1, 256); break;
+    case O_SCOND: synth_cond = num("--synth-cond", optarg, 1, 1e6); break;
+    case O_SN: synth_n = (int)num("--synth-n", optarg, 16, 1e7); break;
+    case O_WORKERS: cfg.workers = (int)num("--workers", optarg, 1, 1024); break;
+    case O_STEPS: cfg.steps = (int)num("--steps", optarg, 1, 1e8); steps_set = 1; break;
+    case O_BATCH: cfg.batch = (int)num("--batch", optarg, 1, 1e6); break;
+    case O_LR: cfg.lr = num("--lr", optarg, 0, 1e3); break;
+    case O_MOM: cfg.momentum = num("--momentum", optarg, 0, 0.9999); break;
+    case O_WD: cfg.weight_decay = num("--weight-decay", optarg, 0, 1); break;
+    case O_SEED: cfg.seed = (uint64_t)num("--seed", optarg, 0, 1e18); break;
+    case O_EVAL: cfg.eval_every = (int)num("--eval-every", optarg, 1, 1e8); eval_set = 1; break;
+    case O_OP:
+      if (strcmp(optarg, "avg") && strcmp(optarg, "sum")) {
+        fprintf(stderr, "gcomp-converge: --op '%s' is not avg or sum\n", optarg);
+        return 2;
+      }
+      cfg.op = strcmp(optarg, "sum") == 0 ? GCOMP_SUM : GCOMP_AVG;
+      break;
+    case O_CI: ci = 1; break;
+    case O_TOL: push(&tols, optarg); break;
+    case O_TOLF: push(&tolfiles, optarg); break;
+    case O_LTOL: list_tol = 1; break;
+    case O_JSON: json = optarg; break;
+    case O_JUNIT: junit = optarg; break;
+    case O_PLOT: plot = optarg; break;
+    case O_PROG: progress = 1; break;
+    case O_NOPROG: progress = 0; break;
+    case O_QUIET: quiet = 1; break;
+    case 'h': case O_HELP: usage(stdout); return 0;
+    default: usage(stderr); return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "gcomp-converge: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return 2;
+  }
+  if (ci) {   /* the CI-sized check: small enough for two cores in well under two minutes */
+    if (!steps_set) cfg.steps = 200;
+    if (!tasks.n && !datas.n) push_csv(&tasks, "digits,gmm");
+  }
+  if (!eval_set) cfg.eval_every = cfg.steps >= 50 ? cfg.steps / 50 : 1;
+  cfg.progress = progress && !quiet;
+  cfg.algo = algo;
+
+  int st = gcomp_cv_setup_env(min_bytes, alpha_beta);
+  if (st < 0) {
+    fprintf(stderr, "gcomp-converge: %s\n", gcomp_last_error());
+    return 2;
+  }
+
+  gcomp_cv_tolset *ts = NULL;
+  if (gcomp_cv_tolset_create(&ts) < 0) return 2;
+  for (int i = 0; i < tolfiles.n; i++)
+    if (gcomp_cv_tolset_load(ts, tolfiles.v[i]) < 0) {
+      fprintf(stderr, "gcomp-converge: %s\n", gcomp_last_error());
+      return 2;
+    }
+  for (int i = 0; i < tols.n; i++)
+    if (gcomp_cv_tolset_add(ts, tols.v[i], "--tol") < 0) {
+      fprintf(stderr, "gcomp-converge: %s\n", gcomp_last_error());
+      return 2;
+    }
+
+  /* codecs: those given (an unknown one is an error), else the shipped ones this build has */
+  if (!codecs.n && !mustfail.n) {
+    for (size_t i = 0; i < sizeof shipped / sizeof *shipped; i++) {
+      gcomp_codec *c = NULL;
+      if (gcomp_codec_create(shipped[i], &c) == GCOMP_OK)
+        push(&codecs, shipped[i]);
+      else
+        fprintf(stderr, "gcomp-converge: note: '%s' is not in this build (%s); skipped\n",
+                shipped[i], gcomp_last_error());
+      gcomp_codec_destroy(c);
+    }
+  }
+  int nrun = codecs.n + mustfail.n;
+  for (int i = 0; i < nrun; i++) {
+    const char *spec = i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n];
+    gcomp_codec *c = NULL;
+    if (gcomp_codec_create(spec, &c) < 0) {
+      fprintf(stderr, "gcomp-converge: unknown or bad codec '%s': %s\n", spec, gcomp_last_error());
+      return 2;
+    }
+    if (list_tol) {
+      char canon[160];
+      gcomp_codec_spec(c, canon, sizeof canon);
+      const char *cls;
+      gcomp_cv_tol_default(canon, &cls);
+      gcomp_cv_tol t = gcomp_cv_tol_for(ts, spec, canon);
+      printf("%-28s %-10s acc %.3g points, loss %.3g%%, gap %.3g%%, drift %.3g\n", spec, cls,
+             t.acc_pts, t.loss_rel * 100, t.gap_rel * 100, t.drift);
+    }
+    gcomp_codec_destroy(c);
+  }
+  if (list_tol) return 0;
+
+  /* data sets */
+  if (!tasks.n && !datas.n) push_csv(&tasks, "digits,gmm,teacher");
+  int ndata = 0;
+  gcomp_cv_data *data = calloc((size_t)(tasks.n + datas.n), sizeof *data);
+  for (int i = 0; i < tasks.n; i++) {
+    const char *t = tasks.v[i];
+    if (strcmp(t, "digits") == 0) {
+      const char *p = digits ? digits
+                      : file_exists(GCOMP_CV_DIGITS_SRC) ? GCOMP_CV_DIGITS_SRC
+                      : file_exists(GCOMP_CV_DIGITS_INSTALLED) ? GCOMP_CV_DIGITS_INSTALLED : NULL;
+      if (!p) {
+        fprintf(stderr, "gcomp-converge: note: digits data set not found (run scripts/setup, or "
+                "--digits FILE); skipped\n");
+        continue;
+      }
+      st = gcomp_cv_load_csv(p, "digits", classes, test_frac, split_seed, &data[ndata]);
+    } else {
+      gcomp_cv_synth s = {.kind = t, .dim = synth_dim, .nclass = 10, .ntrain = synth_n,
+                          .ntest = synth_n / 4, .cond = synth_cond, .sep = 0.5, .seed = split_seed};
+      st = gcomp_cv_make_synth(&s, &data[ndata]);
+    }
+    if (st < 0) {
+      fprintf(stderr, "gcomp-converge: task '%s': %s\n", t, gcomp_last_error());
+      return 2;
+    }
+    ndata++;
+  }
+  for (int i = 0; i < datas.n; i++) {
+    st = gcomp_cv_load_csv(datas.v[i], NULL, classes, test_frac, split_seed, &data[ndata]);
+    if (st < 0) {
+      fprintf(stderr, "gcomp-converge: %s\n", gcomp_last_error());
+      return 2;
+    }
+    ndata++;
+  }
+  if (!ndata) {
+    fprintf(stderr, "gcomp-converge: no task to run\n");
+    return 2;
+  }
+  if (!models.n) push_csv(&models, "softmax,mlp");
+  gcomp_cv_model *mods = calloc((size_t)models.n, sizeof *mods);
+  for (int i = 0; i < models.n; i++)
+    if (gcomp_cv_model_parse(models.v[i], hidden, &mods[i]) < 0) {
+      fprintf(stderr, "gcomp-converge: %s\n", gcomp_last_error());
+      return 2;
+    }
+
+  /* the runs */
+  int nprob = ndata * models.n;
+  gcomp_cv_problem *probs = calloc((size_t)nprob, sizeof *probs);
+  gcomp_cv_model *shaped = calloc((size_t)nprob, sizeof *shaped);
+  int errors = 0, failures = 0;
+  char label[96];
+  for (int d = 0; d < ndata; d++)
+    for (int m = 0; m < models.n; m++) {
+      int p = d * models.n + m;
+      gcomp_cv_problem *pr = &probs[p];
+      shaped[p] = mods[m];
+      gcomp_cv_model_shape(&shaped[p], data[d].nfeat, data[d].nclass);
+      pr->model = &shaped[p];
+      snprintf(pr->task, sizeof pr->task, "%s", data[d].name);
+      pr->nruns = nrun;
+      pr->runs = calloc((size_t)nrun, sizeof *pr->runs);
+      pr->verdicts = calloc((size_t)nrun, sizeof *pr->verdicts);
+      pr->must_fail = calloc((size_t)nrun, sizeof *pr->must_fail);
+      snprintf(label, sizeof label, "%s/%s", data[d].name, gcomp_cv_model_name(&shaped[p]));
+      cfg.label = label;
+      st = gcomp_cv_train(&cfg, &data[d], &shaped[p], NULL, NULL, &pr->base);
+      if (st < 0) {
+        fprintf(stderr, "gcomp-converge: %s baseline: %s\n", label, pr->base.error);
+        errors++;
+        for (int i = 0; i < nrun; i++) {
+          pr->runs[i].status = st;
+          snprintf(pr->runs[i].spec, sizeof pr->runs[i].spec, "%s",
+                   i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n]);
+          snprintf(pr->runs[i].error, sizeof pr->runs[i].error, "baseline failed");
+          pr->verdicts[i].pass = -1;
+          pr->must_fail[i] = i >= codecs.n;
+        }
+        continue;
+      }
+      for (int i = 0; i < nrun; i++) {
+        const char *spec = i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n];
+        pr->must_fail[i] = i >= codecs.n;
+        gcomp_cv_run *run = &pr->runs[i];
+        st = gcomp_cv_train(&cfg, &data[d], &shaped[p], spec, &pr->base, run);
+        gcomp_cv_tol tol = gcomp_cv_tol_for(ts, spec, run->canon);
+        gcomp_cv_judge(&pr->base, run, &tol, &pr->verdicts[i]);
+        if (st < 0) {
+          fprintf(stderr, "gcomp-converge: %s: the library refused or failed: %s\n", label,
+                  run->error);
+          errors++;
+        } else if ((pr->verdicts[i].pass == 1) == pr->must_fail[i]) {
+          failures++;
+        }
+      }
+    }
+
+  gcomp_cv_report rep = {.cfg = &cfg, .algo = algo, .nproblems = nprob, .problems = probs};
+  if (!quiet) gcomp_cv_print_table(stdout, &rep);
+  if (json && gcomp_cv_write_json(json, &rep) < 0) errors++, fprintf(stderr, "%s\n", gcomp_last_error());
+  if (junit && gcomp_cv_write_junit(junit, &rep) < 0) errors++, fprintf(stderr, "%s\n", gcomp_last_error());
+  if (plot && gcomp_cv_write_svg(plot, &rep) < 0) errors++, fprintf(stderr, "%s\n", gcomp_last_error());
+
+  /* every verdict that is not the expected one, on stderr, naming metric and margin */
+  for (int p = 0; p < nprob; p++)
+    for (int i = 0; i < probs[p].nruns; i++) {
+      const gcomp_cv_verdict *v = &probs[p].verdicts[i];
+      if (v->pass == 0 && !probs[p].must_fail[i])
+        fprintf(stderr, "gcomp-converge: FAIL %s/%s %s: %s\n", probs[p].task,
+                gcomp_cv_model_name(probs[p].model), probs[p].runs[i].spec, v->why);
+      else if (v->pass == 1 && probs[p].must_fail[i])
+        fprintf(stderr, "gcomp-converge: FAIL %s/%s %s: expected to exceed its tolerance, but "
+                "stayed within it\n", probs[p].task, gcomp_cv_model_name(probs[p].model),
+                probs[p].runs[i].spec);
+    }
+  int rc = errors ? 2 : failures ? 1 : 0;
+  if (!quiet)
+    printf("\ngcomp-converge: %s (%d problem%s x %d codec%s; %d outside tolerance, %d error%s)\n",
+           rc == 0 ? "PASS" : rc == 1 ? "FAIL" : "ERROR", nprob, nprob == 1 ? "" : "s", nrun,
+           nrun == 1 ? "" : "s", failures, errors, errors == 1 ? "" : "s");
+
+  for (int p = 0; p < nprob; p++) {
+    gcomp_cv_run_free(&probs[p].base);
+    for (int i = 0; i < probs[p].nruns; i++) gcomp_cv_run_free(&probs[p].runs[i]);
+    free(probs[p].runs);
+    free(probs[p].verdicts);
+    free(probs[p].must_fail);
+  }
+  free(probs);
+  free(shaped);
+  free(mods);
+  for (int d = 0; d < ndata; d++) gcomp_cv_data_free(&data[d]);
+  free(data);
+  gcomp_cv_tolset_destroy(ts);
+  strlist *all[] = {&codecs, &mustfail, &tasks, &datas, &models, &tols, &tolfiles};
+  for (size_t k = 0; k < sizeof all / sizeof *all; k++) {
+    for (int i = 0; i < all[k]->n; i++) free(all[k]->v[i]);
+    free(all[k]->v);
+  }
+  return rc;
+}
