@@ -11,12 +11,14 @@ extern const gcomp_kind gcomp_kind_none;
 extern const gcomp_kind gcomp_kind_fp16;
 extern const gcomp_kind gcomp_kind_bf16;
 extern const gcomp_kind gcomp_kind_topk;
+extern const gcomp_kind gcomp_kind_test_biased;
 
 static const gcomp_kind *const kinds[] = {
     &gcomp_kind_none,
     &gcomp_kind_fp16,
     &gcomp_kind_bf16,
     &gcomp_kind_topk,
+    &gcomp_kind_test_biased,
 };
 enum { NKINDS = sizeof kinds / sizeof *kinds };
 
