@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -355,6 +356,59 @@ static void test_stage_api_edges(void **state) {
   }
 }
 
+/* Decoding is thread-safe for one codec: the stage's buffers are per thread. Threads
+ * decode different frames through one codec at once; each thread's buffers are freed
+ * when it exits (LeakSanitizer would report them otherwise). */
+typedef struct {
+  const gcomp_codec *c;
+  const uint8_t *frame;
+  size_t len, n;
+  const float *want;
+  int bad;
+} decode_job;
+
+static void *decode_thread(void *arg) {
+  decode_job *j = arg;
+  float *out = malloc(j->n * sizeof *out);
+  for (int rep = 0; rep < 50 && out; rep++) {
+    if (gcomp_decode(j->c, j->frame, j->len, out, j->n) != GCOMP_OK ||
+        memcmp(out, j->want, j->n * sizeof *out) != 0)
+      j->bad++;
+  }
+  free(out);
+  return NULL;
+}
+
+static void test_concurrent_decode(void **state) {
+  enum { T = 4 };
+  const char *specs[] = {"none+zstd", "none+igzip:planes=all"};
+  for (int s = 0; s < 2; s++) {
+    gcomp_codec *c;
+    assert_int_equal(gcomp_codec_create(specs[s], &c), GCOMP_OK);
+    decode_job jobs[T];
+    pthread_t th[T];
+    for (int t = 0; t < T; t++) {
+      size_t n = 3000 + 1000 * (size_t)t;
+      float *g = malloc(n * sizeof *g);
+      fill_gradient(g, n);
+      size_t cap = gcomp_codec_max_encoded_size(c, n);
+      uint8_t *f = malloc(cap);
+      size_t len;
+      assert_int_equal(gcomp_encode(c, (uint64_t)t, g, n, f, cap, &len), GCOMP_OK);
+      assert_int_not_equal(f[6], GCOMP_STAGE_NONE);
+      jobs[t] = (decode_job){c, f, len, n, g, 0};
+    }
+    for (int t = 0; t < T; t++) assert_int_equal(pthread_create(&th[t], NULL, decode_thread, &jobs[t]), 0);
+    for (int t = 0; t < T; t++) {
+      pthread_join(th[t], NULL);
+      assert_int_equal(jobs[t].bad, 0);
+      free((void *)jobs[t].frame);
+      free((void *)jobs[t].want);
+    }
+    gcomp_codec_destroy(c);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shuffle_kernels_match_base),
@@ -364,6 +418,7 @@ int main(void) {
       cmocka_unit_test(test_planes_mode_is_in_the_frame),
       cmocka_unit_test(test_staged_payload_lies_refused),
       cmocka_unit_test(test_stage_api_edges),
+      cmocka_unit_test(test_concurrent_decode),
   };
   return cmocka_run_group_tests_name("lossless", tests, NULL, NULL);
 }
