@@ -98,6 +98,42 @@ static void test_step_identity(void **state) {
   free(g), free(r0), free(r1), free(dec);
 }
 
+/* The same identity when the first (fused) pass finds too few and the selection is redone
+ * from the residual (data that fools the line sampler, as in test_topk). */
+static void test_step_identity_resampled(void **state) {
+  size_t n = 100000;
+  float *g = malloc(n * 4), *r0 = malloc(n * 4), *r1 = malloc(n * 4), *dec = malloc(n * 4);
+  for (unsigned seed = 0; seed < 14; seed++) {
+    /* the last two: small integers, so ties overflow the candidates mid-pass and the
+     * fused pass must hand the dropped ones back to the residual */
+    int ties = seed >= 12;
+    char spec[64];
+    snprintf(spec, sizeof spec, "topk:k=1000,seed=%u+ef", seed);
+    ef_rig r = rig_make(spec, n);
+    rng_state = 17;
+    memset(r0, 0, n * 4);
+    for (int step = 0; step < 3; step++) {
+      for (size_t i = 0; i < n; i++)
+        g[i] = ties ? (float)((int)(rnd() % 7) - 3)
+                    : (float)(gauss() * ((i / 16) % 64 == 5 ? 1.0 : 1e-3));
+      rig_step(&r, 1, g, n, dec);
+      assert_int_equal(gcomp_ef_residual(r.ef, 1, r1, n), GCOMP_OK);
+      size_t kept = 0;
+      for (size_t i = 0; i < n; i++) {
+        float x = g[i] + r0[i];
+        kept += dec[i] != 0;
+        if ((double)dec[i] + (double)r1[i] != (double)x)
+          fail_msg("%s step %d index %zu: decoded %a + residual %a != x %a", spec, step, i,
+                   dec[i], r1[i], x);
+      }
+      assert_true(kept >= 900 && kept <= 1100);
+      memcpy(r0, r1, n * 4);
+    }
+    rig_free(&r);
+  }
+  free(g), free(r0), free(r1), free(dec);
+}
+
 /* Over many steps: sum of decoded + final residual == sum of inputs. Exact when every
  * addition is exact: integer gradients whose running sums stay below 2^24. */
 static void test_invariant_exact_integers(void **state) {
@@ -427,6 +463,7 @@ static int setup(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_step_identity),
+      cmocka_unit_test(test_step_identity_resampled),
       cmocka_unit_test(test_invariant_exact_integers),
       cmocka_unit_test(test_invariant_rounding),
       cmocka_unit_test(test_bf16_residuals),
