@@ -150,7 +150,10 @@ static int decode_frame(const gcomp_codec *c, const void *src, size_t src_len, f
   size_t raw_len;
   GCOMP_CHECK(gcomp_stage_decode(st, info.flags, k->elem_bytes, payload, info.payload_len,
                                  k->max_payload(&c->spec.cfg, count), &raw, &raw_len));
-  return k->decode(&c->spec.cfg, info.param, raw, raw_len, dst, count, add);
+  int s = k->decode(&c->spec.cfg, info.param, raw, raw_len, dst, count, add);
+  gcomp_tls_trim(GCOMP_TLS_KEEP);   /* past 64 MiB the page faults of a fresh buffer are noise */
+  if (s < 0) return gcomp_error_trace(s, __FILE__, __LINE__);
+  return GCOMP_OK;
 }
 
 int gcomp_decode(const gcomp_codec *codec, const void *src, size_t src_len, float *dst,

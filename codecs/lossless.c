@@ -69,6 +69,15 @@ void *gcomp_tls_buffer(int slot, size_t need) {
   return tls.buf[slot];
 }
 
+void gcomp_tls_trim(size_t keep) {
+  for (int i = 0; i < GCOMP_TLS_SLOTS; i++) {
+    if (tls.cap[i] <= keep) continue;
+    free(tls.buf[i]);
+    tls.buf[i] = NULL;
+    tls.cap[i] = 0;
+  }
+}
+
 /* ---- byte planes ---------------------------------------------------------------------- */
 const gcomp_shuffle_kernels *gcomp_shuffle_kernels_get(void) {
   return gcomp_isa_level() >= GCOMP_ISA_AVX2 ? &gcomp_shuffle_kernels_avx2

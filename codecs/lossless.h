@@ -101,5 +101,9 @@ void gcomp_unshuffle(const uint8_t *restrict in, size_t n, unsigned width, uint8
  * NULL when it cannot grow. Contents are not preserved across growth. */
 enum { GCOMP_TLS_RAW = 0, GCOMP_TLS_PLANES = 1, GCOMP_TLS_IGZIP = 2, GCOMP_TLS_SLOTS = 3 };
 void *gcomp_tls_buffer(int slot, size_t need);
+/* Frees this thread's buffers that are larger than keep bytes: a thread that once decoded
+ * a huge frame does not hold its memory for good. */
+void gcomp_tls_trim(size_t keep);
+enum { GCOMP_TLS_KEEP = 64u << 20 };
 
 #endif /* GCOMP_LOSSLESS_H */
