@@ -379,10 +379,11 @@ static int select_topk(topk_sel *s, uint64_t seed, uint64_t *hint) {
   size_t n = s->n, k = s->k;
   int exact = s->cfg->exact;
   size_t lo = exact ? k : k - k / 10, hi = exact ? k : k + k / 10;
-  /* a sample that puts ~1000 of its keys above the cut (sd ~3%), at most 1/64 of the
+  /* a sample that puts ~1000 of its keys above the cut (sd ~3%), at most 1/128 of the
    * data (at small ratios fewer land above the cut: the aim is higher and the surplus is
    * trimmed, cheaply, as k is small); small tensors are taken whole, the cut is then exact */
-  size_t want = n <= 65536 ? n : (size_t)fmin((double)n / 64, fmax(16384.0, 1024.0 * (double)n / (double)k));
+  double most = fmax(16384.0, (double)n / 128);
+  size_t want = n <= 65536 ? n : (size_t)fmin(most, fmax(16384.0, 1024.0 * (double)n / (double)k));
   uint32_t *sample = malloc((want + 16) * 2 * sizeof *sample);
   GCOMP_FAIL_IF(!sample, GCOMP_ERR_NOMEM, "topk: sample of %zu keys", want);
   size_t m = 0;
