@@ -286,12 +286,18 @@ typedef struct {
   uint32_t *keys, *tmp; /* scratch for selections, cap + BLOCK each */
 } topk_sel;
 
+/* idx and val share one allocation (one block for malloc to recycle between calls). */
 static int grow(topk_sel *s, size_t cap) {
-  uint32_t *idx = realloc(s->idx, (cap + BLOCK) * sizeof *idx);
-  if (idx) s->idx = idx;
-  float *val = realloc(s->val, (cap + BLOCK) * sizeof *val);
-  if (val) s->val = val;
-  GCOMP_FAIL_IF(!idx || !val, GCOMP_ERR_NOMEM, "topk: %zu candidate slots", cap + BLOCK);
+  uint32_t *idx = malloc((cap + BLOCK) * (sizeof *idx + sizeof *s->val));
+  GCOMP_FAIL_IF(!idx, GCOMP_ERR_NOMEM, "topk: %zu candidate slots", cap + BLOCK);
+  float *val = (float *)(void *)(idx + cap + BLOCK);
+  if (s->idx) {
+    memcpy(idx, s->idx, s->c * sizeof *idx);
+    memcpy(val, s->val, s->c * sizeof *val);
+    free(s->idx);
+  }
+  s->idx = idx;
+  s->val = val;
   s->cap = cap;
   /* selection scratch: allocated by the first trim that needs it */
   free(s->keys);
@@ -563,7 +569,6 @@ static int topk_run(const topk_cfg *cfg, gcomp_enc_ctx *ctx, topk_input in, floa
     }
   }
   free(s.idx);
-  free(s.val);
   free(s.keys);
   free(s.tmp);
   if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
