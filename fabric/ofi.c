@@ -425,10 +425,17 @@ static int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) 
     if (idle > LIVENESS_NS && peer_dead(t, r->peer))
       req_fail(r, GCOMP_ERR_PEER, "%s rank %d: its process (pid %d on %s) has exited",
                op_name(r), r->peer, (int)t->cards[r->peer].pid, t->cards[r->peer].host);
-    else if (idle / 1000000u >= (uint64_t)tp->timeout_ms)
+    else if (idle / 1000000u >= (uint64_t)tp->timeout_ms) {
+      char where[96];
+      if (r->op == OP_SEND)
+        snprintf(where, sizeof where, "%zu of %zu bytes handed to the provider", r->next_off, r->cap);
+      else if (!r->first_done)
+        snprintf(where, sizeof where, "nothing arrived");
+      else
+        snprintf(where, sizeof where, "%zu of %zu bytes arrived", r->done_bytes, r->total);
       req_fail(r, GCOMP_ERR_TIMEOUT, "%s rank %d over %s: no progress within GCOMP_TIMEOUT_MS=%d "
-               "(%zu of %zu bytes done)", op_name(r), r->peer, r->ep->prov, tp->timeout_ms,
-               r->op == OP_SEND ? r->next_off : r->done_bytes, r->op == OP_SEND ? r->cap : r->total);
+               "(%s)", op_name(r), r->peer, r->ep->prov, tp->timeout_ms, where);
+    }
   }
   if (r->status < 0) {
     int s = r->status;
