@@ -22,7 +22,8 @@ typedef struct {
   double factor;
   int iters, warmup, rounds;
   int json, check, mpi;
-  const char *codec;
+  const char *codecs[8];   /* --codec, repeatable; none: one uncompressed table */
+  int ncodecs;
 } ar_opts;
 
 static double now_s(void) { return (double)gcomp_now_ns() * 1e-9; }
@@ -57,11 +58,25 @@ static size_t count_wrong(const float *x, size_t n, int size, unsigned salt) {
   return bad;
 }
 
+/* Gradient-like values for compressed runs: Gaussian-ish, sigma 1e-3, rank-dependent. */
+static void fill_grad(float *x, size_t n, int rank, unsigned salt) {
+  uint64_t s = 0x9e3779b97f4a7c15ull * (uint64_t)(rank + 1) + salt;
+  for (size_t i = 0; i < n; i++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    /* sum of 4 uniforms: close enough to a bell for a codec's purposes, and cheap */
+    uint64_t t = s;
+    double u = 0;
+    for (int k = 0; k < 4; k++, t >>= 16) u += (double)(t & 0xffff) / 65536.0;
+    x[i] = (float)((u - 2.0) * 1.7e-3);
+  }
+}
+
+/* The tensor key is the size: one error-feedback slot per tensor shape. */
 static int time_gcomp(gcomp_comm *comm, float *send, float *recv, size_t n, int iters,
                       gcomp_codec *codec, double *secs) {
   double t0 = now_s();
   for (int i = 0; i < iters; i++) {
-    int st = gcomp_allreduce(comm, send, recv, n, GCOMP_FLOAT32, GCOMP_SUM, codec, 1);
+    int st = gcomp_allreduce(comm, send, recv, n, GCOMP_FLOAT32, GCOMP_SUM, codec, n * 4);
     if (st < 0) return st;
   }
   *secs = (now_s() - t0) / iters;
@@ -85,19 +100,22 @@ static int cmp_d(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static int run(gcomp_comm *comm, const ar_opts *o) {
+static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
   int rank = gcomp_comm_rank(comm), size = gcomp_comm_size(comm);
   float *send = malloc(o->maxb + 64), *recv = malloc(o->maxb + 64);
   if (!send || !recv) return GCOMP_ERR_NOMEM;
   gcomp_codec *codec = NULL;
-  if (o->codec) GCOMP_CHECK(gcomp_codec_create(o->codec, &codec));
+  if (spec) GCOMP_CHECK(gcomp_codec_create(spec, &codec));
+  float *ref = codec ? malloc(o->maxb + 64) : NULL;
   if (rank == 0 && !o->json) {
     printf("# gcomp-bench allreduce: %d ranks on %d node(s), float sum, %d iters x %d rounds "
            "(median), codec %s\n", size, gcomp_comm_nnodes(comm), o->iters, o->rounds,
-           o->codec ? o->codec : "none");
+           spec ? spec : "none");
+    if (codec)
+      printf("# algbw/busbw are effective: computed from the uncompressed size\n");
     printf("# %10s %12s %6s %6s %8s | %9s %7s %7s %6s | %9s %7s %7s %6s%s\n", "size", "count",
            "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-           "#wrong", o->mpi ? " |   mpi time  mpi busbw  busbw ratio" : "");
+           "#wrong", codec ? " |  wire B/call  ratio  max rel err" : o->mpi ? " |   mpi time  mpi busbw  busbw ratio" : "");
     printf("# %10s %12s %6s %6s %8s | %9s %7s %7s %6s | %9s %7s %7s %6s\n", "(B)", "(elements)",
            "", "", "", "(us)", "(GB/s)", "(GB/s)", "oop", "(us)", "(GB/s)", "(GB/s)", "inplace");
   }
@@ -114,25 +132,48 @@ static int run(gcomp_comm *comm, const ar_opts *o) {
       double dummy;
       status = time_gcomp(comm, send, recv, n, 1, codec, &dummy);
     }
+    double max_err = 0, wire = 0;
+    char ran[32] = "";
+    if (codec) {
+      /* the error against an fp32 allreduce of the same data, and the bytes one call sends */
+      fill_grad(send, n, rank, 99);
+      status = gcomp_allreduce(comm, send, ref, n, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
+      gcomp_comm_stats s0, s1;
+      gcomp_comm_get_stats(comm, &s0);
+      if (status == GCOMP_OK)
+        status = gcomp_allreduce(comm, send, recv, n, GCOMP_FLOAT32, GCOMP_SUM, codec, bytes);
+      gcomp_comm_get_stats(comm, &s1);
+      double top = 0;
+      for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)recv[i] - ref[i]);
+        if (e > max_err) max_err = e;
+        if (fabs(ref[i]) > top) top = fabs(ref[i]);
+      }
+      max_err = all_max(comm, top > 0 ? max_err / top : max_err);
+      wire = all_max(comm, (double)(s1.wire_bytes - s0.wire_bytes));
+    }
     for (int r = 0; r < o->rounds && status == GCOMP_OK; r++) {
-      fill(send, n, rank, (unsigned)r);
+      if (codec) fill_grad(send, n, rank, (unsigned)r);
+      else fill(send, n, rank, (unsigned)r);
       status = time_gcomp(comm, send, recv, n, o->iters, codec, &t_oop[r]);
       if (status < 0) break;
       t_oop[r] = all_max(comm, t_oop[r]);
       if (o->check && r == 0) wrong_oop = count_wrong(recv, n, size, 0);
       /* in place: refill before each call so the check sees one reduction */
-      fill(recv, n, rank, 1);
-      status = gcomp_allreduce(comm, recv, recv, n, GCOMP_FLOAT32, GCOMP_SUM, codec, 1);
+      if (codec) fill_grad(recv, n, rank, 1);
+      else fill(recv, n, rank, 1);
+      status = gcomp_allreduce(comm, recv, recv, n, GCOMP_FLOAT32, GCOMP_SUM, codec, bytes);
       if (o->check && r == 0 && status == GCOMP_OK) wrong_ip = count_wrong(recv, n, size, 1);
       if (status == GCOMP_OK) status = time_gcomp(comm, recv, recv, n, o->iters, codec, &t_ip[r]);
       if (status < 0) break;
+      snprintf(ran, sizeof ran, "%s", gcomp_comm_last_algo(comm));
       t_ip[r] = all_max(comm, t_ip[r]);
 #ifdef GCOMP_BENCH_MPI
       if (o->mpi) t_mpi[r] = time_mpi(send, recv, n, o->iters);
 #endif
     }
     if (status < 0) break;
-    if (codec) wrong_oop = wrong_ip = 0;   /* lossy codecs: error is reported separately */
+    if (codec) wrong_oop = wrong_ip = 0;   /* lossy: the error column says how far off */
     wrong_oop = (size_t)all_max(comm, (double)wrong_oop);
     wrong_ip = (size_t)all_max(comm, (double)wrong_ip);
     qsort(t_oop, (size_t)o->rounds, sizeof(double), cmp_d);
@@ -148,7 +189,7 @@ static int run(gcomp_comm *comm, const ar_opts *o) {
     sum_busbw += algo * bus;
     nsizes++;
     if (rank == 0) {
-      const char *algo_name = gcomp_comm_plan_name(comm, bytes);
+      const char *algo_name = ran;   /* what the timed calls ran */
       if (o->json) {
         printf("%s\n {\"bytes\": %zu, \"count\": %zu, \"type\": \"float\", \"redop\": \"sum\", "
                "\"algo\": \"%s\", \"ranks\": %d, \"oop_us\": %.3f, \"oop_algbw\": %.4f, "
@@ -159,6 +200,9 @@ static int run(gcomp_comm *comm, const ar_opts *o) {
         if (o->mpi)
           printf(", \"mpi_us\": %.3f, \"mpi_busbw\": %.4f, \"busbw_ratio\": %.4f", tm * 1e6,
                  (double)bytes / tm / 1e9 * bus, tm / to);
+        if (codec)
+          printf(", \"codec\": \"%s\", \"wire_bytes\": %.0f, \"compression\": %.4f, "
+                 "\"max_rel_err\": %.4g", spec, wire, wire > 0 ? (double)bytes * bus / wire : 0, max_err);
         printf("}");
       } else {
         printf("  %10zu %12zu %6s %6s %8s | %9.1f %7.3f %7.3f %6zu | %9.1f %7.3f %7.3f %6zu",
@@ -166,6 +210,9 @@ static int run(gcomp_comm *comm, const ar_opts *o) {
                algi, algi * bus, wrong_ip);
         if (o->mpi)
           printf(" | %9.1f %10.3f %12.3f", tm * 1e6, (double)bytes / tm / 1e9 * bus, tm / to);
+        /* compression: fp32 bytes a ring would send per rank over the wire bytes sent */
+        if (codec)
+          printf(" | %12.0f %6.2f %12.3g", wire, wire > 0 ? (double)bytes * bus / wire : 0, max_err);
         printf("\n");
       }
       fflush(stdout);
@@ -178,6 +225,7 @@ static int run(gcomp_comm *comm, const ar_opts *o) {
   gcomp_codec_destroy(codec);
   free(send);
   free(recv);
+  free(ref);
   return status;
 }
 
@@ -194,7 +242,7 @@ static int cmd_allreduce(int argc, char **argv) {
     else if ((!strcmp(a, "-n") || !strcmp(a, "--iters")) && more) o.iters = atoi(argv[++i]);
     else if ((!strcmp(a, "-w") || !strcmp(a, "--warmup_iters")) && more) o.warmup = atoi(argv[++i]);
     else if (!strcmp(a, "--rounds") && more) o.rounds = atoi(argv[++i]);
-    else if (!strcmp(a, "--codec") && more) o.codec = argv[++i];
+    else if (!strcmp(a, "--codec") && more && o.ncodecs < 8) o.codecs[o.ncodecs++] = argv[++i];
     else if (!strcmp(a, "--json")) o.json = 1;
     else if (!strcmp(a, "--no-check")) o.check = 0;
     else if (!strcmp(a, "--baseline") && more && !strcmp(argv[i + 1], "mpi")) o.mpi = 1, i++;
@@ -232,7 +280,8 @@ static int cmd_allreduce(int argc, char **argv) {
   } else {
     st = gcomp_comm_init_env(&comm);
   }
-  if (st == GCOMP_OK) st = run(comm, &o);
+  for (int c = 0; st == GCOMP_OK && c < (o.ncodecs ? o.ncodecs : 1); c++)
+    st = run(comm, &o, o.ncodecs ? o.codecs[c] : NULL);
   if (st < 0) fprintf(stderr, "gcomp-bench allreduce: rank %d: %s: %s\n", gcomp_comm_rank(comm),
                       gcomp_strerror(st), gcomp_last_error());
   gcomp_comm_destroy(comm);
