@@ -62,9 +62,14 @@ typedef struct gcomp_transport_ops {
   int (*test)(gcomp_transport *t, gcomp_treq *req, int *done, size_t *len);
   /* Drives the completion queues once without waiting. */
   int (*progress)(gcomp_transport *t);
-  /* Withdraws a pending request and frees it. The buffer may be reused afterwards. */
+  /* Withdraws a pending request; the caller must not use req afterwards. A receive that
+   * nothing matched yet takes no message. Over libfabric a send (or a receive) the provider
+   * has already started may still touch the buffer until the provider lets go of it; the
+   * transport keeps that state internally and frees it later. */
   int (*cancel)(gcomp_transport *t, gcomp_treq *req);
-  /* Frees the transport (pending requests included). */
+  /* Frees the transport (pending requests included). Over libfabric this is collective,
+   * like MPI_Finalize: it waits (up to GCOMP_TIMEOUT_MS, 1 s after a failure) until every
+   * live peer destroys too, so nothing still in flight is lost. */
   void (*destroy)(gcomp_transport *t);
 } gcomp_transport_ops;
 
@@ -109,7 +114,7 @@ int gcomp_recv(gcomp_transport *t, int peer, uint64_t tag, void *buf, size_t cap
 /* The idle step of every wait loop: spins a little, then sched_yield()s. */
 void gcomp_idle(unsigned *spins);
 
-void gcomp_transport_destroy(gcomp_transport *t);   /* NULL is a no-op */
+void gcomp_transport_destroy(gcomp_transport *t);   /* NULL is a no-op; see ops.destroy */
 
 /* ---- topology ------------------------------------------------------------------------- */
 /* Fills node, nnodes, local_rank, local_size, node_of and local_ranks from one node key per
@@ -134,7 +139,9 @@ typedef struct gcomp_oob {
 int gcomp_transport_create(gcomp_oob *oob, const char *node_id, gcomp_transport **out);
 
 /* Reads rank, size and node from GCOMP_* or launcher variables, meets the other ranks at
- * the rendezvous (GCOMP_ROOT or MASTER_ADDR:MASTER_PORT) and creates the transport. */
+ * the rendezvous (GCOMP_ROOT or MASTER_ADDR:MASTER_PORT) and creates the transport. Every
+ * rank then pings every peer, so an unreachable peer is an error here, not a hang later.
+ * libfabric is initialised here: fork (without exec) only before this call. */
 int gcomp_transport_create_env(gcomp_transport **out);
 
 /* N ranks in this process: out[0..size) receive one transport per rank, each destroyed

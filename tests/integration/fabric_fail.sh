@@ -38,5 +38,18 @@ for r in $(seq 0 $((n - 1))); do
     echo "$line" | grep -q "rank $victim" || { echo "FAIL: rank $r's error does not name rank $victim"; fails=1; }
   fi
 done
+# the killed rank's shm segment (named "<pid>:<n>:<m>" by the shm provider) stays behind;
+# the next job that opens an shm endpoint removes it
+if [ "$mode" = kill ]; then
+  vpid=$(sed -n "s/^gcomp-run: rank $victim (pid \([0-9]*\),.*/\1/p" "$out")
+  if [ -n "$vpid" ] && ls /dev/shm/"$vpid":* >/dev/null 2>&1; then
+    "$run" -n 2 -- "$prog" boot >/dev/null 2>&1 || { echo "FAIL: the next job failed"; fails=1; }
+    if ls /dev/shm/"$vpid":* >/dev/null 2>&1; then
+      echo "FAIL: stale shm segment of killed rank $victim (pid $vpid) not cleaned by the next job"; fails=1
+    else
+      echo "stale shm segment of pid $vpid removed by the next job"
+    fi
+  fi
+fi
 echo "fabric_fail $mode n=$n nodes=$nodes: $([ $fails = 0 ] && echo passed || echo FAILED) in $ms ms"
 exit $fails
