@@ -442,7 +442,7 @@ int main(int argc, char **argv) {
   uint64_t kill_at = 0, hard_kill_at = 0;
   int forwarded = 0;
   if (failed_start || got_signal) kill_at = now_ms();
-  while (running > 0 || (tag && 1)) {
+  for (;;) {
     pump(p, started, 50);
     int st;
     pid_t pid;
