@@ -343,7 +343,7 @@ typedef struct {
 static int read_slots(file_in *in, int dtype, uint64_t nkeys, slot_table *t) {
   size_t es = elem_size(dtype);
   for (uint64_t i = 0; i < nkeys; i++) {
-    uint64_t key, count, state;
+    uint64_t key = 0, count = 0, state = 0;   /* set by the reads below; -O3 cannot tell */
     GCOMP_CHECK(in_u64(in, &key));
     GCOMP_CHECK(in_u64(in, &count));
     GCOMP_CHECK(in_u64(in, &state));

@@ -163,7 +163,7 @@ static int calibrate(gcomp_comm *comm) {
     if (t->node_of[r] == t->node_of[r + 1]) intra_node = t->node_of[r];
   if (t->node == intra_node && t->local_rank < 2) {
     int peer = t->local_ranks[t->local_rank ^ 1];
-    double small, big;
+    double small = 0, big = 0;
     st = pingpong(t, peer, t->local_rank == 0, 8, 20, buf, 0x100, &small);
     if (st == GCOMP_OK) st = pingpong(t, peer, t->local_rank == 0, BIG, 3, buf, 0x200, &big);
     if (st == GCOMP_OK) f[0] = small, f[1] = (big - small) / BIG;
@@ -175,7 +175,7 @@ static int calibrate(gcomp_comm *comm) {
     int peer = -1;
     for (int r = 0; r < t->size && peer < 0; r++)
       if (t->node_of[r] == (t->node ^ 1)) peer = r;
-    double small, big;
+    double small = 0, big = 0;
     st = pingpong(t, peer, t->node == 0, 8, 10, buf, 0x300, &small);
     if (st == GCOMP_OK) st = pingpong(t, peer, t->node == 0, BIG, 2, buf, 0x400, &big);
     if (st == GCOMP_OK) f[2] = small, f[3] = (big - small) / BIG;

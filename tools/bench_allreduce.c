@@ -95,6 +95,15 @@ static double time_mpi(float *send, float *recv, size_t n, int iters) {
 }
 #endif
 
+/* The largest size's time per codec, for the closing comparison. */
+static struct {
+  const char *spec;
+  char algo[32];
+  double t;
+  size_t bytes;
+} last_row[8];
+static int nlast;
+
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -120,6 +129,8 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
            "", "", "", "(us)", "(GB/s)", "(GB/s)", "oop", "(us)", "(GB/s)", "(GB/s)", "inplace");
   }
   if (rank == 0 && o->json) printf("[");
+  gcomp_comm_stats st0;
+  gcomp_comm_get_stats(comm, &st0);
   double sum_busbw = 0;
   int nsizes = 0, status = GCOMP_OK;
   for (size_t bytes = o->minb; bytes <= o->maxb && status == GCOMP_OK;
@@ -188,6 +199,12 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
     }
     sum_busbw += algo * bus;
     nsizes++;
+    if (nlast < 8) {
+      last_row[nlast].spec = spec ? spec : "none";
+      snprintf(last_row[nlast].algo, sizeof last_row[nlast].algo, "%s", ran);
+      last_row[nlast].t = to;
+      last_row[nlast].bytes = bytes;
+    }
     if (rank == 0) {
       const char *algo_name = ran;   /* what the timed calls ran */
       if (o->json) {
@@ -218,10 +235,24 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
       fflush(stdout);
     }
   }
+  /* where this rank's time went, over every call of the table */
+  gcomp_comm_stats st1;
+  gcomp_comm_get_stats(comm, &st1);
+  double tot = st1.total_s - st0.total_s;
+  double split[5] = {st1.wait_s - st0.wait_s, st1.encode_s - st0.encode_s,
+                     st1.decode_s - st0.decode_s, st1.reduce_s - st0.reduce_s, tot};
   if (rank == 0) {
     if (o->json) printf("\n]\n");
-    else if (nsizes) printf("# Avg bus bandwidth    : %g\n", sum_busbw / nsizes);
+    else if (nsizes) {
+      printf("# Avg bus bandwidth    : %g\n", sum_busbw / nsizes);
+      if (tot > 0)
+        printf("# rank 0 time split: wait %.0f%%, encode %.0f%%, decode %.0f%%, reduce %.0f%%, "
+               "other (posting, copies, progress) %.0f%%\n", 100 * split[0] / tot,
+               100 * split[1] / tot, 100 * split[2] / tot, 100 * split[3] / tot,
+               100 * (tot - split[0] - split[1] - split[2] - split[3]) / tot);
+    }
   }
+  if (nsizes) nlast++;
   gcomp_codec_destroy(codec);
   free(send);
   free(recv);
@@ -282,6 +313,21 @@ static int cmd_allreduce(int argc, char **argv) {
   }
   for (int c = 0; st == GCOMP_OK && c < (o.ncodecs ? o.ncodecs : 1); c++)
     st = run(comm, &o, o.ncodecs ? o.codecs[c] : NULL);
+  if (st == GCOMP_OK && nlast > 1 && gcomp_comm_rank(comm) == 0 && !o.json) {
+    int best = 0, base = -1;
+    for (int i = 0; i < nlast; i++) {
+      if (last_row[i].t < last_row[best].t) best = i;
+      if (!strcmp(last_row[i].spec, "none")) base = i;
+    }
+    printf("# at %zu B: fastest codec %s (the planner ran %s)", last_row[best].bytes,
+           last_row[best].spec, last_row[best].algo);
+    if (base >= 0) printf(", %.2f x the uncompressed time", last_row[base].t / last_row[best].t);
+    printf("\n");
+    for (int i = 0; i < nlast; i++)
+      if (base >= 0 && i != base)
+        printf("#   %-28s %.2f x faster than none (%s)\n", last_row[i].spec,
+               last_row[base].t / last_row[i].t, last_row[i].algo);
+  }
   if (st < 0) fprintf(stderr, "gcomp-bench allreduce: rank %d: %s: %s\n", gcomp_comm_rank(comm),
                       gcomp_strerror(st), gcomp_last_error());
   gcomp_comm_destroy(comm);

@@ -50,6 +50,17 @@ int main(int argc, char **argv) {
     printf(", \"isa_selected\": "); json_str(gcomp_isa_selected());
     printf(", \"libfabric\": "); json_str(gcomp_fabric_version());
     printf(", \"providers\": "); json_str(providers);
+    printf(", \"algorithms\": [");
+    for (int i = 0; i < gcomp_algo_count(); i++) {
+      const char *name, *desc;
+      gcomp_algo_describe(i, &name, &desc);
+      printf("%s{\"name\": ", i ? ", " : "");
+      json_str(name);
+      printf(", \"description\": ");
+      json_str(desc);
+      printf("}");
+    }
+    printf("]");
     if (env) {
       printf(", \"params\": [");
       for (int i = 0; i < gcomp_param_count(); i++) {
@@ -76,6 +87,12 @@ int main(int argc, char **argv) {
          gcomp_isa_best());
   printf("  libfabric:    %s\n", gcomp_fabric_version());
   printf("  providers:    %s (tagged RDM)\n", providers[0] ? providers : "(none)");
+  printf("\nallreduce algorithms (GCOMP_ALGO=auto lets the cost model pick per call):\n");
+  for (int i = 0; i < gcomp_algo_count(); i++) {
+    const char *name, *desc;
+    gcomp_algo_describe(i, &name, &desc);
+    printf("  %-12s %s\n", name, desc);
+  }
   if (env) {
     printf("\nparameters (environment variables):\n");
     for (int i = 0; i < gcomp_param_count(); i++) {
