@@ -62,6 +62,10 @@ size_t gcomp_cv_model_scratch(const gcomp_cv_model *m, int rows);
 double gcomp_cv_model_loss(const gcomp_cv_model *m, const float *theta, const float *x,
                            const int *y, int n, float *grad, float *scratch, int *correct);
 
+/* The training loss of the curves is measured on the first (up to) this many training rows
+ * (the rows are already in a seeded random order); test accuracy on the whole test set. */
+enum { GCOMP_CV_EVAL_ROWS = 4096 };
+
 /* ---- one training run ------------------------------------------------------------------ */
 typedef struct {
   int workers;          /* W data-parallel workers = loopback ranks = threads */
@@ -87,7 +91,7 @@ typedef struct {
   char error[512];
   int neval;
   int *eval_step;       /* [neval] */
-  double *train_loss;   /* [neval] full training-set loss */
+  double *train_loss;   /* [neval] training loss (first GCOMP_CV_EVAL_ROWS rows) */
   double *test_acc;     /* [neval] test accuracy, 0..1 */
   double *drift;        /* [neval] ||theta - theta_base|| / ||theta_base|| (0 for baseline) */
   float *snap;          /* [neval * nparams] parameter snapshots (kept for the baseline) */

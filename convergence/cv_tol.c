@@ -53,7 +53,7 @@ gcomp_cv_tol gcomp_cv_tol_default(const char *canon, const char **cls) {
              strcmp(kind, "test_biased") == 0) {
     c = "cast", t = (gcomp_cv_tol){0.5, 0.01, 0.02, INFINITY};
   } else if (strcmp(kind, "topk") == 0) {
-    c = ef ? "topk+ef" : "topk", t = (gcomp_cv_tol){1.0, 0.05, INFINITY, INFINITY};
+    c = ef ? "topk+ef" : "topk", t = (gcomp_cv_tol){1.0, 0.10, INFINITY, INFINITY};
   } else {
     c = "other", t = (gcomp_cv_tol){1.0, 0.05, INFINITY, INFINITY};
   }

@@ -22,7 +22,7 @@
 enum { GRAD_KEY = 1 };
 
 void gcomp_cv_train_defaults(gcomp_cv_train_cfg *cfg) {
-  *cfg = (gcomp_cv_train_cfg){.workers = 8, .steps = 300, .batch = 16, .lr = 0.05,
+  *cfg = (gcomp_cv_train_cfg){.workers = 8, .steps = 600, .batch = 16, .lr = 0.05,
                               .momentum = 0.9, .weight_decay = 0, .seed = 1, .eval_every = 10,
                               .op = GCOMP_AVG, .progress = 0, .label = ""};
 }
@@ -129,9 +129,10 @@ static void evaluate(sim *s, int e, const float *theta) {
   const gcomp_cv_data *d = s->data;
   gcomp_cv_run *r = s->run;
   int correct = 0;
-  r->train_loss[e] = gcomp_cv_model_loss(s->m, theta, d->xtrain, d->ytrain, d->ntrain, NULL,
+  int ntr = d->ntrain < GCOMP_CV_EVAL_ROWS ? d->ntrain : GCOMP_CV_EVAL_ROWS;
+  r->train_loss[e] = gcomp_cv_model_loss(s->m, theta, d->xtrain, d->ytrain, ntr, NULL,
                                          s->eval_scratch, &correct);
-  r->final_train_acc = (double)correct / d->ntrain;
+  r->final_train_acc = (double)correct / ntr;
   gcomp_cv_model_loss(s->m, theta, d->xtest, d->ytest, d->ntest, NULL, s->eval_scratch, &correct);
   r->test_acc[e] = (double)correct / d->ntest;
   if (r->snap) memcpy(r->snap + (size_t)e * s->np, theta, s->np * sizeof *theta);
@@ -379,7 +380,8 @@ int gcomp_cv_train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
   s.error = calloc((size_t)W, sizeof *s.error);
   s.cstats = calloc((size_t)W, sizeof *s.cstats);
   s.kstats = calloc((size_t)W, sizeof *s.kstats);
-  int rows = data->ntrain > data->ntest ? data->ntrain : data->ntest;
+  int rows = data->ntrain < GCOMP_CV_EVAL_ROWS ? data->ntrain : GCOMP_CV_EVAL_ROWS;
+  if (data->ntest > rows) rows = data->ntest;
   s.eval_scratch = malloc(gcomp_cv_model_scratch(model, rows) * sizeof(float));
   pthread_t *th = calloc((size_t)W, sizeof *th);
   worker_arg *args = calloc((size_t)W, sizeof *args);

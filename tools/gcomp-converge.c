@@ -44,16 +44,20 @@ static void usage(FILE *f) {
     "                        default digits,gmm,teacher; digits is skipped if not found)\n"
     "  --data FILE           a CSV (or .csv.gz) task: label last, optional header (repeatable)\n"
     "  --digits FILE         where the digits CSV is (default: source tree, then install)\n"
-    "  --model LIST          softmax, mlp (default softmax,mlp)\n"
+    "  --model LIST          softmax, mlp (default softmax,mlp): every task runs every model\n"
+    "  --problem TASK/MODEL  one task with one model (repeatable), e.g. digits/mlp; replaces\n"
+    "                        the --task x --model cross product\n"
     "  --hidden N            MLP hidden units (default 64)\n"
     "  --classes N           labels must be integers in [0, N) (default 256)\n"
     "  --test-frac F         held-out fraction (default 0.2); --split-seed N (default 12345)\n"
-    "  --synth-dim N --synth-cond C --synth-n N   synthetic task shape (32, 30, 4000)\n"
+    "  --synth-dim N --synth-cond C --synth-n N   synthetic task shape (32, 30, 8000 train rows\n                        + a quarter of that for test)\n"
     "training\n"
-    "  --workers W (8) --steps N (300) --batch B (16 per worker) --lr X (0.05)\n"
+    "  --workers W (8) --steps N (600) --batch B (16 per worker) --lr X (0.05)\n"
     "  --momentum X (0.9) --weight-decay X (0) --seed N (1) --eval-every N (10)\n"
     "  --op avg|sum          how the gradients are combined (default avg)\n"
-    "  --ci                  the CI-sized check: fewer steps, digits + gmm, MLP and softmax\n"
+    "  --ci                  the CI-sized check: digits/softmax, digits/mlp, gmm/softmax, and\n"
+    "                        (unless --must-fail is given) test_biased and topk:ratio=0.001\n"
+    "                        as codecs that must be flagged\n"
     "tolerances (defaults in README.md; later rules win)\n"
     "  --tol 'PATTERN k=v,...'  keys acc (points), loss, gap (fractions), drift; 'inf' disables\n"
     "  --tolerances FILE     one such rule per line, # comments\n"
@@ -100,18 +104,18 @@ int main(int argc, char **argv) {
   gcomp_cv_train_cfg cfg;
   gcomp_cv_train_defaults(&cfg);
   strlist codecs = {0}, mustfail = {0}, tasks = {0}, datas = {0}, models = {0}, tols = {0},
-          tolfiles = {0};
+          tolfiles = {0}, pairs = {0};
   const char *json = NULL, *junit = NULL, *plot = NULL, *digits = NULL, *alpha_beta = NULL;
   const char *algo = "auto";
   long long min_bytes = 0;
-  int hidden = 64, classes = 256, synth_dim = 32, synth_n = 4000, quiet = 0, list_tol = 0;
+  int hidden = 64, classes = 256, synth_dim = 32, synth_n = 8000, quiet = 0, list_tol = 0;
   int progress = isatty(2), ci = 0;
   double test_frac = 0.2, synth_cond = 30;
   uint64_t split_seed = 12345;
   enum { O_CODEC = 256, O_MUSTFAIL, O_ALGO, O_MINB, O_AB, O_TASK, O_DATA, O_DIGITS, O_MODEL,
          O_HIDDEN, O_CLASSES, O_TFRAC, O_SSEED, O_SDIM, O_SCOND, O_SN, O_WORKERS, O_STEPS,
          O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_EVAL, O_OP, O_CI, O_TOL, O_TOLF, O_LTOL, O_JSON,
-         O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP };
+         O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP, O_PROBLEM };
   static const struct option opts[] = {
       {"codec", 1, 0, O_CODEC},       {"must-fail", 1, 0, O_MUSTFAIL}, {"algo", 1, 0, O_ALGO},
       {"min-bytes", 1, 0, O_MINB},    {"alpha-beta", 1, 0, O_AB},     {"task", 1, 0, O_TASK},
@@ -125,8 +129,9 @@ int main(int argc, char **argv) {
       {"tolerances", 1, 0, O_TOLF},   {"list-tolerances", 0, 0, O_LTOL}, {"json", 1, 0, O_JSON},
       {"junit", 1, 0, O_JUNIT},       {"plot", 1, 0, O_PLOT},         {"progress", 0, 0, O_PROG},
       {"no-progress", 0, 0, O_NOPROG}, {"quiet", 0, 0, O_QUIET},      {"help", 0, 0, O_HELP},
+      {"problem", 1, 0, O_PROBLEM},
       {0, 0, 0, 0}};
-  int steps_set = 0, eval_set = 0;
+  int eval_set = 0;
   for (int o; (o = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
     switch (o) {
     case O_CODEC: push(&codecs, optarg); break;
@@ -138,6 +143,15 @@ int main(int argc, char **argv) {
     case O_DATA: push(&datas, optarg); break;
     case O_DIGITS: digits = optarg; break;
     case O_MODEL: push_csv(&models, optarg); break;
+    case O_PROBLEM: {
+      const char *slash = strchr(optarg, '/');
+      if (!slash || slash == optarg || !slash[1]) {
+        fprintf(stderr, "gcomp-converge: --problem '%s' is not TASK/MODEL (e.g. digits/mlp)\n", optarg);
+        return 2;
+      }
+      push(&pairs, optarg);
+      break;
+    }
     case O_HIDDEN: hidden = (int)num("--hidden", optarg, 1, 4096); break;
     case O_CLASSES: classes = (int)num("--classes", optarg, 2, 65536); break;
     case O_TFRAC: test_frac = num("--test-frac", optarg, 0.001, 0.999); break;
@@ -146,7 +160,7 @@ int main(int argc, char **argv) {
     case O_SCOND: synth_cond = num("--synth-cond", optarg, 1, 1e6); break;
     case O_SN: synth_n = (int)num("--synth-n", optarg, 16, 1e7); break;
     case O_WORKERS: cfg.workers = (int)num("--workers", optarg, 1, 1024); break;
-    case O_STEPS: cfg.steps = (int)num("--steps", optarg, 1, 1e8); steps_set = 1; break;
+    case O_STEPS: cfg.steps = (int)num("--steps", optarg, 1, 1e8); break;
     case O_BATCH: cfg.batch = (int)num("--batch", optarg, 1, 1e6); break;
     case O_LR: cfg.lr = num("--lr", optarg, 0, 1e3); break;
     case O_MOM: cfg.momentum = num("--momentum", optarg, 0, 0.9999); break;
@@ -180,8 +194,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (ci) {   /* the CI-sized check: small enough for two cores in well under two minutes */
-    if (!steps_set) cfg.steps = 200;
-    if (!tasks.n && !datas.n) push_csv(&tasks, "digits,gmm");
+    if (!tasks.n && !datas.n && !pairs.n) {
+      push(&pairs, "digits/softmax");
+      push(&pairs, "digits/mlp");
+      push(&pairs, "gmm/softmax");
+    }
   }
   if (!eval_set) cfg.eval_every = cfg.steps >= 50 ? cfg.steps / 50 : 1;
   cfg.progress = progress && !quiet;
@@ -218,6 +235,14 @@ int main(int argc, char **argv) {
       gcomp_codec_destroy(c);
     }
   }
+  if (ci && !mustfail.n) {   /* the check must show it can fail, too */
+    static const char *const bad[] = {"test_biased", "topk:ratio=0.001"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+      gcomp_codec *c = NULL;
+      if (gcomp_codec_create(bad[i], &c) == GCOMP_OK) push(&mustfail, bad[i]);
+      gcomp_codec_destroy(c);
+    }
+  }
   int nrun = codecs.n + mustfail.n;
   for (int i = 0; i < nrun; i++) {
     const char *spec = i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n];
@@ -239,7 +264,14 @@ int main(int argc, char **argv) {
   }
   if (list_tol) return 0;
 
-  /* data sets */
+  /* data sets: --problem pairs name their tasks */
+  for (int i = 0; i < pairs.n; i++) {
+    char task[64];
+    snprintf(task, sizeof task, "%.*s", (int)(strchr(pairs.v[i], '/') - pairs.v[i]), pairs.v[i]);
+    int seen = 0;
+    for (int j = 0; j < tasks.n; j++) seen |= strcmp(tasks.v[j], task) == 0;
+    if (!seen) push(&tasks, task);
+  }
   if (!tasks.n && !datas.n) push_csv(&tasks, "digits,gmm,teacher");
   int ndata = 0;
   gcomp_cv_data *data = calloc((size_t)(tasks.n + datas.n), sizeof *data);
@@ -279,6 +311,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (!models.n) push_csv(&models, "softmax,mlp");
+  for (int i = 0; i < pairs.n; i++) {
+    const char *mname = strchr(pairs.v[i], '/') + 1;
+    int seen = 0;
+    for (int j = 0; j < models.n; j++) seen |= strcmp(models.v[j], mname) == 0;
+    if (!seen) push(&models, mname);
+  }
   gcomp_cv_model *mods = calloc((size_t)models.n, sizeof *mods);
   for (int i = 0; i < models.n; i++)
     if (gcomp_cv_model_parse(models.v[i], hidden, &mods[i]) < 0) {
@@ -290,11 +328,18 @@ int main(int argc, char **argv) {
   int nprob = ndata * models.n;
   gcomp_cv_problem *probs = calloc((size_t)nprob, sizeof *probs);
   gcomp_cv_model *shaped = calloc((size_t)nprob, sizeof *shaped);
-  int errors = 0, failures = 0;
+  int errors = 0, failures = 0, nprob_used = 0;
   char label[96];
   for (int d = 0; d < ndata; d++)
     for (int m = 0; m < models.n; m++) {
-      int p = d * models.n + m;
+      if (pairs.n) {
+        char want[160];
+        snprintf(want, sizeof want, "%s/%s", data[d].name, models.v[m]);
+        int sel = 0;
+        for (int i = 0; i < pairs.n; i++) sel |= strcmp(pairs.v[i], want) == 0;
+        if (!sel) continue;
+      }
+      int p = nprob_used++;
       gcomp_cv_problem *pr = &probs[p];
       shaped[p] = mods[m];
       gcomp_cv_model_shape(&shaped[p], data[d].nfeat, data[d].nclass);
@@ -337,6 +382,11 @@ int main(int argc, char **argv) {
       }
     }
 
+  nprob = nprob_used;
+  if (!nprob) {
+    fprintf(stderr, "gcomp-converge: no problem to run (check --problem against the tasks found)\n");
+    return 2;
+  }
   gcomp_cv_report rep = {.cfg = &cfg, .algo = algo, .nproblems = nprob, .problems = probs};
   if (!quiet) gcomp_cv_print_table(stdout, &rep);
   if (json && gcomp_cv_write_json(json, &rep) < 0) errors++, fprintf(stderr, "%s\n", gcomp_last_error());
@@ -374,7 +424,7 @@ int main(int argc, char **argv) {
   for (int d = 0; d < ndata; d++) gcomp_cv_data_free(&data[d]);
   free(data);
   gcomp_cv_tolset_destroy(ts);
-  strlist *all[] = {&codecs, &mustfail, &tasks, &datas, &models, &tols, &tolfiles};
+  strlist *all[] = {&codecs, &mustfail, &tasks, &datas, &models, &tols, &tolfiles, &pairs};
   for (size_t k = 0; k < sizeof all / sizeof *all; k++) {
     for (int i = 0; i < all[k]->n; i++) free(all[k]->v[i]);
     free(all[k]->v);

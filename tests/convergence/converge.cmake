@@ -1,0 +1,17 @@
+# The convergence tier (label convergence): the harness's own unit test, and the CI-sized
+# check -- every shipped codec on digits and a synthetic task, plus the codecs that must be
+# flagged -- through gcomp-converge exactly as a user runs it.
+if(TARGET test_converge)
+  target_link_libraries(test_converge PRIVATE gcomp_converge)
+  set_tests_properties(unit.test_converge PROPERTIES LABELS "unit;convergence")
+endif()
+if(GCOMP_SANITIZE)
+  # the sanitizer tree stays fast: a short smoke run of the same command
+  add_test(NAME convergence.ci COMMAND gcomp-converge --ci --quiet --no-progress --steps 40
+           --task gmm --model softmax,mlp --codec none --codec bf16 --codec test_biased+ef)
+else()
+  add_test(NAME convergence.ci COMMAND gcomp-converge --ci --no-progress
+           --junit ${CMAKE_BINARY_DIR}/convergence-ci.xml --json ${CMAKE_BINARY_DIR}/convergence-ci.json
+           --plot ${CMAKE_BINARY_DIR}/convergence-ci.svg)
+endif()
+set_tests_properties(convergence.ci PROPERTIES LABELS convergence TIMEOUT 600)

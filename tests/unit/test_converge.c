@@ -1,0 +1,346 @@
+/* The convergence harness checks itself: it must flag a deliberately biased codec and top-k
+ * without error feedback, pass the same top-k with +ef, repeat itself bitwise, run 32
+ * workers, and reject bad input with errors that name the file and line or the token. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "converge.h"
+#include "gcomp.h"
+
+#ifdef __SANITIZE_ADDRESS__
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
+static int setup_env(void **state) {
+  (void)state;
+  assert_int_equal(gcomp_cv_setup_env(0, NULL), GCOMP_OK);
+  return 0;
+}
+
+/* A small Gaussian-mixture task: cheap, and the same every time. */
+static void make_gmm(gcomp_cv_data *d, int ntrain) {
+  gcomp_cv_synth s = {.kind = "gmm", .dim = 16, .nclass = 10, .ntrain = ntrain,
+                      .ntest = ntrain / 2, .cond = 10, .sep = 0.6, .seed = 7};
+  assert_int_equal(gcomp_cv_make_synth(&s, d), GCOMP_OK);
+}
+
+static void make_model(gcomp_cv_model *m, const char *kind, const gcomp_cv_data *d) {
+  assert_int_equal(gcomp_cv_model_parse(kind, 32, m), GCOMP_OK);
+  gcomp_cv_model_shape(m, d->nfeat, d->nclass);
+}
+
+static void base_cfg(gcomp_cv_train_cfg *cfg, int steps) {
+  gcomp_cv_train_defaults(cfg);
+  cfg->steps = steps;
+  cfg->eval_every = steps / 20 > 0 ? steps / 20 : 1;
+  cfg->algo = "auto";
+}
+
+static void run_ok(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *d, const gcomp_cv_model *m,
+                   const char *spec, const gcomp_cv_run *base, gcomp_cv_run *out) {
+  int st = gcomp_cv_train(cfg, d, m, spec, base, out);
+  if (st != GCOMP_OK) fail_msg("run '%s' failed: %s", spec ? spec : "baseline", out->error);
+  assert_true(out->replicas_equal);
+}
+
+static gcomp_cv_verdict judge_default(const gcomp_cv_run *base, const gcomp_cv_run *run) {
+  gcomp_cv_tol tol = gcomp_cv_tol_for(NULL, run->spec, run->canon);
+  gcomp_cv_verdict v;
+  gcomp_cv_judge(base, run, &tol, &v);
+  return v;
+}
+
+static int have_codec(const char *spec) {
+  gcomp_codec *c = NULL;
+  int st = gcomp_codec_create(spec, &c);
+  gcomp_codec_destroy(c);
+  return st == GCOMP_OK;
+}
+
+/* ---- the harness can fail ------------------------------------------------------------ */
+static void test_biased_is_flagged_on_mlp(void **state) {
+  (void)state;
+  gcomp_cv_data d;
+  gcomp_cv_model m;
+  gcomp_cv_train_cfg cfg;
+  make_gmm(&d, 2000);
+  make_model(&m, "mlp", &d);
+  base_cfg(&cfg, SANITIZED ? 120 : 300);
+  gcomp_cv_run base, none, biased;
+  run_ok(&cfg, &d, &m, NULL, NULL, &base);
+  run_ok(&cfg, &d, &m, "none", &base, &none);
+  run_ok(&cfg, &d, &m, "test_biased", &base, &biased);
+  gcomp_cv_verdict vn = judge_default(&base, &none), vb = judge_default(&base, &biased);
+  /* the identity passes (no false alarm) and the biased codec is caught */
+  if (vn.pass != 1) fail_msg("'none' was flagged: %s", vn.why);
+  if (vb.pass != 0) fail_msg("test_biased was not flagged (loss %g vs %g, acc %g vs %g)",
+                             biased.final_loss, base.final_loss, biased.final_acc, base.final_acc);
+  assert_non_null(strstr(vb.why, "above the baseline"));   /* names the metric */
+  assert_true(biased.relerr_mean > 0.05);                    /* its gradients are visibly wrong */
+  assert_true(none.relerr_mean < 1e-5);
+  gcomp_cv_run_free(&base);
+  gcomp_cv_run_free(&none);
+  gcomp_cv_run_free(&biased);
+  gcomp_cv_data_free(&d);
+}
+
+/* On the real data set's MLP (4810 parameters): top-k at 0.1% keeps ~5 values per worker and
+ * step. Without error feedback the rest is lost and the model falls behind; with +ef it is
+ * only delayed. (On the synthetic MLPs 0.1%+ef still trails after 600 steps: see
+ * bench/RESULTS.md -- the assertion lives where the claim holds, on digits.) */
+static void test_topk_without_ef_flagged_with_ef_passes(void **state) {
+  (void)state;
+  if (!have_codec("topk:ratio=0.001") || !have_codec("topk:ratio=0.001+ef")) {
+    print_message("topk is not in this build yet: %s\n", gcomp_last_error());
+    skip();
+  }
+  if (access(GCOMP_CV_DIGITS_SRC, R_OK) != 0) {
+    print_message("digits data set not extracted (run scripts/setup)\n");
+    skip();
+  }
+  gcomp_cv_data d;
+  assert_int_equal(gcomp_cv_load_csv(GCOMP_CV_DIGITS_SRC, "digits", 10, 0.2, 12345, &d), GCOMP_OK);
+  gcomp_cv_model m;
+  assert_int_equal(gcomp_cv_model_parse("mlp", 64, &m), GCOMP_OK);
+  gcomp_cv_model_shape(&m, d.nfeat, d.nclass);
+  gcomp_cv_train_cfg cfg;
+  base_cfg(&cfg, 300);
+  gcomp_cv_run base, noef, ef;
+  run_ok(&cfg, &d, &m, NULL, NULL, &base);
+  run_ok(&cfg, &d, &m, "topk:ratio=0.001", &base, &noef);
+  run_ok(&cfg, &d, &m, "topk:ratio=0.001+ef", &base, &ef);
+  gcomp_cv_verdict vn = judge_default(&base, &noef), ve = judge_default(&base, &ef);
+  if (vn.pass != 0) fail_msg("topk:ratio=0.001 without EF was not flagged (acc %g vs %g)",
+                             noef.final_acc, base.final_acc);
+  if (ve.pass != 1) fail_msg("topk:ratio=0.001+ef was flagged: %s", ve.why);
+  assert_true(noef.wire_bytes * 5 < base.wire_bytes);   /* it really was sparse on the wire */
+  assert_true(ef.wire_bytes * 5 < base.wire_bytes);
+  gcomp_cv_run_free(&base);
+  gcomp_cv_run_free(&noef);
+  gcomp_cv_run_free(&ef);
+  gcomp_cv_data_free(&d);
+}
+
+/* ---- reproducible, bitwise --------------------------------------------------------------- */
+static void expect_same(const gcomp_cv_run *a, const gcomp_cv_run *b) {
+  assert_int_equal(a->nparams, b->nparams);
+  assert_memory_equal(a->theta, b->theta, a->nparams * sizeof(float));
+  assert_memory_equal(a->train_loss, b->train_loss, (size_t)a->neval * sizeof(double));
+  assert_memory_equal(a->test_acc, b->test_acc, (size_t)a->neval * sizeof(double));
+  assert_memory_equal(a->drift, b->drift, (size_t)a->neval * sizeof(double));
+  assert_memory_equal(a->grad_relerr, b->grad_relerr, (size_t)a->steps * sizeof(double));
+  assert_memory_equal(a->step_loss, b->step_loss, (size_t)a->steps * sizeof(double));
+  assert_true(a->wire_bytes == b->wire_bytes);
+}
+
+static void test_reproducible_bitwise(void **state) {
+  (void)state;
+  gcomp_cv_data d1, d2;
+  make_gmm(&d1, 1000);
+  make_gmm(&d2, 1000);
+  assert_memory_equal(d1.xtrain, d2.xtrain, (size_t)d1.ntrain * (size_t)d1.nfeat * sizeof(float));
+  gcomp_cv_model m;
+  make_model(&m, "mlp", &d1);
+  gcomp_cv_train_cfg cfg;
+  base_cfg(&cfg, 60);
+  /* error feedback and stochastic rounding carry state from step to step: the hardest case */
+  const char *spec = have_codec("fp16:round=stochastic+ef") ? "fp16:round=stochastic+ef"
+                                                            : "test_biased+ef";
+  gcomp_cv_run b1, b2, r1, r2;
+  run_ok(&cfg, &d1, &m, NULL, NULL, &b1);
+  run_ok(&cfg, &d2, &m, NULL, NULL, &b2);
+  expect_same(&b1, &b2);
+  run_ok(&cfg, &d1, &m, spec, &b1, &r1);
+  run_ok(&cfg, &d2, &m, spec, &b2, &r2);
+  expect_same(&r1, &r2);
+  /* and a different seed gives different numbers: the check above could fail */
+  cfg.seed = 2;
+  gcomp_cv_run b3;
+  run_ok(&cfg, &d1, &m, NULL, NULL, &b3);
+  assert_memory_not_equal(b1.theta, b3.theta, b1.nparams * sizeof(float));
+  gcomp_cv_run_free(&b1);
+  gcomp_cv_run_free(&b2);
+  gcomp_cv_run_free(&b3);
+  gcomp_cv_run_free(&r1);
+  gcomp_cv_run_free(&r2);
+  gcomp_cv_data_free(&d1);
+  gcomp_cv_data_free(&d2);
+}
+
+/* ---- scale: 32 workers, one thread and one loopback rank each ----------------------------- */
+static void test_32_workers(void **state) {
+  (void)state;
+  gcomp_cv_data d;
+  make_gmm(&d, 1000);
+  gcomp_cv_model m;
+  make_model(&m, "softmax", &d);
+  gcomp_cv_train_cfg cfg;
+  base_cfg(&cfg, 20);
+  cfg.workers = 32;
+  cfg.batch = 4;
+  gcomp_cv_run base, run;
+  run_ok(&cfg, &d, &m, NULL, NULL, &base);
+  run_ok(&cfg, &d, &m, "none+ef", &base, &run);
+  assert_true(base.train_loss[base.neval - 1] < base.train_loss[0]);   /* it learns */
+  assert_true(run.final_drift < 1e-4);
+  assert_true(run.relerr_max < 1e-5);
+  gcomp_cv_run_free(&base);
+  gcomp_cv_run_free(&run);
+  gcomp_cv_data_free(&d);
+}
+
+/* ---- bad input ---------------------------------------------------------------------------- */
+static char *write_tmp(const char *text) {
+  static char path[64];
+  snprintf(path, sizeof path, "/tmp/gcomp_cv_XXXXXX");
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  size_t n = strlen(text);
+  assert_int_equal(write(fd, text, n), (ssize_t)n);
+  close(fd);
+  return path;
+}
+
+static void expect_csv_error(const char *text, int max_classes, const char *needle1,
+                             const char *needle2) {
+  char *path = write_tmp(text);
+  gcomp_cv_data d;
+  int st = gcomp_cv_load_csv(path, NULL, max_classes, 0.25, 1, &d);
+  const char *err = gcomp_last_error();
+  if (st == GCOMP_OK || !strstr(err, path) || !strstr(err, needle1) || !strstr(err, needle2))
+    fail_msg("csv %s: status %d, error '%s' (wanted '%s' and '%s')", path, st, err, needle1,
+             needle2);
+  unlink(path);
+}
+
+static void test_bad_csv(void **state) {
+  (void)state;
+  expect_csv_error("a,b,label\n1,2,0\n3,4\n5,6,1\n", 10, ":3:", "malformed line");
+  expect_csv_error("1,2,0\n3,x,1\n", 10, ":2:", "field 2 'x' is not a number");
+  expect_csv_error("1,2,0\n3,4,12\n", 10, ":2:", "label '12' out of range");
+  expect_csv_error("1,2,0\n3,4,1.5\n", 10, ":2:", "label '1.5' out of range");
+  expect_csv_error("1,2,-1\n", 10, ":1:", "label '-1' out of range");
+  expect_csv_error("", 10, "empty file", "no data rows");
+  expect_csv_error("f1,f2,label\n\n", 10, "empty file", "no data rows");
+  /* a header and good rows load, with the label last */
+  char *path = write_tmp("f1,f2,label\n1,2,0\n3,4,1\n5,6,2\n7,8,1\n");
+  gcomp_cv_data d;
+  assert_int_equal(gcomp_cv_load_csv(path, NULL, 10, 0.25, 1, &d), GCOMP_OK);
+  assert_int_equal(d.nfeat, 2);
+  assert_int_equal(d.nclass, 3);
+  assert_int_equal(d.ntrain + d.ntest, 4);
+  gcomp_cv_data_free(&d);
+  unlink(path);
+  gcomp_cv_data d2;
+  assert_int_not_equal(gcomp_cv_load_csv("/nonexistent/x.csv", NULL, 10, 0.25, 1, &d2), GCOMP_OK);
+  assert_non_null(strstr(gcomp_last_error(), "/nonexistent/x.csv"));
+}
+
+static void test_digits_loads(void **state) {
+  (void)state;
+  if (access(GCOMP_CV_DIGITS_SRC, R_OK) != 0) {
+    print_message("digits data set not extracted (run scripts/setup)\n");
+    skip();
+  }
+  gcomp_cv_data d;
+  assert_int_equal(gcomp_cv_load_csv(GCOMP_CV_DIGITS_SRC, "digits", 10, 0.2, 12345, &d), GCOMP_OK);
+  assert_int_equal(d.nfeat, 64);
+  assert_int_equal(d.nclass, 10);
+  assert_int_equal(d.ntrain + d.ntest, 1797);
+  int seen[10] = {0};
+  for (int i = 0; i < d.ntrain; i++) seen[d.ytrain[i]]++;
+  for (int c = 0; c < 10; c++) assert_true(seen[c] > 100);
+  gcomp_cv_data_free(&d);
+}
+
+static void test_unknown_codec(void **state) {
+  (void)state;
+  gcomp_cv_data d;
+  make_gmm(&d, 200);
+  gcomp_cv_model m;
+  make_model(&m, "softmax", &d);
+  gcomp_cv_train_cfg cfg;
+  base_cfg(&cfg, 5);
+  gcomp_cv_run base, run;
+  run_ok(&cfg, &d, &m, NULL, NULL, &base);
+  assert_int_equal(gcomp_cv_train(&cfg, &d, &m, "bogus:ratio=1", &base, &run), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(run.error, "bogus"));
+  gcomp_cv_verdict v;
+  gcomp_cv_tol tol = gcomp_cv_tol_for(NULL, run.spec, run.canon);
+  gcomp_cv_judge(&base, &run, &tol, &v);
+  assert_int_equal(v.pass, -1);
+  gcomp_cv_run_free(&run);
+  assert_int_equal(gcomp_cv_train(&cfg, &d, &m, "none+ef:bad=1", &base, &run), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(run.error, "bad"));
+  gcomp_cv_run_free(&run);
+  gcomp_cv_run_free(&base);
+  gcomp_cv_data_free(&d);
+  gcomp_cv_model bad;
+  assert_int_equal(gcomp_cv_model_parse("resnet", 8, &bad), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "resnet"));
+}
+
+/* ---- tolerances ------------------------------------------------------------------------------ */
+static void test_tolerance_rules(void **state) {
+  (void)state;
+  gcomp_cv_tolset *ts;
+  assert_int_equal(gcomp_cv_tolset_create(&ts), GCOMP_OK);
+  gcomp_cv_tol t = gcomp_cv_tol_for(ts, "bf16", "bf16");
+  assert_true(t.acc_pts == 0.5 && t.loss_rel == 0.01);
+  t = gcomp_cv_tol_for(ts, "topk:ratio=0.01+ef", "topk:ratio=0.01,exact=0+ef");
+  assert_true(t.acc_pts == 1.0);
+  assert_int_equal(gcomp_cv_tolset_add(ts, "topk* acc=2,loss=inf", "--tol"), GCOMP_OK);
+  assert_int_equal(gcomp_cv_tolset_add(ts, "*+ef drift=0.5", "--tol"), GCOMP_OK);
+  t = gcomp_cv_tol_for(ts, "topk:ratio=0.01+ef", "topk:ratio=0.01,exact=0+ef");
+  assert_true(t.acc_pts == 2.0 && isinf(t.loss_rel) && t.drift == 0.5);
+  t = gcomp_cv_tol_for(ts, "bf16", "bf16");
+  assert_true(t.acc_pts == 0.5);
+  assert_int_equal(gcomp_cv_tolset_add(ts, "bf16 accuracy=1", "cfg:3"), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "cfg:3"));
+  assert_non_null(strstr(gcomp_last_error(), "accuracy"));
+  assert_int_equal(gcomp_cv_tolset_add(ts, "bf16 acc=-1", "cfg:4"), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_cv_tolset_add(ts, "bf16", "cfg:5"), GCOMP_ERR_INVALID);
+  gcomp_cv_tolset_destroy(ts);
+
+  /* the verdict names the metric and the margin */
+  gcomp_cv_run base = {.final_loss = 1.0, .final_acc = 0.90, .replicas_equal = 1};
+  gcomp_cv_run run = {.final_loss = 1.03, .final_acc = 0.893, .replicas_equal = 1};
+  gcomp_cv_tol tol = {0.5, 0.01, INFINITY, INFINITY};
+  gcomp_cv_verdict v;
+  gcomp_cv_judge(&base, &run, &tol, &v);
+  assert_int_equal(v.pass, 0);
+  assert_non_null(strstr(v.why, "test accuracy"));
+  assert_non_null(strstr(v.why, "exceeded by 0.20"));
+  assert_non_null(strstr(v.why, "3.00% above"));
+  run.final_acc = 0.899, run.final_loss = 1.005;
+  gcomp_cv_judge(&base, &run, &tol, &v);
+  assert_int_equal(v.pass, 1);
+  run.replicas_equal = 0;
+  gcomp_cv_judge(&base, &run, &tol, &v);
+  assert_int_equal(v.pass, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_tolerance_rules),
+      cmocka_unit_test(test_bad_csv),
+      cmocka_unit_test(test_digits_loads),
+      cmocka_unit_test(test_unknown_codec),
+      cmocka_unit_test(test_reproducible_bitwise),
+      cmocka_unit_test(test_32_workers),
+      cmocka_unit_test(test_biased_is_flagged_on_mlp),
+      cmocka_unit_test(test_topk_without_ef_flagged_with_ef_passes),
+  };
+  return cmocka_run_group_tests(tests, setup_env, NULL);
+}
