@@ -496,14 +496,27 @@ static int write_sparse(const topk_cfg *cfg, gcomp_enc_ctx *ctx, const uint32_t 
       prev = idx[j] + 1;
       acc |= (uint64_t)gap << nbits;
       nbits += w;
-      while (nbits >= 8) *p++ = (uint8_t)acc, acc >>= 8, nbits -= 8;
+      if (nbits >= 32) {   /* w <= 32, so acc never holds more than 63 bits */
+        gcomp_store_le32(p, (uint32_t)acc);
+        p += 4, acc >>= 32, nbits -= 32;
+      }
     }
-    if (nbits) *p++ = (uint8_t)acc;
+    for (; nbits > 0; nbits = nbits > 8 ? nbits - 8 : 0) *p++ = (uint8_t)acc, acc >>= 8;
   }
-  for (size_t j = 0; j < c; j++, p += vb) {
-    ctx->stats->nonfinite_inputs += (f2u(val[j]) & 0x7f800000u) == 0x7f800000u;
-    put_value(p, val[j], cfg->values, ctx->stats);
+  uint64_t nonfinite = 0;
+  if (cfg->values == TOPK_V_FP32) {
+    for (size_t j = 0; j < c; j++, p += 4) {
+      uint32_t b = f2u(val[j]);
+      nonfinite += (b & 0x7f800000u) == 0x7f800000u;
+      gcomp_store_le32(p, b);
+    }
+  } else {
+    for (size_t j = 0; j < c; j++, p += vb) {
+      nonfinite += (f2u(val[j]) & 0x7f800000u) == 0x7f800000u;
+      put_value(p, val[j], cfg->values, ctx->stats);
+    }
   }
+  ctx->stats->nonfinite_inputs += nonfinite;
   *len = total;
   return GCOMP_OK;
 }
