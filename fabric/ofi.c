@@ -78,7 +78,9 @@ struct gcomp_treq {
   size_t done_bytes;
   int first_posted, first_done;
   int inflight;
-  int want_post;            /* posting stopped on -FI_EAGAIN: retry from progress */
+  int want_post;            /* a later chunk met backpressure: progress retries it */
+  int in_fifo;              /* first chunk not posted yet: waits its turn in t->fifo */
+  struct gcomp_treq *fnext;
   int no_inject;            /* needs a completion that says the bytes left */
   int status;               /* <0 once failed */
   int zombie;               /* abandoned by the caller: freed when nothing is in flight */
@@ -113,6 +115,10 @@ typedef struct {
   int *topo;
   gcomp_treq *active;       /* every request not yet freed */
   int npost_pending;
+  /* requests whose first chunk is not posted yet, sends and receives apart, in the order
+   * the caller posted them: a send (receive) that met backpressure must not be overtaken
+   * by a later one, or messages with the same tag would match out of order */
+  gcomp_treq *fifo_head[2], *fifo_tail[2];
   int ready;                /* setup finished: destroy says goodbye first */
   int failed;               /* an operation failed: goodbyes are brief */
   char host[64];
@@ -134,6 +140,12 @@ static void req_free(ofi_transport *t, gcomp_treq *r) {
     t->active = r->next;
   if (r->next) r->next->prev = r->prev;
   if (r->want_post) t->npost_pending--;
+  if (r->in_fifo) {
+    gcomp_treq **pp = &t->fifo_head[r->op - 1], *last = NULL;
+    while (*pp && *pp != r) last = *pp, pp = &(*pp)->fnext;
+    if (*pp) *pp = r->fnext;
+    if (t->fifo_tail[r->op - 1] == r) t->fifo_tail[r->op - 1] = last;
+  }
   if (r->mr) fi_close(&r->mr->fid);
   free(r);
 }
@@ -164,8 +176,14 @@ static const char *op_name(const gcomp_treq *r) {
   return r->op == OP_SEND ? "send to" : "receive from";
 }
 
-/* Posts as many chunks as the window allows. -FI_EAGAIN is backpressure: the request is
- * marked and progress retries it after draining the completion queue. */
+static int is_backpressure(ssize_t rc) {
+  /* shm answers a full receive pool with -FI_ENOMEM rather than -FI_EAGAIN */
+  return rc == -FI_EAGAIN || rc == -FI_ENOMEM;
+}
+
+/* Posts as many chunks as the window allows. Backpressure is not an error: a first chunk
+ * stays at the head of its FIFO, a later chunk is marked, and progress retries both after
+ * draining the completion queues. */
 static void req_post(ofi_transport *t, gcomp_treq *r) {
   if (r->want_post) {
     r->want_post = 0;
@@ -223,14 +241,32 @@ static void req_post(ofi_transport *t, gcomp_treq *r) {
       }
       s->req = NULL;
     }
-    if (rc == -FI_EAGAIN) {
-      r->want_post = 1;
-      t->npost_pending++;
+    if (is_backpressure(rc)) {
+      if (r->first_posted) {
+        r->want_post = 1;
+        t->npost_pending++;
+      }
     } else {
       req_fail(r, GCOMP_ERR_FABRIC, "posting a %s rank %d over %s: %s", r->op == OP_SEND ? "send" : "receive",
                r->peer, e->prov, fi_strerror((int)-rc));
     }
     return;
+  }
+}
+
+/* Posts first chunks in FIFO order until one meets backpressure. */
+static void fifo_pump(ofi_transport *t, int q) {
+  gcomp_treq *r;
+  while ((r = t->fifo_head[q])) {
+    if (r->status == 0 && !r->zombie) {
+      req_post(t, r);
+      if (r->status == 0 && !r->first_posted) return;   /* backpressure: keep the order */
+    }
+    t->fifo_head[q] = r->fnext;
+    if (!t->fifo_head[q]) t->fifo_tail[q] = NULL;
+    r->in_fifo = 0;
+    r->fnext = NULL;
+    if (r->zombie && !r->inflight) req_free(t, r);
   }
 }
 
@@ -317,6 +353,8 @@ static int ofi_progress(gcomp_transport *tp) {
       if (n < 16) break;
     }
   }
+  for (int q = 0; q < 2; q++)
+    if (t->fifo_head[q]) fifo_pump(t, q);
   if (t->npost_pending)
     for (gcomp_treq *r = t->active, *nx; r; r = nx) {
       nx = r->next;
@@ -360,7 +398,14 @@ static int ofi_post(ofi_transport *t, int op, int peer, uint64_t fulltag, void *
     r->desc = fi_mr_desc(r->mr);
   }
   req_link(t, r);
-  req_post(t, r);
+  int q = op - 1;
+  r->in_fifo = 1;
+  if (t->fifo_tail[q])
+    t->fifo_tail[q]->fnext = r;
+  else
+    t->fifo_head[q] = r;
+  t->fifo_tail[q] = r;
+  if (t->fifo_head[q] == r) fifo_pump(t, q);
   *out = r;
   return GCOMP_OK;
 }

@@ -33,7 +33,6 @@ endforeach()
 
 gcomp_fabric_test(integration.fabric.boot 120
   bash ${CMAKE_CURRENT_LIST_DIR}/fabric_boot.sh ${GCOMP_FABRIC_P2P})
-set_tests_properties(integration.fabric.boot PROPERTIES ENVIRONMENT "GCOMP_TIMEOUT_MS=2500")
 
 gcomp_fabric_test(integration.fabric.kill.shm 60
   bash ${CMAKE_CURRENT_LIST_DIR}/fabric_fail.sh ${GCOMP_FABRIC_RUN} ${GCOMP_FABRIC_P2P} kill 3 1)
