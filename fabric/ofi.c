@@ -95,6 +95,7 @@ struct gcomp_treq {
 typedef struct {
   int32_t pid;
   char host[64];
+  char pidns[64];           /* "pid:[inode]": pids compare only within one namespace */
   char node[128];
 } rank_card;
 
@@ -122,6 +123,7 @@ typedef struct {
   int ready;                /* setup finished: destroy says goodbye first */
   int failed;               /* an operation failed: goodbyes are brief */
   char host[64];
+  char pidns[64];
 } ofi_transport;
 
 /* ---- requests ----------------------------------------------------------------------- */
@@ -439,7 +441,9 @@ static void req_abandon(ofi_transport *t, gcomp_treq *r) {
 
 /* A same-host peer whose process is gone will never answer: say so instead of waiting. */
 static int peer_dead(ofi_transport *t, int peer) {
-  if (strcmp(t->cards[peer].host, t->host) != 0) return 0;
+  if (strcmp(t->cards[peer].host, t->host) != 0 || !t->pidns[0] ||
+      strcmp(t->cards[peer].pidns, t->pidns) != 0)
+    return 0;
   uint64_t now = gcomp_now_ns();
   if (now - t->live_check_ns[peer] < LIVENESS_NS) return 0;
   t->live_check_ns[peer] = now;
@@ -749,6 +753,9 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
   mine.pid = (int32_t)getpid();
   gethostname(t->host, sizeof t->host - 1);
   snprintf(mine.host, sizeof mine.host, "%s", t->host);
+  ssize_t nl = readlink("/proc/self/ns/pid", t->pidns, sizeof t->pidns - 1);
+  t->pidns[nl > 0 ? nl : 0] = '\0';
+  memcpy(mine.pidns, t->pidns, sizeof mine.pidns);
   snprintf(mine.node, sizeof mine.node, "%s", node_id);
   status = oob->allgather(oob, &mine, sizeof mine, t->cards);
   if (status < 0) {
@@ -758,6 +765,7 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
   }
   for (int r = 0; r < n; r++) {
     t->cards[r].host[sizeof t->cards[r].host - 1] = '\0';
+    t->cards[r].pidns[sizeof t->cards[r].pidns - 1] = '\0';
     t->cards[r].node[sizeof t->cards[r].node - 1] = '\0';
     keys[r] = t->cards[r].node;
   }
