@@ -104,6 +104,14 @@ GCOMP_API size_t gcomp_fabric_providers(char *buf, size_t buf_size);
  *     codec[:key=value,...][+stage[:key=value,...]]...
  * e.g. "none", "bf16", "fp16:scale=none", "bf16:round=stochastic,seed=7",
  *      "topk:ratio=0.01+ef", "fp16+zstd:level=1".
+ *
+ * topk keeps the largest magnitudes: ratio=R (0 < R <= 1, k = R * count rounded, at least
+ * 1; default 0.01) or k=K; exact=0 (default: the kept count is within 10% of k) or 1
+ * (exactly k, ties broken by lower index); values=fp32|bf16|fp16 (fp16 saturates at
+ * +-65504, counted as overflows); seed=S (the threshold sample; equal seeds and inputs give
+ * equal frames). NaN and Inf are always sent, zeros never; k >= count sends every value.
+ * +ef adds error feedback (x = grad + residual[key]; send x; keep what was not sent);
+ * +ef:dtype=bf16 keeps residuals in bf16 (half the memory, rounded each step).
  * ------------------------------------------------------------------------------------- */
 typedef struct gcomp_codec gcomp_codec;
 
@@ -155,8 +163,16 @@ GCOMP_API int gcomp_codec_get_stats(const gcomp_codec *codec, gcomp_codec_stats 
 GCOMP_API void gcomp_codec_reset_stats(gcomp_codec *codec);
 
 /* Error-feedback residuals: save to and restore from a versioned, checksummed file, so a
- * run resumed from a checkpoint keeps its feedback. Load fails with GCOMP_ERR_CORRUPT on a
- * damaged file and GCOMP_ERR_INVALID when it was written by a different codec spec. */
+ * run resumed from a checkpoint keeps its feedback. Save writes every key's residual (and
+ * the kind's per-tensor state, e.g. top-k's last threshold) to a temporary file renamed
+ * over path, so a crash never leaves a half-written file; the same residuals always give
+ * the same bytes. Load replaces all of the codec's residuals with the file's; a key whose
+ * length then differs at the next gcomp_encode is refused (GCOMP_ERR_INVALID) as usual.
+ * Load fails with GCOMP_ERR_CORRUPT on a damaged, truncated or foreign file and
+ * GCOMP_ERR_INVALID when it was written by a different codec spec (the canonical spec,
+ * ef:dtype included, is stored in the file) or cannot be opened; on failure the codec's
+ * residuals are unchanged. Both return GCOMP_ERR_INVALID for a codec without +ef. Not
+ * thread-safe for one codec. */
 GCOMP_API int gcomp_codec_save_residuals(const gcomp_codec *codec, const char *path);
 GCOMP_API int gcomp_codec_load_residuals(gcomp_codec *codec, const char *path);
 
