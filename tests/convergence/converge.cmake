@@ -8,7 +8,8 @@ endif()
 if(GCOMP_SANITIZE)
   # the sanitizer tree stays fast: a short smoke run of the same command
   add_test(NAME convergence.ci COMMAND gcomp-converge --ci --quiet --no-progress --steps 40
-           --task gmm --model softmax,mlp --codec none --codec bf16 --codec test_biased+ef)
+           --eval-every 10 --synth-n 2000 --task gmm --model softmax,mlp
+           --codec none --codec none+ef --codec bf16)
 else()
   add_test(NAME convergence.ci COMMAND gcomp-converge --ci --no-progress
            --junit ${CMAKE_BINARY_DIR}/convergence-ci.xml --json ${CMAKE_BINARY_DIR}/convergence-ci.json

@@ -16,12 +16,6 @@
 #include "converge.h"
 #include "gcomp.h"
 
-#ifdef __SANITIZE_ADDRESS__
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
-
 static int setup_env(void **state) {
   (void)state;
   assert_int_equal(gcomp_cv_setup_env(0, NULL), GCOMP_OK);
@@ -76,7 +70,7 @@ static void test_biased_is_flagged_on_mlp(void **state) {
   gcomp_cv_train_cfg cfg;
   make_gmm(&d, 2000);
   make_model(&m, "mlp", &d);
-  base_cfg(&cfg, SANITIZED ? 120 : 300);
+  base_cfg(&cfg, 300);
   gcomp_cv_run base, none, biased;
   run_ok(&cfg, &d, &m, NULL, NULL, &base);
   run_ok(&cfg, &d, &m, "none", &base, &none);
@@ -86,7 +80,9 @@ static void test_biased_is_flagged_on_mlp(void **state) {
   if (vn.pass != 1) fail_msg("'none' was flagged: %s", vn.why);
   if (vb.pass != 0) fail_msg("test_biased was not flagged (loss %g vs %g, acc %g vs %g)",
                              biased.final_loss, base.final_loss, biased.final_acc, base.final_acc);
-  assert_non_null(strstr(vb.why, "above the baseline"));   /* names the metric */
+  /* the verdict names the metric and the margin */
+  assert_true(strstr(vb.why, "above the baseline") || strstr(vb.why, "below the baseline"));
+  assert_non_null(strstr(vb.why, "exceeded by"));
   assert_true(biased.relerr_mean > 0.05);                    /* its gradients are visibly wrong */
   assert_true(none.relerr_mean < 1e-5);
   gcomp_cv_run_free(&base);
