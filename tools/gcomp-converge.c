@@ -389,6 +389,7 @@ int main(int argc, char **argv) {
   }
   gcomp_cv_report rep = {.cfg = &cfg, .algo = algo, .nproblems = nprob, .problems = probs};
   if (!quiet) gcomp_cv_print_table(stdout, &rep);
+  fflush(stdout);   /* the table first, then the verdicts on stderr */
   if (json && gcomp_cv_write_json(json, &rep) < 0) errors++, fprintf(stderr, "%s\n", gcomp_last_error());
   if (junit && gcomp_cv_write_junit(junit, &rep) < 0) errors++, fprintf(stderr, "%s\n", gcomp_last_error());
   if (plot && gcomp_cv_write_svg(plot, &rep) < 0) errors++, fprintf(stderr, "%s\n", gcomp_last_error());
