@@ -443,8 +443,18 @@ static int select_topk(topk_sel *s, uint64_t seed, uint64_t *hint) {
 }
 
 /* ---- sparse encoding ------------------------------------------------------------------- */
-static size_t varint_len(uint32_t v) {
-  return v < (1u << 7) ? 1 : v < (1u << 14) ? 2 : v < (1u << 21) ? 3 : v < (1u << 28) ? 4 : 5;
+/* Branch-free: gap sizes are random, a branch per boundary mispredicts. */
+static inline size_t varint_len(uint32_t v) {
+  return 1 + (size_t)(v >= (1u << 7)) + (size_t)(v >= (1u << 14)) + (size_t)(v >= (1u << 21)) +
+         (size_t)(v >= (1u << 28));
+}
+
+/* The LEB128 bytes of v in the low bytes of the result (continuation bits set). */
+static inline uint64_t varint_bytes(uint32_t v, size_t len) {
+  uint64_t x = v;
+  uint64_t w = (x & 0x7f) | (x & 0x3f80) << 1 | (x & 0x1fc000) << 2 | (x & 0xfe00000) << 3 |
+               (x & 0xf0000000) << 4;
+  return w | (0x8080808080ull & ((1ull << (8 * (len - 1))) - 1));
 }
 
 static void put_header(uint8_t *dst, int code, int vt, unsigned w, uint64_t c, uint64_t l) {
@@ -482,11 +492,18 @@ static int write_sparse(const topk_cfg *cfg, gcomp_enc_ctx *ctx, const uint32_t 
   uint8_t *p = dst + HDR;
   uint32_t prev = 0;
   if (code == CODE_VARINT) {
+    const uint8_t *end = p + l;
     for (size_t j = 0; j < c; j++) {
       uint32_t gap = idx[j] - prev;
       prev = idx[j] + 1;
-      while (gap >= 0x80) *p++ = (uint8_t)(gap | 0x80), gap >>= 7;
-      *p++ = (uint8_t)gap;
+      size_t vl = varint_len(gap);
+      uint64_t bytes = varint_bytes(gap, vl);
+      if (end - p >= 8) {   /* an 8-byte store that stays inside the index section */
+        gcomp_store_le64(p, bytes);
+      } else {
+        for (size_t i = 0; i < vl; i++) p[i] = (uint8_t)(bytes >> (8 * i));
+      }
+      p += vl;
     }
   } else if (w) {
     uint64_t acc = 0;
