@@ -29,12 +29,16 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
     const gcomp_cv_run *b = &pr->base;
     fprintf(f, "\n%s / %s (%zu parameters)\n", pr->task, gcomp_cv_model_name(pr->model),
             b->nparams);
+    if (b->status < 0) {
+      fprintf(f, "  baseline ERROR: %s\n", b->error);
+      continue;
+    }
     fprintf(f, "  %-26s %10s %8s %8s %7s %9s %9s %8s %9s %7s  %s\n", "codec", "loss", "dloss",
             "acc%", "dacc", "curvegap", "drift", "g.relerr", "B/step", "ratio", "verdict");
     int W = c->workers > 0 ? c->workers : 1;
     fprintf(f, "  %-26s %10.5f %8s %8.2f %7s %9s %9s %8.1e %9.0f %7s  %s\n", "baseline (fp32)",
             b->final_loss, "", b->final_acc * 100, "", "", "", b->relerr_mean,
-            (double)b->wire_bytes / W / b->steps, "1.00", b->status < 0 ? "ERROR" : "");
+            (double)b->wire_bytes / W / b->steps, "1.00", "");
     for (int i = 0; i < pr->nruns; i++) {
       const gcomp_cv_run *x = &pr->runs[i];
       const gcomp_cv_verdict *v = &pr->verdicts[i];

@@ -328,11 +328,9 @@ static void summarise(sim *s) {
   r->curve_gap = ng ? gap / ng : 0;
 }
 
-int gcomp_cv_train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
-                   const gcomp_cv_model *model, const char *spec, const gcomp_cv_run *base,
-                   gcomp_cv_run *run) {
-  GCOMP_FAIL_IF(!cfg || !data || !model || !run, GCOMP_ERR_INVALID, "gcomp_cv_train: NULL argument");
-  memset(run, 0, sizeof *run);
+static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
+                 const gcomp_cv_model *model, const char *spec, const gcomp_cv_run *base,
+                 gcomp_cv_run *run) {
   snprintf(run->spec, sizeof run->spec, "%s", spec ? spec : "baseline");
   GCOMP_FAIL_IF(cfg->workers < 1 || cfg->workers > 1024, GCOMP_ERR_INVALID,
                 "workers %d out of range [1, 1024]", cfg->workers);
@@ -441,5 +439,18 @@ int gcomp_cv_train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
   free(s.eval_scratch);
   free(th);
   free(args);
+  return st;
+}
+
+int gcomp_cv_train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
+                   const gcomp_cv_model *model, const char *spec, const gcomp_cv_run *base,
+                   gcomp_cv_run *run) {
+  GCOMP_FAIL_IF(!cfg || !data || !model || !run, GCOMP_ERR_INVALID, "gcomp_cv_train: NULL argument");
+  memset(run, 0, sizeof *run);
+  int st = train(cfg, data, model, spec, base, run);
+  if (st < 0) {   /* every failure leaves its reason in the run, for the reports */
+    run->status = st;
+    if (!run->error[0]) snprintf(run->error, sizeof run->error, "%s", gcomp_last_error());
+  }
   return st;
 }

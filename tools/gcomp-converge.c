@@ -257,8 +257,13 @@ int main(int argc, char **argv) {
       const char *cls;
       gcomp_cv_tol_default(canon, &cls);
       gcomp_cv_tol t = gcomp_cv_tol_for(ts, spec, canon);
-      printf("%-28s %-10s acc %.3g points, loss %.3g%%, gap %.3g%%, drift %.3g\n", spec, cls,
-             t.acc_pts, t.loss_rel * 100, t.gap_rel * 100, t.drift);
+      char a[32], l[32], g[32], dr[32];
+      snprintf(a, sizeof a, isinf(t.acc_pts) ? "off" : "%.3g points", t.acc_pts);
+      snprintf(l, sizeof l, isinf(t.loss_rel) ? "off" : "%.3g%%", t.loss_rel * 100);
+      snprintf(g, sizeof g, isinf(t.gap_rel) ? "off" : "%.3g%%", t.gap_rel * 100);
+      snprintf(dr, sizeof dr, isinf(t.drift) ? "off" : "%.3g", t.drift);
+      printf("%-28s %-8s accuracy %s, final loss %s, curve gap %s, drift %s\n", spec, cls, a, l, g,
+             dr);
     }
     gcomp_codec_destroy(c);
   }
