@@ -1,6 +1,8 @@
-/* Portable fp16/bf16 cast kernels: integer bit manipulation only (no _Float16, no FP
- * environment tricks), so they are the reference every SIMD table is tested against.
- * The rules are in cast.h. */
+/* Portable fp16/bf16 cast kernels: bit manipulation and a few exact float operations in
+ * the default rounding mode (no _Float16, no F16C), written branch-free so the compiler
+ * can vectorise them for any target. Every SIMD table is tested against these, and these
+ * against an independent IEEE reference over all 2^32 inputs. The rules are in cast.h. */
+#include <float.h>
 #include <string.h>
 
 #include "cast.h"
@@ -15,24 +17,46 @@ static inline float u2f(uint32_t u) {
   memcpy(&f, &u, 4);
   return f;
 }
-static inline uint32_t load16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+/* Payload words are little-endian; on little-endian hosts a memcpy is one plain move that
+ * the vectoriser can widen. */
+static inline uint32_t load16(const uint8_t *p) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  uint16_t v;
+  memcpy(&v, p, 2);
+  return v;
+#else
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+#endif
+}
 static inline void store16(uint8_t *p, uint32_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  uint16_t h = (uint16_t)v;
+  memcpy(p, &h, 2);
+#else
   p[0] = (uint8_t)v;
   p[1] = (uint8_t)(v >> 8);
+#endif
 }
 /* Shifts that give 0 for counts >= 32, as AVX2's vpsllvd/vpsrlvd do. */
 static inline uint32_t shl(uint32_t x, uint32_t c) { return c < 32 ? x << c : 0; }
 static inline uint32_t shr(uint32_t x, uint32_t c) { return c < 32 ? x >> c : 0; }
 
-/* |x| as bits, for x already scaled; returns the fp16 magnitude bits. */
+/* |x| as bits, for x already scaled; returns the fp16 magnitude bits. Written as selects
+ * of branch-free arms so compilers can vectorise it with whatever the target has. */
 static inline uint32_t f16_rne_mag(uint32_t a) {
-  if (a > 0x7f800000u) return 0x7e00u | ((a >> 13) & 0x3ffu);   /* quiet NaN, payload kept */
-  if (a >= 0x477ff000u) return 0x7c00u;                          /* >= 65520: Inf */
-  if (a >= 0x38800000u)                                          /* normal: >= 2^-14 */
-    return (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;
-  if (a <= 0x33000000u) return 0;                                /* <= 2^-25: ties to 0 */
-  uint32_t s = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u;  /* s in [14, 24] */
-  return (m + (1u << (s - 1)) - 1u + ((m >> s) & 1u)) >> s;
+  uint32_t nan = 0x7e00u | ((a >> 13) & 0x3ffu);                   /* quiet, payload kept */
+  uint32_t nrm = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;  /* >= 2^-14 */
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+  /* below 2^-14: adding 0.5 lines |x| up with the fp16 subnormal grid (ulp(0.5) is 2^-24),
+   * and the add rounds to nearest even, exactly (default rounding mode, no DAZ) */
+  uint32_t sub = f2u(u2f(a) + 0.5f) - 0x3f000000u;
+#else
+  uint32_t s = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u;   /* s in [14, 24] */
+  uint32_t sub = a <= 0x33000000u ? 0 : (m + (1u << (s - 1)) - 1u + ((m >> s) & 1u)) >> s;
+#endif
+  uint32_t h = a >= 0x38800000u ? nrm : sub;
+  h = a >= 0x477ff000u ? 0x7c00u : h;                              /* >= 65520: Inf */
+  return a > 0x7f800000u ? nan : h;
 }
 
 static inline uint32_t f16_sr_mag(uint32_t a, uint32_t r) {
@@ -97,10 +121,11 @@ static void f16_enc_sr_base(const float *src, size_t n, uint8_t *dst, float scal
 
 static inline float f16_to_f32(uint32_t h) {
   uint32_t sign = (h & 0x8000u) << 16, em = h & 0x7fffu;
-  if (em >= 0x7c00u) /* Inf, or NaN made quiet */
-    return u2f(sign | 0x7f800000u | (em & 0x3ffu) << 13 | (em > 0x7c00u ? 0x400000u : 0));
   /* normal and subnormal alike: an exact multiply moves the exponent bias 15 -> 127 */
-  return u2f(f2u(u2f(em << 13) * 0x1p112f) | sign);
+  uint32_t v = f2u(u2f(em << 13) * 0x1p112f);
+  /* Inf, or NaN made quiet */
+  uint32_t sp = 0x7f800000u | (em & 0x3ffu) << 13 | (em > 0x7c00u ? 0x400000u : 0);
+  return u2f(sign | (em >= 0x7c00u ? sp : v));
 }
 
 static void f16_dec_base(const uint8_t *src, size_t n, float *dst, float inv_scale) {
