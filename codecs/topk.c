@@ -589,8 +589,11 @@ static int topk_run(const topk_cfg *cfg, gcomp_enc_ctx *ctx, topk_input in, floa
       topk_input whole = res ? (topk_input){.src = res} : in;
       st = write_dense(cfg, ctx, &whole, res, n, dst, cap, len);
     } else {
-      /* residual = x - decode(encode(x)) for what is sent; unsent entries hold x */
-      for (size_t j = 0; res && j < s.c; j++) {
+      /* residual = x - decode(encode(x)) for what is sent; unsent entries hold x. The fused
+       * pass already left 0 for fp32 values: only rounding (or a re-pass) needs the scatter */
+      int scatter = res && (cfg->values != TOPK_V_FP32 || !s.fused);
+      for (size_t j = 0; scatter && j < s.c; j++) {
+        if (j + 16 < s.c) __builtin_prefetch(&res[s.idx[j + 16]], 1);
         float x = s.val[j];
         float r = cfg->values == TOPK_V_FP32 ? 0.0f : x - roundtrip_value(x, cfg->values);
         res[s.idx[j]] = isfinite(r) ? r : 0.0f;
@@ -619,44 +622,65 @@ static int topk_encode_ef(const gcomp_kind *kind, const gcomp_kind_cfg *cfg, gco
 }
 
 /* ---- decoding -------------------------------------------------------------------------- */
+/* Applies entries [j0, j0 + nb) whose indices are in at[]. */
+static void apply(float *dst, const size_t *at, size_t nb, const uint8_t *vals, size_t j0, int vt,
+                  int add) {
+  size_t vb = vbytes(vt);
+  for (size_t b = 0; b < nb; b++) {
+    float v = get_value(vals + (j0 + b) * vb, vt);
+    dst[at[b]] = add ? dst[at[b]] + v : v;
+  }
+}
+
 /* Reads the gap stream. With dst == NULL only validates (every index < count, exactly
- * l bytes used); else dst[idx] = value (add: +=). */
+ * l bytes used); else dst[idx] = value (add: +=). Indices are decoded a batch ahead and
+ * their lines prefetched: the scatter is bound by cache misses, not by arithmetic. */
+enum { BATCH = 64 };
 static int walk(int code, unsigned w, const uint8_t *ix, size_t l, const uint8_t *vals, int vt,
                 size_t c, size_t count, float *dst, int add) {
   uint64_t next = 0;   /* idx_{j-1} + 1 */
-  size_t pos = 0, vb = vbytes(vt);
+  size_t pos = 0;
   uint64_t acc = 0;
   unsigned nbits = 0;
-  for (size_t j = 0; j < c; j++) {
-    uint64_t gap = 0;
-    if (code == CODE_VARINT) {
-      for (unsigned sh = 0;; sh += 7) {
-        GCOMP_FAIL_IF(pos >= l, GCOMP_ERR_CORRUPT, "topk: index stream ends inside entry %zu", j);
-        GCOMP_FAIL_IF(sh == 28 && ix[pos] > 0x0f, GCOMP_ERR_CORRUPT,
-                      "topk: index gap %zu does not fit 32 bits", j);
-        uint8_t b = ix[pos++];
-        gap |= (uint64_t)(b & 0x7f) << sh;
-        if (!(b & 0x80)) break;
+  size_t buf[2][BATCH], prev_j0 = 0, prev_nb = 0;
+  for (size_t j0 = 0, turn = 0; j0 < c; j0 += BATCH, turn ^= 1) {
+    size_t nb = c - j0 < BATCH ? c - j0 : BATCH, *at = buf[turn];
+    for (size_t b = 0; b < nb; b++) {
+      size_t j = j0 + b;
+      uint64_t gap = 0;
+      if (code == CODE_VARINT) {
+        for (unsigned sh = 0;; sh += 7) {
+          GCOMP_FAIL_IF(pos >= l, GCOMP_ERR_CORRUPT, "topk: index stream ends inside entry %zu", j);
+          GCOMP_FAIL_IF(sh == 28 && ix[pos] > 0x0f, GCOMP_ERR_CORRUPT,
+                        "topk: index gap %zu does not fit 32 bits", j);
+          uint8_t byte = ix[pos++];
+          gap |= (uint64_t)(byte & 0x7f) << sh;
+          if (!(byte & 0x80)) break;
+        }
+      } else if (w) {
+        while (nbits < w) {
+          GCOMP_FAIL_IF(pos >= l, GCOMP_ERR_CORRUPT, "topk: index stream ends inside entry %zu", j);
+          acc |= (uint64_t)ix[pos++] << nbits;
+          nbits += 8;
+        }
+        gap = acc & ((1ull << w) - 1);
+        acc >>= w;
+        nbits -= w;
       }
-    } else if (w) {
-      while (nbits < w) {
-        GCOMP_FAIL_IF(pos >= l, GCOMP_ERR_CORRUPT, "topk: index stream ends inside entry %zu", j);
-        acc |= (uint64_t)ix[pos++] << nbits;
-        nbits += 8;
-      }
-      gap = acc & ((1ull << w) - 1);
-      acc >>= w;
-      nbits -= w;
+      uint64_t i = next + gap;
+      GCOMP_FAIL_IF(i >= count, GCOMP_ERR_CORRUPT,
+                    "topk: index %llu of entry %zu is out of range (%zu values)",
+                    (unsigned long long)i, j, count);
+      next = i + 1;
+      at[b] = (size_t)i;
     }
-    uint64_t i = next + gap;
-    GCOMP_FAIL_IF(i >= count, GCOMP_ERR_CORRUPT, "topk: index %llu of entry %zu is out of range (%zu values)",
-                  (unsigned long long)i, j, count);
-    next = i + 1;
-    if (dst) {
-      float v = get_value(vals + j * vb, vt);
-      dst[i] = add ? dst[i] + v : v;
-    }
+    if (!dst) continue;
+    for (size_t b = 0; b < nb; b++) __builtin_prefetch(&dst[at[b]], 1);
+    apply(dst, buf[turn ^ 1], prev_nb, vals, prev_j0, vt, add);
+    prev_j0 = j0;
+    prev_nb = nb;
   }
+  if (dst) apply(dst, buf[(((c + BATCH - 1) / BATCH) & 1) ^ 1], prev_nb, vals, prev_j0, vt, add);
   GCOMP_FAIL_IF(pos != l, GCOMP_ERR_CORRUPT, "topk: index stream has %zu bytes, %zu used", l, pos);
   return GCOMP_OK;
 }

@@ -139,6 +139,41 @@ static void filter_row(gcomp_kbench *kb, const char *name, const gcomp_topk_kern
                    (double)kb->bytes, "kept/k", (double)f.kept / (double)k);
 }
 
+typedef struct {
+  gcomp_spec spec;
+  uint8_t *payload;
+  size_t len;
+  int status;
+} decode_case;
+
+static void run_decode(gcomp_kbench *kb, void *arg) {
+  decode_case *d = arg;
+  d->status = d->spec.kind->decode(&d->spec.cfg, 0, d->payload, d->len, kb->acc, kb->count, 1);
+}
+
+/* The receiving side: validate a frame's payload and scatter-add it into the fp32
+ * accumulator (rate counted in dense fp32 bytes, as for the encoders). */
+static void decode_row(gcomp_kbench *kb, const char *name, const char *spec) {
+  decode_case d;
+  memset(&d, 0, sizeof d);
+  if (gcomp_spec_parse(spec, &d.spec) != GCOMP_OK) return;
+  size_t cap = 2 * kb->bytes + 4096;
+  d.payload = malloc(cap);
+  gcomp_codec_stats st = {0};
+  gcomp_enc_ctx ctx = {.stats = &st};
+  if (!d.payload || d.spec.kind->encode(&d.spec.cfg, &ctx, kb->grad, kb->count, d.payload, cap,
+                                        &d.len) != GCOMP_OK) {
+    free(d.payload);
+    return;
+  }
+  memset(kb->acc, 0, kb->bytes);
+  double rs, t = gcomp_kbench_measure(kb, run_decode, &d, GCOMP_REF_READ, &rs);
+  if (d.status == GCOMP_OK)
+    gcomp_kbench_row(kb, "topk", name, "c", (double)kb->bytes, t, GCOMP_REF_READ, rs,
+                     (double)kb->bytes, "bytes/value", (double)d.len / (double)kb->count);
+  free(d.payload);
+}
+
 static void suite_topk(gcomp_kbench *kb) {
   gcomp_init();
   one(kb, "approx r=0.01 (sampled)", "topk:ratio=0.01", 0, 0);
@@ -151,6 +186,8 @@ static void suite_topk(gcomp_kbench *kb) {
   one(kb, "ef+approx r=0.01 (last cut)", "topk:ratio=0.01", 1, 1);
   one(kb, "ef+approx r=0.001 (last cut)", "topk:ratio=0.001", 1, 1);
   one(kb, "approx r=0.01 values=bf16", "topk:ratio=0.01,values=bf16", 0, 1);
+  decode_row(kb, "decode_add r=0.01", "topk:ratio=0.01");
+  decode_row(kb, "decode_add r=0.001", "topk:ratio=0.001");
   filter_row(kb, "filter pass r=0.01", &gcomp_topk_kernels_base, "base", 0.01);
   if (gcomp_isa_level() >= GCOMP_ISA_AVX2)
     filter_row(kb, "filter pass r=0.01", &gcomp_topk_kernels_avx2, "avx2", 0.01);
