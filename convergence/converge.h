@@ -77,6 +77,8 @@ typedef struct {
   gcomp_op op;          /* GCOMP_AVG (default) or GCOMP_SUM (then scaled by 1/W) */
   int progress;         /* print a progress line on stderr */
   const char *label;    /* for the progress line */
+  int real;             /* one worker per process (gcomp_comm_init_env, started by gcomp-run
+                           or mpirun; workers = the job's size) instead of W threads */
   const char *algo;     /* GCOMP_ALGO for codec runs ("auto": the planner); the baseline
                            always runs uncompressed with the planner's dense choice */
 } gcomp_cv_train_cfg;
@@ -87,6 +89,8 @@ typedef struct {
   char spec[128];       /* the codec spec as given ("none" for the baseline) */
   char canon[160];      /* the library's canonical form */
   char algo[32];        /* the allreduce algorithm the library ran (rank 0, last step) */
+  int workers;          /* data-parallel workers of the run */
+  int rank;             /* real mode: this process's rank (only rank 0 holds the metrics) */
   int status;           /* GCOMP_OK, or the error that stopped the run */
   char error[512];
   int neval;

@@ -87,6 +87,9 @@ typedef struct {
   gcomp_codec_stats *kstats;  /* [W] */
   float *eval_scratch;
   uint64_t t0;
+  int real;             /* one process per worker (gcomp_comm_init_env), not threads */
+  gcomp_comm *real_comm;
+  int real_equal;       /* real mode: every rank ended with the same parameters */
 } sim;
 
 typedef struct {
@@ -100,29 +103,34 @@ static double dot_d(const float *a, const double *b, size_t n) {
   return s;
 }
 
-/* Rank 0, between the allreduce and the update of step `step`: gradient error against the
- * exact average, the mean minibatch loss. */
-static void step_metrics(sim *s, int step, const float *g, double *exact) {
-  size_t np = s->np;
-  const float *loc = s->local[step & 1];
-  memset(exact, 0, np * sizeof *exact);
-  for (int w = 0; w < s->W; w++)
-    for (size_t i = 0; i < np; i++) exact[i] += loc[(size_t)w * np + i];
+/* Rank 0, between the allreduce and the update of step `step`: the gradient error of the
+ * library's result g against the exact average. */
+static void grad_metrics(gcomp_cv_run *r, int step, const float *g, const double *exact, size_t np) {
   double ee = 0, gg = 0, diff = 0;
   for (size_t i = 0; i < np; i++) {
-    exact[i] /= s->W;
     ee += exact[i] * exact[i];
     gg += (double)g[i] * g[i];
     double d = (double)g[i] - exact[i];
     diff += d * d;
   }
   double ge = dot_d(g, exact, np);
-  gcomp_cv_run *r = s->run;
   r->grad_relerr[step] = ee > 0 ? sqrt(diff / ee) : sqrt(diff);
   r->grad_cos[step] = (ee > 0 && gg > 0) ? ge / sqrt(ee * gg) : (diff == 0 ? 1.0 : 0.0);
+}
+
+/* Simulated mode: the exact average is a plain serial sum (in double, in rank order) of
+ * the copies the workers left in s->local. */
+static void step_metrics(sim *s, int step, const float *g, double *exact) {
+  size_t np = s->np;
+  const float *loc = s->local[step & 1];
+  memset(exact, 0, np * sizeof *exact);
+  for (int w = 0; w < s->W; w++)
+    for (size_t i = 0; i < np; i++) exact[i] += loc[(size_t)w * np + i];
+  for (size_t i = 0; i < np; i++) exact[i] /= s->W;
+  grad_metrics(s->run, step, g, exact, np);
   double l = 0;
   for (int w = 0; w < s->W; w++) l += s->bloss[step & 1][w];
-  r->step_loss[step] = l / s->W;
+  s->run->step_loss[step] = l / s->W;
 }
 
 static void evaluate(sim *s, int e, const float *theta) {
@@ -168,20 +176,40 @@ static int fail_worker(sim *s, int w, int st, const char *what) {
   return st;
 }
 
-static void *worker_main(void *arg) {
-  worker_arg *a = arg;
-  sim *s = a->s;
-  int w = a->w, W = s->W, B = s->cfg->batch;
+/* Real mode, after the last step: traffic summed over ranks and whether every rank holds
+ * the same parameters (a hash of them, compared by max and min), for rank 0's report. */
+static void real_totals(sim *s, int w, const float *theta) {
+  gcomp_comm *comm = s->real_comm;
+  int64_t sums[4] = {(int64_t)s->cstats[0].wire_bytes, (int64_t)s->cstats[0].bytes,
+                     (int64_t)s->kstats[0].bytes_in, (int64_t)s->kstats[0].bytes_out};
+  uint64_t h = 1469598103934665603ull;
+  const unsigned char *b = (const unsigned char *)theta;
+  for (size_t i = 0; i < s->np * sizeof(float); i++) h = (h ^ b[i]) * 1099511628211ull;
+  int64_t hmax = (int64_t)(h >> 1), hmin = hmax;
+  int st = gcomp_allreduce(comm, sums, sums, 4, GCOMP_INT64, GCOMP_SUM, NULL, 0);
+  if (st == GCOMP_OK) st = gcomp_allreduce(comm, &hmax, &hmax, 1, GCOMP_INT64, GCOMP_MAX, NULL, 0);
+  if (st == GCOMP_OK) st = gcomp_allreduce(comm, &hmin, &hmin, 1, GCOMP_INT64, GCOMP_MIN, NULL, 0);
+  if (st < 0) {
+    fail_worker(s, w, st, "the closing totals");
+    return;
+  }
+  s->cstats[0].wire_bytes = (uint64_t)sums[0];
+  s->cstats[0].bytes = (uint64_t)sums[1];
+  s->kstats[0].bytes_in = (uint64_t)sums[2];
+  s->kstats[0].bytes_out = (uint64_t)sums[3];
+  s->real_equal = hmax == hmin;
+}
+
+/* One worker's training loop. Simulated: w is a thread's loopback rank, and the ranks meet
+ * at a barrier every step so rank 0 can read everyone's gradient copy. Real: w is this
+ * process's rank, and rank 0 gets the exact average from an fp64 allreduce of the same
+ * copies (uncompressed, and in double: a reference, not the path under test). */
+static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
+  int W = s->W, B = s->cfg->batch;
   const gcomp_cv_train_cfg *cfg = s->cfg;
   const gcomp_cv_data *d = s->data;
   size_t np = s->np;
-  gcomp_comm *comm = NULL;
   gcomp_codec *codec = NULL;
-  int st = gcomp_comm_from_transport(s->t[w], 1, &comm);
-  if (st < 0) {
-    fail_worker(s, w, st, "creating the communicator");
-    gcomp_transport_destroy(s->t[w]);
-  }
   if (st == GCOMP_OK && s->spec) {   /* the baseline passes no codec: plain fp32 */
     st = gcomp_codec_create(s->spec, &codec);
     if (st < 0) fail_worker(s, w, st, "creating the codec");
@@ -195,18 +223,20 @@ static void *worker_main(void *arg) {
   float *xb = malloc((size_t)B * (size_t)d->nfeat * sizeof *xb);
   int *yb = malloc((size_t)B * sizeof *yb);
   float *scratch = malloc(gcomp_cv_model_scratch(s->m, B) * sizeof *scratch);
-  double *exact = w == 0 ? malloc(np * sizeof *exact) : NULL;
+  double *exact = w == 0 || s->real ? malloc((np + 1) * sizeof *exact) : NULL;
   if (st == GCOMP_OK && (!order || !theta || !vel || !grad || !xb || !yb || !scratch ||
-                         (w == 0 && !exact)))
+                         ((w == 0 || s->real) && !exact)))
     st = fail_worker(s, w, gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "worker"), "memory");
   /* everyone meets once, so a failed creation stops all ranks before the first collective */
-  pthread_barrier_wait(&s->bar);
+  if (!s->real) pthread_barrier_wait(&s->bar);
   if (atomic_load(&s->failed)) goto out;
 
   for (int i = 0; i < nshard; i++) order[i] = (w + i * W) % d->ntrain;
   gcomp_cv_rng rng = gcomp_cv_rng_make(cfg->seed, 0x100 + (uint64_t)w);
   gcomp_cv_shuffle(&rng, order, nshard);
   int pos = 0, e = 0;
+  const char *algo = "";
+  uint64_t wire = 0, user = 0;
   gcomp_cv_model_init(s->m, theta, cfg->seed);
   if (w == 0) evaluate(s, e++, theta);
   float lr = (float)cfg->lr, mu = (float)cfg->momentum, wd = (float)cfg->weight_decay;
@@ -222,15 +252,41 @@ static void *worker_main(void *arg) {
              (size_t)d->nfeat * sizeof *xb);
       yb[b] = d->ytrain[row];
     }
-    s->bloss[step & 1][w] = gcomp_cv_model_loss(s->m, theta, xb, yb, B, grad, scratch, NULL);
-    memcpy(s->local[step & 1] + (size_t)w * np, grad, np * sizeof *grad);
+    double loss = gcomp_cv_model_loss(s->m, theta, xb, yb, B, grad, scratch, NULL);
+    if (s->real) {
+      for (size_t i = 0; i < np; i++) exact[i] = grad[i];
+      exact[np] = loss;
+    } else {
+      s->bloss[step & 1][w] = loss;
+      memcpy(s->local[step & 1] + (size_t)w * np, grad, np * sizeof *grad);
+    }
+    gcomp_comm_stats before, after;
+    gcomp_comm_get_stats(comm, &before);
     st = gcomp_allreduce(comm, grad, grad, np, GCOMP_FLOAT32, cfg->op, codec, GRAD_KEY);
     if (st < 0) fail_worker(s, w, st, "gcomp_allreduce");
+    gcomp_comm_get_stats(comm, &after);   /* the gradients' traffic only, not the reference's */
+    wire += after.wire_bytes - before.wire_bytes;
+    user += after.bytes - before.bytes;
+    if (w == 0 || s->real) algo = gcomp_comm_last_algo(comm);
     if (cfg->op == GCOMP_SUM)
       for (size_t i = 0; i < np; i++) grad[i] /= (float)W;
-    pthread_barrier_wait(&s->bar);
-    if (atomic_load(&s->failed)) break;
-    if (w == 0) step_metrics(s, step, grad, exact);
+    if (s->real) {
+      if (st < 0) break;
+      st = gcomp_allreduce(comm, exact, exact, np + 1, GCOMP_FLOAT64, GCOMP_SUM, NULL, 0);
+      if (st < 0) {
+        fail_worker(s, w, st, "the fp64 reference allreduce");
+        break;
+      }
+      if (w == 0) {
+        for (size_t i = 0; i <= np; i++) exact[i] /= W;
+        grad_metrics(s->run, step, grad, exact, np);
+        s->run->step_loss[step] = exact[np];
+      }
+    } else {
+      pthread_barrier_wait(&s->bar);
+      if (atomic_load(&s->failed)) break;
+      if (w == 0) step_metrics(s, step, grad, exact);
+    }
     for (size_t i = 0; i < np; i++) {
       vel[i] = mu * vel[i] + grad[i] + wd * theta[i];
       theta[i] -= lr * vel[i];
@@ -241,14 +297,17 @@ static void *worker_main(void *arg) {
     }
   }
   if (!atomic_load(&s->failed)) {
-    memcpy(s->thetas + (size_t)w * np, theta, np * sizeof *theta);
-    gcomp_comm_get_stats(comm, &s->cstats[w]);
-    if (codec) gcomp_codec_get_stats(codec, &s->kstats[w]);
-    if (w == 0) snprintf(s->run->algo, sizeof s->run->algo, "%s", gcomp_comm_last_algo(comm));
+    int slot = s->real ? 0 : w;
+    memcpy(s->thetas + (size_t)slot * np, theta, np * sizeof *theta);
+    gcomp_comm_get_stats(comm, &s->cstats[slot]);
+    s->cstats[slot].wire_bytes = wire;
+    s->cstats[slot].bytes = user;
+    if (codec) gcomp_codec_get_stats(codec, &s->kstats[slot]);
+    if (w == 0 || s->real) snprintf(s->run->algo, sizeof s->run->algo, "%s", algo);
+    if (s->real) real_totals(s, w, theta);
   }
 out:
   gcomp_codec_destroy(codec);
-  gcomp_comm_destroy(comm);
   free(order);
   free(theta);
   free(vel);
@@ -257,6 +316,19 @@ out:
   free(yb);
   free(scratch);
   free(exact);
+}
+
+static void *worker_main(void *arg) {
+  worker_arg *a = arg;
+  sim *s = a->s;
+  gcomp_comm *comm = NULL;
+  int st = gcomp_comm_from_transport(s->t[a->w], 1, &comm);
+  if (st < 0) {
+    fail_worker(s, a->w, st, "creating the communicator");
+    gcomp_transport_destroy(s->t[a->w]);
+  }
+  worker_body(s, a->w, comm, st);
+  gcomp_comm_destroy(comm);
   return NULL;
 }
 
@@ -292,8 +364,9 @@ static void summarise(sim *s) {
   size_t np = s->np;
   int W = s->W;
   r->replicas_equal = 1;
-  for (int w = 1; w < W; w++)
+  for (int w = 1; w < W && !s->real; w++)
     if (memcmp(s->thetas, s->thetas + (size_t)w * np, np * sizeof(float)) != 0) r->replicas_equal = 0;
+  if (s->real) r->replicas_equal = s->real_equal, W = 1;   /* totals already summed */
   memcpy(r->theta, s->thetas, np * sizeof(float));
   for (int w = 0; w < W; w++) {
     r->wire_bytes += s->cstats[w].wire_bytes;
@@ -339,8 +412,6 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
   GCOMP_FAIL_IF(model->nin != data->nfeat || model->nout != data->nclass, GCOMP_ERR_INVALID,
                 "model shape %dx%d does not fit data %dx%d", model->nin, model->nout, data->nfeat,
                 data->nclass);
-  GCOMP_FAIL_IF(data->ntrain < cfg->workers, GCOMP_ERR_INVALID,
-                "%d training rows cannot feed %d workers", data->ntrain, cfg->workers);
   size_t np = model->nparams;
   if (base)
     GCOMP_FAIL_IF(!base->snap || base->nparams != np || base->steps != cfg->steps,
@@ -362,22 +433,38 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
     snprintf(run->canon, sizeof run->canon, "(no codec: fp32)");
   }
   GCOMP_CHECK(select_algo(spec ? cfg->algo : "auto", spec ? run->canon : NULL));
-  int st = GCOMP_OK;
-  GCOMP_CHECK(alloc_run(run, cfg, np, base == NULL));
-  int W = cfg->workers;
+  int W = cfg->workers, rank = 0;
+  gcomp_comm *rcomm = NULL;
+  if (cfg->real) {   /* this process is one worker; the launcher made the others */
+    GCOMP_CHECK(gcomp_comm_init_env(&rcomm));
+    W = gcomp_comm_size(rcomm);
+    rank = gcomp_comm_rank(rcomm);
+  }
+  run->workers = W;
+  run->rank = rank;
+  if (data->ntrain < W) {
+    gcomp_comm_destroy(rcomm);
+    GCOMP_FAIL(GCOMP_ERR_INVALID, "%d training rows cannot feed %d workers", data->ntrain, W);
+  }
+  int st = alloc_run(run, cfg, np, base == NULL);
+  if (st < 0) {
+    gcomp_comm_destroy(rcomm);
+    return st;
+  }
   sim s = {.cfg = cfg, .data = data, .m = model, .spec = run->spec, .base = base, .run = run,
-           .W = W, .np = np};
+           .W = W, .np = np, .real = cfg->real, .real_comm = rcomm};
   s.spec = spec;
-  s.t = calloc((size_t)W, sizeof *s.t);
-  s.local[0] = malloc((size_t)W * np * sizeof(float));
-  s.local[1] = malloc((size_t)W * np * sizeof(float));
-  s.bloss[0] = calloc((size_t)W, sizeof(double));
-  s.bloss[1] = calloc((size_t)W, sizeof(double));
-  s.thetas = malloc((size_t)W * np * sizeof(float));
+  size_t Ws = cfg->real ? 1 : (size_t)W;   /* per-worker slots kept in this process */
+  s.t = calloc(Ws, sizeof *s.t);
+  s.local[0] = malloc(Ws * np * sizeof(float));
+  s.local[1] = malloc(Ws * np * sizeof(float));
+  s.bloss[0] = calloc(Ws, sizeof(double));
+  s.bloss[1] = calloc(Ws, sizeof(double));
+  s.thetas = malloc(Ws * np * sizeof(float));
   s.status = calloc((size_t)W, sizeof *s.status);
   s.error = calloc((size_t)W, sizeof *s.error);
-  s.cstats = calloc((size_t)W, sizeof *s.cstats);
-  s.kstats = calloc((size_t)W, sizeof *s.kstats);
+  s.cstats = calloc(Ws, sizeof *s.cstats);
+  s.kstats = calloc(Ws, sizeof *s.kstats);
   int rows = data->ntrain < GCOMP_CV_EVAL_ROWS ? data->ntrain : GCOMP_CV_EVAL_ROWS;
   if (data->ntest > rows) rows = data->ntest;
   s.eval_scratch = malloc(gcomp_cv_model_scratch(model, rows) * sizeof(float));
@@ -386,9 +473,15 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
   if (!s.t || !s.local[0] || !s.local[1] || !s.bloss[0] || !s.bloss[1] || !s.thetas || !s.status ||
       !s.error || !s.cstats || !s.kstats || !s.eval_scratch || !th || !args)
     st = gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "simulation of %d workers", W);
-  if (st == GCOMP_OK) st = gcomp_loopback_create(W, NULL, s.t);
+  if (st == GCOMP_OK && cfg->real) {
+    s.t0 = gcomp_now_ns();
+    worker_body(&s, rank, rcomm, GCOMP_OK);
+    run->seconds = (double)(gcomp_now_ns() - s.t0) * 1e-9;
+  }
+  gcomp_comm_destroy(rcomm);
+  if (st == GCOMP_OK && !cfg->real) st = gcomp_loopback_create(W, NULL, s.t);
   int started = 0;
-  if (st == GCOMP_OK) {
+  if (st == GCOMP_OK && !cfg->real) {
     pthread_barrier_init(&s.bar, NULL, (unsigned)W);
     s.t0 = gcomp_now_ns();
     for (; started < W; started++) {

@@ -62,6 +62,9 @@ static void usage(FILE *f) {
     "  --tol 'PATTERN k=v,...'  keys acc (points), loss, gap (fractions), drift; 'inf' disables\n"
     "  --tolerances FILE     one such rule per line, # comments\n"
     "  --list-tolerances     print the tolerance each codec gets, then exit\n"
+    "  --real                one worker per process, started by a launcher:\n"
+    "                        gcomp-run -n 8 -- gcomp-converge --real ...  (or mpirun); the\n"
+    "                        workers are the job's ranks, rank 0 reports\n"
     "reports\n"
     "  --json FILE  --junit FILE  --plot FILE.svg  --progress / --no-progress  --quiet\n");
 }
@@ -115,7 +118,7 @@ int main(int argc, char **argv) {
   enum { O_CODEC = 256, O_MUSTFAIL, O_ALGO, O_MINB, O_AB, O_TASK, O_DATA, O_DIGITS, O_MODEL,
          O_HIDDEN, O_CLASSES, O_TFRAC, O_SSEED, O_SDIM, O_SCOND, O_SN, O_WORKERS, O_STEPS,
          O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_EVAL, O_OP, O_CI, O_TOL, O_TOLF, O_LTOL, O_JSON,
-         O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP, O_PROBLEM };
+         O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP, O_PROBLEM, O_REAL };
   static const struct option opts[] = {
       {"codec", 1, 0, O_CODEC},       {"must-fail", 1, 0, O_MUSTFAIL}, {"algo", 1, 0, O_ALGO},
       {"min-bytes", 1, 0, O_MINB},    {"alpha-beta", 1, 0, O_AB},     {"task", 1, 0, O_TASK},
@@ -129,7 +132,7 @@ int main(int argc, char **argv) {
       {"tolerances", 1, 0, O_TOLF},   {"list-tolerances", 0, 0, O_LTOL}, {"json", 1, 0, O_JSON},
       {"junit", 1, 0, O_JUNIT},       {"plot", 1, 0, O_PLOT},         {"progress", 0, 0, O_PROG},
       {"no-progress", 0, 0, O_NOPROG}, {"quiet", 0, 0, O_QUIET},      {"help", 0, 0, O_HELP},
-      {"problem", 1, 0, O_PROBLEM},
+      {"problem", 1, 0, O_PROBLEM},   {"real", 0, 0, O_REAL},
       {0, 0, 0, 0}};
   int eval_set = 0;
   for (int o; (o = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
@@ -175,6 +178,7 @@ int main(int argc, char **argv) {
       cfg.op = strcmp(optarg, "sum") == 0 ? GCOMP_SUM : GCOMP_AVG;
       break;
     case O_CI: ci = 1; break;
+    case O_REAL: cfg.real = 1; break;
     case O_TOL: push(&tols, optarg); break;
     case O_TOLF: push(&tolfiles, optarg); break;
     case O_LTOL: list_tol = 1; break;
@@ -333,7 +337,7 @@ int main(int argc, char **argv) {
   int nprob = ndata * models.n;
   gcomp_cv_problem *probs = calloc((size_t)nprob, sizeof *probs);
   gcomp_cv_model *shaped = calloc((size_t)nprob, sizeof *shaped);
-  int errors = 0, failures = 0, nprob_used = 0;
+  int errors = 0, failures = 0, nprob_used = 0, follower = 0;
   char label[96];
   for (int d = 0; d < ndata; d++)
     for (int m = 0; m < models.n; m++) {
@@ -357,6 +361,10 @@ int main(int argc, char **argv) {
       snprintf(label, sizeof label, "%s/%s", data[d].name, gcomp_cv_model_name(&shaped[p]));
       cfg.label = label;
       st = gcomp_cv_train(&cfg, &data[d], &shaped[p], NULL, NULL, &pr->base);
+      if (cfg.real) {   /* the job's size is the worker count; only rank 0 reports */
+        cfg.workers = pr->base.workers;
+        if (pr->base.rank != 0) quiet = 1, follower = 1, cfg.progress = 0, json = junit = plot = NULL;
+      }
       if (st < 0) {
         fprintf(stderr, "gcomp-converge: %s baseline: %s\n", label, pr->base.error);
         errors++;
@@ -400,7 +408,7 @@ int main(int argc, char **argv) {
   if (plot && gcomp_cv_write_svg(plot, &rep) < 0) errors++, fprintf(stderr, "%s\n", gcomp_last_error());
 
   /* every verdict that is not the expected one, on stderr, naming metric and margin */
-  for (int p = 0; p < nprob; p++)
+  for (int p = 0; p < nprob && !follower; p++)
     for (int i = 0; i < probs[p].nruns; i++) {
       const gcomp_cv_verdict *v = &probs[p].verdicts[i];
       if (v->pass == 0 && !probs[p].must_fail[i])
@@ -412,6 +420,7 @@ int main(int argc, char **argv) {
                 probs[p].runs[i].spec);
     }
   int rc = errors ? 2 : failures ? 1 : 0;
+  if (follower) rc = errors ? 2 : 0;   /* rank 0 judges */
   if (!quiet)
     printf("\ngcomp-converge: %s (%d problem%s x %d codec%s; %d outside tolerance, %d error%s)\n",
            rc == 0 ? "PASS" : rc == 1 ? "FAIL" : "ERROR", nprob, nprob == 1 ? "" : "s", nrun,

@@ -16,3 +16,12 @@ else()
            --plot ${CMAKE_BINARY_DIR}/convergence-ci.svg)
 endif()
 set_tests_properties(convergence.ci PROPERTIES LABELS convergence TIMEOUT 600)
+
+# --real: W processes under gcomp-run match the simulated W threads bitwise.
+if(NOT GCOMP_SANITIZE)
+  add_test(NAME convergence.real_vs_sim
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/real_vs_sim.sh $<TARGET_FILE:gcomp-run>
+                   $<TARGET_FILE:gcomp-converge> ${CMAKE_BINARY_DIR}/convergence-real)
+  set_tests_properties(convergence.real_vs_sim PROPERTIES LABELS "convergence;integration"
+                       TIMEOUT 300)
+endif()
