@@ -1,5 +1,12 @@
 /* Internal: the fp16/bf16 cast kernels, one table per ISA (cast_base.c, cast_avx2.c).
  *
+ * Wire payload of the kinds fp16 (id 2) and bf16 (id 3) (docs/wire-format.md defers here):
+ * `count` little-endian 16-bit words, exactly 2 * count bytes (anything else is
+ * GCOMP_ERR_CORRUPT). fp16: IEEE binary16 of x * 2^k; the frame's parameter word holds k
+ * in its low byte as a two's-complement int8 in [-127, 127], the other bits zero (else
+ * GCOMP_ERR_CORRUPT); decoding multiplies by 2^-k. k is 0 with scale=none; with
+ * scale=auto see codecs/cast.c. bf16: the bfloat16 of x; parameter word 0.
+ *
  * Payloads are little-endian 16-bit words at any alignment. Every kernel takes any n
  * (including 0) and any pointer alignment. The rules, identical in every table (the
  * differential and exhaustive tests hold them to it bit for bit):
