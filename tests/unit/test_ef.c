@@ -252,6 +252,25 @@ static void test_nonfinite_leaves_no_residual(void **state) {
   g[5] = g[6] = 1.0f;
   rig_step(&r, 0, g, n, dec);
   assert_true(dec[5] == 1.0f && dec[6] == 1.0f);   /* no NaN carried over */
+  /* 99% NaN: all of them are sent (beyond k), and as (index, value) pairs they would take
+   * more room than the dense form (990 values + 1-bit gaps > 1000 values), so everything
+   * goes dense: the finite 1% is sent exactly and leaves no residual, the NaN none either */
+  for (size_t i = 0; i < n; i++) g[i] = i % 100 ? NAN : 1.0f + (float)i;
+  rig_step(&r, 0, g, n, dec);
+  assert_int_equal(r.frame[0], 2);   /* the payload's index coding: dense */
+  assert_int_equal(gcomp_ef_residual(r.ef, 0, res, n), GCOMP_OK);
+  for (size_t i = 0; i < n; i++) {
+    assert_true(res[i] == 0.0f);
+    assert_true(i % 100 ? isnan(dec[i]) : dec[i] != 0.0f);
+  }
+  /* 50% NaN: sparse is still smaller; the finite values beyond k stay in the residual */
+  for (size_t i = 0; i < n; i++) g[i] = i % 2 ? NAN : 1e-6f;
+  rig_step(&r, 0, g, n, dec);
+  assert_int_equal(gcomp_ef_residual(r.ef, 0, res, n), GCOMP_OK);
+  for (size_t i = 0; i < n; i++) {
+    if (i % 2) assert_true(isnan(dec[i]) && res[i] == 0.0f);
+    else assert_true(dec[i] == 0.0f && res[i] == 1e-6f);
+  }
   rig_free(&r);
   free(g), free(dec), free(res);
 }

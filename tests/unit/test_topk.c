@@ -531,7 +531,7 @@ static void test_degenerate_inputs(void **state) {
   gcomp_codec_get_stats(c, &st);
   assert_int_equal(st.nonfinite_inputs, 5000);
   free(y), free(o.frame);
-  /* all NaN: more than the sparse format can hold cheaply, sent dense */
+  /* all NaN: every value is sent (as gaps of 0 bits, no larger than dense) */
   for (size_t i = 0; i < n; i++) x[i] = NAN;
   o = encode(c, 0, x, n);
   y = decode(c, o, n);
