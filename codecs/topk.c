@@ -345,7 +345,8 @@ static int trim(topk_sel *s, size_t k, uint32_t *cut_out) {
 /* One pass over the input with threshold t (a key >= 1). When the candidates would
  * overflow, the ones so far are trimmed to k and the threshold rises past their cut:
  * nothing later can beat them on a tie (higher index), so the result is unchanged. */
-static int filter_pass(topk_sel *s, uint32_t t, int fused) {
+static int filter_pass(topk_sel *s, uint32_t *pt, int fused) {
+  uint32_t t = *pt;
   s->c = 0;
   s->fused = fused;
   for (size_t i = 0; i < s->n; i += BLOCK) {
@@ -362,6 +363,7 @@ static int filter_pass(topk_sel *s, uint32_t t, int fused) {
     else
       s->c += s->kt->filter(s->in.src + i, nb, t, (uint32_t)i, s->idx + s->c, s->val + s->c);
   }
+  *pt = t;   /* the cut in force at the end: a better first guess for next time */
   return GCOMP_OK;
 }
 
@@ -422,10 +424,11 @@ static int select_topk(topk_sel *s, uint64_t seed, uint64_t *hint) {
       if (t == 0) t = 1;   /* zeros are never sent */
       if (t > GCOMP_TOPK_KEY_INF) t = GCOMP_TOPK_KEY_INF;   /* NaN and Inf always are */
     }
-    s_ok = filter_pass(s, t, s->res && round == 0);
+    uint32_t t0 = t;
+    s_ok = filter_pass(s, &t, s->res && round == 0);
     passes++;
     if (s_ok < 0) break;
-    if (s->c >= lo || t == 1) break;
+    if (s->c >= lo || t0 == 1) break;
     /* too few: the sample misjudged (or the hint was stale); lower the cut and redo */
     unfuse(s);
     t = 0;
@@ -438,7 +441,8 @@ static int select_topk(topk_sel *s, uint64_t seed, uint64_t *hint) {
   if (s->c > hi) GCOMP_CHECK(trim(s, k, &cut));
   if (hint) *hint = cut;
   GCOMP_TRACE(GCOMP_SUB_CODEC, "topk: n=%zu k=%zu first cut %s, %d pass(es), %zu found, %zu kept",
-              n, k, h && h == t ? "from last call" : "sampled", passes, found, s->c);
+              n, k, h && passes == 1 && estimated == 0 ? "from last call" : "sampled", passes, found,
+              s->c);
   return GCOMP_OK;
 }
 
