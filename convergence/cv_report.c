@@ -248,9 +248,8 @@ int gcomp_cv_write_junit(const char *path, const gcomp_cv_report *r) {
       } else {
         fputs(">\n    <system-out>", f);
         char line[256];
-        snprintf(line, sizeof line, "loss %.6g acc %.4f drift %.4g relerr %.3g%s%s",
-                 x->final_loss, x->final_acc, x->final_drift, x->relerr_mean,
-                 v->pass ? "" : "; flagged: ", "");
+        snprintf(line, sizeof line, "loss %.6g acc %.4f drift %.4g relerr %.3g%s", x->final_loss,
+                 x->final_acc, x->final_drift, x->relerr_mean, v->pass ? "" : "; flagged: ");
         xml_str(f, line);
         if (!v->pass) xml_str(f, v->why);
         fputs("</system-out>\n  </testcase>\n", f);
