@@ -25,3 +25,11 @@ if(NOT GCOMP_SANITIZE)
   set_tests_properties(convergence.real_vs_sim PROPERTIES LABELS "convergence;integration"
                        TIMEOUT 300)
 endif()
+
+# The command line as CI uses it: exit statuses, messages, tolerance files, reports
+# (release trees; the sanitizer tree runs the smoke above and the unit test).
+if(NOT GCOMP_SANITIZE)
+  add_test(NAME convergence.cli COMMAND ${CMAKE_CURRENT_LIST_DIR}/converge_cli.sh
+           $<TARGET_FILE:gcomp-converge> ${CMAKE_BINARY_DIR}/convergence-cli)
+  set_tests_properties(convergence.cli PROPERTIES LABELS convergence TIMEOUT 300)
+endif()

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# gcomp-converge as CI uses it: exit status 0 / 1 / 2, a message naming metric and margin,
+# tolerance files, and reports that parse (JSON, JUnit XML with one test case per codec,
+# SVG). usage: converge_cli.sh GCOMP_CONVERGE WORKDIR
+set -uo pipefail
+conv=$1 dir=$2
+mkdir -p "$dir"
+fail() { echo "converge_cli: $*"; exit 1; }
+quick=(--problem gmm/mlp --steps 150 --synth-n 2000 --no-progress)
+
+# 1: a codec outside its tolerance, with the metric and the margin on stderr
+"$conv" "${quick[@]}" --quiet --codec none --codec test_biased 2>"$dir/err1"; rc=$?
+[ "$rc" -eq 1 ] || fail "test_biased: exit status $rc, wanted 1"
+grep -q "FAIL gmm/mlp test_biased: .*exceeded by" "$dir/err1" || { cat "$dir/err1"; fail "no metric/margin"; }
+grep -q "FAIL gmm/mlp none" "$dir/err1" && fail "none was flagged"
+
+# 0: the same codec expected to fail, plus one that passes
+"$conv" "${quick[@]}" --codec none --must-fail test_biased --json "$dir/r.json" \
+  --junit "$dir/r.xml" --plot "$dir/r.svg" >"$dir/out2" 2>&1 || { cat "$dir/out2"; fail "must-fail run: $?"; }
+
+# 1: a codec that must fail but passes
+"$conv" "${quick[@]}" --quiet --must-fail none 2>"$dir/err3"; rc=$?
+[ "$rc" -eq 1 ] || fail "--must-fail none: exit status $rc, wanted 1"
+grep -q "expected to exceed its tolerance" "$dir/err3" || fail "no message for an unflagged must-fail"
+
+# a tolerance file can loosen test_biased until it passes (and a bad rule is an error)
+printf '# comment\n\ntest_biased acc=inf,loss=inf,gap=inf  # off\n' >"$dir/tol.txt"
+"$conv" "${quick[@]}" --quiet --codec test_biased --tolerances "$dir/tol.txt" 2>"$dir/err4" \
+  || { cat "$dir/err4"; fail "tolerance file not applied"; }
+printf 'test_biased accuracy=1\n' >"$dir/bad.txt"
+"$conv" "${quick[@]}" --quiet --codec bf16 --tolerances "$dir/bad.txt" 2>"$dir/err5"; rc=$?
+[ "$rc" -eq 2 ] && grep -q "bad.txt:1: unknown tolerance 'accuracy'" "$dir/err5" \
+  || { cat "$dir/err5"; fail "bad tolerance file: exit $rc"; }
+
+# 2: an unknown codec names the token; bad data names file and line
+"$conv" "${quick[@]}" --codec 'tpok:ratio=0.1' 2>"$dir/err6"; rc=$?
+[ "$rc" -eq 2 ] && grep -q "tpok" "$dir/err6" || { cat "$dir/err6"; fail "unknown codec: exit $rc"; }
+printf '1,2,0\n3,4\n' >"$dir/bad.csv"
+"$conv" --data "$dir/bad.csv" --codec none 2>"$dir/err7"; rc=$?
+[ "$rc" -eq 2 ] && grep -q "bad.csv:2: malformed line" "$dir/err7" || { cat "$dir/err7"; fail "bad csv: exit $rc"; }
+
+python3 - "$dir" <<'PY'
+import json, sys, xml.etree.ElementTree as ET
+d = sys.argv[1]
+j = json.load(open(d + "/r.json"))
+p = j["problems"][0]
+assert (p["task"], p["model"]) == ("gmm", "mlp"), p["task"]
+assert [c["run"]["spec"] for c in p["codecs"]] == ["none", "test_biased"]
+assert [c["verdict"] for c in p["codecs"]] == ["pass", "fail"]
+assert [c["expected"] for c in p["codecs"]] == ["pass", "fail"]
+assert len(p["baseline"]["curve"]["train_loss"]) == len(p["baseline"]["curve"]["step"]) > 10
+suite = ET.parse(d + "/r.xml").getroot().find("testsuite")
+assert suite.get("tests") == "2" and suite.get("failures") == "0", suite.attrib
+assert len(suite.findall("testcase")) == 2
+svg = ET.parse(d + "/r.svg").getroot()
+assert svg.tag.endswith("svg") and len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 3
+print("converge_cli: exit statuses, messages, tolerance files and reports as expected")
+PY
