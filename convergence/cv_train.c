@@ -451,9 +451,8 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
     gcomp_comm_destroy(rcomm);
     return st;
   }
-  sim s = {.cfg = cfg, .data = data, .m = model, .spec = run->spec, .base = base, .run = run,
+  sim s = {.cfg = cfg, .data = data, .m = model, .spec = spec, .base = base, .run = run,
            .W = W, .np = np, .real = cfg->real, .real_comm = rcomm};
-  s.spec = spec;
   size_t Ws = cfg->real ? 1 : (size_t)W;   /* per-worker slots kept in this process */
   s.t = calloc(Ws, sizeof *s.t);
   s.local[0] = malloc(Ws * np * sizeof(float));
