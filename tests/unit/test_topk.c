@@ -451,10 +451,16 @@ static float ref_bf16(float x) {
   memcpy(&x, &b, 4);
   return x;
 }
+/* fp16 round to nearest even, computed another way: scale by the quantum of x's binade
+ * (exact in double) and let nearbyint (ties to even) round; beyond 65504 it saturates. */
 static float ref_fp16(float x) {
-  if (isnan(x)) return x;
-  if (fabsf(x) >= 65520.0f && isfinite(x)) return x > 0 ? 65504.0f : -65504.0f;   /* saturates */
-  return (float)(_Float16)x;   /* the compiler's own conversion: round to nearest even */
+  if (isnan(x) || isinf(x) || x == 0) return x;
+  int e;
+  frexp(x, &e);
+  int q = (e - 1 < -14 ? -14 : e - 1) - 10;
+  double y = ldexp(nearbyint(ldexp((double)x, -q)), q);
+  if (fabs(y) > 65504.0) y = y > 0 ? 65504.0 : -65504.0;
+  return (float)y;
 }
 
 static void roundtrip_case(const char *spec, const float *x, size_t n, float (*conv)(float),
