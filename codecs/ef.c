@@ -186,6 +186,7 @@ int gcomp_ef_residual(const gcomp_ef *ef, uint64_t key, float *out, size_t count
   GCOMP_FAIL_IF(!s, GCOMP_ERR_INVALID, "ef: no residual for key %llu", (unsigned long long)key);
   GCOMP_FAIL_IF(s->count != count, GCOMP_ERR_INVALID, "ef: key %llu holds %zu residuals, not %zu",
                 (unsigned long long)key, s->count, count);
+  if (count == 0) return GCOMP_OK;
   if (ef->dtype == GCOMP_EF_FP32) {
     memcpy(out, s->data, count * sizeof *out);
   } else {
