@@ -63,20 +63,24 @@ int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
     memset(pend_stack, 0, sizeof pend_stack);
   }
   int left = total, unreduced = 0;
+  int scur = 0, rcur = ns;   /* oldest pending send and receive: both complete in order */
   unsigned spins = 0;
   uint64_t idle_from = 0;
   while (status == GCOMP_OK && (left > 0 || unreduced > 0)) {
     int moved = 0;
-    for (int i = 0; i < total && status == GCOMP_OK; i++) {
-      if (!reqs[i]) continue;
-      int done = 0;
-      status = gcomp_test(c->t, reqs[i], &done, NULL);
-      if (status < 0) reqs[i] = NULL;   /* test frees a failed request */
-      if (status < 0 || !done) continue;
-      reqs[i] = NULL;
-      left--;
-      moved = 1;
-      if (i >= ns && dst && rlen) pending[i - ns] = 1, unreduced++;
+    for (int pass = 0; pass < 2 && status == GCOMP_OK; pass++) {
+      int *cur = pass ? &scur : &rcur, end = pass ? ns : total;
+      while (*cur < end && status == GCOMP_OK) {
+        int i = *cur, done = 0;
+        status = gcomp_test(c->t, reqs[i], &done, NULL);
+        if (status < 0) reqs[i] = NULL;   /* test frees a failed request */
+        if (status < 0 || !done) break;
+        reqs[i] = NULL;
+        (*cur)++;
+        left--;
+        moved = 1;
+        if (i >= ns && dst && rlen) pending[i - ns] = 1, unreduced++;
+      }
     }
     for (int j = 0; j < nr && unreduced > 0 && status == GCOMP_OK; j++) {
       if (!pending[j] || (in_place && j < ns && reqs[j])) continue;

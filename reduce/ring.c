@@ -20,6 +20,11 @@ typedef struct {
   gcomp_treq **sreq, **rreq;   /* [steps * nseg] */
   int left;
   unsigned phase;
+  /* posted requests in post order (indices into sreq[0 .. 2 * slots)). Completions come
+   * nearly in post order, so each pass tests from the oldest and stops at the first still
+   * pending: one progress call per queue and pass, not one per request. */
+  int *rq, *sq;
+  int rq_head, rq_tail, sq_head, sq_tail;
 } ring_state;
 
 static void seg_range(const ring_state *r, int chunk, int j, size_t *off, size_t *len) {
@@ -35,6 +40,7 @@ static int post_send(ring_state *r, unsigned phase, int s, int chunk, int j) {
   seg_range(r, chunk, j, &off, &len);
   int right = r->g->ranks[mod(r->g->me + 1, r->n)];
   r->c->stats->wire_bytes += len * r->c->esize;
+  r->sq[r->sq_tail++] = s * r->nseg + j;
   return gcomp_isend(r->c->t, right, gcomp_coll_tag(r->c, phase, (unsigned)s, (unsigned)j),
                      r->buf + off * r->c->esize, len * r->c->esize, &r->sreq[s * r->nseg + j]);
 }
@@ -45,6 +51,7 @@ static int post_recv(ring_state *r, unsigned phase, int s, int chunk, int j, uin
   int left = r->g->ranks[mod(r->g->me - 1, r->n)];
   /* base NULL: land in place; else in the step's scratch slot at the segment's offset */
   uint8_t *at = base ? base + (size_t)j * r->seg * r->c->esize : r->buf + off * r->c->esize;
+  r->rq[r->rq_tail++] = (int)((size_t)r->steps * (size_t)r->nseg) + s * r->nseg + j;
   return gcomp_irecv(r->c->t, left, gcomp_coll_tag(r->c, phase, (unsigned)s, (unsigned)j), at,
                      len * r->c->esize, &r->rreq[s * r->nseg + j]);
 }
@@ -61,8 +68,14 @@ static int setup(ring_state *r, gcomp_coll *c, const gcomp_group *g, uint8_t *bu
                 "ring: %d segments x %d steps exceed the tag space", r->nseg, r->steps);
   size_t slots = (size_t)r->steps * (size_t)r->nseg;
   r->sreq = calloc(2 * slots, sizeof *r->sreq);
-  GCOMP_FAIL_IF(!r->sreq, GCOMP_ERR_NOMEM, "ring: request table of %zu", 2 * slots);
+  r->sq = calloc(2 * slots, sizeof *r->sq);
+  if (!r->sreq || !r->sq) {
+    free(r->sreq), free(r->sq);
+    r->sreq = NULL, r->sq = NULL;
+    GCOMP_FAIL(GCOMP_ERR_NOMEM, "ring: request table of %zu", 2 * slots);
+  }
   r->rreq = r->sreq + slots;
+  r->rq = r->sq + slots;
   r->left = (int)(2 * slots);
   return GCOMP_OK;
 }
@@ -72,36 +85,47 @@ static void teardown(ring_state *r) {
   for (size_t i = 0; r->sreq && i < 2 * slots; i++)
     if (r->sreq[i]) gcomp_cancel(r->c->t, r->sreq[i]);
   free(r->sreq);
+  free(r->sq);
 }
 
 /* Drives every posted request once; on_recv runs for each completed receive. */
 typedef int (*on_recv_fn)(ring_state *r, int s, int j);
 
-static int drive(ring_state *r, on_recv_fn on_recv) {
+/* Tests the queue from its oldest entry until one is still pending; returns how many
+ * completed, or an error. Receives run on_recv, which may post more. */
+static int drain(ring_state *r, int *q, int *head, const int *tail, on_recv_fn on_recv) {
   size_t slots = (size_t)r->steps * (size_t)r->nseg;
+  int completed = 0;
+  while (*head < *tail) {
+    int i = q[*head];
+    int done = 0;
+    int st = gcomp_test(r->c->t, r->sreq[i], &done, NULL);
+    if (st < 0) {
+      r->sreq[i] = NULL;
+      return gcomp_error_trace(st, __FILE__, __LINE__);
+    }
+    if (!done) break;
+    r->sreq[i] = NULL;
+    (*head)++;
+    r->left--;
+    completed++;
+    if ((size_t)i >= slots) {
+      int s = (int)(((size_t)i - slots) / (size_t)r->nseg), j = (int)(((size_t)i - slots) % (size_t)r->nseg);
+      GCOMP_CHECK(on_recv(r, s, j));
+    }
+  }
+  return completed;
+}
+
+static int drive(ring_state *r, on_recv_fn on_recv) {
   unsigned spins = 0;
   uint64_t idle_from = 0;
   while (r->left > 0) {
-    int moved = 0;
-    for (size_t i = 0; i < 2 * slots; i++) {
-      gcomp_treq *q = r->sreq[i];
-      if (!q) continue;
-      int done = 0;
-      int st = gcomp_test(r->c->t, q, &done, NULL);
-      if (st < 0) {
-        r->sreq[i] = NULL;
-        return gcomp_error_trace(st, __FILE__, __LINE__);
-      }
-      if (!done) continue;
-      r->sreq[i] = NULL;
-      r->left--;
-      moved = 1;
-      if (i >= slots) {
-        int s = (int)((i - slots) / (size_t)r->nseg), j = (int)((i - slots) % (size_t)r->nseg);
-        GCOMP_CHECK(on_recv(r, s, j));
-      }
-    }
-    if (moved) {
+    int got_r = drain(r, r->rq, &r->rq_head, &r->rq_tail, on_recv);
+    if (got_r < 0) return got_r;
+    int got_s = drain(r, r->sq, &r->sq_head, &r->sq_tail, on_recv);
+    if (got_s < 0) return got_s;
+    if (got_r + got_s) {
       spins = 0;
       if (idle_from) r->c->stats->wait_s += (double)(gcomp_now_ns() - idle_from) * 1e-9;
       idle_from = 0;
