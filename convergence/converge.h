@@ -56,6 +56,9 @@ int gcomp_cv_model_parse(const char *name, int hidden, gcomp_cv_model *m);  /* s
 void gcomp_cv_model_shape(gcomp_cv_model *m, int nin, int nout);
 const char *gcomp_cv_model_name(const gcomp_cv_model *m);
 void gcomp_cv_model_init(const gcomp_cv_model *m, float *theta, uint64_t seed);
+/* The parameter tensors (W1, b1[, W2, b2]) as offsets and lengths into the flat vector;
+ * returns their count (at most 4). */
+int gcomp_cv_model_tensors(const gcomp_cv_model *m, size_t off[4], size_t len[4]);
 /* Scratch for forward and backward of up to `rows` rows. */
 size_t gcomp_cv_model_scratch(const gcomp_cv_model *m, int rows);
 /* Mean cross-entropy over the n rows; grad (may be NULL) receives its gradient. */
@@ -77,6 +80,8 @@ typedef struct {
   gcomp_op op;          /* GCOMP_AVG (default) or GCOMP_SUM (then scaled by 1/W) */
   int progress;         /* print a progress line on stderr */
   const char *label;    /* for the progress line */
+  int per_layer;        /* one gcomp_allreduce per parameter tensor, each with its own key
+                           (error-feedback slot), instead of one over the flat vector */
   int real;             /* one worker per process (gcomp_comm_init_env, started by gcomp-run
                            or mpirun; workers = the job's size) instead of W threads */
   const char *algo;     /* GCOMP_ALGO for codec runs ("auto": the planner); the baseline

@@ -52,6 +52,24 @@ void gcomp_cv_model_init(const gcomp_cv_model *m, float *theta, uint64_t seed) {
   for (size_t i = 0; i < n2; i++) w2[i] = (float)(s2 * gcomp_cv_normal(&rng));
 }
 
+int gcomp_cv_model_tensors(const gcomp_cv_model *m, size_t off[4], size_t len[4]) {
+  size_t shapes[4][2] = {{(size_t)m->nout, (size_t)m->nin}, {(size_t)m->nout, 1}};
+  int n = 2;
+  if (m->kind == GCOMP_CV_MLP) {
+    shapes[0][0] = shapes[1][0] = (size_t)m->nhid;
+    shapes[2][0] = (size_t)m->nout, shapes[2][1] = (size_t)m->nhid;
+    shapes[3][0] = (size_t)m->nout, shapes[3][1] = 1;
+    n = 4;
+  }
+  size_t at = 0;
+  for (int i = 0; i < n; i++) {
+    off[i] = at;
+    len[i] = shapes[i][0] * shapes[i][1];
+    at += len[i];
+  }
+  return n;
+}
+
 size_t gcomp_cv_model_scratch(const gcomp_cv_model *m, int rows) {
   size_t per = (size_t)m->nout + (m->kind == GCOMP_CV_MLP ? 2 * (size_t)m->nhid : 0);
   return per * (size_t)(rows > 0 ? rows : 1);

@@ -21,9 +21,10 @@ static const char *verdict_word(const gcomp_cv_verdict *v, int must_fail) {
 
 void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
   const gcomp_cv_train_cfg *c = r->cfg;
-  fprintf(f, "gcomp-converge: %d workers, %d steps, batch %d/worker, lr %g, momentum %g, seed %llu, "
-          "algo %s\n", c->workers, c->steps, c->batch, c->lr, c->momentum,
-          (unsigned long long)c->seed, r->algo ? r->algo : "auto");
+  fprintf(f, "gcomp-converge: %d workers%s, %d steps, batch %d/worker, lr %g, momentum %g, seed %llu, "
+          "algo %s%s\n", c->workers, c->real ? " (processes)" : "", c->steps, c->batch, c->lr,
+          c->momentum, (unsigned long long)c->seed, r->algo ? r->algo : "auto",
+          c->per_layer ? ", one allreduce per tensor" : "");
   for (int p = 0; p < r->nproblems; p++) {
     const gcomp_cv_problem *pr = &r->problems[p];
     const gcomp_cv_run *b = &pr->base;
@@ -156,9 +157,10 @@ int gcomp_cv_write_json(const char *path, const gcomp_cv_report *r) {
   const gcomp_cv_train_cfg *c = r->cfg;
   fprintf(f, "{\"tool\":\"gcomp-converge\",\"version\":\"%s\",\"config\":{\"workers\":%d,"
           "\"steps\":%d,\"batch\":%d,\"lr\":%g,\"momentum\":%g,\"weight_decay\":%g,\"seed\":%llu,"
-          "\"eval_every\":%d,\"op\":\"%s\",\"algo\":", gcomp_version(), c->workers, c->steps,
-          c->batch, c->lr, c->momentum, c->weight_decay, (unsigned long long)c->seed, c->eval_every,
-          c->op == GCOMP_SUM ? "sum" : "avg");
+          "\"eval_every\":%d,\"op\":\"%s\",\"per_layer\":%s,\"real\":%s,\"algo\":", gcomp_version(),
+          c->workers, c->steps, c->batch, c->lr, c->momentum, c->weight_decay,
+          (unsigned long long)c->seed, c->eval_every, c->op == GCOMP_SUM ? "sum" : "avg",
+          c->per_layer ? "true" : "false", c->real ? "true" : "false");
   json_str(f, r->algo ? r->algo : "auto");
   fputs("},\"problems\":[", f);
   for (int p = 0; p < r->nproblems; p++) {

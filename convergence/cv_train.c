@@ -237,6 +237,8 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
   int pos = 0, e = 0;
   const char *algo = "";
   uint64_t wire = 0, user = 0;
+  size_t toff[4], tlen[4];   /* the tensors, for per-layer calls (the first, W1, is the largest) */
+  int ntensor = gcomp_cv_model_tensors(s->m, toff, tlen);
   gcomp_cv_model_init(s->m, theta, cfg->seed);
   if (w == 0) evaluate(s, e++, theta);
   float lr = (float)cfg->lr, mu = (float)cfg->momentum, wd = (float)cfg->weight_decay;
@@ -262,12 +264,20 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
     }
     gcomp_comm_stats before, after;
     gcomp_comm_get_stats(comm, &before);
-    st = gcomp_allreduce(comm, grad, grad, np, GCOMP_FLOAT32, cfg->op, codec, GRAD_KEY);
+    if (cfg->per_layer) {   /* one call per tensor, as a framework hands them over */
+      for (int t = 0; t < ntensor && st == GCOMP_OK; t++) {
+        st = gcomp_allreduce(comm, grad + toff[t], grad + toff[t], tlen[t], GCOMP_FLOAT32,
+                             cfg->op, codec, GRAD_KEY + (uint64_t)t);
+        if (t == 0 && (w == 0 || s->real)) algo = gcomp_comm_last_algo(comm);
+      }
+    } else {
+      st = gcomp_allreduce(comm, grad, grad, np, GCOMP_FLOAT32, cfg->op, codec, GRAD_KEY);
+      if (w == 0 || s->real) algo = gcomp_comm_last_algo(comm);
+    }
     if (st < 0) fail_worker(s, w, st, "gcomp_allreduce");
     gcomp_comm_get_stats(comm, &after);   /* the gradients' traffic only, not the reference's */
     wire += after.wire_bytes - before.wire_bytes;
     user += after.bytes - before.bytes;
-    if (w == 0 || s->real) algo = gcomp_comm_last_algo(comm);
     if (cfg->op == GCOMP_SUM)
       for (size_t i = 0; i < np; i++) grad[i] /= (float)W;
     if (s->real) {

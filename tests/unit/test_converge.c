@@ -196,6 +196,42 @@ static void test_32_workers(void **state) {
   gcomp_cv_data_free(&d);
 }
 
+/* ---- one allreduce per tensor: every tensor its own error-feedback slot ------------------- */
+static void test_per_layer(void **state) {
+  (void)state;
+  gcomp_cv_data d;
+  make_gmm(&d, 1000);
+  gcomp_cv_model m;
+  make_model(&m, "mlp", &d);
+  size_t off[4], len[4];
+  assert_int_equal(gcomp_cv_model_tensors(&m, off, len), 4);
+  assert_true(off[3] + len[3] == m.nparams);
+  gcomp_cv_train_cfg cfg;
+  base_cfg(&cfg, 60);
+  cfg.per_layer = 1;
+  const char *ef = have_codec("topk:ratio=0.05+ef") ? "topk:ratio=0.05+ef" : "test_biased+ef";
+  gcomp_cv_run base, exact, r1, r2;
+  run_ok(&cfg, &d, &m, NULL, NULL, &base);
+  run_ok(&cfg, &d, &m, "none+ef", &base, &exact);
+  assert_true(exact.relerr_max < 1e-5);   /* identity through four keyed calls */
+  assert_true(exact.final_drift < 1e-4);
+  run_ok(&cfg, &d, &m, ef, &base, &r1);
+  run_ok(&cfg, &d, &m, ef, &base, &r2);
+  expect_same(&r1, &r2);
+  assert_true(r1.relerr_mean > 1e-3);      /* the lossy codec really ran on every call */
+  /* the flat call gives a different (but also valid) trajectory for a lossy codec */
+  cfg.per_layer = 0;
+  gcomp_cv_run flat;
+  run_ok(&cfg, &d, &m, ef, &base, &flat);
+  assert_memory_not_equal(flat.theta, r1.theta, m.nparams * sizeof(float));
+  gcomp_cv_run_free(&base);
+  gcomp_cv_run_free(&exact);
+  gcomp_cv_run_free(&r1);
+  gcomp_cv_run_free(&r2);
+  gcomp_cv_run_free(&flat);
+  gcomp_cv_data_free(&d);
+}
+
 /* ---- bad input ---------------------------------------------------------------------------- */
 static char *write_tmp(const char *text) {
   static char path[64];
@@ -335,6 +371,7 @@ int main(void) {
       cmocka_unit_test(test_unknown_codec),
       cmocka_unit_test(test_reproducible_bitwise),
       cmocka_unit_test(test_32_workers),
+      cmocka_unit_test(test_per_layer),
       cmocka_unit_test(test_biased_is_flagged_on_mlp),
       cmocka_unit_test(test_topk_without_ef_flagged_with_ef_passes),
   };
