@@ -197,6 +197,27 @@ static void test_topk_paths_and_ef(void **s) {
   }
 }
 
+/* Sparse edge cases: k >= n (dense frames), a count smaller than the rank count (empty
+ * shards in direct), and all-zero gradients (empty frames). */
+static void test_sparse_edges(void **s) {
+  if (!have("topk:k=100")) skip();
+  static const char *algos[] = {"sparse", "direct"};
+  for (int a = 0; a < 2; a++) {
+    configure(algos[a], "0");
+    char used[32];
+    float *got = run(4, NULL, "topk:k=100", 10, 1, used, NULL);   /* k >= n: everything */
+    assert_string_equal(used, algos[a]);
+    for (size_t i = 0; i < 10; i++) {
+      float want = 0;
+      for (int r = 0; r < 4; r++) want += grad_value(r, i, 0);
+      assert_true(fabsf(got[i] - want) <= 4 * 0x1p-24f * 4 * 0.1f);
+    }
+    free(got);
+    got = run(5, NULL, "topk:ratio=0.5+ef", 3, 2, used, NULL);   /* fewer elements than ranks */
+    free(got);
+  }
+}
+
 /* The planner: top-k at a low ratio on the slow link goes sparse; a dense-ish ratio goes
  * direct; tiny messages and those under GCOMP_CODEC_MIN_BYTES are not compressed. */
 static void test_planner_and_min_bytes(void **s) {
@@ -226,6 +247,7 @@ int main(void) {
       cmocka_unit_test(test_bf16_hier_direct_bound),
       cmocka_unit_test(test_sparse_equals_sum_of_decoded),
       cmocka_unit_test(test_topk_paths_and_ef),
+      cmocka_unit_test(test_sparse_edges),
       cmocka_unit_test(test_planner_and_min_bytes),
   };
   return cmocka_run_group_tests_name("compressed allreduce", tests, NULL, NULL);
