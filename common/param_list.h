@@ -27,11 +27,12 @@ GCOMP_PARAM(CODEC_MIN_BYTES, SIZE, "65536", "0:1099511627776",
 GCOMP_PARAM(ALGO, STR, "auto", "", "allreduce algorithm: auto (cost model) or a name from gcomp-info")
 GCOMP_PARAM(ALPHA_BETA, STR, "", "",
             "skip calibration: 'intra_alpha_us,intra_GBps,inter_alpha_us,inter_GBps'")
-GCOMP_PARAM(BUCKET_BYTES, SIZE, "26214400", "0:1099511627776", "fuse tensors into buckets up to this size")
 
 /* measurement */
-GCOMP_PARAM(STATS, STR, "", "", "write a JSON summary of per-call statistics to this path at exit")
-GCOMP_PARAM(TRACE, STR, "", "", "write a Chrome trace-event JSON file (open in Perfetto) to this path")
+GCOMP_PARAM(STATS, STR, "", "",
+            "write a JSON summary of each communicator's calls here when it is destroyed (%r rank, %p pid, %h host)")
+GCOMP_PARAM(TRACE, STR, "", "",
+            "write a Chrome trace-event JSON of every allreduce here (open in Perfetto; %r rank, %p pid, %h host)")
 
 /* transport and launch */
 GCOMP_PARAM(TIMEOUT_MS, INT, "30000", "1:86400000",

@@ -4,9 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coll.h"
 #include "comm.h"
+
+struct gcomp_comm;
+static void write_stats(const struct gcomp_comm *comm);
+static void write_trace(const struct gcomp_comm *comm);
 
 /* What the planner knows about a codec, measured once per communicator and spec. */
 enum { MAX_CODECS = 8 };
@@ -35,6 +40,18 @@ struct gcomp_comm {
   codec_info codecs[MAX_CODECS];
   int ncodecs;
   const char *last_algo;       /* what the last call ran */
+  struct trace_event *trace;   /* GCOMP_TRACE: one event per call */
+  size_t ntrace, trace_cap;
+  uint64_t born_ns;
+};
+
+/* One allreduce as the trace shows it: when, how big, which algorithm, and its phases. */
+struct trace_event {
+  uint64_t start_ns, end_ns;
+  size_t bytes;
+  const char *algo;
+  double wait_s, encode_s, decode_s, reduce_s;
+  uint64_t wire_bytes;
 };
 
 int gcomp_coll_reserve(gcomp_coll *c, size_t bytes) {
@@ -207,6 +224,7 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
   gcomp_comm *comm = calloc(1, sizeof *comm);
   GCOMP_FAIL_IF(!comm, GCOMP_ERR_NOMEM, "allocating a communicator");
   comm->t = t;
+  comm->born_ns = gcomp_now_ns();
   comm->seg_bytes = 512 << 10;
   comm->world = malloc((size_t)t->size * sizeof *comm->world);
   int st = comm->world ? GCOMP_OK : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "world");
@@ -258,6 +276,9 @@ int gcomp_comm_init_env(gcomp_comm **out) {
 
 int gcomp_comm_destroy(gcomp_comm *comm) {
   if (!comm) return GCOMP_OK;
+  write_stats(comm);
+  write_trace(comm);
+  free(comm->trace);
   if (comm->own) gcomp_transport_destroy(comm->t);
   gcomp_codec_destroy(comm->default_codec);
   for (int i = 0; i < comm->ncodecs; i++) gcomp_codec_destroy(comm->codecs[i].second);
@@ -359,6 +380,97 @@ static int codec_lookup(gcomp_comm *comm, gcomp_codec *codec, codec_info **out) 
   return GCOMP_OK;
 }
 
+/* ---- stats and traces ------------------------------------------------------------------ */
+static void record(gcomp_comm *comm, uint64_t t0, uint64_t t1, size_t bytes, const char *algo,
+                   const gcomp_comm_stats *before) {
+  if (comm->ntrace == comm->trace_cap) {
+    size_t cap = comm->trace_cap ? comm->trace_cap * 2 : 1024;
+    if (cap > (1u << 22)) return;   /* a bounded trace: the first 4M calls */
+    struct trace_event *p = realloc(comm->trace, cap * sizeof *p);
+    if (!p) return;
+    comm->trace = p, comm->trace_cap = cap;
+  }
+  const gcomp_comm_stats *a = &comm->stats;
+  comm->trace[comm->ntrace++] = (struct trace_event){
+      t0, t1, bytes, algo, a->wait_s - before->wait_s, a->encode_s - before->encode_s,
+      a->decode_s - before->decode_s, a->reduce_s - before->reduce_s,
+      a->wire_bytes - before->wire_bytes};
+}
+
+/* Expands %r (rank), %p (pid) and %h (host) in an output path. */
+static void expand(const char *pattern, int rank, char *out, size_t n) {
+  char host[64] = "";
+  gethostname(host, sizeof host - 1);
+  size_t o = 0;
+  for (const char *p = pattern; *p && o + 1 < n; p++) {
+    int w = -1;
+    if (p[0] == '%' && p[1] == 'r') w = snprintf(out + o, n - o, "%d", rank);
+    else if (p[0] == '%' && p[1] == 'p') w = snprintf(out + o, n - o, "%ld", (long)getpid());
+    else if (p[0] == '%' && p[1] == 'h') w = snprintf(out + o, n - o, "%s", host);
+    if (w >= 0) {
+      o += (size_t)w < n - o ? (size_t)w : n - o - 1;
+      p++;
+    } else {
+      out[o++] = *p;
+    }
+  }
+  out[o] = '\0';
+}
+
+static void write_stats(const gcomp_comm *comm) {
+  const char *pattern = gcomp_param_str(GCOMP_P_STATS);
+  if (!pattern[0]) return;
+  char path[4096];
+  expand(pattern, comm->t->rank, path, sizeof path);
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    GCOMP_WARN(GCOMP_SUB_REDUCE, "GCOMP_STATS: cannot write '%s'", path);
+    return;
+  }
+  const gcomp_comm_stats *s = &comm->stats;
+  fprintf(f,
+          "{\"rank\": %d, \"size\": %d, \"node\": %d, \"nodes\": %d, \"calls\": %llu, "
+          "\"bytes\": %llu, \"wire_bytes\": %llu, \"total_s\": %.6f, \"wait_s\": %.6f, "
+          "\"reduce_s\": %.6f, \"encode_s\": %.6f, \"decode_s\": %.6f, \"nonfinite\": %llu,\n"
+          " \"model\": {\"intra_alpha_us\": %.3f, \"intra_GBps\": %.3f, \"inter_alpha_us\": %.3f, "
+          "\"inter_GBps\": %.3f, \"reduce_GBps\": %.3f}}\n",
+          comm->t->rank, comm->t->size, comm->t->node, comm->t->nnodes,
+          (unsigned long long)s->calls, (unsigned long long)s->bytes,
+          (unsigned long long)s->wire_bytes, s->total_s, s->wait_s, s->reduce_s, s->encode_s,
+          s->decode_s, (unsigned long long)s->nonfinite, comm->model.intra.alpha_s * 1e6,
+          1e-9 / comm->model.intra.beta_spb, comm->model.inter.alpha_s * 1e6,
+          1e-9 / comm->model.inter.beta_spb, 1e-9 / comm->model.gamma_spb);
+  fclose(f);
+}
+
+/* Chrome trace-event format: one complete ("X") event per call on this rank's track. */
+static void write_trace(const gcomp_comm *comm) {
+  const char *pattern = gcomp_param_str(GCOMP_P_TRACE);
+  if (!pattern[0]) return;
+  char path[4096];
+  expand(pattern, comm->t->rank, path, sizeof path);
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    GCOMP_WARN(GCOMP_SUB_REDUCE, "GCOMP_TRACE: cannot write '%s'", path);
+    return;
+  }
+  fprintf(f, "{\"traceEvents\": [\n");
+  fprintf(f, " {\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": "
+             "\"rank %d (node %d)\"}}", comm->t->rank, comm->t->rank, comm->t->node);
+  for (size_t i = 0; i < comm->ntrace; i++) {
+    const struct trace_event *e = &comm->trace[i];
+    fprintf(f,
+            ",\n {\"name\": \"allreduce %s\", \"cat\": \"gcomp\", \"ph\": \"X\", \"pid\": %d, "
+            "\"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"bytes\": %zu, \"wire_bytes\": "
+            "%llu, \"wait_us\": %.1f, \"encode_us\": %.1f, \"decode_us\": %.1f, \"reduce_us\": %.1f}}",
+            e->algo, comm->t->rank, (double)(e->start_ns - comm->born_ns) / 1e3,
+            (double)(e->end_ns - e->start_ns) / 1e3, e->bytes, (unsigned long long)e->wire_bytes,
+            e->wait_s * 1e6, e->encode_s * 1e6, e->decode_s * 1e6, e->reduce_s * 1e6);
+  }
+  fprintf(f, "\n], \"displayTimeUnit\": \"ms\"}\n");
+  fclose(f);
+}
+
 /* ---- allreduce ------------------------------------------------------------------------ */
 static uint64_t count_nonfinite_f32(const float *x, size_t n) {
   uint64_t bad = 0;
@@ -390,6 +502,8 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
                 count);
   if (!codec) codec = comm->default_codec;
   uint64_t t0 = gcomp_now_ns();
+  int tracing = gcomp_param_str(GCOMP_P_TRACE)[0] != '\0';
+  gcomp_comm_stats before = comm->stats;
   comm->seq = (comm->seq + 1) & ((1u << GCOMP_TAG_SEQ_BITS) - 1);
   if (comm->seq >= 0xfffff0u) comm->seq = 1;   /* keep clear of the calibration tags */
   comm->stats.calls++;
@@ -453,6 +567,8 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
     for (size_t i = 0; i < count; i++)
       outp[i] = dtype == GCOMP_BFLOAT16 ? f32_to_bf16(w[i]) : f32_to_f16(w[i]);
   }
-  comm->stats.total_s += (double)(gcomp_now_ns() - t0) * 1e-9;
+  uint64_t t1 = gcomp_now_ns();
+  comm->stats.total_s += (double)(t1 - t0) * 1e-9;
+  if (tracing) record(comm, t0, t1, count * es, algo->name, &before);
   return GCOMP_OK;
 }

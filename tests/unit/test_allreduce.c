@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -314,6 +315,51 @@ static void test_nan_propagates_and_is_counted(void **state) {
   }
 }
 
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+/* GCOMP_STATS and GCOMP_TRACE write one file per rank when the communicator goes away. */
+static void test_stats_and_trace_files(void **state) {
+  char dir[] = "/tmp/gcomp-stats-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char stats[256], trace[256], path[300];
+  snprintf(stats, sizeof stats, "%s/stats-%%r.json", dir);
+  snprintf(trace, sizeof trace, "%s/trace-%%r.json", dir);
+  setenv("GCOMP_STATS", stats, 1);
+  setenv("GCOMP_TRACE", trace, 1);
+  force_algo(NULL);
+  run_case(3, NULL, GCOMP_FLOAT32, GCOMP_SUM, 1000, 0, NULL);
+  for (int r = 0; r < 3; r++) {
+    snprintf(path, sizeof path, "%s/stats-%d.json", dir, r);
+    const char *s = slurp(path);
+    assert_non_null(s);
+    char want[64];
+    snprintf(want, sizeof want, "{\"rank\": %d, \"size\": 3,", r);
+    assert_non_null(strstr(s, want));
+    assert_non_null(strstr(s, "\"calls\": 1,"));
+    assert_non_null(strstr(s, "\"bytes\": 4000,"));
+    unlink(path);
+    snprintf(path, sizeof path, "%s/trace-%d.json", dir, r);
+    s = slurp(path);
+    assert_non_null(s);
+    assert_non_null(strstr(s, "\"traceEvents\""));
+    assert_non_null(strstr(s, "\"ph\": \"X\""));
+    assert_non_null(strstr(s, "\"bytes\": 4000"));
+    unlink(path);
+  }
+  rmdir(dir);
+  unsetenv("GCOMP_STATS");
+  unsetenv("GCOMP_TRACE");
+  force_algo(NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring),
@@ -325,6 +371,7 @@ int main(void) {
       cmocka_unit_test(test_planner_choices),
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_nan_propagates_and_is_counted),
+      cmocka_unit_test(test_stats_and_trace_files),
   };
   return cmocka_run_group_tests_name("allreduce", tests, NULL, NULL);
 }
