@@ -89,9 +89,10 @@ static void lb_match(gcomp_treq *s, gcomp_treq *r) {
 }
 
 static int lb_check_peer(const lb_transport *t, int peer, const char *what) {
-  GCOMP_FAIL_IF(peer < 0 || peer >= t->pub.size, GCOMP_ERR_INVALID,
-                "loopback %s: peer %d out of range [0, %d) (rank %d)", what, peer, t->pub.size,
-                t->pub.rank);
+  /* like the libfabric transport: a rank never messages itself */
+  GCOMP_FAIL_IF(peer < 0 || peer >= t->pub.size || peer == t->pub.rank, GCOMP_ERR_INVALID,
+                "loopback %s: rank %d: peer %d is not another rank of the %d", what, t->pub.rank,
+                peer, t->pub.size);
   return GCOMP_OK;
 }
 

@@ -11,13 +11,15 @@
  * Semantics (both implementations):
  *   - isend/irecv post an operation and return at once with a request. The caller's buffer
  *     must stay valid and untouched until the request completes or is cancelled.
+ *   - peer is another rank: a rank never sends to itself (GCOMP_ERR_INVALID).
  *   - A send may stay pending until the matching receive is posted (always so on the
  *     loopback, for large messages over libfabric): post receives before waiting on sends.
  *   - Messages between one (sender, receiver) pair with the same tag are matched in the
  *     order they were posted (MPI's non-overtaking rule). Different tags never match.
  *   - A receive may get fewer bytes than its capacity (frames vary in size); test/wait
  *     report the received length. A message longer than the capacity is an error
- *     (GCOMP_ERR_NOMEM) on the receiving side.
+ *     (GCOMP_ERR_NOMEM) on the receiving side; treat it as fatal for the transport (after
+ *     a truncation, ofi_rxm 1.17 delivers nothing more on that endpoint).
  *   - test() drives progress itself; a request is consumed (freed) when test reports it
  *     done or failed, and by cancel. A request not completed within GCOMP_TIMEOUT_MS of
  *     its last activity fails with GCOMP_ERR_TIMEOUT; a peer known to have died turns its

@@ -151,6 +151,7 @@ static void test_short_receive_and_truncation(void **state) {
   /* bad peers are errors, not crashes */
   assert_int_equal(gcomp_isend(t[0], 2, 0, msg, 1, &s), GCOMP_ERR_INVALID);
   assert_int_equal(gcomp_irecv(t[0], -1, 0, buf, 1, &r), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_isend(t[1], 1, 0, msg, 1, &s), GCOMP_ERR_INVALID);   /* not to itself */
   destroy_all(t, 2);
 }
 
