@@ -323,7 +323,7 @@ int main(int argc, char **argv) {
   }
   if (i >= argc || n < 1 || n > 256 || nodes < 1 || nodes > n) {
     if (n < 1 || n > 256) say("-n must be between 1 and 256");
-    if (nodes < 1 || nodes > n) say("--nodes must be between 1 and the number of ranks");
+    else if (nodes < 1 || nodes > n) say("--nodes must be between 1 and the number of ranks");
     if (i >= argc) say("no program given");
     usage(stderr);
     return 2;
