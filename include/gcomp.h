@@ -229,9 +229,9 @@ GCOMP_API int gcomp_comm_destroy(gcomp_comm *comm);
 /* Sums (or reduces with op) count elements of dtype over all ranks; every rank receives
  * the result in recvbuf. sendbuf == recvbuf is in place. count may be 0.
  *
- * codec: NULL uses GCOMP_CODEC (default "none"); a lossy codec applies to float32 data
- * only and only when the planner judges it pays (see GCOMP_CODEC_MIN_BYTES); key names
- * the tensor for error feedback. The algorithm is chosen per call by the cost model, or
+ * codec: NULL uses GCOMP_CODEC (default "none"); a codec applies only to float32 SUM and
+ * AVG calls of at least GCOMP_CODEC_MIN_BYTES, and only when the planner predicts it pays;
+ * other calls run uncompressed. key names the tensor for error feedback. The algorithm is chosen per call by the cost model, or
  * by GCOMP_ALGO. For a fixed rank count, placement, algorithm and codec the result is
  * bitwise identical on every rank and across runs.
  *

@@ -534,6 +534,9 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
   codec_info *ci = NULL;
   if (codec && dtype != GCOMP_FLOAT32) {
     GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: dtype %d is not float32", (int)dtype);
+  } else if (codec && op != GCOMP_SUM && op != GCOMP_AVG) {
+    /* codecs decode by adding: only sums (and averages) can go through them */
+    GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: op %d is not a sum", (int)op);
   } else if (codec && (int64_t)in.bytes < gcomp_param_int(GCOMP_P_CODEC_MIN_BYTES)) {
     GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: %zu B < GCOMP_CODEC_MIN_BYTES", in.bytes);
   } else if (codec) {

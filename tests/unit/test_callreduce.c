@@ -32,6 +32,7 @@ static float grad_value(int r, size_t i, int step) {
 
 typedef struct {
   gcomp_transport *t;
+  gcomp_op op;
   const char *spec;
   size_t count;
   int steps;
@@ -50,7 +51,7 @@ static void *rank_main(void *arg) {
   if (j->status == GCOMP_OK) j->status = gcomp_codec_create(j->spec, &codec);
   for (int s = 0; s < j->steps && j->status == GCOMP_OK; s++) {
     for (size_t i = 0; i < j->count; i++) j->out[i] = grad_value(j->t->rank, i, s);
-    j->status = gcomp_allreduce(comm, j->out, j->out, j->count, GCOMP_FLOAT32, GCOMP_SUM, codec, 77);
+    j->status = gcomp_allreduce(comm, j->out, j->out, j->count, GCOMP_FLOAT32, j->op, codec, 77);
   }
   if (j->status < 0) snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
   if (comm) {
@@ -64,14 +65,14 @@ static void *rank_main(void *arg) {
 
 /* Runs `steps` allreduces on n ranks; returns rank 0's result (caller frees) after checking
  * that all ranks agree bit for bit. */
-static float *run(int n, const int *node_of, const char *spec, size_t count, int steps, char *algo,
-                  gcomp_comm_stats *stats) {
+static float *run_op(int n, const int *node_of, const char *spec, gcomp_op op, size_t count,
+                     int steps, char *algo, gcomp_comm_stats *stats) {
   gcomp_transport *t[MAXN];
   assert_int_equal(gcomp_loopback_create(n, node_of, t), GCOMP_OK);
   job jobs[MAXN];
   pthread_t th[MAXN];
   for (int r = 0; r < n; r++) {
-    jobs[r] = (job){.t = t[r], .spec = spec, .count = count, .steps = steps};
+    jobs[r] = (job){.t = t[r], .op = op, .spec = spec, .count = count, .steps = steps};
     jobs[r].out = malloc((count ? count : 1) * sizeof(float));
     pthread_create(&th[r], NULL, rank_main, &jobs[r]);
   }
@@ -88,6 +89,11 @@ static float *run(int n, const int *node_of, const char *spec, size_t count, int
   float *out = jobs[0].out;
   for (int r = 1; r < n; r++) free(jobs[r].out);
   return out;
+}
+
+static float *run(int n, const int *node_of, const char *spec, size_t count, int steps, char *algo,
+                  gcomp_comm_stats *stats) {
+  return run_op(n, node_of, spec, GCOMP_SUM, count, steps, algo, stats);
 }
 
 static void configure(const char *algo, const char *min_bytes) {
@@ -239,6 +245,24 @@ static void test_planner_and_min_bytes(void **s) {
   free(got);
 }
 
+/* Codecs decode by adding: a MAX call with a codec must run uncompressed and be exact. */
+static void test_non_sum_ops_stay_dense(void **s) {
+  if (!have("bf16")) skip();
+  configure(NULL, "0");
+  char used[32];
+  gcomp_comm_stats st;
+  size_t count = 5000;
+  float *got = run_op(4, NULL, "bf16", GCOMP_MAX, count, 1, used, &st);
+  assert_true(strcmp(used, "direct") && strcmp(used, "sparse"));
+  assert_true(st.encode_s == 0);
+  for (size_t i = 0; i < count; i++) {
+    float want = grad_value(0, i, 0);
+    for (int r = 1; r < 4; r++) want = fmaxf(want, grad_value(r, i, 0));
+    assert_true(got[i] == want);
+  }
+  free(got);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_lossless_paths_exact),
@@ -248,6 +272,7 @@ int main(void) {
       cmocka_unit_test(test_sparse_equals_sum_of_decoded),
       cmocka_unit_test(test_topk_paths_and_ef),
       cmocka_unit_test(test_sparse_edges),
+      cmocka_unit_test(test_non_sum_ops_stay_dense),
       cmocka_unit_test(test_planner_and_min_bytes),
   };
   return cmocka_run_group_tests_name("compressed allreduce", tests, NULL, NULL);
