@@ -248,7 +248,7 @@ static void test_planner_and_min_bytes(void **s) {
 /* Codecs decode by adding: a MAX call with a codec must run uncompressed and be exact. */
 static void test_non_sum_ops_stay_dense(void **s) {
   if (!have("bf16")) skip();
-  configure(NULL, "0");
+  configure("direct", "0");   /* even when forced */
   char used[32];
   gcomp_comm_stats st;
   size_t count = 5000;
