@@ -53,6 +53,8 @@ static inline void gcomp_chunk(size_t count, int n, int k, size_t *off, size_t *
 }
 
 gcomp_reduce_fn gcomp_reduce_kernel(gcomp_dtype dtype, gcomp_op op);
+uint64_t gcomp_count_nonfinite_f32(const float *x, size_t n);   /* NaN and Inf */
+void gcomp_scale_f32(float *x, size_t n, float divisor);         /* x[i] /= divisor */
 
 /* Grows the call's scratch (through the communicator that owns it). */
 int gcomp_coll_reserve(gcomp_coll *c, size_t bytes);

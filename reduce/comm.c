@@ -472,16 +472,9 @@ static void write_trace(const gcomp_comm *comm) {
 }
 
 /* ---- allreduce ------------------------------------------------------------------------ */
-static uint64_t count_nonfinite_f32(const float *x, size_t n) {
-  uint64_t bad = 0;
-  const uint32_t *b = (const uint32_t *)(const void *)x;
-  for (size_t i = 0; i < n; i++) bad += (b[i] & 0x7f800000u) == 0x7f800000u;
-  return bad;
-}
-
 static void finish_avg(void *buf, size_t count, gcomp_dtype wt, int n) {
   switch (wt) {
-  case GCOMP_FLOAT32: { float *x = buf; for (size_t i = 0; i < count; i++) x[i] /= (float)n; break; }
+  case GCOMP_FLOAT32: gcomp_scale_f32(buf, count, (float)n); break;
   case GCOMP_FLOAT64: { double *x = buf; for (size_t i = 0; i < count; i++) x[i] /= n; break; }
   case GCOMP_INT32: { int32_t *x = buf; for (size_t i = 0; i < count; i++) x[i] /= n; break; }
   case GCOMP_INT64: { int64_t *x = buf; for (size_t i = 0; i < count; i++) x[i] /= n; break; }
@@ -563,7 +556,7 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
   if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
 
   if (op == GCOMP_AVG) finish_avg(work, count, wt, comm->t->size);
-  if (wt == GCOMP_FLOAT32) comm->stats.nonfinite += count_nonfinite_f32((const float *)(void *)work, count);
+  if (wt == GCOMP_FLOAT32) comm->stats.nonfinite += gcomp_count_nonfinite_f32((const float *)(void *)work, count);
   if (work != recvbuf) {
     const float *w = (const float *)(void *)work;
     uint16_t *outp = recvbuf;

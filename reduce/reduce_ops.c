@@ -77,3 +77,14 @@ gcomp_reduce_fn gcomp_reduce_kernel(gcomp_dtype dtype, gcomp_op op) {
   if ((unsigned)dtype > GCOMP_INT64 || (unsigned)op > GCOMP_PROD) return NULL;
   return table[dtype][op];
 }
+
+uint64_t gcomp_count_nonfinite_f32(const float *x, size_t n) {
+  uint64_t bad = 0;
+  const uint32_t *b = (const uint32_t *)(const void *)x;
+  for (size_t i = 0; i < n; i++) bad += (b[i] & 0x7f800000u) == 0x7f800000u;
+  return bad;
+}
+
+void gcomp_scale_f32(float *x, size_t n, float divisor) {
+  for (size_t i = 0; i < n; i++) x[i] /= divisor;
+}
