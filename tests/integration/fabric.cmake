@@ -44,3 +44,10 @@ gcomp_fabric_test(integration.fabric.stall.tcp 60
 gcomp_fabric_test(integration.fabric.netns 120
   bash ${CMAKE_CURRENT_LIST_DIR}/fabric_netns.sh ${GCOMP_FABRIC_RUN} ${GCOMP_FABRIC_P2P})
 set_tests_properties(integration.fabric.netns PROPERTIES SKIP_RETURN_CODE 77)
+
+# a provider that does not exist is an error naming it (and the variable), at once
+add_test(NAME integration.fabric.bad_provider COMMAND ${GCOMP_FABRIC_RUN} -n 2 --nodes 2
+  --netns off --tag-output -- ${GCOMP_FABRIC_P2P} boot)
+set_tests_properties(integration.fabric.bad_provider PROPERTIES LABELS integration TIMEOUT 60
+  ENVIRONMENT "GCOMP_PROVIDER=nosuchprov;GCOMP_TIMEOUT_MS=20000"
+  PASS_REGULAR_EXPRESSION "\\[1\\] fabric_p2p: transport: GCOMP_ERR_UNSUPPORTED: [^\n]*provider 'nosuchprov' \\(inter-node\\)[^\n]*GCOMP_PROVIDER selects another")
