@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,13 +85,17 @@ struct gcomp_treq {
   int no_inject;            /* needs a completion that says the bytes left */
   int status;               /* <0 once failed */
   int zombie;               /* abandoned by the caller: freed when nothing is in flight */
-  uint64_t last_ns;
+  uint64_t last_ns;         /* start of the current silence; 0: activity since last look */
   struct fid_mr *mr;
   void *desc;
-  char err[320];
-  ofi_slot slot[OFI_WINDOW];
+  unsigned polls;           /* tests since the last clock check */
   struct gcomp_treq *next, *prev;
+  /* a request is reused without clearing what follows: slots are free whenever it is */
+  ofi_slot slot[OFI_WINDOW];
+  char err[320];
 };
+#define REQ_HEADER_BYTES offsetof(struct gcomp_treq, slot)
+#define MAX_SPARE_REQS 128
 
 typedef struct {
   int32_t pid;
@@ -115,6 +120,8 @@ typedef struct {
   uint64_t *live_check_ns;  /* [size] */
   int *topo;
   gcomp_treq *active;       /* every request not yet freed */
+  gcomp_treq *spare;        /* freed requests kept for reuse (small messages are hot) */
+  int nspare;
   int npost_pending;
   /* requests whose first chunk is not posted yet, sends and receives apart, in the order
    * the caller posted them: a send (receive) that met backpressure must not be overtaken
@@ -149,7 +156,22 @@ static void req_free(ofi_transport *t, gcomp_treq *r) {
     if (t->fifo_tail[r->op - 1] == r) t->fifo_tail[r->op - 1] = last;
   }
   if (r->mr) fi_close(&r->mr->fid);
-  free(r);
+  if (t->nspare < MAX_SPARE_REQS) {
+    r->next = t->spare;
+    t->spare = r;
+    t->nspare++;
+  } else {
+    free(r);
+  }
+}
+
+static gcomp_treq *req_alloc(ofi_transport *t) {
+  gcomp_treq *r = t->spare;
+  if (!r) return calloc(1, sizeof *r);
+  t->spare = r->next;
+  t->nspare--;
+  memset(r, 0, REQ_HEADER_BYTES);
+  return r;
 }
 
 static void req_fail(gcomp_treq *r, int status, const char *fmt, ...) GCOMP_PRINTF(3, 4);
@@ -203,7 +225,7 @@ static void req_post(ofi_transport *t, gcomp_treq *r) {
         if (rc == 0) {
           r->first_posted = 1;
           r->next_off = n;
-          r->last_ns = gcomp_now_ns();
+          r->last_ns = 0;
           continue;
         }
       } else {
@@ -278,7 +300,7 @@ static void on_done(ofi_transport *t, ofi_slot *s, size_t len, uint64_t flags, u
   gcomp_treq *r = s->req;
   s->req = NULL;
   r->inflight--;
-  r->last_ns = gcomp_now_ns();
+  r->last_ns = 0;   /* activity: the silence (timeout) clock restarts at the next look */
   if (r->op == OP_RECV) {
     if (s->first) {
       r->first_done = 1;
@@ -376,7 +398,7 @@ static int ofi_post(ofi_transport *t, int op, int peer, uint64_t fulltag, void *
   GCOMP_FAIL_IF(op == OP_SEND && (uint64_t)len >> LEN_BITS, GCOMP_ERR_INVALID,
                 "message of %zu bytes is over the 1 TiB limit", len);
   ofi_ep *e = &t->eps[t->ep_of[peer]];
-  gcomp_treq *r = calloc(1, sizeof *r);
+  gcomp_treq *r = req_alloc(t);
   GCOMP_FAIL_IF(!r, GCOMP_ERR_NOMEM, "request");
   r->op = op;
   r->peer = peer;
@@ -386,14 +408,16 @@ static int ofi_post(ofi_transport *t, int op, int peer, uint64_t fulltag, void *
   r->buf = buf;
   r->cap = len;
   r->total = op == OP_SEND ? len : 0;
-  r->last_ns = gcomp_now_ns();
+  r->last_ns = 0;
   r->no_inject = no_inject;
   if (op == OP_SEND) r->seq = t->send_seq[peer]++ & SEQ_MASK;
   if (e->mr_local && len) {
     int rc = fi_mr_reg(e->domain, buf, len, op == OP_SEND ? FI_SEND : FI_RECV, 0, 0, 0, &r->mr,
                        NULL);
     if (rc) {
-      free(r);
+      r->next = t->spare;   /* back to the spares: nothing links to it yet */
+      t->spare = r;
+      t->nspare++;
       GCOMP_FAIL(GCOMP_ERR_FABRIC, "registering %zu bytes for rank %d over %s: %s", len, peer,
                  e->prov, fi_strerror(-rc));
     }
@@ -469,8 +493,11 @@ static int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) 
     *done = 1;
     return GCOMP_OK;
   }
-  if (r->status == 0) {
-    uint64_t idle = gcomp_now_ns() - r->last_ns;
+  /* the clock is read every 32nd test only: a spinning waiter polls the CQ, not the clock */
+  if (r->status == 0 && (++r->polls & 31u) == 0) {
+    uint64_t now = gcomp_now_ns();
+    if (!r->last_ns) r->last_ns = now;
+    uint64_t idle = now - r->last_ns;
     if (idle > LIVENESS_NS && peer_dead(t, r->peer))
       req_fail(r, GCOMP_ERR_PEER, "%s rank %d: its process (pid %d on %s) has exited",
                op_name(r), r->peer, (int)t->cards[r->peer].pid, t->cards[r->peer].host);
@@ -580,6 +607,11 @@ static void ofi_destroy(gcomp_transport *tp) {
       t->eps[i].ep = NULL;
     }
   while (t->active) req_free(t, t->active);
+  while (t->spare) {
+    gcomp_treq *r = t->spare;
+    t->spare = r->next;
+    free(r);
+  }
   for (int i = 0; i < t->neps; i++) ep_close(&t->eps[i]);
   free(t->ep_of);
   free(t->addr);
