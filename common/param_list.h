@@ -25,6 +25,8 @@ GCOMP_PARAM(INTRA_CODEC, STR, "none", "",
 GCOMP_PARAM(CODEC_MIN_BYTES, SIZE, "65536", "0:1099511627776",
             "messages smaller than this go uncompressed")
 GCOMP_PARAM(ALGO, STR, "auto", "", "allreduce algorithm: auto (cost model) or a name from gcomp-info")
+GCOMP_PARAM(SEGMENT_BYTES, SIZE, "16m", "4096:1099511627776",
+            "pipeline segment of the ring and pairwise steps (each one message; shm copies whole messages best)")
 GCOMP_PARAM(ALPHA_BETA, STR, "", "",
             "skip calibration: 'intra_alpha_us,intra_GBps,inter_alpha_us,inter_GBps'")
 

@@ -251,7 +251,9 @@ typedef struct {
   double reduce_s;           /* of which reducing (adding) */
   double encode_s;           /* of which encoding */
   double decode_s;           /* of which decoding */
-  uint64_t nonfinite;        /* NaN/Inf seen in inputs (they propagate) */
+  uint64_t nonfinite;        /* NaN/Inf in this rank's share of the results (rank r counts
+                                chunk r of count/size elements; the sum over ranks counts
+                                each once). They propagate. */
 } gcomp_comm_stats;
 
 GCOMP_API int gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out);

@@ -18,6 +18,9 @@ typedef struct {
 
 /* Element-wise dst = dst op src over n elements. */
 typedef void (*gcomp_reduce_fn)(void *restrict dst, const void *restrict src, size_t n);
+/* dst = a op b (sums only; NULL for other ops). */
+typedef void (*gcomp_reduce3_fn)(void *restrict dst, const void *restrict a,
+                                 const void *restrict b, size_t n);
 
 /* One allreduce call as the algorithms see it: the buffer is reduced in place. */
 typedef struct gcomp_coll {
@@ -25,6 +28,11 @@ typedef struct gcomp_coll {
   uint32_t seq;              /* per-call sequence number, part of every tag */
   size_t esize;              /* bytes per element of the working type */
   gcomp_reduce_fn reduce;    /* dst op= src for the working type */
+  gcomp_reduce3_fn reduce3;  /* dst = a op b, or NULL */
+  /* The caller's input when it differs from the buffer being reduced (out of place),
+   * else NULL. Algorithms that can read it directly do (the ring); the others call
+   * gcomp_coll_inplace first. */
+  const uint8_t *src;
   uint8_t *tmp;              /* receive scratch, tmp_cap bytes, owned by the communicator */
   size_t tmp_cap;
   uint8_t **tmp_owner;       /* the communicator's own pointer and size, kept in step */
@@ -53,6 +61,10 @@ static inline void gcomp_chunk(size_t count, int n, int k, size_t *off, size_t *
 }
 
 gcomp_reduce_fn gcomp_reduce_kernel(gcomp_dtype dtype, gcomp_op op);
+gcomp_reduce3_fn gcomp_reduce3_kernel(gcomp_dtype dtype, gcomp_op op);
+
+/* Copies c->src into buf (once) so that an algorithm can work in place. */
+void gcomp_coll_inplace(gcomp_coll *c, uint8_t *buf, size_t count);
 uint64_t gcomp_count_nonfinite_f32(const float *x, size_t n);   /* NaN and Inf */
 void gcomp_scale_f32(float *x, size_t n, float divisor);         /* x[i] /= divisor */
 

@@ -5,6 +5,12 @@
 
 #include "coll.h"
 
+void gcomp_coll_inplace(gcomp_coll *c, uint8_t *buf, size_t count) {
+  if (!c->src) return;
+  memcpy(buf, c->src, count * c->esize);
+  c->src = NULL;
+}
+
 int gcomp_coll_waitall(gcomp_coll *c, int n, gcomp_treq **reqs) {
   uint64_t t0 = gcomp_now_ns();
   int s = gcomp_waitall(c->t, n, reqs, NULL);

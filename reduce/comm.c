@@ -225,7 +225,7 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
   GCOMP_FAIL_IF(!comm, GCOMP_ERR_NOMEM, "allocating a communicator");
   comm->t = t;
   comm->born_ns = gcomp_now_ns();
-  comm->seg_bytes = 512 << 10;
+  comm->seg_bytes = (size_t)gcomp_param_int(GCOMP_P_SEGMENT_BYTES);
   comm->world = malloc((size_t)t->size * sizeof *comm->world);
   int st = comm->world ? GCOMP_OK : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "world");
   for (int r = 0; st == GCOMP_OK && r < t->size; r++) comm->world[r] = r;
@@ -518,8 +518,6 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
     float *w = (float *)(void *)work;
     for (size_t i = 0; i < count; i++)
       w[i] = dtype == GCOMP_BFLOAT16 ? bf16_to_f32(in[i]) : f16_to_f32(in[i]);
-  } else if (sendbuf != recvbuf) {
-    memcpy(recvbuf, sendbuf, count * es);
   }
 
   gcomp_plan_in in = comm->model;
@@ -551,12 +549,20 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
                   .seg_bytes = comm->seg_bytes, .stats = &comm->stats,
                   .plan = &in, .world = comm->world};
   if (algo->compressed) c.codec = codec, c.codec2 = ci->second, c.key = key;
+  c.reduce3 = gcomp_reduce3_kernel(wt, op);
+  if (work == recvbuf && sendbuf != recvbuf) c.src = sendbuf;   /* out of place */
   comm->last_algo = algo->name;
   int st = algo->run(&c, work, count);
   if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
 
   if (op == GCOMP_AVG) finish_avg(work, count, wt, comm->t->size);
-  if (wt == GCOMP_FLOAT32) comm->stats.nonfinite += gcomp_count_nonfinite_f32((const float *)(void *)work, count);
+  if (wt == GCOMP_FLOAT32) {
+    /* each rank counts its own share of the result (summed over ranks: every NaN and Inf
+     * once), so counting costs 1/n of a pass, not a whole one */
+    size_t off, len;
+    gcomp_chunk(count, comm->t->size, comm->t->rank, &off, &len);
+    comm->stats.nonfinite += gcomp_count_nonfinite_f32((const float *)(void *)work + off, len);
+  }
   if (work != recvbuf) {
     const float *w = (const float *)(void *)work;
     uint16_t *outp = recvbuf;

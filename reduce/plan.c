@@ -68,6 +68,7 @@ static double ring_cost(const gcomp_plan_in *in) {
 
 static int rhd_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   gcomp_group g = world_group(c);
+  gcomp_coll_inplace(c, buf, count);
   return gcomp_rhd_allreduce(c, &g, buf, count, 0);
 }
 static double rhd_cost(const gcomp_plan_in *in) {
@@ -76,6 +77,7 @@ static double rhd_cost(const gcomp_plan_in *in) {
 
 static int rd_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   gcomp_group g = world_group(c);
+  gcomp_coll_inplace(c, buf, count);
   return gcomp_rd_allreduce(c, &g, buf, count, 0);
 }
 static double rd_cost(const gcomp_plan_in *in) {
@@ -84,6 +86,7 @@ static double rd_cost(const gcomp_plan_in *in) {
 
 static int direct_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   gcomp_group g = world_group(c);
+  gcomp_coll_inplace(c, buf, count);
   return gcomp_direct_allreduce(c, &g, (float *)(void *)buf, count, 0, 0);
 }
 static double direct_cost(const gcomp_plan_in *in) {
@@ -93,6 +96,7 @@ static double direct_cost(const gcomp_plan_in *in) {
 
 static int sparse_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   gcomp_group g = world_group(c);
+  gcomp_coll_inplace(c, buf, count);
   return gcomp_sparse_allreduce(c, &g, (float *)(void *)buf, count, 0, 0);
 }
 static double sparse_cost(const gcomp_plan_in *in) {

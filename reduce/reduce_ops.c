@@ -66,6 +66,26 @@ DEFINE_INT_OPS(int64_t, uint64_t, i64)
 DEFINE_FMINMAX(float, f32)
 DEFINE_FMINMAX(double, f64)
 
+/* dst = a op b, for out-of-place first steps: the caller's send buffer is read once and
+ * never copied. */
+#define DEFINE_OPS3(T, U, suffix)                                                            \
+  static void sum3_##suffix(void *restrict d, const void *restrict a, const void *restrict b, \
+                            size_t n) {                                                      \
+    T *restrict x = d;                                                                       \
+    const T *restrict y = a, *restrict z = b;                                                \
+    for (size_t i = 0; i < n; i++) x[i] = (T)((U)y[i] + (U)z[i]);                            \
+  }
+DEFINE_OPS3(float, float, f32)
+DEFINE_OPS3(double, double, f64)
+DEFINE_OPS3(int32_t, uint32_t, i32)
+DEFINE_OPS3(int64_t, uint64_t, i64)
+
+gcomp_reduce3_fn gcomp_reduce3_kernel(gcomp_dtype dtype, gcomp_op op) {
+  static const gcomp_reduce3_fn sums[4] = {sum3_f32, sum3_f64, sum3_i32, sum3_i64};
+  if ((unsigned)dtype > GCOMP_INT64 || (op != GCOMP_SUM && op != GCOMP_AVG)) return NULL;
+  return sums[dtype];
+}
+
 gcomp_reduce_fn gcomp_reduce_kernel(gcomp_dtype dtype, gcomp_op op) {
   /* AVG reduces as SUM; the division happens once, at the end */
   static const gcomp_reduce_fn table[4][5] = {

@@ -41,8 +41,10 @@ static int post_send(ring_state *r, unsigned phase, int s, int chunk, int j) {
   int right = r->g->ranks[mod(r->g->me + 1, r->n)];
   r->c->stats->wire_bytes += len * r->c->esize;
   r->sq[r->sq_tail++] = s * r->nseg + j;
+  /* out of place, the first step sends the caller's own values straight from its buffer */
+  const uint8_t *from = s == 0 && r->c->src ? r->c->src : r->buf;
   return gcomp_isend(r->c->t, right, gcomp_coll_tag(r->c, phase, (unsigned)s, (unsigned)j),
-                     r->buf + off * r->c->esize, len * r->c->esize, &r->sreq[s * r->nseg + j]);
+                     from + off * r->c->esize, len * r->c->esize, &r->sreq[s * r->nseg + j]);
 }
 
 static int post_recv(ring_state *r, unsigned phase, int s, int chunk, int j, uint8_t *base) {
@@ -151,7 +153,12 @@ static int rs_on_recv(ring_state *r, int s, int j) {
   int chunk = rs_send_chunk(r, s + 1);
   seg_range(r, chunk, j, &off, &len);
   uint64_t t0 = gcomp_now_ns();
-  r->c->reduce(r->buf + off * r->c->esize, rs_slot(r, s) + (size_t)j * r->seg * r->c->esize, len);
+  size_t es = r->c->esize;
+  const uint8_t *in = rs_slot(r, s) + (size_t)j * r->seg * es;
+  if (r->c->src)   /* every chunk is reduced once per rank: its own part comes from src */
+    r->c->reduce3(r->buf + off * es, r->c->src + off * es, in, len);
+  else
+    r->c->reduce(r->buf + off * es, in, len);
   r->c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;
   unsigned phase = r->phase;
   if (s + 1 < r->steps) GCOMP_CHECK(post_send(r, phase, s + 1, chunk, j));
@@ -161,6 +168,7 @@ static int rs_on_recv(ring_state *r, int s, int j) {
 
 int gcomp_ring_reduce_scatter(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
                               unsigned phase) {
+  if (g->n == 1 || count == 0 || !c->reduce3) gcomp_coll_inplace(c, buf, count);
   if (g->n == 1 || count == 0) return GCOMP_OK;
   ring_state r;
   GCOMP_CHECK(setup(&r, c, g, buf, count));
@@ -174,6 +182,7 @@ int gcomp_ring_reduce_scatter(gcomp_coll *c, const gcomp_group *g, uint8_t *buf,
   }
   if (st == GCOMP_OK) st = drive(&r, rs_on_recv);
   teardown(&r);
+  c->src = NULL;   /* my chunk is in buf now; the rest comes by allgather */
   if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
   return GCOMP_OK;
 }
