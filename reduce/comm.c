@@ -331,12 +331,17 @@ static int measure_codec(gcomp_comm *comm, codec_info *ci) {
       x[i] = (float)((double)(s >> 40) / 16777216.0 - 0.5) * 1e-3f;
     }
     size_t len = 0;
-    uint64_t t0 = gcomp_now_ns();
-    for (int rep = 0; rep < 2 && st == GCOMP_OK; rep++) {
+    /* the fastest of a few runs after a warm-up: one hiccup must not talk the planner out
+     * of a codec for the communicator's whole life */
+    double best = 1e30;
+    for (int rep = 0; rep < 4 && st == GCOMP_OK; rep++) {
+      uint64_t t0 = gcomp_now_ns();
       st = gcomp_encode(probe, 0, x, N, frame, cap, &len);
       if (st == GCOMP_OK) st = gcomp_decode_add(probe, frame, len, y, N);
+      double t = (double)(gcomp_now_ns() - t0) * 1e-9;
+      if (rep > 0 && t < best) best = t;
     }
-    f[0] = (double)(gcomp_now_ns() - t0) * 1e-9 / (2.0 * N * 4);
+    f[0] = best / (N * 4.0);
     f[1] = (double)len / (4.0 * N);   /* the bound is useless for top-k: measure it */
   }
   gcomp_codec_destroy(probe);
