@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cast.h"
 #include "coll.h"
 #include "comm.h"
 
@@ -67,54 +68,6 @@ int gcomp_coll_reserve(gcomp_coll *c, size_t bytes) {
 static size_t dtype_size(gcomp_dtype d) {
   static const size_t sizes[] = {4, 8, 4, 8, 2, 2};
   return (unsigned)d <= GCOMP_FLOAT16 ? sizes[d] : 0;
-}
-
-/* ---- bf16 / fp16 <-> fp32, round to nearest even ------------------------------------ */
-static float bf16_to_f32(uint16_t h) {
-  uint32_t b = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &b, 4);
-  return f;
-}
-static uint16_t f32_to_bf16(float f) {
-  uint32_t b;
-  memcpy(&b, &f, 4);
-  if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((b >> 16) | 0x40);   /* quiet NaN */
-  b += 0x7fffu + ((b >> 16) & 1);
-  return (uint16_t)(b >> 16);
-}
-static float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, b;
-  if (exp == 0x1f) b = sign | 0x7f800000u | (man << 13);
-  else if (exp) b = sign | ((exp + 112) << 23) | (man << 13);
-  else if (!man) b = sign;
-  else {   /* subnormal: renormalise */
-    int e = -1;
-    do { man <<= 1; e++; } while (!(man & 0x400));
-    b = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ff) << 13);
-  }
-  float f;
-  memcpy(&f, &b, 4);
-  return f;
-}
-static uint16_t f32_to_f16(float f) {
-  uint32_t b;
-  memcpy(&b, &f, 4);
-  uint16_t sign = (uint16_t)((b >> 16) & 0x8000);
-  uint32_t a = b & 0x7fffffffu;
-  if (a > 0x7f800000u) return sign | 0x7e00 | (uint16_t)((a >> 13) & 0x3ff);   /* NaN */
-  if (a >= 0x477ff000u) return sign | 0x7c00;   /* rounds to >= 65520: Inf */
-  if (a < 0x38800000u) {   /* below fp16's normal range: subnormal or zero */
-    if (a < 0x33000000u) return sign;   /* < 2^-25 rounds to 0 */
-    uint32_t man = (a & 0x7fffff) | 0x800000;
-    int shift = 126 - (int)(a >> 23);   /* 14..24 */
-    uint32_t half = 1u << (shift - 1), rest = man & ((1u << shift) - 1);
-    uint32_t q = man >> shift;
-    if (rest > half || (rest == half && (q & 1))) q++;
-    return sign | (uint16_t)q;
-  }
-  uint32_t r = a + 0xfffu + ((a >> 13) & 1);   /* round the 13 dropped bits to even */
-  return sign | (uint16_t)((r - 0x38000000u) >> 13);
 }
 
 /* ---- creation ------------------------------------------------------------------------- */
@@ -519,10 +472,10 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
       comm->work = p, comm->work_cap = count * 4;
     }
     work = comm->work;
-    const uint16_t *in = sendbuf;
-    float *w = (float *)(void *)work;
-    for (size_t i = 0; i < count; i++)
-      w[i] = dtype == GCOMP_BFLOAT16 ? bf16_to_f32(in[i]) : f16_to_f32(in[i]);
+    /* the cast codecs' kernels: exact widening, and one round to nearest even at the end */
+    const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
+    if (dtype == GCOMP_BFLOAT16) K->bf16_dec(sendbuf, count, (float *)(void *)work);
+    else K->f16_dec(sendbuf, count, (float *)(void *)work, 1.0f);
   }
 
   gcomp_plan_in in = comm->model;
@@ -569,10 +522,10 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
     comm->stats.nonfinite += gcomp_count_nonfinite_f32((const float *)(void *)work + off, len);
   }
   if (work != recvbuf) {
-    const float *w = (const float *)(void *)work;
-    uint16_t *outp = recvbuf;
-    for (size_t i = 0; i < count; i++)
-      outp[i] = dtype == GCOMP_BFLOAT16 ? f32_to_bf16(w[i]) : f32_to_f16(w[i]);
+    const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
+    gcomp_cast_counts counts = {0, 0, 0};
+    if (dtype == GCOMP_BFLOAT16) K->bf16_enc((const float *)(void *)work, count, recvbuf, &counts);
+    else K->f16_enc((const float *)(void *)work, count, recvbuf, 1.0f, &counts);
   }
   uint64_t t1 = gcomp_now_ns();
   comm->stats.total_s += (double)(t1 - t0) * 1e-9;
