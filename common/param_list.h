@@ -19,9 +19,9 @@ GCOMP_PARAM(ISA, ENUM, "auto", "auto|base|avx2|avx512",
 
 /* codecs and planning */
 GCOMP_PARAM(CODEC, STR, "none", "",
-            "codec spec for gcomp_allreduce when the caller passes none, e.g. bf16 or topk:ratio=0.01+ef")
+            "codec across nodes when the caller passes none, e.g. bf16 or topk:ratio=0.01+ef")
 GCOMP_PARAM(INTRA_CODEC, STR, "none", "",
-            "codec inside a node: reserved; hierarchical calls keep fp32 inside nodes for now")
+            "codec inside a node: hierarchical calls' intra-node phases, and single-node calls that pass none")
 GCOMP_PARAM(CODEC_MIN_BYTES, SIZE, "65536", "0:1099511627776",
             "messages smaller than this go uncompressed")
 GCOMP_PARAM(ALGO, STR, "auto", "", "allreduce algorithm: auto (cost model) or a name from gcomp-info")

@@ -45,6 +45,8 @@ typedef struct gcomp_coll {
   gcomp_codec *codec;        /* the caller's codec: first quantisation, error feedback */
   gcomp_codec *codec2;       /* the same codec without +ef: re-encodes reduced shards */
   uint64_t key;              /* the caller's tensor key */
+  gcomp_codec *intra;        /* GCOMP_INTRA_CODEC for hierarchical calls, or NULL (fp32) */
+  gcomp_codec *intra2;       /* its second stage */
 } gcomp_coll;
 
 /* Tags: phase (4 bits) | step (12 bits) | segment (16 bits), under the call's seq. */
@@ -98,6 +100,12 @@ int gcomp_rd_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t
  * fp32 values; key_salt separates the error-feedback slots of sub-collectives. */
 int gcomp_direct_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
                            unsigned phase, uint64_t key_salt);
+/* Its two halves, with any codec: after the reduce-scatter, shard g->me of buf (the
+ * gcomp_chunk partition) holds the fp32 sum of the decoded contributions. */
+int gcomp_direct_reduce_scatter(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
+                                unsigned phase, uint64_t key_salt, gcomp_codec *codec);
+int gcomp_direct_allgather(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
+                           unsigned phase, gcomp_codec *codec);
 int gcomp_sparse_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
                            unsigned phase, uint64_t key_salt);
 /* The error-feedback key of shard `part` of tensor `key`. */

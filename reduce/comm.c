@@ -38,6 +38,7 @@ struct gcomp_comm {
   size_t seg_bytes;
   gcomp_comm_stats stats;
   gcomp_codec *default_codec;  /* GCOMP_CODEC, or NULL for none */
+  gcomp_codec *intra_codec;    /* GCOMP_INTRA_CODEC, or NULL for fp32 inside nodes */
   codec_info codecs[MAX_CODECS];
   int ncodecs;
   const char *last_algo;       /* what the last call ran */
@@ -195,6 +196,8 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
   }
   const char *dflt = gcomp_param_str(GCOMP_P_CODEC);
   if (st == GCOMP_OK && strcmp(dflt, "none") != 0) st = gcomp_codec_create(dflt, &comm->default_codec);
+  const char *intra = gcomp_param_str(GCOMP_P_INTRA_CODEC);
+  if (st == GCOMP_OK && strcmp(intra, "none") != 0) st = gcomp_codec_create(intra, &comm->intra_codec);
   if (st == GCOMP_OK) {
     if (gcomp_param_is_set(GCOMP_P_ALPHA_BETA))
       st = parse_alpha_beta(gcomp_param_str(GCOMP_P_ALPHA_BETA), &comm->model);
@@ -234,6 +237,7 @@ int gcomp_comm_destroy(gcomp_comm *comm) {
   free(comm->trace);
   if (comm->own) gcomp_transport_destroy(comm->t);
   gcomp_codec_destroy(comm->default_codec);
+  gcomp_codec_destroy(comm->intra_codec);
   for (int i = 0; i < comm->ncodecs; i++) gcomp_codec_destroy(comm->codecs[i].second);
   free(comm->world);
   free(comm->tmp);
@@ -451,7 +455,8 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
                 "gcomp_allreduce: NULL buffer for %zu elements", count);
   GCOMP_FAIL_IF(count > SIZE_MAX / 8, GCOMP_ERR_INVALID, "gcomp_allreduce: count %zu too large",
                 count);
-  if (!codec) codec = comm->default_codec;
+  /* codec per link level: on one node every link is intra-node */
+  if (!codec) codec = comm->t->nnodes == 1 ? comm->intra_codec : comm->default_codec;
   uint64_t t0 = gcomp_now_ns();
   int tracing = gcomp_param_str(GCOMP_P_TRACE)[0] != '\0';
   gcomp_comm_stats before = comm->stats;
@@ -506,7 +511,17 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
                   .tmp_cap = comm->tmp_cap, .tmp_owner = &comm->tmp, .tmp_owner_cap = &comm->tmp_cap,
                   .seg_bytes = comm->seg_bytes, .stats = &comm->stats,
                   .plan = &in, .world = comm->world};
-  if (algo->compressed) c.codec = codec, c.codec2 = ci->second, c.key = key;
+  if (algo->compressed) c.codec = codec, c.codec2 = ci->second;
+  c.key = key;
+  /* GCOMP_INTRA_CODEC inside the nodes of a hierarchical call, under the same rules as any
+   * codec (fp32 sums of at least GCOMP_CODEC_MIN_BYTES) */
+  if (comm->intra_codec && !strncmp(algo->name, "hier", 4) && dtype == GCOMP_FLOAT32 &&
+      (op == GCOMP_SUM || op == GCOMP_AVG) &&
+      (int64_t)in.bytes >= gcomp_param_int(GCOMP_P_CODEC_MIN_BYTES)) {
+    codec_info *intra;
+    GCOMP_CHECK(codec_lookup(comm, comm->intra_codec, &intra));
+    c.intra = comm->intra_codec, c.intra2 = intra->second;
+  }
   c.reduce3 = gcomp_reduce3_kernel(wt, op);
   if (work == recvbuf && sendbuf != recvbuf) c.src = sendbuf;   /* out of place */
   comm->last_algo = algo->name;

@@ -32,39 +32,35 @@ static void cancel_all(gcomp_coll *c, gcomp_treq **reqs, int n) {
     if (reqs[i]) gcomp_cancel(c->t, reqs[i]), reqs[i] = NULL;
 }
 
-int gcomp_direct_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
-                           unsigned phase, uint64_t key_salt) {
+/* Shards to their owners: rank j receives every rank's encoding of shard j and sums the
+ * decoded contributions in rank order (the same order on every owner) into buf's shard j.
+ * Other shards of buf are left as they were. */
+int gcomp_direct_reduce_scatter(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
+                                unsigned phase, uint64_t key_salt, gcomp_codec *codec) {
   int n = g->n, me = g->me;
   if (count == 0) return GCOMP_OK;
   size_t my_off, my_len;
   gcomp_chunk(count, n, me, &my_off, &my_len);
-  /* scratch: n outgoing frames | n incoming frames of my shard | n reduced-shard frames */
-  size_t *off = calloc(3 * (size_t)n + 1, sizeof *off);
-  size_t *lens = calloc((size_t)n, sizeof *lens);
+  /* scratch: n outgoing frames (shard j for owner j) | n incoming frames of my shard */
+  size_t *off = calloc(2 * (size_t)n + 1, sizeof *off);
   gcomp_treq **reqs = calloc(2 * (size_t)n, sizeof *reqs);
-  int st = off && lens && reqs ? GCOMP_OK
-                               : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "direct: tables");
+  int st = off && reqs ? GCOMP_OK
+                       : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "direct: tables");
   size_t at = 0;
-  for (int j = 0; st == GCOMP_OK && j < n; j++) {   /* outgoing: shard j for owner j */
+  for (int j = 0; st == GCOMP_OK && j < n; j++) {
     size_t o, l;
     gcomp_chunk(count, n, j, &o, &l);
     off[j] = at;
-    at += gcomp_codec_max_encoded_size(c->codec, l);
+    at += gcomp_codec_max_encoded_size(codec, l);
   }
-  size_t in_cap = gcomp_codec_max_encoded_size(c->codec, my_len);
+  size_t in_cap = gcomp_codec_max_encoded_size(codec, my_len);
   for (int r = 0; st == GCOMP_OK && r < n; r++) off[n + r] = at, at += in_cap;
-  for (int j = 0; st == GCOMP_OK && j < n; j++) {   /* reduced shards, one per owner */
-    size_t o, l;
-    gcomp_chunk(count, n, j, &o, &l);
-    off[2 * n + j] = at;
-    at += gcomp_codec_max_encoded_size(c->codec2, l);
-  }
-  off[3 * n] = at;
+  off[2 * n] = at;
   if (st == GCOMP_OK) st = gcomp_coll_reserve(c, at);
   uint8_t *scratch = c->tmp;
 
-  /* 1. receives of my shard first, then encode and send shard by shard, so encoding the
-   *    next shard overlaps the transfer of the last */
+  /* receives first, then encode and send shard by shard, so encoding the next shard
+   * overlaps the transfer of the last */
   for (int r = 0; st == GCOMP_OK && r < n; r++)
     if (r != me)
       st = gcomp_irecv(c->t, g->ranks[r], gcomp_coll_tag(c, phase, 0, (unsigned)r),
@@ -75,7 +71,7 @@ int gcomp_direct_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size
     size_t o, l, flen;
     gcomp_chunk(count, n, j, &o, &l);
     uint64_t t0 = gcomp_now_ns();
-    st = gcomp_encode(c->codec, gcomp_shard_key(c->key, key_salt, j), buf + o, l, scratch + off[j],
+    st = gcomp_encode(codec, gcomp_shard_key(c->key, key_salt, j), buf + o, l, scratch + off[j],
                       off[j + 1] - off[j], &flen);
     c->stats->encode_s += elapsed(t0);
     if (st < 0) break;
@@ -88,37 +84,61 @@ int gcomp_direct_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size
                        flen, &reqs[j]);
     }
   }
-  /* 2. my shard: decode the n contributions in rank order (the same order on every owner) */
   float *acc = buf + my_off;
   for (int r = 0; st == GCOMP_OK && r < n; r++) {
     size_t flen = my_frame_len;
     if (r != me) st = wait_one(c, &reqs[n + r], &flen);
     if (st < 0) break;
     uint64_t t0 = gcomp_now_ns();
-    st = r == 0 ? gcomp_decode(c->codec, scratch + off[n + r], flen, acc, my_len)
-                : gcomp_decode_add(c->codec, scratch + off[n + r], flen, acc, my_len);
+    st = r == 0 ? gcomp_decode(codec, scratch + off[n + r], flen, acc, my_len)
+                : gcomp_decode_add(codec, scratch + off[n + r], flen, acc, my_len);
     c->stats->decode_s += elapsed(t0);
   }
-  /* the outgoing frames must be gone before their scratch is reused below */
+  /* the outgoing frames must be gone before the caller reuses the scratch */
   if (st == GCOMP_OK) st = gcomp_coll_waitall(c, n, reqs);
+  if (st < 0 && reqs) cancel_all(c, reqs, 2 * n);
+  free(off);
+  free(reqs);
+  if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
+  return GCOMP_OK;
+}
 
-  /* 3. encode the reduced shard once, allgather the frames, and decode every shard —
-   *    my own too, so that all ranks hold the same values */
-  size_t red_len = 0;
+/* Every rank encodes its (reduced) shard once, the frames are allgathered, and every rank
+ * decodes every shard — its own too, so that all ranks hold the same values. */
+int gcomp_direct_allgather(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
+                           unsigned phase, gcomp_codec *codec) {
+  int n = g->n, me = g->me;
+  if (count == 0) return GCOMP_OK;
+  size_t *off = calloc((size_t)n + 1, sizeof *off);
+  gcomp_treq **reqs = calloc(2 * (size_t)n, sizeof *reqs);
+  int st = off && reqs ? GCOMP_OK
+                       : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "direct: tables");
+  size_t at = 0;
+  for (int j = 0; st == GCOMP_OK && j < n; j++) {
+    size_t o, l;
+    gcomp_chunk(count, n, j, &o, &l);
+    off[j] = at;
+    at += gcomp_codec_max_encoded_size(codec, l);
+  }
+  off[n] = at;
+  if (st == GCOMP_OK) st = gcomp_coll_reserve(c, at);
+  uint8_t *scratch = c->tmp;
+  size_t my_off, my_len, red_len = 0;
+  gcomp_chunk(count, n, me, &my_off, &my_len);
   if (st == GCOMP_OK) {
     uint64_t t0 = gcomp_now_ns();
-    st = gcomp_encode(c->codec2, 0, acc, my_len, scratch + off[2 * n + me],
-                      off[2 * n + me + 1] - off[2 * n + me], &red_len);
+    st = gcomp_encode(codec, 0, buf + my_off, my_len, scratch + off[me], off[me + 1] - off[me],
+                      &red_len);
     c->stats->encode_s += elapsed(t0);
   }
   for (int r = 0; st == GCOMP_OK && r < n; r++) {
     if (r == me) continue;
     st = gcomp_irecv(c->t, g->ranks[r], gcomp_coll_tag(c, phase, 1, (unsigned)r),
-                     scratch + off[2 * n + r], off[2 * n + r + 1] - off[2 * n + r], &reqs[n + r]);
+                     scratch + off[r], off[r + 1] - off[r], &reqs[n + r]);
     if (st == GCOMP_OK) {
       c->stats->wire_bytes += red_len;
       st = gcomp_isend(c->t, g->ranks[r], gcomp_coll_tag(c, phase, 1, (unsigned)me),
-                       scratch + off[2 * n + me], red_len, &reqs[r]);
+                       scratch + off[me], red_len, &reqs[r]);
     }
   }
   for (int k = 0; st == GCOMP_OK && k < n; k++) {
@@ -128,14 +148,19 @@ int gcomp_direct_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size
     if (st < 0) break;
     gcomp_chunk(count, n, r, &o, &l);
     uint64_t t0 = gcomp_now_ns();
-    st = gcomp_decode(c->codec2, scratch + off[2 * n + r], flen, buf + o, l);
+    st = gcomp_decode(codec, scratch + off[r], flen, buf + o, l);
     c->stats->decode_s += elapsed(t0);
   }
   if (st == GCOMP_OK) st = gcomp_coll_waitall(c, n, reqs);
   if (st < 0 && reqs) cancel_all(c, reqs, 2 * n);
   free(off);
-  free(lens);
   free(reqs);
   if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
   return GCOMP_OK;
+}
+
+int gcomp_direct_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
+                           unsigned phase, uint64_t key_salt) {
+  GCOMP_CHECK(gcomp_direct_reduce_scatter(c, g, buf, count, phase, key_salt, c->codec));
+  return gcomp_direct_allgather(c, g, buf, count, phase, c->codec2);
 }

@@ -33,7 +33,13 @@ static int hier_run_with(gcomp_coll *c, uint8_t *buf, size_t count, int how) {
   gcomp_group cross = {xr, t->nnodes, t->node};
   size_t off, len;
   gcomp_chunk(count, local.n, local.me, &off, &len);
-  if (st == GCOMP_OK) st = gcomp_ring_reduce_scatter(c, &local, buf, count, 0);
+  /* inside the node: fp32 by the ring, or GCOMP_INTRA_CODEC by direct exchange */
+  if (st == GCOMP_OK && c->intra) {
+    gcomp_coll_inplace(c, buf, count);
+    st = gcomp_direct_reduce_scatter(c, &local, (float *)(void *)buf, count, 0, 0x200u, c->intra);
+  } else if (st == GCOMP_OK) {
+    st = gcomp_ring_reduce_scatter(c, &local, buf, count, 0);
+  }
   if (st == GCOMP_OK && how != CROSS_DENSE) {
     /* fp32 inside the node, the codec across: each local rank compresses its own shard */
     float *shard = (float *)(void *)(buf + off * c->esize);
@@ -49,7 +55,10 @@ static int hier_run_with(gcomp_coll *c, uint8_t *buf, size_t count, int how) {
     st = ring <= rhd ? gcomp_ring_allreduce(c, &cross, shard, len, 2)
                      : gcomp_rhd_allreduce(c, &cross, shard, len, 2);
   }
-  if (st == GCOMP_OK) st = gcomp_ring_allgather(c, &local, buf, count, 4);
+  if (st == GCOMP_OK && c->intra)
+    st = gcomp_direct_allgather(c, &local, (float *)(void *)buf, count, 4, c->intra2);
+  else if (st == GCOMP_OK)
+    st = gcomp_ring_allgather(c, &local, buf, count, 4);
   free(xr);
   if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
   return GCOMP_OK;

@@ -26,3 +26,9 @@ gcomp_ar_test(integration.allreduce.mixed.hier-sparse 4 2 hier-sparse codecs)
 add_test(NAME integration.allreduce.kill
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/allreduce_fail.sh ${GCOMP_AR_RUN} ${GCOMP_AR_CHECK})
 set_tests_properties(integration.allreduce.kill PROPERTIES LABELS integration TIMEOUT 120)
+
+# GCOMP_INTRA_CODEC over real processes: bf16 inside the nodes of a hierarchical call (the
+# dense check's integer sums are exact in bf16, so the results must still be exact)
+gcomp_ar_test(integration.allreduce.mixed.intra-bf16 4 2 hier dense)
+set_tests_properties(integration.allreduce.mixed.intra-bf16 PROPERTIES ENVIRONMENT
+  "GCOMP_TIMEOUT_MS=30000;GCOMP_ALGO=hier;GCOMP_CODEC_MIN_BYTES=0;GCOMP_INTRA_CODEC=bf16")

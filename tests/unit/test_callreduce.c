@@ -48,7 +48,7 @@ static void *rank_main(void *arg) {
   gcomp_comm *comm = NULL;
   gcomp_codec *codec = NULL;
   j->status = gcomp_comm_from_transport(j->t, 0, &comm);
-  if (j->status == GCOMP_OK) j->status = gcomp_codec_create(j->spec, &codec);
+  if (j->status == GCOMP_OK && j->spec) j->status = gcomp_codec_create(j->spec, &codec);
   for (int s = 0; s < j->steps && j->status == GCOMP_OK; s++) {
     for (size_t i = 0; i < j->count; i++) j->out[i] = grad_value(j->t->rank, i, s);
     j->status = gcomp_allreduce(comm, j->out, j->out, j->count, GCOMP_FLOAT32, j->op, codec, 77);
@@ -78,12 +78,14 @@ static float *run_op(int n, const int *node_of, const char *spec, gcomp_op op, s
   }
   for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
   for (int r = 0; r < n; r++) {
-    if (jobs[r].status != GCOMP_OK) fail_msg("%s n=%d rank %d: %s", spec, n, r, jobs[r].error);
+    if (jobs[r].status != GCOMP_OK)
+      fail_msg("%s n=%d rank %d: %s", spec ? spec : "(NULL)", n, r, jobs[r].error);
     gcomp_transport_destroy(t[r]);
   }
   for (int r = 1; r < n; r++)
     if (memcmp(jobs[0].out, jobs[r].out, count * sizeof(float)))
-      fail_msg("%s n=%d count=%zu: rank %d's result differs from rank 0's", spec, n, count, r);
+      fail_msg("%s n=%d count=%zu: rank %d's result differs from rank 0's", spec ? spec : "(NULL)",
+               n, count, r);
   if (algo) strcpy(algo, jobs[0].algo);
   if (stats) *stats = jobs[0].stats;
   float *out = jobs[0].out;
@@ -263,6 +265,47 @@ static void test_non_sum_ops_stay_dense(void **s) {
   free(got);
 }
 
+/* GCOMP_INTRA_CODEC: bf16 inside the nodes of a hierarchical call (the caller passes no
+ * codec, GCOMP_CODEC is none, so the shards cross nodes in fp32), and as the default codec
+ * of a single-node communicator. Either way: two roundings at most, identical ranks. */
+static void check_two_roundings(const float *got, int n, size_t count, double u) {
+  for (size_t i = 0; i < count; i++) {
+    double exact = 0, mag = 0;
+    for (int r = 0; r < n; r++) exact += grad_value(r, i, 0), mag += fabs(grad_value(r, i, 0));
+    double tol = u * mag * (1 + 1e-6) + u * (fabs(exact) + u * mag) + n * 0x1p-24 * mag + 1e-30;
+    if (fabs(got[i] - exact) > tol)
+      fail_msg("i=%zu: got %.9g exact %.9g err %.3g > bound %.3g", i, got[i], exact,
+               fabs(got[i] - exact), tol);
+  }
+}
+
+static void test_intra_codec(void **s) {
+  if (!have("bf16")) skip();
+  setenv("GCOMP_INTRA_CODEC", "bf16", 1);
+  configure("hier", "0");
+  int node_of[6] = {0, 0, 0, 1, 1, 1};
+  char used[32];
+  gcomp_comm_stats st;
+  size_t count = 3001;
+  float *got = run(6, node_of, NULL, count, 1, used, &st);
+  assert_string_equal(used, "hier");
+  assert_true(st.encode_s > 0);   /* the intra-node phases ran the codec */
+  check_two_roundings(got, 6, count, 0x1p-8);
+  free(got);
+  /* one node: the intra codec is the default codec */
+  configure("direct", "0");
+  got = run(4, NULL, NULL, count, 1, used, &st);
+  assert_string_equal(used, "direct");
+  check_two_roundings(got, 4, count, 0x1p-8);
+  free(got);
+  /* and without it, a NULL codec on one node stays fp32 */
+  unsetenv("GCOMP_INTRA_CODEC");
+  configure("hier", "0");
+  got = run(6, node_of, NULL, count, 1, used, &st);
+  assert_true(st.encode_s == 0);
+  free(got);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_lossless_paths_exact),
@@ -273,6 +316,7 @@ int main(void) {
       cmocka_unit_test(test_topk_paths_and_ef),
       cmocka_unit_test(test_sparse_edges),
       cmocka_unit_test(test_non_sum_ops_stay_dense),
+      cmocka_unit_test(test_intra_codec),
       cmocka_unit_test(test_planner_and_min_bytes),
   };
   return cmocka_run_group_tests_name("compressed allreduce", tests, NULL, NULL);
