@@ -77,11 +77,12 @@ int gcomp_coll_reserve(gcomp_coll *c, size_t bytes);
 int gcomp_coll_waitall(gcomp_coll *c, int n, gcomp_treq **reqs);
 
 /* Sends slen bytes to peer while receiving rlen bytes from it, in pipeline segments.
- * dst != NULL: each received segment is reduced into dst as it lands (via c->tmp);
+ * dst != NULL: each received segment is reduced into dst as it lands (via c->tmp): dst op=
+ * received, or dst = addend + received when addend is given (out of place, sums only);
  * dst == NULL: segments land at rbuf. */
 int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
                         const uint8_t *sbuf, size_t slen, uint8_t *rbuf, size_t rlen,
-                        uint8_t *dst);
+                        uint8_t *dst, const uint8_t *addend);
 
 /* Dense building blocks over a group (reduce/ring.c, reduce/rhd.c). phase separates the
  * tags of sub-collectives within one call (0..15). */

@@ -28,7 +28,7 @@ static void cancel_all(gcomp_coll *c, gcomp_treq **reqs, int n) {
  * lands in c->tmp first); with dst == NULL it lands directly at rbuf. */
 int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
                         const uint8_t *sbuf, size_t slen, uint8_t *rbuf, size_t rlen,
-                        uint8_t *dst) {
+                        uint8_t *dst, const uint8_t *addend) {
   size_t seg = c->seg_bytes - c->seg_bytes % c->esize;
   if (seg == 0) seg = c->esize;
   int ns = slen ? (int)((slen + seg - 1) / seg) : 1;
@@ -92,7 +92,10 @@ int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
       if (!pending[j] || (in_place && j < ns && reqs[j])) continue;
       size_t off = (size_t)j * seg, len = rlen - off < seg ? rlen - off : seg;
       uint64_t t0 = gcomp_now_ns();
-      c->reduce(dst + off, rbuf + off, len / c->esize);
+      if (addend)
+        c->reduce3(dst + off, addend + off, rbuf + off, len / c->esize);
+      else
+        c->reduce(dst + off, rbuf + off, len / c->esize);
       c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;
       pending[j] = 0;
       unreduced--;

@@ -68,7 +68,6 @@ static double ring_cost(const gcomp_plan_in *in) {
 
 static int rhd_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   gcomp_group g = world_group(c);
-  gcomp_coll_inplace(c, buf, count);
   return gcomp_rhd_allreduce(c, &g, buf, count, 0);
 }
 static double rhd_cost(const gcomp_plan_in *in) {
@@ -77,7 +76,6 @@ static double rhd_cost(const gcomp_plan_in *in) {
 
 static int rd_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   gcomp_group g = world_group(c);
-  gcomp_coll_inplace(c, buf, count);
   return gcomp_rd_allreduce(c, &g, buf, count, 0);
 }
 static double rd_cost(const gcomp_plan_in *in) {

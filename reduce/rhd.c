@@ -27,8 +27,8 @@ static int fold(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t bytes,
   if (me >= 2 * r) return GCOMP_OK;
   int peer = g->ranks[me ^ 1];
   if (me & 1)   /* odd: receive the even rank's vector and reduce it in */
-    return gcomp_coll_exchange(c, peer, phase, STEP_FOLD, NULL, 0, NULL, bytes, buf);
-  return gcomp_coll_exchange(c, peer, phase, STEP_FOLD, buf, bytes, NULL, 0, NULL);
+    return gcomp_coll_exchange(c, peer, phase, STEP_FOLD, NULL, 0, NULL, bytes, buf, NULL);
+  return gcomp_coll_exchange(c, peer, phase, STEP_FOLD, buf, bytes, NULL, 0, NULL, NULL);
 }
 
 static int unfold(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t bytes, unsigned phase,
@@ -36,8 +36,8 @@ static int unfold(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t byte
   int r = g->n - p, me = g->me;
   if (me >= 2 * r) return GCOMP_OK;
   int peer = g->ranks[me ^ 1];
-  if (me & 1) return gcomp_coll_exchange(c, peer, phase, STEP_UNFOLD, buf, bytes, NULL, 0, NULL);
-  return gcomp_coll_exchange(c, peer, phase, STEP_UNFOLD, NULL, 0, buf, bytes, NULL);
+  if (me & 1) return gcomp_coll_exchange(c, peer, phase, STEP_UNFOLD, buf, bytes, NULL, 0, NULL, NULL);
+  return gcomp_coll_exchange(c, peer, phase, STEP_UNFOLD, NULL, 0, buf, bytes, NULL, NULL);
 }
 
 /* World rank of virtual rank v. */
@@ -48,9 +48,11 @@ static int vrank_to_rank(const gcomp_group *g, int p, int v) {
 
 int gcomp_rhd_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
                         unsigned phase) {
+  int p = floor_pow2(g->n);
+  /* reading the caller's buffer directly needs a sum and no folding */
+  if (g->n == 1 || count == 0 || p != g->n || !c->reduce3) gcomp_coll_inplace(c, buf, count);
   if (g->n == 1 || count == 0) return GCOMP_OK;
   size_t es = c->esize;
-  int p = floor_pow2(g->n);
   int v;
   GCOMP_CHECK(fold(c, g, buf, count * es, phase, p, &v));
   if (v >= 0) {
@@ -64,9 +66,13 @@ int gcomp_rhd_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_
       los[k] = lo, his[k] = hi;
       size_t keep_lo = (v & d) ? mid : lo, keep_hi = (v & d) ? hi : mid;
       size_t give_lo = (v & d) ? lo : mid, give_hi = (v & d) ? mid : hi;
-      GCOMP_CHECK(gcomp_coll_exchange(c, partner, phase, (unsigned)k, buf + give_lo * es,
+      /* out of place, the first step reads the caller's buffer: its half goes out and
+       * the kept half is summed straight into the result */
+      const uint8_t *from = c->src ? c->src : buf;
+      GCOMP_CHECK(gcomp_coll_exchange(c, partner, phase, (unsigned)k, from + give_lo * es,
                                       (give_hi - give_lo) * es, NULL, (keep_hi - keep_lo) * es,
-                                      buf + keep_lo * es));
+                                      buf + keep_lo * es, c->src ? c->src + keep_lo * es : NULL));
+      c->src = NULL;
       lo = keep_lo, hi = keep_hi;
     }
     /* doubling: undo the halving in reverse, exchanging owned ranges */
@@ -77,7 +83,7 @@ int gcomp_rhd_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_
       size_t other_lo = (v & d) ? plo : mid, other_hi = (v & d) ? mid : phi;
       GCOMP_CHECK(gcomp_coll_exchange(c, partner, phase, 0x100u + (unsigned)k, buf + lo * es,
                                       (hi - lo) * es, buf + other_lo * es,
-                                      (other_hi - other_lo) * es, NULL));
+                                      (other_hi - other_lo) * es, NULL, NULL));
       lo = plo, hi = phi;
     }
   }
@@ -86,9 +92,10 @@ int gcomp_rhd_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_
 
 int gcomp_rd_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
                        unsigned phase) {
+  int p = floor_pow2(g->n);
+  if (g->n == 1 || count == 0 || p != g->n || !c->reduce3) gcomp_coll_inplace(c, buf, count);
   if (g->n == 1 || count == 0) return GCOMP_OK;
   size_t bytes = count * c->esize;
-  int p = floor_pow2(g->n);
   int v;
   GCOMP_CHECK(fold(c, g, buf, bytes, phase, p, &v));
   if (v >= 0) {
@@ -96,8 +103,12 @@ int gcomp_rd_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t
      * because every reduction kernel is commutative */
     int k = 0;
     for (int d = 1; d < p; d *= 2, k++)
-      GCOMP_CHECK(gcomp_coll_exchange(c, vrank_to_rank(g, p, v ^ d), phase, (unsigned)k, buf,
-                                      bytes, NULL, bytes, buf));
+    {
+      const uint8_t *from = c->src ? c->src : buf;
+      GCOMP_CHECK(gcomp_coll_exchange(c, vrank_to_rank(g, p, v ^ d), phase, (unsigned)k, from,
+                                      bytes, NULL, bytes, buf, c->src));
+      c->src = NULL;
+    }
   }
   return unfold(c, g, buf, bytes, phase, p);
 }
