@@ -249,7 +249,8 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
         printf("# rank 0 time split: wait %.0f%%, encode %.0f%%, decode %.0f%%, reduce %.0f%%, "
                "other (posting, copies, progress) %.0f%%\n", 100 * split[0] / tot,
                100 * split[1] / tot, 100 * split[2] / tot, 100 * split[3] / tot,
-               100 * (tot - split[0] - split[1] - split[2] - split[3]) / tot);
+               /* phases overlap by a timer read or two: never print a negative rest */
+               fmax(0.0, 100 * (tot - split[0] - split[1] - split[2] - split[3]) / tot));
     }
   }
   if (nsizes) nlast++;
