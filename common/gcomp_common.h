@@ -97,6 +97,9 @@ void gcomp_log_emit(int level, unsigned subsys, const char *file, int line, cons
 #define GCOMP_INFO(subsys, ...) GCOMP_LOG(GCOMP_LOG_INFO, subsys, __VA_ARGS__)
 #define GCOMP_TRACE(subsys, ...) GCOMP_LOG(GCOMP_LOG_TRACE, subsys, __VA_ARGS__)
 
+/* Expands %h (host name), %p (pid) and, when rank >= 0, %r (rank) in an output path. */
+size_t gcomp_path_expand(const char *pattern, int rank, char *out, size_t n);
+
 int gcomp_log_open(void);   /* applies GCOMP_DEBUG, GCOMP_DEBUG_SUBSYS, GCOMP_DEBUG_FILE */
 void gcomp_log_close(void);
 

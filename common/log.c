@@ -44,21 +44,24 @@ static int parse_subsys(const char *text, unsigned *mask) {
   return GCOMP_OK;
 }
 
-/* Expands %h (host) and %p (pid) in a log file pattern. */
-static void expand_path(const char *pattern, char *out, size_t n) {
+size_t gcomp_path_expand(const char *pattern, int rank, char *out, size_t n) {
+  char me[64] = "";
+  gethostname(me, sizeof me - 1);
   size_t o = 0;
   for (const char *p = pattern; *p && o + 1 < n; p++) {
-    if (p[0] == '%' && (p[1] == 'h' || p[1] == 'p')) {
-      int w = p[1] == 'h' ? snprintf(out + o, n - o, "%s", host)
-                          : snprintf(out + o, n - o, "%ld", (long)getpid());
-      o += w > 0 ? (size_t)w : 0;
-      if (o >= n) o = n - 1;
+    int w = -1;
+    if (p[0] == '%' && p[1] == 'h') w = snprintf(out + o, n - o, "%s", me);
+    else if (p[0] == '%' && p[1] == 'p') w = snprintf(out + o, n - o, "%ld", (long)getpid());
+    else if (p[0] == '%' && p[1] == 'r' && rank >= 0) w = snprintf(out + o, n - o, "%d", rank);
+    if (w >= 0) {
+      o += (size_t)w < n - o ? (size_t)w : n - o - 1;
       p++;
     } else {
       out[o++] = *p;
     }
   }
   out[o] = '\0';
+  return o;
 }
 
 int gcomp_log_open(void) {
@@ -71,7 +74,7 @@ int gcomp_log_open(void) {
   gcomp_log_close();
   if (pattern && *pattern) {
     char path[4096];
-    expand_path(pattern, path, sizeof path);
+    gcomp_path_expand(pattern, -1, path, sizeof path);
     FILE *f = fopen(path, "a");
     GCOMP_FAIL_IF(!f, GCOMP_ERR_INVALID, "GCOMP_DEBUG_FILE: cannot open '%s'", path);
     setvbuf(f, NULL, _IOLBF, 0);

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cast.h"
 #include "coll.h"
@@ -359,31 +358,11 @@ static void record(gcomp_comm *comm, uint64_t t0, uint64_t t1, size_t bytes, con
       a->wire_bytes - before->wire_bytes};
 }
 
-/* Expands %r (rank), %p (pid) and %h (host) in an output path. */
-static void expand(const char *pattern, int rank, char *out, size_t n) {
-  char host[64] = "";
-  gethostname(host, sizeof host - 1);
-  size_t o = 0;
-  for (const char *p = pattern; *p && o + 1 < n; p++) {
-    int w = -1;
-    if (p[0] == '%' && p[1] == 'r') w = snprintf(out + o, n - o, "%d", rank);
-    else if (p[0] == '%' && p[1] == 'p') w = snprintf(out + o, n - o, "%ld", (long)getpid());
-    else if (p[0] == '%' && p[1] == 'h') w = snprintf(out + o, n - o, "%s", host);
-    if (w >= 0) {
-      o += (size_t)w < n - o ? (size_t)w : n - o - 1;
-      p++;
-    } else {
-      out[o++] = *p;
-    }
-  }
-  out[o] = '\0';
-}
-
 static void write_stats(const gcomp_comm *comm) {
   const char *pattern = gcomp_param_str(GCOMP_P_STATS);
   if (!pattern[0]) return;
   char path[4096];
-  expand(pattern, comm->t->rank, path, sizeof path);
+  gcomp_path_expand(pattern, comm->t->rank, path, sizeof path);
   FILE *f = fopen(path, "w");
   if (!f) {
     GCOMP_WARN(GCOMP_SUB_REDUCE, "GCOMP_STATS: cannot write '%s'", path);
@@ -410,7 +389,7 @@ static void write_trace(const gcomp_comm *comm) {
   const char *pattern = gcomp_param_str(GCOMP_P_TRACE);
   if (!pattern[0]) return;
   char path[4096];
-  expand(pattern, comm->t->rank, path, sizeof path);
+  gcomp_path_expand(pattern, comm->t->rank, path, sizeof path);
   FILE *f = fopen(path, "w");
   if (!f) {
     GCOMP_WARN(GCOMP_SUB_REDUCE, "GCOMP_TRACE: cannot write '%s'", path);

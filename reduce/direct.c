@@ -32,6 +32,31 @@ static void cancel_all(gcomp_coll *c, gcomp_treq **reqs, int n) {
     if (reqs[i]) gcomp_cancel(c->t, reqs[i]), reqs[i] = NULL;
 }
 
+/* Lays out one frame slot per shard of count elements (its codec's size bound) from
+ * off[0]; off[n] is where the slots end. */
+static size_t shard_slots(const gcomp_codec *codec, size_t count, int n, size_t *off) {
+  size_t at = 0;
+  for (int j = 0; j < n; j++) {
+    size_t o, l;
+    gcomp_chunk(count, n, j, &o, &l);
+    off[j] = at;
+    at += gcomp_codec_max_encoded_size(codec, l);
+  }
+  off[n] = at;
+  return at;
+}
+
+/* Waits for the sends (the caller reuses the scratch next), cancels everything left on a
+ * failure, frees the tables. */
+static int finish(gcomp_coll *c, int st, int n, gcomp_treq **reqs, size_t *off) {
+  if (st == GCOMP_OK) st = gcomp_coll_waitall(c, n, reqs);
+  if (st < 0 && reqs) cancel_all(c, reqs, 2 * n);
+  free(off);
+  free(reqs);
+  if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
+  return GCOMP_OK;
+}
+
 /* Shards to their owners: rank j receives every rank's encoding of shard j and sums the
  * decoded contributions in rank order (the same order on every owner) into buf's shard j.
  * Other shards of buf are left as they were. */
@@ -46,17 +71,10 @@ int gcomp_direct_reduce_scatter(gcomp_coll *c, const gcomp_group *g, float *buf,
   gcomp_treq **reqs = calloc(2 * (size_t)n, sizeof *reqs);
   int st = off && reqs ? GCOMP_OK
                        : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "direct: tables");
-  size_t at = 0;
-  for (int j = 0; st == GCOMP_OK && j < n; j++) {
-    size_t o, l;
-    gcomp_chunk(count, n, j, &o, &l);
-    off[j] = at;
-    at += gcomp_codec_max_encoded_size(codec, l);
-  }
+  size_t at = st == GCOMP_OK ? shard_slots(codec, count, n, off) : 0;
   size_t in_cap = gcomp_codec_max_encoded_size(codec, my_len);
   for (int r = 0; st == GCOMP_OK && r < n; r++) off[n + r] = at, at += in_cap;
-  off[2 * n] = at;
-  if (st == GCOMP_OK) st = gcomp_coll_reserve(c, at);
+  if (st == GCOMP_OK) off[2 * n] = at, st = gcomp_coll_reserve(c, at);
   uint8_t *scratch = c->tmp;
 
   /* receives first, then encode and send shard by shard, so encoding the next shard
@@ -94,13 +112,7 @@ int gcomp_direct_reduce_scatter(gcomp_coll *c, const gcomp_group *g, float *buf,
                 : gcomp_decode_add(codec, scratch + off[n + r], flen, acc, my_len);
     c->stats->decode_s += elapsed(t0);
   }
-  /* the outgoing frames must be gone before the caller reuses the scratch */
-  if (st == GCOMP_OK) st = gcomp_coll_waitall(c, n, reqs);
-  if (st < 0 && reqs) cancel_all(c, reqs, 2 * n);
-  free(off);
-  free(reqs);
-  if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
-  return GCOMP_OK;
+  return finish(c, st, n, reqs, off);
 }
 
 /* Every rank encodes its (reduced) shard once, the frames are allgathered, and every rank
@@ -113,15 +125,7 @@ int gcomp_direct_allgather(gcomp_coll *c, const gcomp_group *g, float *buf, size
   gcomp_treq **reqs = calloc(2 * (size_t)n, sizeof *reqs);
   int st = off && reqs ? GCOMP_OK
                        : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "direct: tables");
-  size_t at = 0;
-  for (int j = 0; st == GCOMP_OK && j < n; j++) {
-    size_t o, l;
-    gcomp_chunk(count, n, j, &o, &l);
-    off[j] = at;
-    at += gcomp_codec_max_encoded_size(codec, l);
-  }
-  off[n] = at;
-  if (st == GCOMP_OK) st = gcomp_coll_reserve(c, at);
+  if (st == GCOMP_OK) st = gcomp_coll_reserve(c, shard_slots(codec, count, n, off));
   uint8_t *scratch = c->tmp;
   size_t my_off, my_len, red_len = 0;
   gcomp_chunk(count, n, me, &my_off, &my_len);
@@ -151,12 +155,7 @@ int gcomp_direct_allgather(gcomp_coll *c, const gcomp_group *g, float *buf, size
     st = gcomp_decode(codec, scratch + off[r], flen, buf + o, l);
     c->stats->decode_s += elapsed(t0);
   }
-  if (st == GCOMP_OK) st = gcomp_coll_waitall(c, n, reqs);
-  if (st < 0 && reqs) cancel_all(c, reqs, 2 * n);
-  free(off);
-  free(reqs);
-  if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
-  return GCOMP_OK;
+  return finish(c, st, n, reqs, off);
 }
 
 int gcomp_direct_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
