@@ -25,7 +25,8 @@ int gcomp_codec_create(const char *spec, gcomp_codec **out) {
   gcomp_codec *c = calloc(1, sizeof *c);
   GCOMP_FAIL_IF(!c, GCOMP_ERR_NOMEM, "allocating a codec");
   int s = gcomp_spec_parse(spec, &c->spec);
-  if (s == GCOMP_OK && c->spec.ef) s = gcomp_ef_create(c->spec.ef_dtype, &c->ef);
+  if (s == GCOMP_OK && c->spec.ef)
+    s = gcomp_ef_create(c->spec.ef_dtype, c->spec.ef_momentum, c->spec.ef_mask, &c->ef);
   if (s < 0) {
     gcomp_codec_destroy(c);
     return gcomp_error_trace(s, __FILE__, __LINE__);

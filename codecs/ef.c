@@ -1,16 +1,17 @@
 /* Error feedback: the residual store (fp32 or bf16), its checkpoint file, and the generic
  * (unfused) encode around any kind.
  *
- * Residual file, version 1 (all integers little-endian):
+ * Residual file, version 1 (all integers little-endian), or version 2 for a store with
+ * momentum, which is version 1 with each tensor's velocity after its residuals:
  *   0   8  magic "GCOMPEF\0"
- *   8   4  version (1)
+ *   8   4  version (1: residuals only; 2: residuals and velocities)
  *   12  4  residual dtype (0 fp32, 1 bf16)
  *   16  4  spec length S
  *   20  4  0
  *   24  8  number of tensors N
  *   32  S  the codec's canonical spec (no NUL)
  *   then N times, keys increasing: u64 key, u64 count, u64 kind state, count residuals
- *        (4 bytes each for fp32, 2 for bf16)
+ *        (4 bytes each for fp32, 2 for bf16), and in version 2 count fp32 velocities
  *   last 4 bytes: CRC32C (as in frames) of everything before them
  */
 #include <math.h>
@@ -29,30 +30,39 @@ typedef struct {
   size_t count;
   uint64_t state;    /* the kind's per-tensor word (topk: last threshold) */
   void *data;        /* count residuals, fp32 or bf16; NULL: empty slot */
+  float *vel;        /* count velocities with momentum, else NULL */
 } ef_slot;
 
 struct gcomp_ef {
   int dtype;
+  float momentum;    /* 0: plain error feedback */
+  int mask;          /* momentum factor masking */
   ef_slot *slots;    /* open addressing, power-of-two capacity */
   size_t cap, used;
   float *wide;       /* bf16 stores: the residual being worked on, widened */
   size_t wide_cap;
+  float *next;       /* momentum: the velocity being worked on */
+  size_t next_cap;
 };
 
 static size_t elem_size(int dtype) { return dtype == GCOMP_EF_BF16 ? 2 : 4; }
 
-int gcomp_ef_create(int dtype, gcomp_ef **out) {
+int gcomp_ef_create(int dtype, double momentum, int mask, gcomp_ef **out) {
   GCOMP_FAIL_IF(dtype != GCOMP_EF_FP32 && dtype != GCOMP_EF_BF16, GCOMP_ERR_INVALID,
                 "ef: unknown residual dtype %d", dtype);
+  GCOMP_FAIL_IF(!(momentum >= 0 && momentum < 1), GCOMP_ERR_INVALID,
+                "ef: momentum %g is out of range [0, 1)", momentum);
   gcomp_ef *ef = calloc(1, sizeof *ef);
   GCOMP_FAIL_IF(!ef, GCOMP_ERR_NOMEM, "ef: allocating the residual store");
   ef->dtype = dtype;
+  ef->momentum = (float)momentum;
+  ef->mask = mask != 0;
   *out = ef;
   return GCOMP_OK;
 }
 
 static void free_slots(ef_slot *slots, size_t cap) {
-  for (size_t i = 0; i < cap; i++) free(slots[i].data);
+  for (size_t i = 0; i < cap; i++) free(slots[i].data), free(slots[i].vel);
   free(slots);
 }
 
@@ -60,6 +70,7 @@ void gcomp_ef_destroy(gcomp_ef *ef) {
   if (!ef) return;
   free_slots(ef->slots, ef->cap);
   free(ef->wide);
+  free(ef->next);
   free(ef);
 }
 
@@ -123,11 +134,15 @@ static int get_slot(gcomp_ef *ef, uint64_t key, size_t count, ef_slot **out) {
     return GCOMP_OK;
   }
   void *data = calloc(count ? count : 1, elem_size(ef->dtype));
-  GCOMP_FAIL_IF(!data, GCOMP_ERR_NOMEM, "ef: allocating %zu residuals for key %llu", count,
-                (unsigned long long)key);
-  int st = insert(&ef->slots, &ef->cap, &ef->used, (ef_slot){key, count, 0, data});
+  float *vel = ef->momentum > 0 ? calloc(count ? count : 1, sizeof *vel) : NULL;
+  if (!data || (ef->momentum > 0 && !vel)) {
+    free(data), free(vel);
+    GCOMP_FAIL(GCOMP_ERR_NOMEM, "ef: allocating %zu residuals for key %llu", count,
+               (unsigned long long)key);
+  }
+  int st = insert(&ef->slots, &ef->cap, &ef->used, (ef_slot){key, count, 0, data, vel});
   if (st < 0) {
-    free(data);
+    free(data), free(vel);
     return gcomp_error_trace(st, __FILE__, __LINE__);
   }
   *out = find(ef, key);
@@ -159,25 +174,58 @@ static float float_of_bf16(uint16_t h) {
   return x;
 }
 
+static int reserve_floats(float **buf, size_t *cap, size_t count, const char *what) {
+  if (*cap >= count) return GCOMP_OK;
+  float *p = realloc(*buf, count * sizeof *p);
+  GCOMP_FAIL_IF(!p, GCOMP_ERR_NOMEM, "ef: %s of %zu values", what, count);
+  *buf = p;
+  *cap = count;
+  return GCOMP_OK;
+}
+
+/* x = grad + residual, encoded, residual = what was not sent: the residual in its dtype. */
+static int encode_residual(gcomp_ef *ef, ef_slot *s, const gcomp_kind *kind,
+                           const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const float *grad,
+                           size_t count, uint8_t *dst, size_t cap, size_t *len) {
+  if (ef->dtype == GCOMP_EF_FP32)
+    return kind->encode_ef(kind, cfg, ctx, grad, s->data, count, dst, cap, len);
+  GCOMP_CHECK(reserve_floats(&ef->wide, &ef->wide_cap, count, "widening bf16 residuals"));
+  uint16_t *r16 = s->data;
+  for (size_t i = 0; i < count; i++) ef->wide[i] = float_of_bf16(r16[i]);
+  /* the stored residual changes only when the encode succeeds */
+  GCOMP_CHECK(kind->encode_ef(kind, cfg, ctx, grad, ef->wide, count, dst, cap, len));
+  for (size_t i = 0; i < count; i++) r16[i] = bf16_of(ef->wide[i]);
+  return GCOMP_OK;
+}
+
 int gcomp_ef_encode(gcomp_ef *ef, const gcomp_kind *kind, const gcomp_kind_cfg *cfg,
                     gcomp_enc_ctx *ctx, uint64_t key, const float *grad, size_t count,
                     uint8_t *dst, size_t cap, size_t *len) {
   ef_slot *s;
   GCOMP_CHECK(get_slot(ef, key, count, &s));
   ctx->kind_state = &s->state;
-  if (ef->dtype == GCOMP_EF_FP32)
-    return kind->encode_ef(kind, cfg, ctx, grad, s->data, count, dst, cap, len);
-  if (ef->wide_cap < count) {
-    float *w = realloc(ef->wide, count * sizeof *w);
-    GCOMP_FAIL_IF(!w, GCOMP_ERR_NOMEM, "ef: widening %zu bf16 residuals", count);
-    ef->wide = w;
-    ef->wide_cap = count;
+  if (!s->vel || count == 0)
+    return encode_residual(ef, s, kind, cfg, ctx, grad, count, dst, cap, len);
+  /* momentum correction: the velocity goes into the residual in place of the gradient */
+  GCOMP_CHECK(reserve_floats(&ef->next, &ef->next_cap, count, "velocity"));
+  float *restrict next = ef->next, *restrict vel = s->vel;
+  const float m = ef->momentum;
+  for (size_t i = 0; i < count; i++) next[i] = m * vel[i] + grad[i];
+  GCOMP_CHECK(encode_residual(ef, s, kind, cfg, ctx, next, count, dst, cap, len));
+  /* a non-finite velocity is dropped: one NaN gradient must not poison every later step
+   * of that element (it was sent, and left no residual) */
+  if (!ef->mask) {
+    for (size_t i = 0; i < count; i++) vel[i] = isfinite(next[i]) ? next[i] : 0.0f;
+    return GCOMP_OK;
   }
-  uint16_t *r16 = s->data;
-  for (size_t i = 0; i < count; i++) ef->wide[i] = float_of_bf16(r16[i]);
-  /* the stored residual changes only when the encode succeeds */
-  GCOMP_CHECK(kind->encode_ef(kind, cfg, ctx, grad, ef->wide, count, dst, cap, len));
-  for (size_t i = 0; i < count; i++) r16[i] = bf16_of(ef->wide[i]);
+  /* masking: the payload says where values went (decoded into vel, zero elsewhere); there
+   * the velocity restarts from zero, as the residual did */
+  int st = kind->decode(cfg, ctx->param, dst, *len, vel, count, 0);
+  if (st < 0) {   /* cannot happen for a payload just encoded; keep the velocity sane */
+    memcpy(vel, next, count * sizeof *vel);
+    return gcomp_error_trace(st, __FILE__, __LINE__);
+  }
+  for (size_t i = 0; i < count; i++) vel[i] = vel[i] != 0.0f || !isfinite(next[i]) ? 0.0f : next[i];
   return GCOMP_OK;
 }
 
@@ -196,9 +244,19 @@ int gcomp_ef_residual(const gcomp_ef *ef, uint64_t key, float *out, size_t count
   return GCOMP_OK;
 }
 
+int gcomp_ef_velocity(const gcomp_ef *ef, uint64_t key, float *out, size_t count) {
+  GCOMP_FAIL_IF(ef->momentum == 0, GCOMP_ERR_INVALID, "ef: the store keeps no velocity (momentum 0)");
+  const ef_slot *s = find(ef, key);
+  GCOMP_FAIL_IF(!s, GCOMP_ERR_INVALID, "ef: no velocity for key %llu", (unsigned long long)key);
+  GCOMP_FAIL_IF(s->count != count, GCOMP_ERR_INVALID, "ef: key %llu holds %zu velocities, not %zu",
+                (unsigned long long)key, s->count, count);
+  if (count) memcpy(out, s->vel, count * sizeof *out);
+  return GCOMP_OK;
+}
+
 /* ---- the residual file ----------------------------------------------------------------- */
 static const char file_magic[8] = {'G', 'C', 'O', 'M', 'P', 'E', 'F', 0};
-enum { FILE_VERSION = 1, FILE_HEADER = 32 };
+enum { FILE_VERSION = 1, FILE_VERSION_VEL = 2, FILE_HEADER = 32 };
 
 typedef struct {
   FILE *f;
@@ -240,11 +298,22 @@ static int cmp_slot_key(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+static int out_f32s(file_out *o, const float *v, size_t count) {
+  for (size_t j = 0; j < count; j++) {
+    uint8_t b[4];
+    uint32_t bits;
+    memcpy(&bits, &v[j], 4);
+    gcomp_store_le32(b, bits);
+    GCOMP_CHECK(out_bytes(o, b, 4));
+  }
+  return GCOMP_OK;
+}
+
 static int write_file(const gcomp_ef *ef, const char *spec, file_out *o) {
   uint8_t h[FILE_HEADER] = {0};
   size_t slen = strlen(spec);
   memcpy(h, file_magic, 8);
-  gcomp_store_le32(h + 8, FILE_VERSION);
+  gcomp_store_le32(h + 8, ef->momentum > 0 ? FILE_VERSION_VEL : FILE_VERSION);
   gcomp_store_le32(h + 12, (uint32_t)ef->dtype);
   gcomp_store_le32(h + 16, (uint32_t)slen);
   gcomp_store_le64(h + 24, ef->used);
@@ -263,15 +332,9 @@ static int write_file(const gcomp_ef *ef, const char *spec, file_out *o) {
     st = out_u64(o, s->key);
     if (st == GCOMP_OK) st = out_u64(o, s->count);
     if (st == GCOMP_OK) st = out_u64(o, s->state);
+    if (st < 0) break;
     if (ef->dtype == GCOMP_EF_FP32) {
-      const float *r = s->data;
-      for (size_t j = 0; j < s->count && st == GCOMP_OK; j++) {
-        uint8_t b[4];
-        uint32_t bits;
-        memcpy(&bits, &r[j], 4);
-        gcomp_store_le32(b, bits);
-        st = out_bytes(o, b, 4);
-      }
+      st = out_f32s(o, s->data, s->count);
     } else {
       const uint16_t *r = s->data;
       for (size_t j = 0; j < s->count && st == GCOMP_OK; j++) {
@@ -279,6 +342,7 @@ static int write_file(const gcomp_ef *ef, const char *spec, file_out *o) {
         st = out_bytes(o, b, 2);
       }
     }
+    if (st == GCOMP_OK && s->vel) st = out_f32s(o, s->vel, s->count);
   }
   free(order);
   GCOMP_CHECK(st);
@@ -341,60 +405,73 @@ typedef struct {
   size_t cap, used;
 } slot_table;
 
-static int read_slots(file_in *in, int dtype, uint64_t nkeys, slot_table *t) {
-  size_t es = elem_size(dtype);
+/* The file is little-endian whatever the host: fixes n 4-byte values in place. */
+static void le32_in_place(void *p, size_t n) {
+  uint8_t *b = p;
+  for (size_t j = 0; j < n; j++) {
+    uint32_t bits = gcomp_load_le32(b + 4 * j);
+    memcpy(b + 4 * j, &bits, 4);
+  }
+}
+
+static int read_slots(file_in *in, int dtype, int with_vel, uint64_t nkeys, slot_table *t) {
+  size_t es = elem_size(dtype), per = es + (with_vel ? sizeof(float) : 0);
   for (uint64_t i = 0; i < nkeys; i++) {
     uint64_t key = 0, count = 0, state = 0;   /* set by the reads below; -O3 cannot tell */
     GCOMP_CHECK(in_u64(in, &key));
     GCOMP_CHECK(in_u64(in, &count));
     GCOMP_CHECK(in_u64(in, &state));
     /* never trust a count beyond what the file can hold */
-    GCOMP_FAIL_IF(count > in->left / es, GCOMP_ERR_CORRUPT,
+    GCOMP_FAIL_IF(count > in->left / per, GCOMP_ERR_CORRUPT,
                   "ef: residual file claims %llu values for key %llu, more than it holds",
                   (unsigned long long)count, (unsigned long long)key);
     GCOMP_FAIL_IF(find_in(t->slots, t->cap, key), GCOMP_ERR_CORRUPT,
                   "ef: key %llu appears twice", (unsigned long long)key);
     void *data = calloc(count ? count : 1, es);
-    GCOMP_FAIL_IF(!data, GCOMP_ERR_NOMEM, "ef: %llu residuals for key %llu",
-                  (unsigned long long)count, (unsigned long long)key);
+    float *vel = with_vel ? calloc(count ? count : 1, sizeof *vel) : NULL;
+    if (!data || (with_vel && !vel)) {
+      free(data), free(vel);
+      GCOMP_FAIL(GCOMP_ERR_NOMEM, "ef: %llu residuals for key %llu", (unsigned long long)count,
+                 (unsigned long long)key);
+    }
     int st = in_bytes(in, data, count * es);
-    if (st == GCOMP_OK) st = insert(&t->slots, &t->cap, &t->used, (ef_slot){key, count, state, data});
+    if (st == GCOMP_OK && vel) st = in_bytes(in, vel, count * sizeof *vel);
+    if (st == GCOMP_OK)
+      st = insert(&t->slots, &t->cap, &t->used, (ef_slot){key, count, state, data, vel});
     if (st < 0) {
-      free(data);
+      free(data), free(vel);
       return gcomp_error_trace(st, __FILE__, __LINE__);
     }
-    /* the file is little-endian whatever the host */
-    uint8_t *b = data;
     if (dtype == GCOMP_EF_FP32) {
-      for (size_t j = 0; j < count; j++) {
-        uint32_t bits = gcomp_load_le32(b + 4 * j);
-        memcpy(b + 4 * j, &bits, 4);
-      }
+      le32_in_place(data, count);
     } else {
+      uint8_t *b = data;
       for (size_t j = 0; j < count; j++) {
         uint16_t v = (uint16_t)(b[2 * j] | b[2 * j + 1] << 8);
         memcpy(b + 2 * j, &v, 2);
       }
     }
+    if (vel) le32_in_place(vel, count);
   }
   return GCOMP_OK;
 }
 
-static int read_file(file_in *in, const char *spec, int dtype, slot_table *t) {
+static int read_file(file_in *in, const char *spec, int dtype, int with_vel, slot_table *t) {
   uint8_t h[FILE_HEADER];
   GCOMP_CHECK(in_bytes(in, h, sizeof h));
   GCOMP_FAIL_IF(memcmp(h, file_magic, 8) != 0, GCOMP_ERR_CORRUPT, "ef: not a gcomp residual file");
   uint32_t version = gcomp_load_le32(h + 8), fdtype = gcomp_load_le32(h + 12);
   uint32_t slen = gcomp_load_le32(h + 16);
   uint64_t nkeys = gcomp_load_le64(h + 24);
-  GCOMP_FAIL_IF(version != FILE_VERSION, GCOMP_ERR_CORRUPT,
-                "ef: residual file version %u (this gcomp reads version %d)", version, FILE_VERSION);
+  GCOMP_FAIL_IF(version != FILE_VERSION && version != FILE_VERSION_VEL, GCOMP_ERR_CORRUPT,
+                "ef: residual file version %u (this gcomp reads versions %d and %d)", version,
+                FILE_VERSION, FILE_VERSION_VEL);
   GCOMP_FAIL_IF(fdtype > GCOMP_EF_BF16 || gcomp_load_le32(h + 20) != 0 || slen > 4096,
                 GCOMP_ERR_CORRUPT, "ef: residual file header is damaged");
   char fspec[4097];
   GCOMP_CHECK(in_bytes(in, fspec, slen));
   fspec[slen] = '\0';
-  GCOMP_CHECK(read_slots(in, (int)fdtype, nkeys, t));
+  GCOMP_CHECK(read_slots(in, (int)fdtype, version == FILE_VERSION_VEL, nkeys, t));
   GCOMP_FAIL_IF(in->left != 0, GCOMP_ERR_CORRUPT, "ef: %llu unexpected bytes in the residual file",
                 (unsigned long long)in->left);
   uint8_t c[4];
@@ -404,6 +481,10 @@ static int read_file(file_in *in, const char *spec, int dtype, slot_table *t) {
   /* intact, but is it ours? */
   GCOMP_FAIL_IF(strcmp(fspec, spec) != 0 || (int)fdtype != dtype, GCOMP_ERR_INVALID,
                 "ef: residual file was written by codec '%s', this codec is '%s'", fspec, spec);
+  /* the spec names the momentum, so this only catches a file made up to match it */
+  GCOMP_FAIL_IF((version == FILE_VERSION_VEL) != with_vel, GCOMP_ERR_INVALID,
+                "ef: residual file %s velocities, codec '%s' %s", with_vel ? "holds no" : "holds",
+                spec, with_vel ? "needs them (ef:momentum)" : "keeps none");
   return GCOMP_OK;
 }
 
@@ -424,7 +505,7 @@ int gcomp_ef_load(gcomp_ef *ef, const char *spec, const char *path) {
                          "ef: residual file '%s' is truncated (%ld bytes)", path, size);
   } else {
     in.left = (uint64_t)size - 4;
-    st = read_file(&in, spec, ef->dtype, &t);
+    st = read_file(&in, spec, ef->dtype, ef->momentum > 0, &t);
   }
   fclose(in.f);
   if (st < 0) {

@@ -1,5 +1,6 @@
 /* Parser and printer for codec spec strings ("topk:ratio=0.01+ef+zstd:level=1"). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "spec.h"
@@ -52,10 +53,35 @@ static int stage_set(void *target, const char *key, const char *value) {
   return t->stage->set(t->cfg, key, value);
 }
 
-static int ef_set(void *dtype, const char *key, const char *value) {
-  GCOMP_FAIL_IF(strcmp(key, "dtype") != 0, GCOMP_ERR_INVALID,
-                "ef: unknown parameter '%s' (valid: dtype)", key);
-  return gcomp_kv_choice("ef", key, value, "fp32|bf16", (int *)dtype);
+static int ef_set(void *target, const char *key, const char *value) {
+  gcomp_spec *s = target;
+  if (strcmp(key, "dtype") == 0) return gcomp_kv_choice("ef", key, value, "fp32|bf16", &s->ef_dtype);
+  if (strcmp(key, "mask") == 0) return gcomp_kv_choice("ef", key, value, "0|1", &s->ef_mask);
+  GCOMP_FAIL_IF(strcmp(key, "momentum") != 0, GCOMP_ERR_INVALID,
+                "ef: unknown parameter '%s' (valid: dtype, momentum, mask)", key);
+  GCOMP_CHECK(gcomp_kv_double("ef", key, value, -1e300, 1e300, &s->ef_momentum));
+  /* 1 would be a velocity that never decays: the sum of every gradient ever seen */
+  GCOMP_FAIL_IF(!(s->ef_momentum >= 0.0 && s->ef_momentum < 1.0), GCOMP_ERR_INVALID,
+                "ef: momentum='%s' is out of range [0, 1)", value);
+  return GCOMP_OK;
+}
+
+/* Momentum correction zeroes the velocity wherever a value was sent. That is DGC's
+ * masking for a sparsifier; a kind that sends every value every step would lose its
+ * momentum altogether, silently turning momentum SGD into plain SGD. */
+static int ef_check(gcomp_spec *s) {
+  if (s->ef_momentum == 0) {
+    GCOMP_FAIL_IF(s->ef_mask >= 0, GCOMP_ERR_INVALID,
+                  "ef: mask=%d needs momentum=M (it masks the momentum of sent values)", s->ef_mask);
+    s->ef_mask = 0;
+    return GCOMP_OK;
+  }
+  GCOMP_FAIL_IF(s->kind->id != GCOMP_KIND_TOPK, GCOMP_ERR_INVALID,
+                "ef: momentum=%g is momentum correction for top-k; '%s' sends every value "
+                "every step, so it would discard the momentum (keep it in the optimizer)",
+                s->ef_momentum, s->kind->name);
+  if (s->ef_mask < 0) s->ef_mask = 1;   /* DGC as published */
+  return GCOMP_OK;
 }
 
 static int parse_token(gcomp_spec *out, char *tok, int first) {
@@ -85,8 +111,10 @@ static int parse_token(gcomp_spec *out, char *tok, int first) {
                   "'+ef' must come before the lossless stage '+%s'", out->stage->name);
     out->ef = 1;
     out->ef_dtype = GCOMP_EF_FP32;
-    if (params) GCOMP_CHECK(apply_params("ef", params, ef_set, &out->ef_dtype));
-    return GCOMP_OK;
+    out->ef_momentum = 0;
+    out->ef_mask = -1;
+    if (params) GCOMP_CHECK(apply_params("ef", params, ef_set, out));
+    return ef_check(out);
   }
   const gcomp_stage *st = gcomp_stage_find(tok);
   GCOMP_FAIL_IF(!st && gcomp_kind_find(tok), GCOMP_ERR_INVALID,
@@ -141,6 +169,16 @@ size_t gcomp_spec_print(const gcomp_spec *spec, char *buf, size_t n) {
   if (spec->ef && o < sizeof tmp)
     o += (size_t)snprintf(tmp + o, sizeof tmp - o, "+ef:dtype=%s",
                           spec->ef_dtype == GCOMP_EF_BF16 ? "bf16" : "fp32");
+  /* momentum only when set: every spec without it keeps the canonical form (and the
+   * residual files that store it) it always had */
+  if (spec->ef && spec->ef_momentum > 0 && o < sizeof tmp) {
+    char m[40];
+    for (int prec = 6; prec <= 17; prec++) {   /* the shortest form that reads back equal */
+      snprintf(m, sizeof m, "%.*g", prec, spec->ef_momentum);
+      if (strtod(m, NULL) == spec->ef_momentum) break;
+    }
+    o += (size_t)snprintf(tmp + o, sizeof tmp - o, ",momentum=%s,mask=%d", m, spec->ef_mask);
+  }
   if (spec->stage && o < sizeof tmp) {
     spec->stage->print(&spec->stage_cfg, params, sizeof params);
     o += (size_t)snprintf(tmp + o, sizeof tmp - o, "+%s%s%s", spec->stage->name,

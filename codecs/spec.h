@@ -15,6 +15,9 @@ typedef struct {
   gcomp_kind_cfg cfg;
   int ef;             /* +ef present */
   int ef_dtype;       /* GCOMP_EF_* */
+  double ef_momentum; /* ef:momentum=M, 0 <= M < 1: DGC momentum correction (0: off) */
+  int ef_mask;        /* ef:mask=0|1 (default 1 with momentum, 0 without): DGC's momentum
+                         factor masking (while parsing, -1: not given) */
   const gcomp_stage *stage;   /* NULL: no lossless stage */
   gcomp_stage_cfg stage_cfg;
 } gcomp_spec;

@@ -112,6 +112,13 @@ GCOMP_API size_t gcomp_fabric_providers(char *buf, size_t buf_size);
  * equal frames). NaN and Inf are always sent, zeros never; k >= count sends every value.
  * +ef adds error feedback (x = grad + residual[key]; send x; keep what was not sent);
  * +ef:dtype=bf16 keeps residuals in bf16 (half the memory, rounded each step).
+ * +ef:momentum=M (0 <= M < 1, top-k only; default 0: off) is Deep Gradient Compression's
+ * momentum correction: per key an fp32 velocity u = M * u + grad goes into the residual in
+ * place of grad, so the workers' sent values sum to the momentum update; the optimizer
+ * must then apply the averaged result without momentum of its own. mask=1 (the default
+ * with momentum) also zeroes u where a value was sent (DGC's momentum factor masking);
+ * mask=0 keeps it, so every gradient is eventually applied with momentum SGD's full weight.
+ * The canonical form prints momentum and mask only when momentum is set.
  * ------------------------------------------------------------------------------------- */
 typedef struct gcomp_codec gcomp_codec;
 

@@ -1,6 +1,7 @@
 /* Error feedback: the per-step identity, the many-step invariant (exact where arithmetic is
- * exact, within a derived rounding bound elsewhere), bf16 residuals, reset, and the
- * residual checkpoint file (round trip, damage, mismatched codecs and shapes). */
+ * exact, within a derived rounding bound elsewhere), bf16 residuals, momentum correction
+ * against a scalar reference, reset, and the residual checkpoint file (round trip with and
+ * without velocities, damage, mismatched codecs and shapes). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -44,7 +45,7 @@ static ef_rig rig_make(const char *spec, size_t n) {
   memset(&r, 0, sizeof r);
   assert_int_equal(gcomp_spec_parse(spec, &r.spec), GCOMP_OK);
   assert_true(r.spec.ef);
-  assert_int_equal(gcomp_ef_create(r.spec.ef_dtype, &r.ef), GCOMP_OK);
+  assert_int_equal(gcomp_ef_create(r.spec.ef_dtype, r.spec.ef_momentum, r.spec.ef_mask, &r.ef), GCOMP_OK);
   assert_int_equal(gcomp_codec_create(spec, &r.codec), GCOMP_OK);
   r.cap = gcomp_codec_max_encoded_size(r.codec, n);
   r.frame = malloc(r.cap);
@@ -275,6 +276,135 @@ static void test_nonfinite_leaves_no_residual(void **state) {
   free(g), free(dec), free(res);
 }
 
+/* ---- momentum correction (ef:momentum) against a scalar model of it ---------------------- */
+static float bf16_round(float x) {   /* nearest even, finite inputs */
+  uint32_t b;
+  memcpy(&b, &x, 4);
+  b = (b + 0x7fffu + ((b >> 16) & 1)) & 0xffff0000u;
+  memcpy(&x, &b, 4);
+  return x;
+}
+
+/* The reference, one step for n elements, in the store's float arithmetic:
+ *   u = m u + g;  x = r + u;  send the k largest |x| (ties: lower index first);
+ *   r = x where not sent, 0 where sent (rounded to bf16 for a bf16 store);
+ *   u = 0 where sent when masking. */
+static const float *sort_x;
+static int cmp_mag(const void *a, const void *b) {
+  size_t i = *(const size_t *)a, j = *(const size_t *)b;
+  float xi = fabsf(sort_x[i]), xj = fabsf(sort_x[j]);
+  if (xi != xj) return xi > xj ? -1 : 1;
+  return i < j ? -1 : 1;
+}
+static void ref_step(float m, int mask, int bf16_store, size_t k, const float *g, float *u,
+                     float *r, float *sent, size_t n) {
+  float *x = malloc(n * 4);
+  size_t *ord = malloc(n * sizeof *ord);
+  for (size_t i = 0; i < n; i++) {
+    u[i] = m * u[i] + g[i];
+    x[i] = r[i] + u[i];
+    ord[i] = i;
+    sent[i] = 0;
+  }
+  sort_x = x;
+  qsort(ord, n, sizeof *ord, cmp_mag);
+  for (size_t j = 0; j < k; j++) sent[ord[j]] = x[ord[j]];
+  for (size_t i = 0; i < n; i++) {
+    int s = sent[i] != 0;
+    r[i] = s ? 0.0f : bf16_store ? bf16_round(x[i]) : x[i];
+    if (s && mask) u[i] = 0.0f;
+  }
+  free(x), free(ord);
+}
+
+static void momentum_vs_reference(const char *spec, float m, int mask, int bf16_store) {
+  size_t n = 300, k = 6;
+  int steps = 25;
+  ef_rig r = rig_make(spec, n);
+  float *g = malloc(n * 4), *dec = malloc(n * 4), *u = calloc(n, 4), *res = calloc(n, 4);
+  float *sent = malloc(n * 4), *got_r = malloc(n * 4), *got_u = malloc(n * 4);
+  rng_state = 41;
+  size_t masked = 0, carried = 0;
+  for (int step = 0; step < steps; step++) {
+    /* a few large, persistent coordinates (sent again and again: masking matters there)
+     * and many small ones that wait in the residual */
+    for (size_t i = 0; i < n; i++)
+      g[i] = (float)(i % 50 == 3 ? 1.0 + 0.1 * gauss() : 0.05 * gauss());
+    float *u_before = malloc(n * 4);
+    memcpy(u_before, u, n * 4);
+    ref_step(m, mask, bf16_store, k, g, u, res, sent, n);
+    rig_step(&r, 9, g, n, dec);
+    assert_int_equal(gcomp_ef_residual(r.ef, 9, got_r, n), GCOMP_OK);
+    assert_int_equal(gcomp_ef_velocity(r.ef, 9, got_u, n), GCOMP_OK);
+    for (size_t i = 0; i < n; i++) {
+      if (dec[i] != sent[i])
+        fail_msg("%s step %d index %zu: sent %a, reference %a", spec, step, i, dec[i], sent[i]);
+      if (got_r[i] != res[i])
+        fail_msg("%s step %d index %zu: residual %a, reference %a", spec, step, i, got_r[i], res[i]);
+      if (got_u[i] != u[i])
+        fail_msg("%s step %d index %zu: velocity %a, reference %a", spec, step, i, got_u[i], u[i]);
+      masked += sent[i] != 0 && got_u[i] == 0 && m * u_before[i] + g[i] != 0;
+      carried += sent[i] != 0 && got_u[i] != 0;
+    }
+    free(u_before);
+  }
+  /* the reference really distinguished the cases: masking zeroed velocities of sent
+   * values, no masking kept them */
+  if (mask) assert_true(masked >= (size_t)steps && carried == 0);
+  else assert_true(carried >= (size_t)steps && masked == 0);
+  rig_free(&r);
+  free(g), free(dec), free(u), free(res), free(sent), free(got_r), free(got_u);
+}
+
+static void test_momentum_reference(void **state) {
+  momentum_vs_reference("topk:k=6,exact=1+ef:momentum=0.9", 0.9f, 1, 0);
+  momentum_vs_reference("topk:k=6,exact=1+ef:momentum=0.9,mask=0", 0.9f, 0, 0);
+  momentum_vs_reference("topk:k=6,exact=1+ef:momentum=0.5,mask=1", 0.5f, 1, 0);
+  momentum_vs_reference("topk:k=6,exact=1+ef:dtype=bf16,momentum=0.9", 0.9f, 1, 1);
+  /* and a store without momentum keeps no velocity */
+  ef_rig r = rig_make("topk:k=6,exact=1+ef", 10);
+  float g[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, dec[10], v[10];
+  rig_step(&r, 1, g, 10, dec);
+  assert_int_equal(gcomp_ef_velocity(r.ef, 1, v, 10), GCOMP_ERR_INVALID);
+  rig_free(&r);
+}
+
+/* Momentum changes what is sent: the same gradients give other frames than plain EF (so
+ * the reference test above does not pass by both being plain EF), and a NaN gradient
+ * leaves neither residual nor velocity behind. */
+static void test_momentum_effect_and_nonfinite(void **state) {
+  size_t n = 1000;
+  ef_rig a = rig_make("topk:ratio=0.01+ef:momentum=0.9", n), b = rig_make("topk:ratio=0.01+ef", n);
+  float *g = malloc(n * 4), *da = malloc(n * 4), *db = malloc(n * 4), *v = malloc(n * 4);
+  rng_state = 8;
+  int differ = 0;
+  for (int step = 0; step < 5; step++) {
+    for (size_t i = 0; i < n; i++) g[i] = (float)gauss();
+    rig_step(&a, 0, g, n, da);
+    rig_step(&b, 0, g, n, db);
+    differ |= memcmp(da, db, n * 4) != 0;
+  }
+  assert_true(differ);
+  g[5] = NAN, g[6] = -INFINITY;
+  rig_step(&a, 0, g, n, da);
+  assert_true(isnan(da[5]) && da[6] == -INFINITY);
+  assert_int_equal(gcomp_ef_velocity(a.ef, 0, v, n), GCOMP_OK);
+  assert_true(v[5] == 0 && v[6] == 0);
+  for (size_t i = 0; i < n; i++) assert_true(isfinite(v[i]));
+  g[5] = g[6] = 0.5f;
+  rig_step(&a, 0, g, n, da);
+  assert_int_equal(gcomp_ef_velocity(a.ef, 0, v, n), GCOMP_OK);
+  assert_true(isfinite(v[5]) && isfinite(v[6]));
+  /* the same without masking: the non-finite velocity is dropped all the same */
+  ef_rig c = rig_make("topk:ratio=0.01+ef:momentum=0.9,mask=0", n);
+  g[5] = NAN;
+  rig_step(&c, 0, g, n, da);
+  assert_int_equal(gcomp_ef_velocity(c.ef, 0, v, n), GCOMP_OK);
+  assert_true(v[5] == 0 && v[6] != 0);
+  rig_free(&a), rig_free(&b), rig_free(&c);
+  free(g), free(da), free(db), free(v);
+}
+
 static void test_reset_and_shapes(void **state) {
   gcomp_codec *c;
   assert_int_equal(gcomp_codec_create("topk:ratio=0.5+ef", &c), GCOMP_OK);
@@ -342,7 +472,9 @@ static uint8_t *read_all(const char *p, size_t *n) {
   return b;
 }
 static void test_save_restore(void **state) {
-  const char *specs[] = {"topk:ratio=0.01+ef", "topk:ratio=0.02+ef:dtype=bf16", "none+ef"};
+  const char *specs[] = {"topk:ratio=0.01+ef", "topk:ratio=0.02+ef:dtype=bf16", "none+ef",
+                         "topk:ratio=0.01+ef:momentum=0.9",
+                         "topk:ratio=0.02+ef:dtype=bf16,momentum=0.5,mask=0"};
   for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
     gcomp_codec *a, *b, *fresh;
     assert_int_equal(gcomp_codec_create(specs[s], &a), GCOMP_OK);
@@ -381,6 +513,66 @@ static void test_save_restore(void **state) {
   remove(path);
 }
 
+/* The store itself: every key's residual and velocity come back bit for bit, the file is
+ * version 2 with velocities and version 1 (as it always was) without. */
+static void test_save_restore_velocity(void **state) {
+  const char *specs[] = {"topk:ratio=0.05+ef:momentum=0.9", "topk:ratio=0.05+ef:dtype=bf16,momentum=0.9,mask=0",
+                         "topk:ratio=0.05+ef"};
+  size_t sizes[3] = {400, 7, 1300};
+  for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
+    int vel = strstr(specs[s], "momentum") != NULL;
+    ef_rig a = rig_make(specs[s], 1300), b = rig_make(specs[s], 1300);
+    char canon[256];
+    gcomp_spec_print(&a.spec, canon, sizeof canon);
+    float *g = malloc(1300 * 4), *dec = malloc(1300 * 4), *x = malloc(1300 * 4), *y = malloc(1300 * 4);
+    rng_state = 21;
+    for (int step = 0; step < 6; step++)
+      for (uint64_t key = 0; key < 3; key++) {
+        for (size_t i = 0; i < sizes[key]; i++) g[i] = (float)gauss();
+        rig_step(&a, key + 10, g, sizes[key], dec);
+        if (step == 0) rig_step(&b, key + 10, g, sizes[key], dec);   /* something to replace */
+      }
+    assert_int_equal(gcomp_ef_save(a.ef, canon, path), GCOMP_OK);
+    size_t n;
+    uint8_t *file = read_all(path, &n);
+    assert_int_equal(file[8], vel ? 2 : 1);
+    free(file);
+    assert_int_equal(gcomp_ef_load(b.ef, canon, path), GCOMP_OK);
+    assert_int_equal(gcomp_ef_keys(b.ef), 3);
+    size_t nonzero_vel = 0;
+    for (uint64_t key = 0; key < 3; key++) {
+      size_t c = sizes[key];
+      assert_int_equal(gcomp_ef_residual(a.ef, key + 10, x, c), GCOMP_OK);
+      assert_int_equal(gcomp_ef_residual(b.ef, key + 10, y, c), GCOMP_OK);
+      assert_memory_equal(x, y, c * 4);
+      if (!vel) {
+        assert_int_equal(gcomp_ef_velocity(b.ef, key + 10, y, c), GCOMP_ERR_INVALID);
+        continue;
+      }
+      assert_int_equal(gcomp_ef_velocity(a.ef, key + 10, x, c), GCOMP_OK);
+      assert_int_equal(gcomp_ef_velocity(b.ef, key + 10, y, c), GCOMP_OK);
+      assert_memory_equal(x, y, c * 4);
+      for (size_t i = 0; i < c; i++) nonzero_vel += x[i] != 0;
+    }
+    if (vel) assert_true(nonzero_vel > 1000);   /* there was a velocity to lose */
+    /* a store with other momentum settings refuses the file (the spec says which) */
+    int bf16 = strstr(specs[s], "bf16") != NULL;
+    ef_rig o = rig_make(!vel ? "topk:ratio=0.05+ef:momentum=0.9"
+                        : bf16 ? "topk:ratio=0.05+ef:dtype=bf16" : "topk:ratio=0.05+ef", 10);
+    char ocanon[256];
+    gcomp_spec_print(&o.spec, ocanon, sizeof ocanon);
+    assert_int_equal(gcomp_ef_load(o.ef, ocanon, path), GCOMP_ERR_INVALID);
+    assert_non_null(strstr(gcomp_last_error(), "written by codec"));
+    /* and one whose spec was made up to match is refused for the velocities alone */
+    assert_int_equal(gcomp_ef_load(o.ef, canon, path), GCOMP_ERR_INVALID);
+    assert_non_null(strstr(gcomp_last_error(), "velocities"));
+    rig_free(&o);
+    rig_free(&a), rig_free(&b);
+    free(g), free(dec), free(x), free(y);
+  }
+  remove(path);
+}
+
 static void write_all(const char *p, const uint8_t *b, size_t n) {
   FILE *f = fopen(p, "wb");
   assert_non_null(f);
@@ -388,10 +580,10 @@ static void write_all(const char *p, const uint8_t *b, size_t n) {
   fclose(f);
 }
 
-static void test_damaged_files(void **state) {
+static void damaged_files(const char *spec) {
   gcomp_codec *a, *b;
-  assert_int_equal(gcomp_codec_create("topk:ratio=0.1+ef", &a), GCOMP_OK);
-  assert_int_equal(gcomp_codec_create("topk:ratio=0.1+ef", &b), GCOMP_OK);
+  assert_int_equal(gcomp_codec_create(spec, &a), GCOMP_OK);
+  assert_int_equal(gcomp_codec_create(spec, &b), GCOMP_OK);
   fill_steps(a, 2, 3);
   fill_steps(b, 2, 4);
   assert_int_equal(gcomp_codec_save_residuals(a, path), GCOMP_OK);
@@ -440,13 +632,18 @@ static void test_damaged_files(void **state) {
   gcomp_codec_destroy(a), gcomp_codec_destroy(b);
 }
 
+static void test_damaged_files(void **state) {
+  damaged_files("topk:ratio=0.1+ef");
+  damaged_files("topk:ratio=0.1+ef:momentum=0.9");   /* version 2: velocities too */
+}
+
 static void test_mismatched_files(void **state) {
   gcomp_codec *a;
   assert_int_equal(gcomp_codec_create("topk:ratio=0.1+ef", &a), GCOMP_OK);
   fill_steps(a, 1, 3);
   assert_int_equal(gcomp_codec_save_residuals(a, path), GCOMP_OK);
   const char *others[] = {"topk:ratio=0.2+ef", "topk:ratio=0.1+ef:dtype=bf16", "none+ef",
-                          "topk:ratio=0.1,exact=1+ef"};
+                          "topk:ratio=0.1,exact=1+ef", "topk:ratio=0.1+ef:momentum=0.9"};
   for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
     gcomp_codec *o;
     assert_int_equal(gcomp_codec_create(others[i], &o), GCOMP_OK);
@@ -487,8 +684,11 @@ int main(void) {
       cmocka_unit_test(test_invariant_rounding),
       cmocka_unit_test(test_bf16_residuals),
       cmocka_unit_test(test_nonfinite_leaves_no_residual),
+      cmocka_unit_test(test_momentum_reference),
+      cmocka_unit_test(test_momentum_effect_and_nonfinite),
       cmocka_unit_test(test_reset_and_shapes),
       cmocka_unit_test(test_save_restore),
+      cmocka_unit_test(test_save_restore_velocity),
       cmocka_unit_test(test_damaged_files),
       cmocka_unit_test(test_mismatched_files),
   };

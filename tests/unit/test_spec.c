@@ -28,6 +28,8 @@ static void canonical(const char *in, const char *want) {
   assert_ptr_equal(t.stage, s.stage);
   assert_int_equal(t.ef, s.ef);
   assert_int_equal(t.ef_dtype, s.ef_dtype);
+  assert_true(t.ef_momentum == s.ef_momentum);
+  assert_int_equal(t.ef_mask, s.ef_mask);
   assert_memory_equal(&t.stage_cfg, &s.stage_cfg, sizeof s.stage_cfg);
   /* and the public API agrees */
   gcomp_codec *c;
@@ -51,6 +53,37 @@ static void test_valid_specs_and_canonical_forms(void **state) {
   canonical("none+ef+igzip:level=2", "none+ef:dtype=fp32+igzip:level=2,planes=exp");
   canonical("none+ef:dtype=fp32+zstd:level=1,planes=exp",
             "none+ef:dtype=fp32+zstd:level=1,planes=exp");
+  /* ef momentum 0 is plain error feedback, on any kind, and is not printed (the canonical
+   * form of every spec without momentum stays what it was) */
+  canonical("none+ef:momentum=0", "none+ef:dtype=fp32");
+}
+
+/* ef:momentum (top-k only) and its masking switch, printed once momentum is set. */
+static void test_ef_momentum_canonical(void **state) {
+  const char *t = "topk:ratio=0.01,exact=0,values=fp32,seed=0";
+  char in[256], want[256];
+  const char *cases[][2] = {
+      {"+ef:momentum=0.9", "+ef:dtype=fp32,momentum=0.9,mask=1"},
+      {"+ef:momentum=0.9,mask=1", "+ef:dtype=fp32,momentum=0.9,mask=1"},
+      {"+ef:mask=0,momentum=0.95", "+ef:dtype=fp32,momentum=0.95,mask=0"},
+      {"+ef:momentum=0.5,dtype=bf16", "+ef:dtype=bf16,momentum=0.5,mask=1"},
+      {"+ef:momentum=0.123456789", "+ef:dtype=fp32,momentum=0.123456789,mask=1"},
+      {"+ef:momentum=9e-1", "+ef:dtype=fp32,momentum=0.9,mask=1"},
+      {"+ef:momentum=0", "+ef:dtype=fp32"},
+      {"+ef:momentum=0.9+zstd", "+ef:dtype=fp32,momentum=0.9,mask=1+zstd:level=1,planes=exp"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    snprintf(in, sizeof in, "topk:ratio=0.01%s", cases[i][0]);
+    snprintf(want, sizeof want, "%s%s", t, cases[i][1]);
+    canonical(in, want);
+  }
+  gcomp_spec s;
+  assert_int_equal(gcomp_spec_parse("topk+ef:momentum=0.9,mask=0", &s), GCOMP_OK);
+  assert_true(s.ef_momentum == 0.9 && s.ef_mask == 0);
+  assert_int_equal(gcomp_spec_parse("topk+ef:momentum=0.9", &s), GCOMP_OK);
+  assert_int_equal(s.ef_mask, 1);
+  assert_int_equal(gcomp_spec_parse("topk+ef", &s), GCOMP_OK);
+  assert_true(s.ef_momentum == 0 && s.ef_mask == 0);
 }
 
 /* Kinds other engineers register: their canonical forms must be fixed points too. */
@@ -132,7 +165,8 @@ static void test_invalid_specs_exact_messages(void **state) {
   refused("none+zstd:", "codec spec 'none+zstd:': 'zstd:' is followed by no parameters");
   refused("none+zstd:lvl=1", "codec spec 'none+zstd:lvl=1': zstd: unknown parameter 'lvl' (valid: level, planes)");
   refused("none+igzip:speed=1", "codec spec 'none+igzip:speed=1': igzip: unknown parameter 'speed' (valid: level, planes)");
-  refused("none+ef:x=1", "codec spec 'none+ef:x=1': ef: unknown parameter 'x' (valid: dtype)");
+  refused("none+ef:x=1",
+          "codec spec 'none+ef:x=1': ef: unknown parameter 'x' (valid: dtype, momentum, mask)");
   /* parameters: values */
   refused("none+zstd:level=0", "codec spec 'none+zstd:level=0': zstd: level='0' is out of range [1, 19]");
   refused("none+zstd:level=20", "codec spec 'none+zstd:level=20': zstd: level='20' is out of range [1, 19]");
@@ -152,6 +186,28 @@ static void test_invalid_specs_exact_messages(void **state) {
   refused("none+ef:dtype=fp32,dtype=fp32",
           "codec spec 'none+ef:dtype=fp32,dtype=fp32': ef: parameter 'dtype' is given twice");
   refused("none+zstd:level=1=2", "codec spec 'none+zstd:level=1=2': zstd: level='1=2' is not a non-negative integer");
+  /* ef momentum */
+  refused("topk+ef:momentum=1", "codec spec 'topk+ef:momentum=1': ef: momentum='1' is out of range [0, 1)");
+  refused("topk+ef:momentum=-0.1",
+          "codec spec 'topk+ef:momentum=-0.1': ef: momentum='-0.1' is out of range [0, 1)");
+  refused("topk+ef:momentum=fast",
+          "codec spec 'topk+ef:momentum=fast': ef: momentum='fast' is not a number");
+  refused("topk+ef:momentum=nan", "codec spec 'topk+ef:momentum=nan': ef: momentum='nan' is not a number");
+  refused("topk+ef:momentum=0.9,mask=2",
+          "codec spec 'topk+ef:momentum=0.9,mask=2': ef: mask='2' is not one of 0|1");
+  refused("topk+ef:momentum=0.9,momentum=0.5",
+          "codec spec 'topk+ef:momentum=0.9,momentum=0.5': ef: parameter 'momentum' is given twice");
+  refused("topk+ef:mask=1",
+          "codec spec 'topk+ef:mask=1': ef: mask=1 needs momentum=M (it masks the momentum of sent values)");
+  refused("topk+ef:momentum=0,mask=0",
+          "codec spec 'topk+ef:momentum=0,mask=0': ef: mask=0 needs momentum=M (it masks the momentum of "
+          "sent values)");
+  refused("fp16+ef:momentum=0.9",
+          "codec spec 'fp16+ef:momentum=0.9': ef: momentum=0.9 is momentum correction for top-k; 'fp16' "
+          "sends every value every step, so it would discard the momentum (keep it in the optimizer)");
+  refused("none+ef:momentum=0.5",
+          "codec spec 'none+ef:momentum=0.5': ef: momentum=0.5 is momentum correction for top-k; 'none' "
+          "sends every value every step, so it would discard the momentum (keep it in the optimizer)");
 }
 
 static void test_null_and_truncated_print(void **state) {
@@ -177,6 +233,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_valid_specs_and_canonical_forms),
       cmocka_unit_test(test_other_kinds_round_trip),
+      cmocka_unit_test(test_ef_momentum_canonical),
       cmocka_unit_test(test_invalid_specs_exact_messages),
       cmocka_unit_test(test_null_and_truncated_print),
   };
