@@ -27,6 +27,8 @@ GCOMP_PARAM(CODEC_MIN_BYTES, SIZE, "65536", "0:1099511627776",
 GCOMP_PARAM(ALGO, STR, "auto", "", "allreduce algorithm: auto (cost model) or a name from gcomp-info")
 GCOMP_PARAM(SEGMENT_BYTES, SIZE, "16m", "4096:1099511627776",
             "pipeline segment of the ring and pairwise steps (each one message; shm copies whole messages best)")
+GCOMP_PARAM(SHM_BYTES, SIZE, "256k", "0:1099511627776",
+            "single-node calls: bytes per rank and round of the shared-memory allreduce (0: no segment)")
 GCOMP_PARAM(ALPHA_BETA, STR, "", "",
             "skip calibration: 'intra_alpha_us,intra_GBps,inter_alpha_us,inter_GBps'")
 

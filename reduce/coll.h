@@ -9,6 +9,8 @@
 #include "gcomp_common.h"
 #include "transport.h"
 
+typedef struct gcomp_shm gcomp_shm;   /* a node's shared-memory segment (reduce/shm.c) */
+
 /* A subset of the transport's ranks taking part in one (sub-)collective. */
 typedef struct {
   const int *ranks;   /* world ranks, in the group's order */
@@ -41,6 +43,7 @@ typedef struct gcomp_coll {
   gcomp_comm_stats *stats;   /* wait_s, reduce_s, wire_bytes are added here */
   const struct gcomp_plan_in *plan;   /* the call's cost-model inputs (for sub-choices) */
   const int *world;          /* 0, 1, ..., size-1: the group of all ranks */
+  gcomp_shm *shm;            /* this node's shared segment, or NULL */
   /* compressed calls only (NULL otherwise) */
   gcomp_codec *codec;        /* the caller's codec: first quantisation, error feedback */
   gcomp_codec *codec2;       /* the same codec without +ef: re-encodes reduced shards */
@@ -112,6 +115,14 @@ int gcomp_sparse_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size
 /* The error-feedback key of shard `part` of tensor `key`. */
 uint64_t gcomp_shard_key(uint64_t key, uint64_t salt, int part);
 
+/* The shared-memory allreduce (reduce/shm.c). gcomp_shm_create is collective over the
+ * node's ranks and leaves *out NULL (with a warning) when the node cannot have a segment. */
+int gcomp_shm_create(gcomp_transport *t, size_t slot_bytes, gcomp_shm **out);
+void gcomp_shm_destroy(gcomp_shm *s);
+size_t gcomp_shm_slot_bytes(const gcomp_shm *s);
+/* All ranks of a single-node communicator; buf as for any algorithm (c->src: the input). */
+int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count);
+
 /* ---- the algorithm table -------------------------------------------------------------- */
 typedef struct {
   double alpha_s;    /* latency per message */
@@ -124,6 +135,10 @@ typedef struct gcomp_plan_in {
   int nnodes, local;    /* placement: nodes and ranks per node (0 when uneven) */
   gcomp_link intra, inter;
   double gamma_spb;     /* reduction seconds per byte */
+  /* the shared-memory allreduce of a single-node communicator: seconds per round and per
+   * byte, measured at creation; shm_alpha == 0 when there is none */
+  double shm_alpha, shm_spb;
+  size_t shm_slot;      /* bytes per round */
   /* compressed calls: 0 when the call is not compressed */
   double ratio;         /* wire bytes / fp32 bytes of the codec (from its size bound) */
   double codec_spb;     /* encode + decode seconds per fp32 byte */

@@ -1,6 +1,7 @@
 /* Communicators and gcomp_allreduce: argument checks, working types, the planner's choice,
  * and one place where a call's phases begin and end (for stats). */
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,7 @@ struct gcomp_comm {
   struct trace_event *trace;   /* GCOMP_TRACE: one event per call */
   size_t ntrace, trace_cap;
   uint64_t born_ns;
+  gcomp_shm *shm;              /* single-node communicators: the node's shared segment */
 };
 
 /* One allreduce as the trace shows it: when, how big, which algorithm, and its phases. */
@@ -71,16 +73,23 @@ static size_t dtype_size(gcomp_dtype d) {
 }
 
 /* ---- creation ------------------------------------------------------------------------- */
+/* Four figures, or six with the shared-memory allreduce's round latency and rate. Without
+ * them that algorithm runs only when GCOMP_ALGO=shm asks for it. */
 static int parse_alpha_beta(const char *text, gcomp_plan_in *m) {
-  double ia, ib, ea, eb;
-  GCOMP_FAIL_IF(sscanf(text, "%lf,%lf,%lf,%lf", &ia, &ib, &ea, &eb) != 4 || ia < 0 || ib <= 0 ||
-                    ea < 0 || eb <= 0,
+  double ia, ib, ea, eb, sa = 0, sb = 0;
+  char extra;
+  int got = sscanf(text, "%lf,%lf,%lf,%lf,%lf,%lf%c", &ia, &ib, &ea, &eb, &sa, &sb, &extra);
+  GCOMP_FAIL_IF((got != 4 && got != 6) || ia < 0 || ib <= 0 || ea < 0 || eb <= 0 ||
+                    (got == 6 && (sa <= 0 || sb <= 0)),
                 GCOMP_ERR_INVALID,
-                "GCOMP_ALPHA_BETA='%s' is not 'intra_alpha_us,intra_GBps,inter_alpha_us,inter_GBps'",
+                "GCOMP_ALPHA_BETA='%s' is not 'intra_alpha_us,intra_GBps,inter_alpha_us,inter_GBps"
+                "[,shm_alpha_us,shm_GBps]'",
                 text);
   m->intra = (gcomp_link){ia * 1e-6, 1.0 / (ib * 1e9)};
   m->inter = (gcomp_link){ea * 1e-6, 1.0 / (eb * 1e9)};
   m->gamma_spb = 1.0 / 8e9;
+  m->shm_alpha = got == 6 ? sa * 1e-6 : -1;
+  m->shm_spb = got == 6 ? 1.0 / (sb * 1e9) : 0;
   return GCOMP_OK;
 }
 
@@ -162,11 +171,48 @@ static int calibrate(gcomp_comm *comm) {
   free(buf);
   GCOMP_CHECK(st);
   GCOMP_CHECK(internal_max(comm, f, 6, 0xfffffdu));
+  /* The pair was measured alone; in a call every local rank copies and adds at once, and
+   * with more ranks than cores they share the cores (the shm figures below are measured
+   * with all ranks running, so they need no such correction). */
+  double crowd = 1;
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 0 &&
+      t->local_size > CPU_COUNT(&cpus))
+    crowd = (double)t->local_size / CPU_COUNT(&cpus);
+  f[1] *= crowd, f[4] *= crowd;
   /* floors keep the model sane when a measurement came out at zero */
   comm->model.intra = (gcomp_link){fmax(f[0], 1e-7), fmax(f[1], 1.0 / 50e9)};
   comm->model.inter = t->nnodes > 1 ? (gcomp_link){fmax(f[2], 1e-7), fmax(f[3], 1.0 / 50e9)}
                                     : comm->model.intra;
   comm->model.gamma_spb = fmax(f[4], 1.0 / 50e9);
+  return GCOMP_OK;
+}
+
+/* The shared-memory allreduce's figures, timed for real: the fastest of 30 one-round
+ * 8-byte calls and of 6 one-slot calls, like the ping-pong's figures (the fastest, so that
+ * both sides of the planner's comparison are best cases); the slowest rank's figures win. */
+static int calibrate_shm(gcomp_comm *comm) {
+  size_t slot = gcomp_shm_slot_bytes(comm->shm);
+  uint8_t *buf = calloc(1, slot);
+  GCOMP_FAIL_IF(!buf, GCOMP_ERR_NOMEM, "shm calibration buffer");
+  gcomp_comm_stats scratch = {0};
+  gcomp_coll c = {.t = comm->t, .esize = 4, .reduce = gcomp_reduce_kernel(GCOMP_FLOAT32, GCOMP_SUM),
+                  .reduce3 = gcomp_reduce3_kernel(GCOMP_FLOAT32, GCOMP_SUM), .stats = &scratch,
+                  .world = comm->world, .shm = comm->shm};
+  double f[2] = {1e30, 1e30};
+  int st = GCOMP_OK;
+  for (int i = -1; i < 36 && st == GCOMP_OK; i++) {   /* -1: warm-up (first touch) */
+    int big = i < 0 || i % 6 == 5;
+    uint64_t t0 = gcomp_now_ns();
+    st = gcomp_shm_allreduce(&c, comm->shm, buf, big ? slot / 4 : 2);
+    double dt = (double)(gcomp_now_ns() - t0) * 1e-9;
+    if (i >= 0 && dt < f[big]) f[big] = dt;
+  }
+  free(buf);
+  GCOMP_CHECK(st);
+  GCOMP_CHECK(internal_max(comm, f, 2, 0xfffff8u));
+  comm->model.shm_alpha = fmax(f[0], 1e-8);
+  comm->model.shm_spb = fmax((f[1] - f[0]) / (double)slot, 1.0 / 100e9);
   return GCOMP_OK;
 }
 
@@ -203,6 +249,13 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
     else
       st = calibrate(comm);
   }
+  /* one node: a shared segment for the shm algorithm */
+  if (st == GCOMP_OK && t->nnodes == 1 && t->size > 1)
+    st = gcomp_shm_create(t, (size_t)gcomp_param_int(GCOMP_P_SHM_BYTES), &comm->shm);
+  if (st == GCOMP_OK && comm->shm) {
+    comm->model.shm_slot = gcomp_shm_slot_bytes(comm->shm);
+    if (!gcomp_param_is_set(GCOMP_P_ALPHA_BETA)) st = calibrate_shm(comm);
+  }
   if (st < 0) {
     comm->own = 0;   /* the caller keeps the transport on failure */
     gcomp_comm_destroy(comm);
@@ -210,10 +263,13 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
   }
   comm->own = own;
   GCOMP_INFO(GCOMP_SUB_TUNING,
-             "rank %d/%d node %d/%d: intra %.2f us %.2f GB/s, inter %.2f us %.2f GB/s, add %.2f GB/s",
+             "rank %d/%d node %d/%d: intra %.2f us %.2f GB/s, inter %.2f us %.2f GB/s, add %.2f GB/s, "
+             "shm %.2f us %.2f GB/s (%zu B rounds)",
              t->rank, t->size, t->node, t->nnodes, comm->model.intra.alpha_s * 1e6,
              1e-9 / comm->model.intra.beta_spb, comm->model.inter.alpha_s * 1e6,
-             1e-9 / comm->model.inter.beta_spb, 1e-9 / comm->model.gamma_spb);
+             1e-9 / comm->model.inter.beta_spb, 1e-9 / comm->model.gamma_spb,
+             comm->model.shm_alpha * 1e6, comm->model.shm_spb > 0 ? 1e-9 / comm->model.shm_spb : 0,
+             comm->model.shm_slot);
   *out = comm;
   return GCOMP_OK;
 }
@@ -234,6 +290,7 @@ int gcomp_comm_destroy(gcomp_comm *comm) {
   write_stats(comm);
   write_trace(comm);
   free(comm->trace);
+  gcomp_shm_destroy(comm->shm);
   if (comm->own) gcomp_transport_destroy(comm->t);
   gcomp_codec_destroy(comm->default_codec);
   gcomp_codec_destroy(comm->intra_codec);
@@ -489,7 +546,7 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
                   .reduce = gcomp_reduce_kernel(wt, op), .tmp = comm->tmp,
                   .tmp_cap = comm->tmp_cap, .tmp_owner = &comm->tmp, .tmp_owner_cap = &comm->tmp_cap,
                   .seg_bytes = comm->seg_bytes, .stats = &comm->stats,
-                  .plan = &in, .world = comm->world};
+                  .plan = &in, .world = comm->world, .shm = comm->shm};
   if (algo->compressed) c.codec = codec, c.codec2 = ci->second;
   c.key = key;
   /* GCOMP_INTRA_CODEC inside the nodes of a hierarchical call, under the same rules as any

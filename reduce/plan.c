@@ -102,6 +102,16 @@ static double sparse_cost(const gcomp_plan_in *in) {
   return gcomp_cost_sparse(in->n, (double)in->bytes, flat_link(in), in);
 }
 
+static int shm_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+  return gcomp_shm_allreduce(c, c->shm, buf, count);
+}
+static double shm_cost(const gcomp_plan_in *in) {
+  if (in->nnodes != 1 || in->shm_alpha == 0 || !in->shm_slot) return -1;
+  if (in->shm_alpha < 0) return 1e30;   /* not calibrated (GCOMP_ALPHA_BETA): only on request */
+  double rounds = in->bytes ? (double)((in->bytes + in->shm_slot - 1) / in->shm_slot) : 1;
+  return rounds * in->shm_alpha + (double)in->bytes * in->shm_spb;
+}
+
 extern const gcomp_algo gcomp_algo_hier, gcomp_algo_hier_direct, gcomp_algo_hier_sparse;
 static const gcomp_algo algo_ring = {
     "ring", "pipelined ring reduce-scatter + allgather: bandwidth-optimal, 2(n-1) steps",
@@ -119,8 +129,13 @@ static const gcomp_algo algo_sparse = {
     "sparse", "top-k: (index, value) frames allgathered and summed; no re-encoding",
     sparse_run, sparse_cost, 1};
 
+static const gcomp_algo algo_shm = {
+    "shm", "one node: copies through a shared segment, each rank sums one shard; one-shot when small",
+    shm_run, shm_cost, 0};
+
 static const gcomp_algo *const algos[] = {&algo_ring,        &algo_rhd,
-                                          &algo_rd,          &gcomp_algo_hier,
+                                          &algo_rd,          &algo_shm,
+                                          &gcomp_algo_hier,
                                           &algo_direct,      &algo_sparse,
                                           &gcomp_algo_hier_direct, &gcomp_algo_hier_sparse};
 enum { NALGOS = sizeof algos / sizeof *algos };

@@ -16,6 +16,7 @@ endfunction()
 gcomp_ar_test(integration.allreduce.shm.ring 3 1 ring dense)
 gcomp_ar_test(integration.allreduce.shm.rhd 3 1 rhd dense)
 gcomp_ar_test(integration.allreduce.shm.auto 4 1 auto dense)
+gcomp_ar_test(integration.allreduce.shm.shm-segment 4 1 shm dense)
 gcomp_ar_test(integration.allreduce.mixed.hier 4 2 hier dense)
 gcomp_ar_test(integration.allreduce.tcp.rd 2 2 rd dense)
 gcomp_ar_test(integration.allreduce.shm.codecs 3 1 auto codecs)
@@ -26,6 +27,11 @@ gcomp_ar_test(integration.allreduce.mixed.hier-sparse 4 2 hier-sparse codecs)
 add_test(NAME integration.allreduce.kill
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/allreduce_fail.sh ${GCOMP_AR_RUN} ${GCOMP_AR_CHECK})
 set_tests_properties(integration.allreduce.kill PROPERTIES LABELS integration TIMEOUT 120)
+# one node: the calls go through the shared-memory segment, where a dead rank is noticed by
+# its pid (or by the timeout), not by the fabric
+add_test(NAME integration.allreduce.kill.one-node
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/allreduce_fail.sh ${GCOMP_AR_RUN} ${GCOMP_AR_CHECK} 1)
+set_tests_properties(integration.allreduce.kill.one-node PROPERTIES LABELS integration TIMEOUT 120)
 
 # GCOMP_INTRA_CODEC over real processes: bf16 inside the nodes of a hierarchical call (the
 # dense check's integer sums are exact in bf16, so the results must still be exact)

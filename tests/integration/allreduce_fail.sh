@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # A rank SIGKILLs itself during a run of allreduces: every other rank must return an error
 # within GCOMP_TIMEOUT_MS (plus slack for 2 oversubscribed cores), and gcomp-run must name it.
-#   allreduce_fail.sh GCOMP_RUN ALLREDUCE_CHECK
+#   allreduce_fail.sh GCOMP_RUN ALLREDUCE_CHECK [NODES]
+# NODES=1 puts every rank on one node, where the calls go through the shared-memory segment.
 set -u
-run=$1 prog=$2 n=4 victim=2
+run=$1 prog=$2 nodes=${3:-2} n=4 victim=2
 for v in $(compgen -e | grep '^GCOMP_'); do unset "$v"; done
 export GCOMP_TIMEOUT_MS=3000
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-"$run" -n $n --nodes 2 --netns off --grace 8000 --tag-output -- "$prog" kill $victim >"$out" 2>&1
+"$run" -n $n --nodes $nodes --netns off --grace 8000 --tag-output -- "$prog" kill $victim >"$out" 2>&1
 rc=$?
 cat "$out"
 fails=0

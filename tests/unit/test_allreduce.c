@@ -192,6 +192,8 @@ static void force_algo(const char *name) {
   else unsetenv("GCOMP_ALGO");
   /* fixed link figures: the planner's choices must not depend on this machine's weather */
   setenv("GCOMP_ALPHA_BETA", "1,10,20,1", 1);
+  /* small shm rounds: every single-node communicator maps 2 x ranks of them */
+  setenv("GCOMP_SHM_BYTES", "64k", 0);
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
 }
 
@@ -214,10 +216,32 @@ static void test_rhd(void **state) { sweep("rhd", 0); }
 static void test_rd(void **state) { sweep("rd", 0); }
 static void test_hier(void **state) { sweep("hier", 1); }
 
+/* 16 KiB rounds: 1031 doubles (8248 B) go two-phase, smaller calls one-shot (<= 8 KiB) */
+static void test_shm(void **state) {
+  setenv("GCOMP_SHM_BYTES", "16k", 1);
+  sweep("shm", 0);
+  /* many rounds, both parities reused many times, odd counts, every op */
+  int node8[8] = {0};
+  assert_string_equal(run_case(8, node8, GCOMP_FLOAT32, GCOMP_SUM, 300007, 0, NULL), "shm");
+  assert_string_equal(run_case(3, NULL, GCOMP_INT64, GCOMP_MIN, 100003, 1, NULL), "shm");
+  assert_string_equal(run_case(5, NULL, GCOMP_FLOAT16, GCOMP_AVG, 70001, 0, NULL), "shm");
+  unsetenv("GCOMP_SHM_BYTES");   /* the default size */
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  assert_string_equal(run_case(4, NULL, GCOMP_FLOAT32, GCOMP_PROD, (3u << 20) / 4 + 13, 1, NULL), "shm");
+  /* repeatable, in place or not */
+  size_t count = 100003;
+  float *a = malloc(count * 4), *b = malloc(count * 4);
+  run_case(5, NULL, GCOMP_FLOAT32, GCOMP_SUM, count, 0, a);
+  run_case(5, NULL, GCOMP_FLOAT32, GCOMP_SUM, count, 1, b);
+  assert_memory_equal(a, b, count * 4);
+  free(a);
+  free(b);
+}
+
 static void test_large_and_segmented(void **state) {
   /* many pipeline segments per chunk, odd counts, several rank counts */
-  static const char *algos[] = {"ring", "rhd", "rd", "hier"};
-  for (size_t a = 0; a < 4; a++) {
+  static const char *algos[] = {"ring", "rhd", "rd", "hier", "shm"};
+  for (size_t a = 0; a < 5; a++) {
     force_algo(algos[a]);
     int node4[4] = {0, 0, 1, 1}, node6[6] = {0, 0, 0, 1, 1, 1};
     run_case(4, node4, GCOMP_FLOAT32, GCOMP_SUM, (3u << 20) / 4 + 13, a & 1, NULL);
@@ -259,7 +283,7 @@ static void test_bad_arguments(void **state) {
   assert_int_equal(gcomp_loopback_create(1, NULL, t), GCOMP_OK);
   gcomp_comm *comm = NULL;
   assert_int_equal(gcomp_comm_from_transport(t[0], 0, &comm), GCOMP_ERR_INVALID);
-  assert_non_null(strstr(gcomp_last_error(), "GCOMP_ALGO='bogus' is not an algorithm (valid: auto, ring, rhd, rd, hier, direct, sparse, hier-direct, hier-sparse)"));
+  assert_non_null(strstr(gcomp_last_error(), "GCOMP_ALGO='bogus' is not an algorithm (valid: auto, ring, rhd, rd, shm, hier, direct, sparse, hier-direct, hier-sparse)"));
   force_algo(NULL);
   assert_int_equal(gcomp_comm_from_transport(t[0], 1, &comm), GCOMP_OK);
   float x[4] = {1, 2, 3, 4};
@@ -295,6 +319,50 @@ static void *nan_main(void *arg) {
   if (j->st == GCOMP_OK) j->st = gcomp_comm_get_stats(comm, &j->stats);
   gcomp_comm_destroy(comm);
   return NULL;
+}
+
+/* A local rank that never joins: the shm call gives up after GCOMP_TIMEOUT_MS with a
+ * timeout naming it, and every later call on that segment fails at once. */
+typedef struct {
+  gcomp_transport *t;
+  int join, st, st2;
+  uint64_t ms;
+  char error[512];
+} silent_job;
+
+static void *silent_main(void *arg) {
+  silent_job *j = arg;
+  gcomp_comm *comm = NULL;
+  j->st = gcomp_comm_from_transport(j->t, 1, &comm);
+  float x[4] = {1, 2, 3, 4};
+  if (j->st == GCOMP_OK && j->join) {
+    uint64_t t0 = gcomp_now_ns();
+    j->st = gcomp_allreduce(comm, x, x, 4, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
+    j->ms = (gcomp_now_ns() - t0) / 1000000u;
+    snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
+    j->st2 = gcomp_allreduce(comm, x, x, 4, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
+  }
+  gcomp_comm_destroy(comm);
+  return NULL;
+}
+
+static void test_shm_silent_peer(void **state) {
+  force_algo("shm");
+  setenv("GCOMP_TIMEOUT_MS", "300", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  gcomp_transport *t[2];
+  assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+  silent_job jobs[2] = {{.t = t[0], .join = 1}, {.t = t[1], .join = 0}};
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, silent_main, &jobs[r]);
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  assert_int_equal(jobs[1].st, GCOMP_OK);
+  assert_int_equal(jobs[0].st, GCOMP_ERR_TIMEOUT);
+  assert_non_null(strstr(jobs[0].error, "local rank 1 (rank 1) silent for 300 ms"));
+  assert_true(jobs[0].ms >= 300 && jobs[0].ms < 5000);
+  assert_int_equal(jobs[0].st2, GCOMP_ERR_INVALID);   /* the segment is not trusted again */
+  unsetenv("GCOMP_TIMEOUT_MS");
+  force_algo(NULL);
 }
 
 static void test_nan_propagates_and_is_counted(void **state) {
@@ -367,6 +435,8 @@ int main(void) {
       cmocka_unit_test(test_rhd),
       cmocka_unit_test(test_rd),
       cmocka_unit_test(test_hier),
+      cmocka_unit_test(test_shm),
+      cmocka_unit_test(test_shm_silent_peer),
       cmocka_unit_test(test_large_and_segmented),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_planner_choices),

@@ -1,0 +1,260 @@
+/* Allreduce inside a node through one shared-memory segment, below libfabric.
+ *
+ * libfabric's shm provider costs two library calls, a locked queue and, for large messages,
+ * a process_vm_readv per message; for the small and middle sizes of a single-node job that
+ * is most of the time (bench/RESULTS.md). Here the node's ranks share one mapping made at
+ * communicator creation (POSIX shm, unlinked as soon as everyone has it open), and a call is
+ * a few plain copies and flag stores:
+ *
+ *   one-shot (small): copy my input into my slot, publish; wait for all; every rank sums all
+ *     slots in rank order into its output. One synchronisation.
+ *   two-phase (larger, in rounds of at most one slot): copy in, publish; wait; reduce my
+ *     shard of every slot (rank order) into my output and into my own slot, publish; wait;
+ *     copy the other ranks' reduced shards out. Each element is summed by one rank, so all
+ *     ranks get the same bits.
+ *
+ * Slots are double-buffered by the parity of a per-segment round counter. A rank writes a
+ * slot of round r only after it has seen every rank publish round r - 1, and a rank
+ * publishes r - 1 only after it finished reading round r - 2, the last user of that slot:
+ * no barrier beyond the flags is ever needed. Flags only grow: round r publishes 2r + 1
+ * ("my input is in") and, two-phase, 2r + 2 ("my reduced shard is in").
+ *
+ * A rank that dies leaves its flag still; waiters notice its pid is gone (GCOMP_ERR_PEER)
+ * or give up after GCOMP_TIMEOUT_MS (GCOMP_ERR_TIMEOUT). After a failure the segment's
+ * state is unknown and every later call on it fails at once. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coll.h"
+
+enum { CTL_BYTES = 64, NAME_BYTES = 64, ONE_SHOT_MAX = 8192 };
+
+typedef struct {
+  _Atomic uint64_t flag;
+  int32_t pid;
+  char pad[CTL_BYTES - 12];
+} shm_ctl;
+
+struct gcomp_shm {
+  uint8_t *base;
+  size_t map_bytes;
+  shm_ctl *ctl;        /* [L] */
+  uint8_t *data;       /* slots: [2][L][slot] */
+  size_t slot;
+  int L, me;
+  uint64_t round;
+  int broken;
+  int timeout_ms;
+};
+
+static uint8_t *slot_at(const gcomp_shm *s, uint64_t round, int rank) {
+  return s->data + ((size_t)(round & 1) * (size_t)s->L + (size_t)rank) * s->slot;
+}
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/* ---- setup ---------------------------------------------------------------------------- */
+static int map_segment(gcomp_shm *s, int fd) {
+  void *p = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  GCOMP_FAIL_IF(p == MAP_FAILED, GCOMP_ERR_NOMEM, "shm: mmap of %zu bytes: %s", s->map_bytes,
+                strerror(errno));
+  s->base = p;
+  s->ctl = (shm_ctl *)(void *)s->base;
+  s->data = s->base + round_up((size_t)s->L * CTL_BYTES, 4096);
+  return GCOMP_OK;
+}
+
+/* The local root makes the segment; its size is reserved up front (posix_fallocate) so a
+ * full /dev/shm is an error here, not a SIGBUS in the middle of a call. */
+static int make_segment(gcomp_shm *s, char *name) {
+  static _Atomic unsigned counter;
+  snprintf(name, NAME_BYTES, "/gcomp-%d-%u-%llx", (int)getpid(), atomic_fetch_add(&counter, 1),
+           (unsigned long long)gcomp_now_ns());
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  GCOMP_FAIL_IF(fd < 0, GCOMP_ERR_NOMEM, "shm: shm_open(%s): %s", name, strerror(errno));
+  int err = posix_fallocate(fd, 0, (off_t)s->map_bytes);
+  if (err) {
+    close(fd);
+    shm_unlink(name);
+    GCOMP_FAIL_IF(1, GCOMP_ERR_NOMEM, "shm: reserving %zu bytes in /dev/shm: %s", s->map_bytes,
+                  strerror(err));
+  }
+  int st = map_segment(s, fd);
+  close(fd);
+  if (st < 0) shm_unlink(name);
+  return st;
+}
+
+static int open_segment(gcomp_shm *s, const char *name) {
+  int fd = shm_open(name, O_RDWR, 0600);
+  GCOMP_FAIL_IF(fd < 0, GCOMP_ERR_NOMEM, "shm: shm_open(%s): %s", name, strerror(errno));
+  int st = map_segment(s, fd);
+  close(fd);
+  return st;
+}
+
+void gcomp_shm_destroy(gcomp_shm *s) {
+  if (!s) return;
+  if (s->base) munmap(s->base, s->map_bytes);
+  free(s);
+}
+
+/* Collective over the node's ranks. The root sends the segment's name, everyone answers
+ * whether it could map it, the root unlinks the name and sends the verdict: all of the
+ * node's ranks end up with the segment or all without. */
+int gcomp_shm_create(gcomp_transport *t, size_t slot_bytes, gcomp_shm **out) {
+  *out = NULL;
+  if (t->local_size < 2 || slot_bytes == 0) return GCOMP_OK;
+  gcomp_shm *s = calloc(1, sizeof *s);
+  GCOMP_FAIL_IF(!s, GCOMP_ERR_NOMEM, "shm: state");
+  s->L = t->local_size;
+  s->me = t->local_rank;
+  s->slot = round_up(slot_bytes, 64);
+  s->timeout_ms = t->timeout_ms;
+  s->map_bytes = round_up((size_t)s->L * CTL_BYTES, 4096) + 2 * (size_t)s->L * s->slot;
+  const uint32_t seq = 0xfffff9u;
+  int root = t->local_ranks[0];
+  char name[NAME_BYTES] = {0};
+  int32_t ok = 1, verdict = 1;
+  int st = GCOMP_OK;
+  if (s->me == 0) {
+    if (make_segment(s, name) < 0) {
+      GCOMP_WARN(GCOMP_SUB_REDUCE, "no shared-memory allreduce on this node: %s", gcomp_last_error());
+      name[0] = '\0';
+      verdict = 0;
+    }
+    for (int i = 1; i < s->L && st == GCOMP_OK; i++)
+      st = gcomp_send(t, t->local_ranks[i], gcomp_tag(seq, 1), name, sizeof name);
+    for (int i = 1; i < s->L && st == GCOMP_OK; i++) {
+      int32_t theirs = 0;
+      st = gcomp_recv(t, t->local_ranks[i], gcomp_tag(seq, 2), &theirs, sizeof theirs, NULL);
+      verdict &= theirs;
+    }
+    if (name[0]) shm_unlink(name);
+    for (int i = 1; i < s->L && st == GCOMP_OK; i++)
+      st = gcomp_send(t, t->local_ranks[i], gcomp_tag(seq, 3), &verdict, sizeof verdict);
+  } else {
+    st = gcomp_recv(t, root, gcomp_tag(seq, 1), name, sizeof name, NULL);
+    name[NAME_BYTES - 1] = '\0';
+    if (st == GCOMP_OK && name[0] && open_segment(s, name) < 0) {
+      GCOMP_WARN(GCOMP_SUB_REDUCE, "no shared-memory allreduce on this node: %s", gcomp_last_error());
+      ok = 0;
+    }
+    if (st == GCOMP_OK) {
+      ok &= name[0] != '\0';
+      st = gcomp_send(t, root, gcomp_tag(seq, 2), &ok, sizeof ok);
+    }
+    if (st == GCOMP_OK) st = gcomp_recv(t, root, gcomp_tag(seq, 3), &verdict, sizeof verdict, NULL);
+  }
+  if (st < 0 || !verdict) {
+    gcomp_shm_destroy(s);
+    return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
+  }
+  /* the file was zero-filled: every flag starts at 0 (round 0 published) */
+  s->ctl[s->me].pid = (int32_t)getpid();
+  s->round = 1;
+  *out = s;
+  return GCOMP_OK;
+}
+
+size_t gcomp_shm_slot_bytes(const gcomp_shm *s) { return s ? s->slot : 0; }
+
+/* ---- synchronisation ------------------------------------------------------------------ */
+static void publish(gcomp_shm *s, uint64_t v) {
+  atomic_store_explicit(&s->ctl[s->me].flag, v, memory_order_release);
+}
+
+static int wait_all(gcomp_coll *c, gcomp_shm *s, uint64_t v) {
+  uint64_t start = 0, last_check = 0;
+  unsigned spins = 0;
+  for (int i = 0; i < s->L; i++) {
+    if (i == s->me) continue;
+    while (atomic_load_explicit(&s->ctl[i].flag, memory_order_acquire) < v) {
+      if (!start) start = gcomp_now_ns(), last_check = start;
+      gcomp_idle(&spins);
+      if ((spins & 63u) != 0) continue;
+      uint64_t now = gcomp_now_ns();
+      if (now - last_check < 1000000u) continue;
+      last_check = now;
+      int32_t pid = s->ctl[i].pid;
+      if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+        s->broken = 1;
+        GCOMP_FAIL_IF(1, GCOMP_ERR_PEER, "shm allreduce: local rank %d (rank %d, pid %d) died",
+                      i, c->t->local_ranks[i], (int)pid);
+      }
+      if (now - start > (uint64_t)s->timeout_ms * 1000000u) {
+        s->broken = 1;
+        GCOMP_FAIL_IF(1, GCOMP_ERR_TIMEOUT,
+                      "shm allreduce: local rank %d (rank %d) silent for %d ms", i,
+                      c->t->local_ranks[i], s->timeout_ms);
+      }
+    }
+  }
+  if (start) c->stats->wait_s += (double)(gcomp_now_ns() - start) * 1e-9;
+  return GCOMP_OK;
+}
+
+/* dst = slot_0 op slot_1 op ... op slot_{L-1} over [off, off + n) elements, in rank order. */
+static void reduce_slots(gcomp_coll *c, gcomp_shm *s, uint64_t round, size_t off, size_t n,
+                         uint8_t *dst) {
+  size_t es = c->esize, b = off * es;
+  if (c->reduce3) {
+    c->reduce3(dst, slot_at(s, round, 0) + b, slot_at(s, round, 1) + b, n);
+  } else {
+    memcpy(dst, slot_at(s, round, 0) + b, n * es);
+    c->reduce(dst, slot_at(s, round, 1) + b, n);
+  }
+  for (int i = 2; i < s->L; i++) c->reduce(dst, slot_at(s, round, i) + b, n);
+}
+
+/* ---- the allreduce -------------------------------------------------------------------- */
+int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count) {
+  GCOMP_FAIL_IF(!s || s->broken, GCOMP_ERR_INVALID,
+                "shm allreduce: %s", s ? "the segment failed earlier" : "no segment on this node");
+  GCOMP_FAIL_IF(c->t->nnodes != 1, GCOMP_ERR_INVALID, "shm allreduce: ranks span %d nodes",
+                c->t->nnodes);
+  const size_t es = c->esize;
+  const uint8_t *in = c->src ? c->src : buf;
+  size_t per = s->slot / es;   /* elements per round */
+  for (size_t off = 0; off < count; off += per) {
+    size_t n = count - off < per ? count - off : per;
+    uint64_t r = s->round++;
+    uint8_t *mine = slot_at(s, r, s->me);
+    uint8_t *out = buf + off * es;
+    memcpy(mine, in + off * es, n * es);
+    c->stats->wire_bytes += n * es;
+    publish(s, 2 * r + 1);
+    GCOMP_CHECK(wait_all(c, s, 2 * r + 1));
+    uint64_t t0 = gcomp_now_ns();
+    if (n * es <= ONE_SHOT_MAX) {
+      reduce_slots(c, s, r, 0, n, out);
+      c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;
+      continue;
+    }
+    size_t so, sl;
+    gcomp_chunk(n, s->L, s->me, &so, &sl);
+    if (sl) {
+      reduce_slots(c, s, r, so, sl, out + so * es);
+      memcpy(mine + so * es, out + so * es, sl * es);
+    }
+    c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;
+    publish(s, 2 * r + 2);
+    GCOMP_CHECK(wait_all(c, s, 2 * r + 2));
+    for (int i = 0; i < s->L; i++) {
+      if (i == s->me) continue;
+      gcomp_chunk(n, s->L, i, &so, &sl);
+      memcpy(out + so * es, slot_at(s, r, i) + so * es, sl * es);
+    }
+  }
+  return GCOMP_OK;
+}
