@@ -86,13 +86,42 @@ typedef struct {
                            or mpirun; workers = the job's size) instead of W threads */
   const char *algo;     /* GCOMP_ALGO for codec runs ("auto": the planner); the baseline
                            always runs uncompressed with the planner's dense choice */
+  int momentum_correction;   /* GCOMP_CV_MC_*: what a top-k codec with +ef whose ef stage
+                           names no momentum runs as (see gcomp_cv_plan_codec) */
 } gcomp_cv_train_cfg;
+
+/* Momentum correction for top-k with error feedback (cfg->momentum_correction):
+ *   ON     (default) +ef runs as +ef:momentum=<momentum>,mask=0
+ *   MASKED +ef runs as +ef:momentum=<momentum>,mask=1 (DGC with momentum factor masking)
+ *   OFF    every spec runs as given, the optimizer's momentum after the allreduce */
+enum { GCOMP_CV_MC_OFF = 0, GCOMP_CV_MC_ON = 1, GCOMP_CV_MC_MASKED = 2 };
 
 void gcomp_cv_train_defaults(gcomp_cv_train_cfg *cfg);
 
+/* What a codec run trains with. With momentum in the codec's error feedback (ef:momentum,
+ * given or added by momentum_correction) the workers accumulate momentum before
+ * sparsifying, and the optimizer applies the averaged result without momentum of its own:
+ * the same lr and the same effective step as the baseline's momentum SGD.
+ *   run_spec:     the spec that runs (spec itself, or the canonical spec with ef
+ *                 momentum added)
+ *   ef_momentum:  the momentum of its error feedback (0: none)
+ *   opt_momentum: the momentum the optimizer applies (cfg->momentum, or 0)
+ *   corrected:    1 when the harness added the ef momentum
+ * GCOMP_ERR_INVALID (detail from the library) when the spec is not a codec. */
+typedef struct {
+  char run_spec[256];
+  double ef_momentum, opt_momentum;
+  int corrected;
+} gcomp_cv_codec_plan;
+int gcomp_cv_plan_codec(const gcomp_cv_train_cfg *cfg, const char *spec, gcomp_cv_codec_plan *out);
+
 typedef struct {
   char spec[128];       /* the codec spec as given ("none" for the baseline) */
-  char canon[160];      /* the library's canonical form */
+  char canon[160];      /* the library's canonical form of the spec that ran (with ef
+                           momentum when the harness added it: see gcomp_cv_plan_codec) */
+  double ef_momentum;   /* momentum inside the codec's error feedback (0: none) */
+  double opt_momentum;  /* momentum the optimizer applied (the baseline: cfg->momentum) */
+  int corrected;        /* the harness added ef momentum (momentum correction) */
   char algo[32];        /* the allreduce algorithm the library ran (rank 0, last step) */
   int workers;          /* data-parallel workers of the run */
   int rank;             /* real mode: this process's rank (only rank 0 holds the metrics) */
@@ -105,7 +134,9 @@ typedef struct {
   double *drift;        /* [neval] ||theta - theta_base|| / ||theta_base|| (0 for baseline) */
   float *snap;          /* [neval * nparams] parameter snapshots (kept for the baseline) */
   double *step_loss;    /* [steps] mean minibatch loss over workers */
-  double *grad_relerr;  /* [steps] ||g_lib - g_exact|| / ||g_exact|| */
+  double *grad_relerr;  /* [steps] ||g_lib - g_exact|| / ||g_exact|| (with ef momentum
+                           g_exact is the momentum of the exact averages: what the
+                           baseline's optimizer would apply) */
   double *grad_cos;     /* [steps] cosine(g_lib, g_exact) */
   float *theta;         /* final parameters (rank 0) */
   size_t nparams;

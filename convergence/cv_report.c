@@ -21,10 +21,26 @@ static const char *verdict_word(const gcomp_cv_verdict *v, int must_fail) {
 
 void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
   const gcomp_cv_train_cfg *c = r->cfg;
-  fprintf(f, "gcomp-converge: %d workers%s, %d steps, batch %d/worker, lr %g, momentum %g, seed %llu, "
-          "algo %s%s\n", c->workers, c->real ? " (processes)" : "", c->steps, c->batch, c->lr,
-          c->momentum, (unsigned long long)c->seed, r->algo ? r->algo : "auto",
+  fprintf(f, "gcomp-converge: %d workers%s, %d steps, batch %d/worker, lr %g, momentum %g%s, "
+          "seed %llu, algo %s%s\n", c->workers, c->real ? " (processes)" : "", c->steps, c->batch,
+          c->lr, c->momentum,
+          c->momentum_correction == GCOMP_CV_MC_OFF      ? " (momentum correction off)"
+          : c->momentum_correction == GCOMP_CV_MC_MASKED ? " (momentum correction with masking)"
+                                                         : "",
+          (unsigned long long)c->seed, r->algo ? r->algo : "auto",
           c->per_layer ? ", one allreduce per tensor" : "");
+  /* every problem runs the same codecs: say once what each ran as, when not as given */
+  const gcomp_cv_problem *p0 = r->nproblems ? &r->problems[0] : NULL;
+  for (int i = 0; p0 && i < p0->nruns; i++) {
+    const gcomp_cv_run *x = &p0->runs[i];
+    if (x->status < 0 && !x->canon[0]) continue;
+    if (x->corrected)
+      fprintf(f, "momentum correction: %s ran as %s (momentum %g in the error feedback, "
+              "optimizer without momentum)\n", x->spec, x->canon, x->ef_momentum);
+    else if (x->ef_momentum > 0)
+      fprintf(f, "%s: momentum %g in the error feedback, optimizer without momentum\n", x->spec,
+              x->ef_momentum);
+  }
   for (int p = 0; p < r->nproblems; p++) {
     const gcomp_cv_problem *pr = &r->problems[p];
     const gcomp_cv_run *b = &pr->base;
@@ -100,6 +116,8 @@ static void json_run(FILE *f, const gcomp_cv_run *b, const gcomp_cv_run *r) {
   json_str(f, r->spec);
   fputs(",\"canonical\":", f);
   json_str(f, r->canon);
+  fprintf(f, ",\"optimizer_momentum\":%g,\"ef_momentum\":%g,\"momentum_correction\":%s",
+          r->opt_momentum, r->ef_momentum, r->corrected ? "true" : "false");
   if (r->status < 0) {
     fputs(",\"error\":", f);
     json_str(f, r->error);
@@ -157,10 +175,14 @@ int gcomp_cv_write_json(const char *path, const gcomp_cv_report *r) {
   const gcomp_cv_train_cfg *c = r->cfg;
   fprintf(f, "{\"tool\":\"gcomp-converge\",\"version\":\"%s\",\"config\":{\"workers\":%d,"
           "\"steps\":%d,\"batch\":%d,\"lr\":%g,\"momentum\":%g,\"weight_decay\":%g,\"seed\":%llu,"
-          "\"eval_every\":%d,\"op\":\"%s\",\"per_layer\":%s,\"real\":%s,\"algo\":", gcomp_version(),
+          "\"eval_every\":%d,\"op\":\"%s\",\"per_layer\":%s,\"real\":%s,"
+          "\"momentum_correction\":\"%s\",\"algo\":", gcomp_version(),
           c->workers, c->steps, c->batch, c->lr, c->momentum, c->weight_decay,
           (unsigned long long)c->seed, c->eval_every, c->op == GCOMP_SUM ? "sum" : "avg",
-          c->per_layer ? "true" : "false", c->real ? "true" : "false");
+          c->per_layer ? "true" : "false", c->real ? "true" : "false",
+          c->momentum_correction == GCOMP_CV_MC_OFF      ? "off"
+          : c->momentum_correction == GCOMP_CV_MC_MASKED ? "masked"
+                                                         : "on");
   json_str(f, r->algo ? r->algo : "auto");
   fputs("},\"problems\":[", f);
   for (int p = 0; p < r->nproblems; p++) {
@@ -249,9 +271,10 @@ int gcomp_cv_write_junit(const char *path, const gcomp_cv_report *r) {
         fputs("\"/>\n  </testcase>\n", f);
       } else {
         fputs(">\n    <system-out>", f);
-        char line[256];
-        snprintf(line, sizeof line, "loss %.6g acc %.4f drift %.4g relerr %.3g%s", x->final_loss,
-                 x->final_acc, x->final_drift, x->relerr_mean, v->pass ? "" : "; flagged: ");
+        char line[512];
+        snprintf(line, sizeof line, "ran %s, optimizer momentum %g; loss %.6g acc %.4f drift %.4g "
+                 "relerr %.3g%s", x->canon, x->opt_momentum, x->final_loss, x->final_acc,
+                 x->final_drift, x->relerr_mean, v->pass ? "" : "; flagged: ");
         xml_str(f, line);
         if (!v->pass) xml_str(f, v->why);
         fputs("</system-out>\n  </testcase>\n", f);
@@ -358,6 +381,8 @@ int gcomp_cv_write_svg(const char *path, const gcomp_cv_report *r) {
             "<text x=\"%d\" y=\"%d\">", x, x + 30, y, y, palette[i % 10],
             pr->must_fail[i] ? " stroke-dasharray=\"5,3\"" : "", x + 36, y + 4);
     xml_str(f, pr->runs[i].spec);
+    if (pr->runs[i].corrected)
+      fprintf(f, " (ef momentum %g)", pr->runs[i].ef_momentum);
     fprintf(f, "%s</text>\n", pr->must_fail[i] ? " (must fail)" : "");
   }
   fputs("</svg>\n", f);

@@ -24,7 +24,72 @@ enum { GRAD_KEY = 1 };
 void gcomp_cv_train_defaults(gcomp_cv_train_cfg *cfg) {
   *cfg = (gcomp_cv_train_cfg){.workers = 8, .steps = 600, .batch = 16, .lr = 0.05,
                               .momentum = 0.9, .weight_decay = 0, .seed = 1, .eval_every = 10,
-                              .op = GCOMP_AVG, .progress = 0, .label = ""};
+                              .op = GCOMP_AVG, .progress = 0, .label = "",
+                              .momentum_correction = GCOMP_CV_MC_ON};
+}
+
+/* The ef token of a spec ("ef:dtype=fp32" of "topk:ratio=0.01+ef:dtype=fp32+zstd"): its
+ * start and length, or NULL. */
+static const char *ef_token(const char *spec, size_t *len) {
+  for (const char *p = strchr(spec, '+'); p; p = strchr(p + 1, '+'))
+    if (strncmp(p + 1, "ef", 2) == 0 && (p[3] == ':' || p[3] == '+' || p[3] == '\0')) {
+      *len = strcspn(p + 1, "+");
+      return p + 1;
+    }
+  return NULL;
+}
+
+/* momentum=X in an ef token: X, or 0 when the token does not name it (*named = 0). */
+static double token_momentum(const char *tok, size_t len, int *named) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%.*s", (int)len, tok);
+  *named = 0;
+  for (char *p = strstr(buf, "momentum="); p; p = strstr(p + 1, "momentum="))
+    if (p[-1] == ':' || p[-1] == ',') {
+      *named = 1;
+      return strtod(p + 9, NULL);
+    }
+  return 0;
+}
+
+/* DGC's momentum correction, which is what a user of top-k with momentum SGD deploys:
+ * error feedback delays most coordinates by many steps, and a momentum buffer applied
+ * after the aggregation keeps pushing along those stale, delayed values. The correction
+ * only exists for a sparsifier (the library refuses ef momentum elsewhere), and a spec
+ * that names ef momentum itself (momentum=0 included) runs as written. Without masking by
+ * default: on these small models the same coordinates are sent most steps, and masking
+ * turns them into plain SGD at a tenth of the baseline's step (bench/RESULTS.md). */
+int gcomp_cv_plan_codec(const gcomp_cv_train_cfg *cfg, const char *spec, gcomp_cv_codec_plan *out) {
+  GCOMP_FAIL_IF(!cfg || !spec || !out, GCOMP_ERR_INVALID, "gcomp_cv_plan_codec: NULL argument");
+  memset(out, 0, sizeof *out);
+  gcomp_codec *c = NULL;
+  GCOMP_CHECK(gcomp_codec_create(spec, &c));
+  char canon[256];
+  gcomp_codec_spec(c, canon, sizeof canon);
+  gcomp_codec_destroy(c);
+  snprintf(out->run_spec, sizeof out->run_spec, "%s", spec);
+  size_t len = 0, ulen = 0;
+  const char *tok = ef_token(canon, &len), *utok = ef_token(spec, &ulen);
+  int named = 0, unamed = 0;
+  if (tok) out->ef_momentum = token_momentum(tok, len, &named);
+  if (utok) token_momentum(utok, ulen, &unamed);
+  int topk = strncmp(canon, "topk", 4) == 0 && (canon[4] == ':' || canon[4] == '+' || !canon[4]);
+  if (tok && topk && !unamed && cfg->momentum_correction != GCOMP_CV_MC_OFF &&
+      cfg->momentum > 0) {
+    /* the canonical ef token always has parameters (dtype), so ",momentum=" extends them */
+    int n = snprintf(out->run_spec, sizeof out->run_spec, "%.*s,momentum=%.17g,mask=%d%s",
+                     (int)(tok + len - canon), canon, cfg->momentum,
+                     cfg->momentum_correction == GCOMP_CV_MC_MASKED, tok + len);
+    GCOMP_FAIL_IF(n < 0 || (size_t)n >= sizeof out->run_spec, GCOMP_ERR_INVALID,
+                  "codec '%s': too long with ef momentum added", spec);
+    GCOMP_CHECK(gcomp_codec_create(out->run_spec, &c));
+    gcomp_codec_spec(c, out->run_spec, sizeof out->run_spec);   /* "0.9", not 0.9000...02 */
+    gcomp_codec_destroy(c);
+    out->ef_momentum = cfg->momentum;
+    out->corrected = 1;
+  }
+  out->opt_momentum = out->ef_momentum > 0 ? 0 : cfg->momentum;
+  return GCOMP_OK;
 }
 
 int gcomp_cv_setup_env(long long codec_min_bytes, const char *alpha_beta) {
@@ -70,9 +135,12 @@ typedef struct {
   const gcomp_cv_train_cfg *cfg;
   const gcomp_cv_data *data;
   const gcomp_cv_model *m;
-  const char *spec;
+  const char *spec;     /* the spec that runs (gcomp_cv_plan_codec), NULL: baseline */
   const gcomp_cv_run *base;
   gcomp_cv_run *run;
+  float opt_mu;         /* the optimizer's momentum */
+  double ef_mu;         /* the codec's error-feedback momentum (0: none) */
+  double *mref;         /* [np] rank 0 with ef momentum: momentum of the exact averages */
   int W;
   size_t np;
   gcomp_transport **t;
@@ -118,6 +186,18 @@ static void grad_metrics(gcomp_cv_run *r, int step, const float *g, const double
   r->grad_cos[step] = (ee > 0 && gg > 0) ? ge / sqrt(ee * gg) : (diff == 0 ? 1.0 : 0.0);
 }
 
+/* What the library's result is compared with: the exact average, or with momentum in the
+ * codec (the workers send momentum, not gradients) the momentum of the exact averages, the
+ * update the baseline's optimizer would apply to the same gradients. */
+static void compare(sim *s, int step, const float *g, const double *exact) {
+  if (!s->mref) {
+    grad_metrics(s->run, step, g, exact, s->np);
+    return;
+  }
+  for (size_t i = 0; i < s->np; i++) s->mref[i] = s->ef_mu * s->mref[i] + exact[i];
+  grad_metrics(s->run, step, g, s->mref, s->np);
+}
+
 /* Simulated mode: the exact average is a plain serial sum (in double, in rank order) of
  * the copies the workers left in s->local. */
 static void step_metrics(sim *s, int step, const float *g, double *exact) {
@@ -127,7 +207,7 @@ static void step_metrics(sim *s, int step, const float *g, double *exact) {
   for (int w = 0; w < s->W; w++)
     for (size_t i = 0; i < np; i++) exact[i] += loc[(size_t)w * np + i];
   for (size_t i = 0; i < np; i++) exact[i] /= s->W;
-  grad_metrics(s->run, step, g, exact, np);
+  compare(s, step, g, exact);
   double l = 0;
   for (int w = 0; w < s->W; w++) l += s->bloss[step & 1][w];
   s->run->step_loss[step] = l / s->W;
@@ -241,7 +321,10 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
   int ntensor = gcomp_cv_model_tensors(s->m, toff, tlen);
   gcomp_cv_model_init(s->m, theta, cfg->seed);
   if (w == 0) evaluate(s, e++, theta);
-  float lr = (float)cfg->lr, mu = (float)cfg->momentum, wd = (float)cfg->weight_decay;
+  float lr = (float)cfg->lr, mu = s->opt_mu, wd = (float)cfg->weight_decay;
+  /* with momentum in the codec, weight decay joins the gradient before it, as in DGC, so
+   * that it is part of the momentum as it is in the baseline's optimizer */
+  float wd_in = s->ef_mu > 0 ? wd : 0.0f, wd_opt = s->ef_mu > 0 ? 0.0f : wd;
 
   for (int step = 0; step < cfg->steps; step++) {
     for (int b = 0; b < B; b++) {
@@ -255,6 +338,8 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
       yb[b] = d->ytrain[row];
     }
     double loss = gcomp_cv_model_loss(s->m, theta, xb, yb, B, grad, scratch, NULL);
+    if (wd_in != 0.0f)
+      for (size_t i = 0; i < np; i++) grad[i] += wd_in * theta[i];
     if (s->real) {
       for (size_t i = 0; i < np; i++) exact[i] = grad[i];
       exact[np] = loss;
@@ -289,7 +374,7 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
       }
       if (w == 0) {
         for (size_t i = 0; i <= np; i++) exact[i] /= W;
-        grad_metrics(s->run, step, grad, exact, np);
+        compare(s, step, grad, exact);
         s->run->step_loss[step] = exact[np];
       }
     } else {
@@ -298,7 +383,7 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
       if (w == 0) step_metrics(s, step, grad, exact);
     }
     for (size_t i = 0; i < np; i++) {
-      vel[i] = mu * vel[i] + grad[i] + wd * theta[i];
+      vel[i] = mu * vel[i] + grad[i] + wd_opt * theta[i];
       theta[i] -= lr * vel[i];
     }
     if (w == 0) {
@@ -428,9 +513,11 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
                   GCOMP_ERR_INVALID, "baseline run does not match this problem");
 
   /* the spec must be one the library knows: a clear error before any thread starts */
+  gcomp_cv_codec_plan plan = {.opt_momentum = cfg->momentum};
   if (spec) {
     gcomp_codec *probe = NULL;
-    int pst = gcomp_codec_create(spec, &probe);
+    int pst = gcomp_cv_plan_codec(cfg, spec, &plan);
+    if (pst == GCOMP_OK) pst = gcomp_codec_create(plan.run_spec, &probe);
     if (pst < 0) {
       run->status = pst;
       snprintf(run->error, sizeof run->error, "codec '%s': %s", spec, gcomp_last_error());
@@ -442,6 +529,9 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
     snprintf(run->spec, sizeof run->spec, "baseline");
     snprintf(run->canon, sizeof run->canon, "(no codec: fp32)");
   }
+  run->ef_momentum = plan.ef_momentum;
+  run->opt_momentum = plan.opt_momentum;
+  run->corrected = plan.corrected;
   GCOMP_CHECK(select_algo(spec ? cfg->algo : "auto", spec ? run->canon : NULL));
   int W = cfg->workers, rank = 0;
   gcomp_comm *rcomm = NULL;
@@ -461,8 +551,9 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
     gcomp_comm_destroy(rcomm);
     return st;
   }
-  sim s = {.cfg = cfg, .data = data, .m = model, .spec = spec, .base = base, .run = run,
-           .W = W, .np = np, .real = cfg->real, .real_comm = rcomm};
+  sim s = {.cfg = cfg, .data = data, .m = model, .spec = spec ? plan.run_spec : NULL,
+           .base = base, .run = run, .opt_mu = (float)plan.opt_momentum,
+           .ef_mu = plan.ef_momentum, .W = W, .np = np, .real = cfg->real, .real_comm = rcomm};
   size_t Ws = cfg->real ? 1 : (size_t)W;   /* per-worker slots kept in this process */
   s.t = calloc(Ws, sizeof *s.t);
   s.local[0] = malloc(Ws * np * sizeof(float));
@@ -477,10 +568,12 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
   int rows = data->ntrain < GCOMP_CV_EVAL_ROWS ? data->ntrain : GCOMP_CV_EVAL_ROWS;
   if (data->ntest > rows) rows = data->ntest;
   s.eval_scratch = malloc(gcomp_cv_model_scratch(model, rows) * sizeof(float));
+  if (s.ef_mu > 0) s.mref = calloc(np, sizeof *s.mref);
   pthread_t *th = calloc((size_t)W, sizeof *th);
   worker_arg *args = calloc((size_t)W, sizeof *args);
   if (!s.t || !s.local[0] || !s.local[1] || !s.bloss[0] || !s.bloss[1] || !s.thetas || !s.status ||
-      !s.error || !s.cstats || !s.kstats || !s.eval_scratch || !th || !args)
+      !s.error || !s.cstats || !s.kstats || !s.eval_scratch || !th || !args ||
+      (s.ef_mu > 0 && !s.mref))
     st = gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "simulation of %d workers", W);
   if (st == GCOMP_OK && cfg->real) {
     s.t0 = gcomp_now_ns();
@@ -539,6 +632,7 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
   free(s.cstats);
   free(s.kstats);
   free(s.eval_scratch);
+  free(s.mref);
   free(th);
   free(args);
   return st;

@@ -56,6 +56,13 @@ static void usage(FILE *f) {
     "training\n"
     "  --workers W (8) --steps N (600) --batch B (16 per worker) --lr X (0.05)\n"
     "  --momentum X (0.9) --weight-decay X (0) --seed N (1) --eval-every N (steps/50)\n"
+    "  --momentum-correction on|masked|off\n"
+    "                        on (default): a top-k codec with +ef runs as\n"
+    "                        +ef:momentum=<--momentum>,mask=0 (DGC's momentum correction:\n"
+    "                        momentum accumulated before sparsifying, optimizer without it);\n"
+    "                        masked: +ef:momentum=<--momentum>,mask=1 (and DGC's momentum\n"
+    "                        factor masking); off: as given, optimizer momentum after the\n"
+    "                        allreduce. A spec naming ef momentum itself runs as given\n"
     "  --op avg|sum          how the gradients are combined (default avg)\n"
     "  --per-layer           one allreduce per parameter tensor, each its own EF key\n"
     "                        (default: one call over the flat gradient, like one bucket)\n"
@@ -122,7 +129,7 @@ int main(int argc, char **argv) {
   enum { O_CODEC = 256, O_MUSTFAIL, O_ALGO, O_MINB, O_AB, O_TASK, O_DATA, O_DIGITS, O_MODEL,
          O_HIDDEN, O_CLASSES, O_TFRAC, O_SSEED, O_SDIM, O_SCOND, O_SN, O_WORKERS, O_STEPS,
          O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_EVAL, O_OP, O_CI, O_TOL, O_TOLF, O_LTOL, O_JSON,
-         O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP, O_PROBLEM, O_REAL, O_PERLAYER };
+         O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP, O_PROBLEM, O_REAL, O_PERLAYER, O_MCORR };
   static const struct option opts[] = {
       {"codec", 1, 0, O_CODEC},       {"must-fail", 1, 0, O_MUSTFAIL}, {"algo", 1, 0, O_ALGO},
       {"min-bytes", 1, 0, O_MINB},    {"alpha-beta", 1, 0, O_AB},     {"task", 1, 0, O_TASK},
@@ -137,7 +144,7 @@ int main(int argc, char **argv) {
       {"junit", 1, 0, O_JUNIT},       {"plot", 1, 0, O_PLOT},         {"progress", 0, 0, O_PROG},
       {"no-progress", 0, 0, O_NOPROG}, {"quiet", 0, 0, O_QUIET},      {"help", 0, 0, O_HELP},
       {"problem", 1, 0, O_PROBLEM},   {"real", 0, 0, O_REAL},
-      {"per-layer", 0, 0, O_PERLAYER},
+      {"per-layer", 0, 0, O_PERLAYER}, {"momentum-correction", 1, 0, O_MCORR},
       {0, 0, 0, 0}};
   int eval_set = 0;
   for (int o; (o = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
@@ -185,6 +192,16 @@ int main(int argc, char **argv) {
     case O_CI: ci = 1; break;
     case O_REAL: cfg.real = 1; break;
     case O_PERLAYER: cfg.per_layer = 1; break;
+    case O_MCORR:
+      if (strcmp(optarg, "on") && strcmp(optarg, "masked") && strcmp(optarg, "off")) {
+        fprintf(stderr, "gcomp-converge: --momentum-correction '%s' is not on, masked or off\n",
+                optarg);
+        return 2;
+      }
+      cfg.momentum_correction = !strcmp(optarg, "on")       ? GCOMP_CV_MC_ON
+                                : !strcmp(optarg, "masked") ? GCOMP_CV_MC_MASKED
+                                                            : GCOMP_CV_MC_OFF;
+      break;
     case O_TOL: push(&tols, optarg); break;
     case O_TOLF: push(&tolfiles, optarg); break;
     case O_LTOL: list_tol = 1; break;

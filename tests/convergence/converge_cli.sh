@@ -39,9 +39,38 @@ printf '1,2,0\n3,4\n' >"$dir/bad.csv"
 "$conv" --data "$dir/bad.csv" --codec none 2>"$dir/err7"; rc=$?
 [ "$rc" -eq 2 ] && grep -q "bad.csv:2: malformed line" "$dir/err7" || { cat "$dir/err7"; fail "bad csv: exit $rc"; }
 
+# momentum correction: the report says what ran; a bad mode is a usage error (20 steps are
+# short: a verdict of 1 is fine here, 2 is not)
+mc=(--problem gmm/softmax --steps 20 --synth-n 2000 --no-progress --codec 'topk:ratio=0.01+ef')
+rc=0; "$conv" "${mc[@]}" --json "$dir/mc-on.json" >"$dir/out8" 2>&1 || rc=$?
+[ "$rc" -le 1 ] || { cat "$dir/out8"; fail "mc on: exit status $rc"; }
+grep -q "momentum correction: topk:ratio=0.01+ef ran as .*+ef:dtype=fp32,momentum=0.9,mask=0" "$dir/out8" \
+  || { cat "$dir/out8"; fail "no line saying what ran"; }
+rc=0; "$conv" "${mc[@]}" --momentum-correction off --json "$dir/mc-off.json" >"$dir/out9" 2>&1 || rc=$?
+[ "$rc" -le 1 ] || { cat "$dir/out9"; fail "mc off: exit status $rc"; }
+grep -q "(momentum correction off)" "$dir/out9" && ! grep -q "ran as" "$dir/out9" \
+  || { cat "$dir/out9"; fail "mc off still corrected"; }
+"$conv" "${mc[@]}" --momentum-correction sometimes 2>"$dir/err10"; rc=$?
+[ "$rc" -eq 2 ] && grep -q "'sometimes' is not on, masked or off" "$dir/err10" \
+  || { cat "$dir/err10"; fail "bad --momentum-correction: exit $rc"; }
+"$conv" "${mc[@]}" --codec 'fp16+ef:momentum=0.9' 2>"$dir/err11"; rc=$?
+[ "$rc" -eq 2 ] && grep -q "momentum=0.9 is momentum correction for top-k" "$dir/err11" \
+  || { cat "$dir/err11"; fail "ef momentum on a cast: exit $rc"; }
+
 python3 - "$dir" <<'PY'
 import json, sys, xml.etree.ElementTree as ET
 d = sys.argv[1]
+on, off = (json.load(open(d + "/mc-%s.json" % m)) for m in ("on", "off"))
+assert on["config"]["momentum_correction"] == "on" and off["config"]["momentum_correction"] == "off"
+a, b = on["problems"][0]["codecs"][0]["run"], off["problems"][0]["codecs"][0]["run"]
+assert a["spec"] == b["spec"] == "topk:ratio=0.01+ef"
+assert a["canonical"].endswith("+ef:dtype=fp32,momentum=0.9,mask=0"), a["canonical"]
+assert (a["optimizer_momentum"], a["ef_momentum"], a["momentum_correction"]) == (0, 0.9, True)
+assert "momentum" not in b["canonical"], b["canonical"]
+assert (b["optimizer_momentum"], b["ef_momentum"], b["momentum_correction"]) == (0.9, 0, False)
+assert a["curve"] != b["curve"], "momentum correction changed nothing"
+base = on["problems"][0]["baseline"]
+assert base["optimizer_momentum"] == 0.9 and base["momentum_correction"] is False
 j = json.load(open(d + "/r.json"))
 p = j["problems"][0]
 assert (p["task"], p["model"]) == ("gmm", "mlp"), p["task"]
