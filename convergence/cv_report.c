@@ -381,8 +381,8 @@ int gcomp_cv_write_svg(const char *path, const gcomp_cv_report *r) {
             "<text x=\"%d\" y=\"%d\">", x, x + 30, y, y, palette[i % 10],
             pr->must_fail[i] ? " stroke-dasharray=\"5,3\"" : "", x + 36, y + 4);
     xml_str(f, pr->runs[i].spec);
-    if (pr->runs[i].corrected)
-      fprintf(f, " (ef momentum %g)", pr->runs[i].ef_momentum);
+    if (pr->runs[i].corrected)   /* what ran, in short: the table and JSON give the spec */
+      fprintf(f, " (EF momentum, mask=%d)", strstr(pr->runs[i].canon, "mask=1") != NULL);
     fprintf(f, "%s</text>\n", pr->must_fail[i] ? " (must fail)" : "");
   }
   fputs("</svg>\n", f);
