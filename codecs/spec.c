@@ -66,9 +66,10 @@ static int ef_set(void *target, const char *key, const char *value) {
   return GCOMP_OK;
 }
 
-/* Momentum correction zeroes the velocity wherever a value was sent. That is DGC's
- * masking for a sparsifier; a kind that sends every value every step would lose its
- * momentum altogether, silently turning momentum SGD into plain SGD. */
+/* Momentum correction is for a sparsifier, whose unsent values wait in the residual. A kind
+ * that sends every value every step has nothing to correct: with masking it would lose its
+ * momentum altogether (silently plain SGD), without it the optimizer's momentum does the
+ * same job. */
 static int ef_check(gcomp_spec *s) {
   if (s->ef_momentum == 0) {
     GCOMP_FAIL_IF(s->ef_mask >= 0, GCOMP_ERR_INVALID,
@@ -77,8 +78,8 @@ static int ef_check(gcomp_spec *s) {
     return GCOMP_OK;
   }
   GCOMP_FAIL_IF(s->kind->id != GCOMP_KIND_TOPK, GCOMP_ERR_INVALID,
-                "ef: momentum=%g is momentum correction for top-k; '%s' sends every value "
-                "every step, so it would discard the momentum (keep it in the optimizer)",
+                "ef: momentum=%g is momentum correction for sparsifying codecs (topk); '%s' "
+                "sends every value every step: keep the momentum in the optimizer",
                 s->ef_momentum, s->kind->name);
   if (s->ef_mask < 0) s->ef_mask = 1;   /* DGC as published */
   return GCOMP_OK;

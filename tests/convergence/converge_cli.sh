@@ -54,7 +54,7 @@ grep -q "(momentum correction off)" "$dir/out9" && ! grep -q "ran as" "$dir/out9
 [ "$rc" -eq 2 ] && grep -q "'sometimes' is not on, masked or off" "$dir/err10" \
   || { cat "$dir/err10"; fail "bad --momentum-correction: exit $rc"; }
 "$conv" "${mc[@]}" --codec 'fp16+ef:momentum=0.9' 2>"$dir/err11"; rc=$?
-[ "$rc" -eq 2 ] && grep -q "momentum=0.9 is momentum correction for top-k" "$dir/err11" \
+[ "$rc" -eq 2 ] && grep -q "momentum=0.9 is momentum correction for sparsifying codecs" "$dir/err11" \
   || { cat "$dir/err11"; fail "ef momentum on a cast: exit $rc"; }
 
 python3 - "$dir" <<'PY'

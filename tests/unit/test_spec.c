@@ -203,11 +203,11 @@ static void test_invalid_specs_exact_messages(void **state) {
           "codec spec 'topk+ef:momentum=0,mask=0': ef: mask=0 needs momentum=M (it masks the momentum of "
           "sent values)");
   refused("fp16+ef:momentum=0.9",
-          "codec spec 'fp16+ef:momentum=0.9': ef: momentum=0.9 is momentum correction for top-k; 'fp16' "
-          "sends every value every step, so it would discard the momentum (keep it in the optimizer)");
+          "codec spec 'fp16+ef:momentum=0.9': ef: momentum=0.9 is momentum correction for sparsifying "
+          "codecs (topk); 'fp16' sends every value every step: keep the momentum in the optimizer");
   refused("none+ef:momentum=0.5",
-          "codec spec 'none+ef:momentum=0.5': ef: momentum=0.5 is momentum correction for top-k; 'none' "
-          "sends every value every step, so it would discard the momentum (keep it in the optimizer)");
+          "codec spec 'none+ef:momentum=0.5': ef: momentum=0.5 is momentum correction for sparsifying "
+          "codecs (topk); 'none' sends every value every step: keep the momentum in the optimizer");
 }
 
 static void test_null_and_truncated_print(void **state) {
