@@ -117,8 +117,10 @@ GCOMP_API size_t gcomp_fabric_providers(char *buf, size_t buf_size);
  * place of grad, so the workers' sent values sum to the momentum update; the optimizer
  * must then apply the averaged result without momentum of its own. mask=1 (the default
  * with momentum) also zeroes u where a value was sent (DGC's momentum factor masking);
- * mask=0 keeps it, so every gradient is eventually applied with momentum SGD's full weight.
- * The canonical form prints momentum and mask only when momentum is set.
+ * mask=0 keeps it, so every gradient is eventually applied with momentum SGD's full weight;
+ * it trains better when the same coordinates are sent most steps (small models, ratios of
+ * 1%: bench/RESULTS.md), where masking leaves them plain SGD's step. The canonical form
+ * prints momentum and mask only when momentum is set.
  * ------------------------------------------------------------------------------------- */
 typedef struct gcomp_codec gcomp_codec;
 
