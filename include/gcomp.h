@@ -173,15 +173,15 @@ GCOMP_API void gcomp_codec_reset_stats(gcomp_codec *codec);
 
 /* Error-feedback residuals: save to and restore from a versioned, checksummed file, so a
  * run resumed from a checkpoint keeps its feedback. Save writes every key's residual (and
- * the kind's per-tensor state, e.g. top-k's last threshold) to a temporary file renamed
- * over path, so a crash never leaves a half-written file; the same residuals always give
- * the same bytes. Load replaces all of the codec's residuals with the file's; a key whose
- * length then differs at the next gcomp_encode is refused (GCOMP_ERR_INVALID) as usual.
- * Load fails with GCOMP_ERR_CORRUPT on a damaged, truncated or foreign file and
- * GCOMP_ERR_INVALID when it was written by a different codec spec (the canonical spec,
- * ef:dtype included, is stored in the file) or cannot be opened; on failure the codec's
- * residuals are unchanged. Both return GCOMP_ERR_INVALID for a codec without +ef. Not
- * thread-safe for one codec. */
+ * the kind's per-tensor state, e.g. top-k's last threshold, and with ef:momentum the
+ * velocity) to a temporary file renamed over path, so a crash never leaves a half-written
+ * file; the same residuals always give the same bytes. Load replaces all of the codec's
+ * residuals with the file's; a key whose length then differs at the next gcomp_encode is
+ * refused (GCOMP_ERR_INVALID) as usual. Load fails with GCOMP_ERR_CORRUPT on a damaged,
+ * truncated or foreign file and GCOMP_ERR_INVALID when it was written by a different codec
+ * spec (the canonical spec, ef:dtype and momentum included, is stored in the file) or
+ * cannot be opened; on failure the codec's residuals are unchanged. Both return
+ * GCOMP_ERR_INVALID for a codec without +ef. Not thread-safe for one codec. */
 GCOMP_API int gcomp_codec_save_residuals(const gcomp_codec *codec, const char *path);
 GCOMP_API int gcomp_codec_load_residuals(gcomp_codec *codec, const char *path);
 
