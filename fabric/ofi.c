@@ -650,6 +650,25 @@ static struct fi_info *pick_info(struct fi_info *list) {
   return list;
 }
 
+/* ofi_rxm over tcp sends a message above its eager limit (16 KiB) by rendezvous: the
+ * receiver asks for the data once it has matched the header. When both directions of a
+ * link are busy (every exchange step of halving/doubling or of hier's cross-node phase)
+ * that request waits behind the bulk data queued in the other direction, once per chunk:
+ * 2 emulated nodes at 1 Gbit/s reached 60-65% of the link that way, and the same run with
+ * every chunk eager 98% (bench/RESULTS.md). tcp places eager data directly into posted
+ * receives, so chunks go eager: the limit is raised to the chunk size unless the user set
+ * FI_OFI_RXM_EAGER_LIMIT. libfabric reads it once, at its first fi_getinfo. Over verbs
+ * the eager limit must equal rxm's buffer size, so other providers are left alone. */
+static void rxm_tcp_defaults(const char *prov) {
+  static int done;
+  if (done || !strstr(prov, "tcp")) return;
+  done = 1;
+  char v[32];
+  snprintf(v, sizeof v, "%lld", (long long)gcomp_param_int(GCOMP_P_CHUNK_BYTES));
+  if (setenv("FI_OFI_RXM_EAGER_LIMIT", v, 0) == 0)
+    GCOMP_INFO(GCOMP_SUB_FABRIC, "FI_OFI_RXM_EAGER_LIMIT=%s", getenv("FI_OFI_RXM_EAGER_LIMIT"));
+}
+
 static int ep_open(ofi_ep *e, const char *role, const char *prov, int nranks) {
   e->role = role;
   snprintf(e->prov, sizeof e->prov, "%s", prov);
@@ -808,6 +827,8 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
   int need_intra = t->pub.local_size > 1, need_inter = t->pub.nnodes > 1;
   int same = strcmp(intra, inter) == 0;
   int intra_ep = -1, inter_ep = -1;
+  rxm_tcp_defaults(inter);   /* before libfabric's first fi_getinfo in this process */
+  rxm_tcp_defaults(intra);
   if (status == GCOMP_OK && need_intra) {
     intra_ep = t->neps;
     status = ep_open(&t->eps[t->neps++], "intra", intra, n);

@@ -122,6 +122,11 @@ void gcomp_shm_destroy(gcomp_shm *s);
 size_t gcomp_shm_slot_bytes(const gcomp_shm *s);
 /* All ranks of a single-node communicator; buf as for any algorithm (c->src: the input). */
 int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count);
+/* The node's ranks only (any placement): after the reduce-scatter, shard local_rank of buf
+ * (the gcomp_chunk partition over local_size) holds the node's reduction of it (input:
+ * c->src when set, else buf); the allgather copies every local rank's shard into all. */
+int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count);
+int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count);
 
 /* ---- the algorithm table -------------------------------------------------------------- */
 typedef struct {

@@ -45,7 +45,7 @@ struct gcomp_comm {
   struct trace_event *trace;   /* GCOMP_TRACE: one event per call */
   size_t ntrace, trace_cap;
   uint64_t born_ns;
-  gcomp_shm *shm;              /* single-node communicators: the node's shared segment */
+  gcomp_shm *shm;              /* the node's shared segment (NULL: alone on the node, or none) */
 };
 
 /* One allreduce as the trace shows it: when, how big, which algorithm, and its phases. */
@@ -249,10 +249,11 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
     else
       st = calibrate(comm);
   }
-  /* one node: a shared segment for the shm algorithm */
-  if (st == GCOMP_OK && t->nnodes == 1 && t->size > 1)
+  /* a shared segment per node: the shm algorithm on one node, hier's intra-node halves on
+   * several */
+  if (st == GCOMP_OK && t->local_size > 1)
     st = gcomp_shm_create(t, (size_t)gcomp_param_int(GCOMP_P_SHM_BYTES), &comm->shm);
-  if (st == GCOMP_OK && comm->shm) {
+  if (st == GCOMP_OK && comm->shm && t->nnodes == 1) {
     comm->model.shm_slot = gcomp_shm_slot_bytes(comm->shm);
     if (!gcomp_param_is_set(GCOMP_P_ALPHA_BETA)) st = calibrate_shm(comm);
   }

@@ -33,13 +33,18 @@ static int hier_run_with(gcomp_coll *c, uint8_t *buf, size_t count, int how) {
   gcomp_group cross = {xr, t->nnodes, t->node};
   size_t off, len;
   gcomp_chunk(count, local.n, local.me, &off, &len);
+  uint64_t t0 = gcomp_now_ns(), t1 = t0, t2 = t0;
   /* inside the node: fp32 by the ring, or GCOMP_INTRA_CODEC by direct exchange */
   if (st == GCOMP_OK && c->intra) {
     gcomp_coll_inplace(c, buf, count);
     st = gcomp_direct_reduce_scatter(c, &local, (float *)(void *)buf, count, 0, 0x200u, c->intra);
+  } else if (st == GCOMP_OK && c->shm) {
+    st = gcomp_shm_reduce_scatter(c, c->shm, buf, count);   /* the node's shared segment */
+    c->src = NULL;   /* buf holds the input's place from here on */
   } else if (st == GCOMP_OK) {
     st = gcomp_ring_reduce_scatter(c, &local, buf, count, 0);
   }
+  t1 = gcomp_now_ns();
   if (st == GCOMP_OK && how != CROSS_DENSE) {
     /* fp32 inside the node, the codec across: each local rank compresses its own shard */
     float *shard = (float *)(void *)(buf + off * c->esize);
@@ -55,12 +60,18 @@ static int hier_run_with(gcomp_coll *c, uint8_t *buf, size_t count, int how) {
     st = ring <= rhd ? gcomp_ring_allreduce(c, &cross, shard, len, 2)
                      : gcomp_rhd_allreduce(c, &cross, shard, len, 2);
   }
+  t2 = gcomp_now_ns();
   if (st == GCOMP_OK && c->intra)
     st = gcomp_direct_allgather(c, &local, (float *)(void *)buf, count, 4, c->intra2);
+  else if (st == GCOMP_OK && c->shm)
+    st = gcomp_shm_allgather(c, c->shm, buf, count);
   else if (st == GCOMP_OK)
     st = gcomp_ring_allgather(c, &local, buf, count, 4);
   free(xr);
   if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
+  GCOMP_TRACE(GCOMP_SUB_REDUCE, "hier %zu B: in-node reduce-scatter %.2f ms, across %.2f ms, "
+              "in-node allgather %.2f ms", count * c->esize, (double)(t1 - t0) * 1e-6,
+              (double)(t2 - t1) * 1e-6, (double)(gcomp_now_ns() - t2) * 1e-6);
   return GCOMP_OK;
 }
 

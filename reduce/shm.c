@@ -218,9 +218,72 @@ static void reduce_slots(gcomp_coll *c, gcomp_shm *s, uint64_t round, size_t off
 }
 
 /* ---- the allreduce -------------------------------------------------------------------- */
-int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count) {
+/* The node's half of a hierarchical call: the vector is cut into one shard per local rank
+ * (the gcomp_chunk partition); each round moves one piece of every shard. */
+static size_t piece_elems(const gcomp_coll *c, const gcomp_shm *s) {
+  size_t p = s->slot / c->esize / (size_t)s->L;
+  return p ? p : 1;
+}
+
+static int check_usable(const gcomp_shm *s) {
   GCOMP_FAIL_IF(!s || s->broken, GCOMP_ERR_INVALID,
-                "shm allreduce: %s", s ? "the segment failed earlier" : "no segment on this node");
+                "shm: %s", s ? "the segment failed earlier" : "no segment on this node");
+  return GCOMP_OK;
+}
+
+int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count) {
+  GCOMP_CHECK(check_usable(s));
+  const size_t es = c->esize, P = piece_elems(c, s);
+  const uint8_t *in = c->src ? c->src : buf;
+  size_t off0, len0, moff, mlen;
+  gcomp_chunk(count, s->L, 0, &off0, &len0);   /* shard 0 is the longest */
+  gcomp_chunk(count, s->L, s->me, &moff, &mlen);
+  for (size_t k = 0; k * P < len0; k++) {
+    uint64_t r = s->round++;
+    uint8_t *mine = slot_at(s, r, s->me);
+    for (int j = 0; j < s->L; j++) {
+      size_t off, len;
+      gcomp_chunk(count, s->L, j, &off, &len);
+      size_t n = len > k * P ? (len - k * P < P ? len - k * P : P) : 0;
+      memcpy(mine + (size_t)j * P * es, in + (off + k * P) * es, n * es);
+      c->stats->wire_bytes += n * es;
+    }
+    publish(s, 2 * r + 1);
+    GCOMP_CHECK(wait_all(c, s, 2 * r + 1));
+    size_t n = mlen > k * P ? (mlen - k * P < P ? mlen - k * P : P) : 0;
+    uint64_t t0 = gcomp_now_ns();
+    if (n) reduce_slots(c, s, r, (size_t)s->me * P, n, buf + (moff + k * P) * es);
+    c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;
+  }
+  return GCOMP_OK;
+}
+
+int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count) {
+  GCOMP_CHECK(check_usable(s));
+  const size_t es = c->esize, P = piece_elems(c, s) * (size_t)s->L;   /* one piece per slot */
+  size_t off0, len0, moff, mlen;
+  gcomp_chunk(count, s->L, 0, &off0, &len0);
+  gcomp_chunk(count, s->L, s->me, &moff, &mlen);
+  for (size_t k = 0; k * P < len0; k++) {
+    uint64_t r = s->round++;
+    size_t n = mlen > k * P ? (mlen - k * P < P ? mlen - k * P : P) : 0;
+    memcpy(slot_at(s, r, s->me), buf + (moff + k * P) * es, n * es);
+    c->stats->wire_bytes += n * es;
+    publish(s, 2 * r + 1);
+    GCOMP_CHECK(wait_all(c, s, 2 * r + 1));
+    for (int j = 0; j < s->L; j++) {
+      if (j == s->me) continue;
+      size_t off, len;
+      gcomp_chunk(count, s->L, j, &off, &len);
+      size_t m = len > k * P ? (len - k * P < P ? len - k * P : P) : 0;
+      memcpy(buf + (off + k * P) * es, slot_at(s, r, j), m * es);
+    }
+  }
+  return GCOMP_OK;
+}
+
+int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count) {
+  GCOMP_CHECK(check_usable(s));
   GCOMP_FAIL_IF(c->t->nnodes != 1, GCOMP_ERR_INVALID, "shm allreduce: ranks span %d nodes",
                 c->t->nnodes);
   const size_t es = c->esize;
