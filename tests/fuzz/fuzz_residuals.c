@@ -10,7 +10,9 @@
 
 #include "gcomp.h"
 
-static const char *const specs[] = {"none+ef", "topk:ratio=0.01+ef", "bf16+ef", "fp16+ef+zstd"};
+/* the last one writes version-2 files (residuals and momentum velocities) */
+static const char *const specs[] = {"none+ef", "topk:ratio=0.01+ef", "bf16+ef", "fp16+ef+zstd",
+                                    "topk:ratio=0.01+ef:momentum=0.9"};
 enum { NSPECS = sizeof specs / sizeof *specs };
 static char in_path[64], out_path[64];
 

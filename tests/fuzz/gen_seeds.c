@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fuzz_specs.h"
 #include "gcomp.h"
@@ -15,7 +16,11 @@ static void put(const char *dir, const char *name, const void *a, size_t alen, c
                 size_t blen) {
   char path[4096];
   mkdir(dir, 0755);
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  int len = snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (len < 0 || (size_t)len >= sizeof path) {
+    fprintf(stderr, "gen_seeds: path too long: %s/%s\n", dir, name);
+    exit(1);
+  }
   FILE *f = fopen(path, "wb");
   if (!f) {
     perror(path);
@@ -75,25 +80,32 @@ int main(int argc, char **argv) {
     put(dir, name, specs[i], strlen(specs[i]), NULL, 0);
   }
   snprintf(dir, sizeof dir, "%s/residuals", argv[1]);
-  gcomp_codec *c;
-  if (gcomp_codec_create("none+ef", &c) == GCOMP_OK) {
+  /* one residual file per writer: version 1 (residuals) and version 2 (with velocities);
+   * the selector byte indexes fuzz_residuals.c's spec table */
+  static const struct { const char *spec, *name; uint8_t sel; } res[] = {
+      {"none+ef", "none-ef-2keys", 0}, {"topk:ratio=0.01+ef:momentum=0.9", "topk-momentum-2keys", 4}};
+  for (size_t i = 0; i < sizeof res / sizeof *res; i++) {
+    gcomp_codec *c;
+    if (gcomp_codec_create(res[i].spec, &c) != GCOMP_OK) {
+      fprintf(stderr, "gen_seeds: %s: %s\n", res[i].spec, gcomp_last_error());
+      return 1;
+    }
     uint8_t frame[4096];
     size_t len;
     gcomp_encode(c, 5, g, 100, frame, sizeof frame, &len);
     gcomp_encode(c, 9, g, 7, frame, sizeof frame, &len);
-    const char *tmp = "/tmp/gcomp-gen-seeds.res";
-    uint8_t sel = 0;
-    if (gcomp_codec_save_residuals(c, tmp) == GCOMP_OK) {
-      FILE *f = fopen(tmp, "rb");
-      uint8_t buf[65536];
-      size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
-      if (f) fclose(f);
-      remove(tmp);
-      put(dir, "none-ef-2keys", &sel, 1, buf, n);
-    } else {
-      fprintf(stderr, "residual files not implemented yet: %s\n", gcomp_last_error());
-      put(dir, "placeholder", &sel, 1, "GCOMP", 5);
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "/tmp/gcomp-gen-seeds-%ld.res", (long)getpid());
+    if (gcomp_codec_save_residuals(c, tmp) != GCOMP_OK) {
+      fprintf(stderr, "gen_seeds: saving %s residuals: %s\n", res[i].spec, gcomp_last_error());
+      return 1;
     }
+    FILE *f = fopen(tmp, "rb");
+    static uint8_t buf[65536];
+    size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f) fclose(f);
+    remove(tmp);
+    put(dir, res[i].name, &res[i].sel, 1, buf, n);
     gcomp_codec_destroy(c);
   }
   return 0;
