@@ -51,3 +51,7 @@ GCOMP_PARAM(ROOT, STR, "", "", "rendezvous address host:port (else MASTER_ADDR:M
 GCOMP_PARAM(JOB_TOKEN, STR, "", "", "secret every rank presents at the rendezvous (set by the launcher)")
 GCOMP_PARAM(CHUNK_BYTES, SIZE, "4m", "1:1099511627776",
             "large messages move in chunks of this size, pipelined (must be equal on all ranks)")
+
+/* MPI shim (libgcomp_mpi.so) */
+GCOMP_PARAM(SHIM_STRICT, BOOL, "0", "",
+            "MPI shim: abort the job when gcomp cannot start (default: warn once and pass every call to MPI)")

@@ -1,0 +1,332 @@
+/* The drop-in MPI shim: LD_PRELOAD=libgcomp_mpi.so makes an unmodified MPI program's
+ * MPI_Allreduce on MPI_COMM_WORLD run through gcomp_allreduce, over a gcomp communicator
+ * bootstrapped through MPI itself (addresses allgathered with PMPI_Allgather).
+ *
+ * The interposer is conservative: anything it does not handle (other communicators, derived
+ * datatypes, user ops, non-blocking calls) goes unchanged to PMPI, and when gcomp cannot
+ * start every call does, after one warning. Every decision that changes a route is logged
+ * under the `shim` subsystem; the counts are reported at MPI_Finalize (GCOMP_DEBUG=info).
+ *
+ * This is the only file in gcomp that includes mpi.h. It exports only MPI_* symbols: the
+ * library is linked in statically with hidden visibility, so the one .so is all a user
+ * preloads, and a program that also links libgcomp.so sees no clash. */
+#include <limits.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "gcomp_common.h"
+#include "transport.h"
+
+#define SHIM_API __attribute__((visibility("default")))
+
+/* Why a call went to PMPI instead of gcomp; counted per reason. */
+enum {
+  FALL_OFF,        /* gcomp is not running (failed to start, or after a failed call) */
+  FALL_COMM,       /* not MPI_COMM_WORLD nor congruent to it */
+  FALL_DTYPE,      /* a datatype with no gcomp equivalent (derived, unsigned, 16-bit, ...) */
+  FALL_OP,         /* an op other than MPI_SUM/MIN/MAX/PROD (user ops included) */
+  FALL_ARGS,       /* a negative count: MPI reports the error */
+  FALL_IALLREDUCE, /* MPI_Iallreduce: gcomp's calls are blocking */
+  FALL_COUNT_
+};
+static const char *const fall_names[FALL_COUNT_] = {
+    "gcomp off", "other communicator", "datatype", "op", "bad arguments", "MPI_Iallreduce"};
+
+static struct {
+  gcomp_comm *comm;      /* NULL: every call goes to PMPI */
+  MPI_Comm world;        /* the shim's own duplicate of MPI_COMM_WORLD (agreement, teardown) */
+  int rank, size;
+  int thread_multiple;   /* MPI_THREAD_MULTIPLE was granted */
+  int broken;            /* a gcomp call failed: the communicator is unusable */
+  pthread_mutex_t lock;  /* one communicator, one thread at a time */
+  uint64_t served, served_bytes;
+  uint64_t fell[FALL_COUNT_];
+} shim = {.comm = NULL, .world = MPI_COMM_NULL, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* ---- bootstrap -------------------------------------------------------------------------- */
+
+static int oob_allgather(gcomp_oob *oob, const void *mine, size_t len, void *all) {
+  MPI_Comm world = *(MPI_Comm *)oob->ctx;
+  GCOMP_FAIL_IF(len > INT_MAX, GCOMP_ERR_BOOTSTRAP, "shim: %zu-byte bootstrap record", len);
+  int rc = PMPI_Allgather(mine, (int)len, MPI_BYTE, all, (int)len, MPI_BYTE, world);
+  if (rc != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int n = 0;
+    PMPI_Error_string(rc, msg, &n);
+    GCOMP_FAIL(GCOMP_ERR_BOOTSTRAP, "shim: MPI_Allgather of the bootstrap records failed: %s", msg);
+  }
+  return GCOMP_OK;
+}
+
+static void oob_close(gcomp_oob *oob) { (void)oob; }
+
+/* Node identity: GCOMP_NODE_ID when set (emulated nodes), else the ranks MPI says share
+ * memory with this one, named by the lowest world rank among them (the same string on every
+ * rank of the node, distinct across nodes, whatever the host names say). */
+static void node_identity(char *out, size_t n) {
+  if (gcomp_param_is_set(GCOMP_P_NODE_ID) && gcomp_param_str(GCOMP_P_NODE_ID)[0]) {
+    snprintf(out, n, "%s", gcomp_param_str(GCOMP_P_NODE_ID));
+    return;
+  }
+  MPI_Comm node;
+  int lowest = -1;
+  if (PMPI_Comm_split_type(shim.world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+      MPI_SUCCESS) {
+    if (PMPI_Allreduce(&shim.rank, &lowest, 1, MPI_INT, MPI_MIN, node) != MPI_SUCCESS) lowest = -1;
+    PMPI_Comm_free(&node);
+  }
+  if (lowest >= 0) {
+    snprintf(out, n, "mpi-node-%d", lowest);
+  } else {
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    snprintf(out, n, "%s", host);
+  }
+}
+
+/* Everything that can fail identically on every rank is checked here, before any collective
+ * of gcomp's own, so the ranks agree to start or not without waiting on each other. */
+static int preflight(void) {
+  GCOMP_CHECK(gcomp_init());
+  const gcomp_param_id specs[] = {GCOMP_P_CODEC, GCOMP_P_INTRA_CODEC};
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    gcomp_codec *c = NULL;
+    int s = gcomp_codec_create(gcomp_param_str(specs[i]), &c);
+    gcomp_codec_destroy(c);
+    if (s < 0) {
+      char detail[1024];
+      snprintf(detail, sizeof detail, "%s", gcomp_last_error());
+      GCOMP_FAIL(s, "%s: %s", gcomp_param_name(specs[i]), detail);
+    }
+  }
+  return GCOMP_OK;
+}
+
+/* All ranks learn the lowest rank whose `ok` is false (size when none). */
+static int first_failure(int ok) {
+  int mine = ok ? shim.size : shim.rank, first = 0;
+  if (PMPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, shim.world) != MPI_SUCCESS) return 0;
+  return first;
+}
+
+/* GCOMP_SHIM_STRICT. A malformed GCOMP_* value resets every parameter to its default, so the
+ * text is consulted too: strict mode must hold exactly when some other value is bad. */
+static int strict_mode(void) {
+  if (gcomp_param_int(GCOMP_P_SHIM_STRICT)) return 1;
+  const char *t = gcomp_param_str(GCOMP_P_SHIM_STRICT);
+  return !strcasecmp(t, "1") || !strcasecmp(t, "true") || !strcasecmp(t, "yes") ||
+         !strcasecmp(t, "on");
+}
+
+/* One warning for the job (from the lowest failing rank): what happened and what now. */
+static void give_up(int first, const char *why) {
+  int strict = strict_mode();
+  if (shim.rank == first && strict)
+    GCOMP_WARN(GCOMP_SUB_SHIM, "rank %d: gcomp could not start: %s; GCOMP_SHIM_STRICT=1: "
+               "aborting the job", first, why);
+  else if (shim.rank == first)
+    GCOMP_WARN(GCOMP_SUB_SHIM, "rank %d: gcomp could not start: %s; every MPI_Allreduce goes "
+               "to MPI unchanged (GCOMP_SHIM_STRICT=1 aborts instead)", first, why);
+  if (strict) PMPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void shim_start(int provided) {
+  shim.thread_multiple = provided == MPI_THREAD_MULTIPLE;
+  if (PMPI_Comm_dup(MPI_COMM_WORLD, &shim.world) != MPI_SUCCESS) {
+    shim.world = MPI_COMM_NULL;
+    GCOMP_WARN(GCOMP_SUB_SHIM, "MPI_Comm_dup(MPI_COMM_WORLD) failed; every MPI_Allreduce goes to "
+               "MPI unchanged");
+    return;
+  }
+  PMPI_Comm_rank(shim.world, &shim.rank);
+  PMPI_Comm_size(shim.world, &shim.size);
+  char why[1024] = "";
+
+  int st = preflight();
+  if (st < 0) snprintf(why, sizeof why, "%s", gcomp_last_error());
+  int first = first_failure(st == GCOMP_OK);
+  if (first < shim.size) {
+    give_up(first, shim.rank == first ? why : "");
+    return;
+  }
+
+  char node[128];
+  node_identity(node, sizeof node);
+  gcomp_oob oob = {.rank = shim.rank, .size = shim.size, .allgather = oob_allgather,
+                   .close = oob_close, .ctx = &shim.world};
+  gcomp_transport *t = NULL;
+  gcomp_comm *comm = NULL;
+  st = gcomp_transport_create(&oob, node, &t);
+  if (st == GCOMP_OK) {
+    st = gcomp_comm_from_transport(t, 1, &comm);
+    if (st < 0) {
+      snprintf(why, sizeof why, "%s", gcomp_last_error());
+      gcomp_transport_destroy(t);
+    }
+  } else {
+    snprintf(why, sizeof why, "%s", gcomp_last_error());
+  }
+  first = first_failure(st == GCOMP_OK);
+  if (first < shim.size) {
+    gcomp_comm_destroy(comm);   /* the ranks that did start let go of theirs */
+    give_up(first, shim.rank == first ? why : "");
+    return;
+  }
+  shim.comm = comm;
+  GCOMP_INFO(GCOMP_SUB_SHIM, "rank %d of %d: gcomp serves MPI_Allreduce on MPI_COMM_WORLD "
+             "(node '%s', %d node(s), codec %s, intra-node codec %s)%s", shim.rank, shim.size,
+             node, gcomp_comm_nnodes(comm), gcomp_param_str(GCOMP_P_CODEC),
+             gcomp_param_str(GCOMP_P_INTRA_CODEC),
+             shim.thread_multiple ? "; MPI_THREAD_MULTIPLE: congruent communicators go to MPI" : "");
+}
+
+SHIM_API int MPI_Init(int *argc, char ***argv) {
+  int rc = PMPI_Init(argc, argv);
+  if (rc == MPI_SUCCESS) {
+    int provided = MPI_THREAD_SINGLE;
+    PMPI_Query_thread(&provided);
+    shim_start(provided);
+  }
+  return rc;
+}
+
+SHIM_API int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+  int rc = PMPI_Init_thread(argc, argv, required, provided);
+  if (rc == MPI_SUCCESS) shim_start(*provided);
+  return rc;
+}
+
+SHIM_API int MPI_Finalize(void) {
+  if (shim.world != MPI_COMM_NULL) {
+    GCOMP_INFO(GCOMP_SUB_SHIM, "rank %d: %llu MPI_Allreduce through gcomp (%llu bytes); to MPI: "
+               "%llu (gcomp off %llu, other communicator %llu, datatype %llu, op %llu, "
+               "bad arguments %llu, MPI_Iallreduce %llu)", shim.rank,
+               (unsigned long long)shim.served, (unsigned long long)shim.served_bytes,
+               (unsigned long long)(shim.fell[FALL_OFF] + shim.fell[FALL_COMM] +
+                                    shim.fell[FALL_DTYPE] + shim.fell[FALL_OP] +
+                                    shim.fell[FALL_ARGS] + shim.fell[FALL_IALLREDUCE]),
+               (unsigned long long)shim.fell[FALL_OFF], (unsigned long long)shim.fell[FALL_COMM],
+               (unsigned long long)shim.fell[FALL_DTYPE], (unsigned long long)shim.fell[FALL_OP],
+               (unsigned long long)shim.fell[FALL_ARGS],
+               (unsigned long long)shim.fell[FALL_IALLREDUCE]);
+    /* collective over the transport; writes GCOMP_STATS and GCOMP_TRACE */
+    gcomp_comm_destroy(shim.comm);
+    shim.comm = NULL;
+    PMPI_Comm_free(&shim.world);
+  }
+  return PMPI_Finalize();
+}
+
+/* ---- MPI_Allreduce ---------------------------------------------------------------------- */
+
+static int map_dtype(MPI_Datatype dt, gcomp_dtype *out) {
+  int size = 0;
+  if (dt == MPI_FLOAT) *out = GCOMP_FLOAT32;
+  else if (dt == MPI_DOUBLE) *out = GCOMP_FLOAT64;
+  else if (dt == MPI_INT || dt == MPI_INT32_T) *out = GCOMP_INT32;
+  else if (dt == MPI_LONG || dt == MPI_LONG_LONG || dt == MPI_INT64_T) *out = GCOMP_INT64;
+  else return 0;
+  /* MPI_INT and MPI_LONG are only what their C types are on this ABI */
+  PMPI_Type_size(dt, &size);
+  return size == (*out == GCOMP_INT32 || *out == GCOMP_FLOAT32 ? 4 : 8);
+}
+
+static int map_op(MPI_Op op, gcomp_op *out) {
+  if (op == MPI_SUM) *out = GCOMP_SUM;
+  else if (op == MPI_MIN) *out = GCOMP_MIN;
+  else if (op == MPI_MAX) *out = GCOMP_MAX;
+  else if (op == MPI_PROD) *out = GCOMP_PROD;
+  else return 0;
+  return 1;
+}
+
+/* MPI_COMM_WORLD itself, or a communicator with the same ranks in the same order (a dup).
+ * Under MPI_THREAD_MULTIPLE two threads may legally run collectives on world and on a dup
+ * at once; one gcomp communicator would interleave them differently on different ranks, so
+ * there only world itself is served. */
+static int is_world(MPI_Comm comm) {
+  if (comm == MPI_COMM_WORLD) return 1;
+  if (shim.thread_multiple || comm == MPI_COMM_NULL) return 0;
+  int res = MPI_UNEQUAL;
+  if (PMPI_Comm_compare(comm, MPI_COMM_WORLD, &res) != MPI_SUCCESS) return 0;
+  return res == MPI_IDENT || res == MPI_CONGRUENT;
+}
+
+/* The error-feedback key. A training loop hands the same gradient buffer (address, length,
+ * type) to MPI_Allreduce every step, so that triple names the tensor across steps; codecs
+ * with +ef then find the same residual for the same gradient each time. recvbuf, not
+ * sendbuf: in-place calls (the usual case for gradients) have only recvbuf, and an
+ * out-of-place caller's send copy may be a fresh temporary each step. Keys are local: ranks
+ * may use different addresses. */
+static uint64_t tensor_key(const void *recvbuf, int count, gcomp_dtype dt) {
+  uint64_t h = (uint64_t)(uintptr_t)recvbuf;
+  h ^= ((uint64_t)(uint32_t)count << 8) ^ (uint64_t)dt;
+  h ^= h >> 33;   /* a 64-bit finaliser: keys spread over the codec's table */
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  return h;
+}
+
+static int fall_through(int why, const void *sendbuf, void *recvbuf, int count,
+                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  __atomic_fetch_add(&shim.fell[why], 1, __ATOMIC_RELAXED);
+  return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+SHIM_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                           MPI_Op op, MPI_Comm comm) {
+  gcomp_dtype dt;
+  gcomp_op gop;
+  int why = -1;
+  /* the same answer on every rank: MPI requires matching comm, type and op */
+  if (!shim.comm) why = FALL_OFF;
+  else if (!is_world(comm)) why = FALL_COMM;
+  else if (count < 0) why = FALL_ARGS;
+  else if (!map_dtype(datatype, &dt)) why = FALL_DTYPE;
+  else if (!map_op(op, &gop)) why = FALL_OP;
+  if (why >= 0) {
+    GCOMP_TRACE(GCOMP_SUB_SHIM, "MPI_Allreduce of %d elements to MPI: %s", count, fall_names[why]);
+    return fall_through(why, sendbuf, recvbuf, count, datatype, op, comm);
+  }
+
+  const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  pthread_mutex_lock(&shim.lock);
+  int st;
+  if (shim.broken) {
+    st = gcomp_error_set(GCOMP_ERR_PEER, __FILE__, __LINE__,
+                         "shim: an earlier gcomp allreduce failed; the communicator is unusable");
+  } else {
+    st = gcomp_allreduce(shim.comm, src, recvbuf, (size_t)count, dt, gop, NULL,
+                         tensor_key(recvbuf, count, dt));
+    if (st == GCOMP_OK) {
+      shim.served++;
+      shim.served_bytes += (uint64_t)count * (dt == GCOMP_FLOAT32 || dt == GCOMP_INT32 ? 4 : 8);
+    } else {
+      shim.broken = 1;
+    }
+  }
+  pthread_mutex_unlock(&shim.lock);
+  if (st == GCOMP_OK) return MPI_SUCCESS;
+
+  /* never silent garbage: say why, then let the communicator's error handler decide
+   * (MPI_ERRORS_ARE_FATAL aborts the job, MPI_ERRORS_RETURN hands back the code) */
+  GCOMP_WARN(GCOMP_SUB_SHIM, "rank %d: MPI_Allreduce of %d elements failed in gcomp: %s: %s",
+             shim.rank, count, gcomp_strerror(st), gcomp_last_error());
+  PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+  return MPI_ERR_OTHER;
+}
+
+/* Counted so the report at MPI_Finalize shows it; gcomp's calls are blocking. */
+SHIM_API int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                            MPI_Op op, MPI_Comm comm, MPI_Request *request) {
+  __atomic_fetch_add(&shim.fell[FALL_IALLREDUCE], 1, __ATOMIC_RELAXED);
+  return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+}

@@ -1,0 +1,331 @@
+/* An ordinary MPI program (built with plain mpicc, knowing nothing of gcomp) that checks
+ * MPI_Allreduce results; the shim tests run it with and without libgcomp_mpi.so preloaded.
+ *
+ *   shim_check exact   every type the shim maps x SUM/MIN/MAX/PROD x counts 0, 1, primes,
+ *                      1 MiB, in place and not, on MPI_COMM_WORLD and on a dup of it; then
+ *                      calls the shim must pass to MPI (a split communicator, a derived type,
+ *                      an unsigned type, a user op, MPI_Iallreduce). Integer-valued data, so
+ *                      every result must be exact.
+ *   shim_check lossy   float sums of values bf16 cannot represent, 1 MiB and a prime count,
+ *                      a few steps each on the same buffers (as a training loop would): the
+ *                      results must be within bf16's error of the exact sums, and some must
+ *                      differ from them (so a lossy codec really ran).
+ *
+ * Rank 0 prints "calls: world N dup N split N dtype N op N iallreduce N" (how many calls of
+ * each kind every rank made) and "shim_check: PASS" or the failures; exit status 1 on any. */
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size, failures;
+static long n_world, n_dup, n_split, n_dtype, n_op, n_iallreduce;
+
+static void fail(const char *what, const char *type, const char *op, int count, int inplace,
+                 long i, double got, double want) {
+  if (failures++ < 10)
+    fprintf(stderr, "rank %d: %s %s %s count %d%s: [%ld] = %.17g, expected %.17g\n", rank, what,
+            type, op, count, inplace ? " in place" : "", i, got, want);
+}
+
+/* rank r's element i: small integers, so sums and products stay exact in every type */
+static long value(int op, int r, long i) {
+  if (op == 0) return (i * 7 + r * 3) % 97 - 40;   /* SUM */
+  if (op == 3) return ((i + r) % 5 == 0) ? -2 : ((i + r) % 3 == 0 ? 2 : 1);   /* PROD */
+  return (i * 31 + r * 17) % 101 - 50;   /* MIN, MAX */
+}
+
+static long expected(int op, long i) {
+  long acc = value(op, 0, i);
+  for (int r = 1; r < size; r++) {
+    long v = value(op, r, i);
+    if (op == 0) acc += v;
+    else if (op == 1) acc = v < acc ? v : acc;
+    else if (op == 2) acc = v > acc ? v : acc;
+    else acc *= v;
+  }
+  return acc;
+}
+
+typedef struct {
+  MPI_Datatype dt;
+  const char *name;
+  int bytes;
+  int kind;   /* 0 float, 1 double, 2 int32, 3 int64 */
+} type_case;
+
+static void put(const type_case *t, void *buf, long i, long v) {
+  switch (t->kind) {
+  case 0: ((float *)buf)[i] = (float)v; break;
+  case 1: ((double *)buf)[i] = (double)v; break;
+  case 2: ((int32_t *)buf)[i] = (int32_t)v; break;
+  default: ((int64_t *)buf)[i] = (int64_t)v; break;
+  }
+}
+
+static double get(const type_case *t, const void *buf, long i) {
+  switch (t->kind) {
+  case 0: return ((const float *)buf)[i];
+  case 1: return ((const double *)buf)[i];
+  case 2: return ((const int32_t *)buf)[i];
+  default: return (double)((const int64_t *)buf)[i];
+  }
+}
+
+/* One allreduce of `count` elements on comm, checked against the sum over the ranks in
+ * `ranks` (NULL: 0..size-1). */
+static void one(MPI_Comm comm, const type_case *t, int op, int count, int inplace, char *send,
+                char *recv) {
+  static const MPI_Op ops[] = {MPI_SUM, MPI_MIN, MPI_MAX, MPI_PROD};
+  static const char *const names[] = {"SUM", "MIN", "MAX", "PROD"};
+  for (long i = 0; i < count; i++) put(t, inplace ? recv : send, i, value(op, rank, i));
+  /* a canary past the end: count elements, not one more */
+  memset(recv + (size_t)count * t->bytes, 0x5a, (size_t)t->bytes);
+  int rc = MPI_Allreduce(inplace ? MPI_IN_PLACE : send, recv, count, t->dt, ops[op], comm);
+  if (rc != MPI_SUCCESS) {
+    fail("MPI_Allreduce returned an error", t->name, names[op], count, inplace, -1, rc, 0);
+    return;
+  }
+  for (long i = 0; i < count; i++) {
+    double got = get(t, recv, i), want = (double)expected(op, i);
+    if (got != want) {
+      fail("wrong result", t->name, names[op], count, inplace, i, got, want);
+      break;
+    }
+  }
+  for (int b = 0; b < t->bytes; b++)
+    if ((unsigned char)recv[(size_t)count * t->bytes + b] != 0x5a) {
+      fail("wrote past the end", t->name, names[op], count, inplace, count, 0, 0);
+      break;
+    }
+}
+
+static void pair_add(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  (void)dt;
+  const int *a = in;
+  int *b = inout;
+  for (int i = 0; i < 2 * *len; i++) b[i] += a[i];
+}
+
+static void exact(void) {
+  const type_case types[] = {
+      {MPI_FLOAT, "MPI_FLOAT", 4, 0},         {MPI_DOUBLE, "MPI_DOUBLE", 8, 1},
+      {MPI_INT, "MPI_INT", 4, 2},             {MPI_INT32_T, "MPI_INT32_T", 4, 2},
+      {MPI_LONG, "MPI_LONG", 8, 3},           {MPI_INT64_T, "MPI_INT64_T", 8, 3},
+      {MPI_LONG_LONG, "MPI_LONG_LONG", 8, 3},
+  };
+  const int counts[] = {0, 1, 2, 7, 13, 127, 1021, 65537};
+  const int big = 1 << 18;   /* 1 MiB of 4-byte elements */
+  char *send = malloc((size_t)big * 8 + 8), *recv = malloc((size_t)big * 8 + 8);
+  if (!send || !recv) MPI_Abort(MPI_COMM_WORLD, 2);
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+
+  for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+    for (int op = 0; op < 4; op++)
+      for (size_t c = 0; c < sizeof counts / sizeof *counts; c++)
+        for (int inplace = 0; inplace < 2; inplace++) {
+          one(MPI_COMM_WORLD, &types[t], op, counts[c], inplace, send, recv);
+          n_world++;
+        }
+  for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+    for (int inplace = 0; inplace < 2; inplace++) {
+      one(MPI_COMM_WORLD, &types[t], inplace ? 0 : 2, big, inplace, send, recv);
+      n_world++;
+    }
+  /* a duplicate of world is congruent: the shim serves it too */
+  for (int inplace = 0; inplace < 2; inplace++) {
+    one(dup, &types[0], 0, 1021, inplace, send, recv);
+    one(dup, &types[3], 1, big, inplace, send, recv);
+    n_dup += 2;
+  }
+
+  /* ---- calls the shim must hand to MPI unchanged ---- */
+  /* a split communicator: halves of world */
+  MPI_Comm half;
+  int color = rank % 2;
+  MPI_Comm_split(MPI_COMM_WORLD, color, rank, &half);
+  int hsize;
+  MPI_Comm_size(half, &hsize);
+  for (int inplace = 0; inplace < 2; inplace++) {
+    float *s = (float *)send, *r = (float *)recv;
+    for (int i = 0; i < 4099; i++) (inplace ? r : s)[i] = (float)(rank + i % 13);
+    MPI_Allreduce(inplace ? MPI_IN_PLACE : s, r, 4099, MPI_FLOAT, MPI_SUM, half);
+    n_split++;
+    for (int i = 0; i < 4099; i++) {
+      double want = 0;
+      for (int q = color; q < size; q += 2) want += q + i % 13;
+      if (r[i] != want) {
+        fail("split communicator", "MPI_FLOAT", "SUM", 4099, inplace, i, r[i], want);
+        break;
+      }
+    }
+  }
+  MPI_Comm_free(&half);
+
+  /* a derived type: pairs of ints (predefined ops take only predefined types: a user op) */
+  MPI_Datatype pair;
+  MPI_Type_contiguous(2, MPI_INT, &pair);
+  MPI_Type_commit(&pair);
+  MPI_Op pair_sum;
+  MPI_Op_create(pair_add, 1, &pair_sum);
+  {
+    int *s = (int *)send, *r = (int *)recv;
+    for (int i = 0; i < 2 * 1000; i++) s[i] = rank + i;
+    MPI_Allreduce(s, r, 1000, pair, pair_sum, MPI_COMM_WORLD);
+    n_dtype++;
+    for (int i = 0; i < 2 * 1000; i++) {
+      long want = (long)size * i + (long)size * (size - 1) / 2;
+      if (r[i] != want) {
+        fail("derived type", "pair", "SUM", 1000, 0, i, r[i], (double)want);
+        break;
+      }
+    }
+  }
+  MPI_Op_free(&pair_sum);
+  MPI_Type_free(&pair);
+
+  /* an unsigned type */
+  {
+    unsigned *s = (unsigned *)send, *r = (unsigned *)recv;
+    for (int i = 0; i < 333; i++) s[i] = (unsigned)(rank * 1000 + i);
+    MPI_Allreduce(s, r, 333, MPI_UNSIGNED, MPI_MAX, MPI_COMM_WORLD);
+    n_dtype++;
+    for (int i = 0; i < 333; i++)
+      if (r[i] != (unsigned)((size - 1) * 1000 + i)) {
+        fail("unsigned", "MPI_UNSIGNED", "MAX", 333, 0, i, r[i], (size - 1) * 1000 + i);
+        break;
+      }
+  }
+
+  /* MPI_BAND: a predefined op gcomp has no equivalent for */
+  {
+    int *s = (int *)send, *r = (int *)recv;
+    for (int i = 0; i < 77; i++) s[i] = ~(1 << (rank % 31));
+    MPI_Allreduce(s, r, 77, MPI_INT, MPI_BAND, MPI_COMM_WORLD);
+    n_op++;
+    int want = -1;
+    for (int q = 0; q < size; q++) want &= ~(1 << (q % 31));
+    for (int i = 0; i < 77; i++)
+      if (r[i] != want) {
+        fail("MPI_BAND", "MPI_INT", "BAND", 77, 0, i, r[i], want);
+        break;
+      }
+  }
+
+  /* MPI_Iallreduce */
+  {
+    double *s = (double *)send, *r = (double *)recv;
+    for (int i = 0; i < 513; i++) s[i] = rank + i;
+    MPI_Request req;
+    MPI_Iallreduce(s, r, 513, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    n_iallreduce++;
+    for (int i = 0; i < 513; i++) {
+      double want = (double)size * i + (double)size * (size - 1) / 2;
+      if (r[i] != want) {
+        fail("MPI_Iallreduce", "MPI_DOUBLE", "SUM", 513, 0, i, r[i], want);
+        break;
+      }
+    }
+  }
+  MPI_Comm_free(&dup);
+  free(send);
+  free(recv);
+}
+
+static void user_op_max(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  (void)dt;
+  float *a = in, *b = inout;
+  for (int i = 0; i < *len; i++) b[i] = a[i] > b[i] ? a[i] : b[i];
+}
+
+/* A user op, checked in both modes: never reaches gcomp. */
+static void user_op(void) {
+  MPI_Op op;
+  MPI_Op_create(user_op_max, 1, &op);
+  float s[31], r[31];
+  for (int i = 0; i < 31; i++) s[i] = (float)(rank * 100 + i);
+  MPI_Allreduce(s, r, 31, MPI_FLOAT, op, MPI_COMM_WORLD);
+  n_op++;
+  for (int i = 0; i < 31; i++)
+    if (r[i] != (float)((size - 1) * 100 + i)) {
+      fail("user op", "MPI_FLOAT", "user max", 31, 0, i, r[i], (size - 1) * 100 + i);
+      break;
+    }
+  MPI_Op_free(&op);
+}
+
+/* Non-integer floats in [1, 2): bf16 keeps 8 significant bits, so each rounding is off by
+ * up to 2^-8 of the value; a compressed sum rounds at most twice (each partial sum once on
+ * the way in, the reduced sum once on the way out). */
+static void lossy(void) {
+  const int counts[] = {1 << 18, 100003};
+  const int steps = 3;
+  long inexact = 0, total = 0;
+  double worst = 0;
+  for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+    int n = counts[c];
+    float *buf = malloc((size_t)n * sizeof *buf);
+    if (!buf) MPI_Abort(MPI_COMM_WORLD, 2);
+    for (int step = 0; step < steps; step++) {
+      for (int i = 0; i < n; i++) buf[i] = (float)(1.0 + 0.001 * ((i * 37 + rank * 11 + step) % 997));
+      MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      n_world++;
+      for (int i = 0; i < n; i++) {
+        double want = 0, mag = 0;
+        for (int r = 0; r < size; r++) {
+          double v = (float)(1.0 + 0.001 * ((i * 37 + r * 11 + step) % 997));
+          want += v, mag += fabs(v);
+        }
+        double err = fabs(buf[i] - want);
+        if (err / mag > worst) worst = err / mag;
+        if (err > mag * 1e-6) inexact++;
+        total++;
+        if (!(err <= mag * (3.0 / 256))) {   /* two roundings of 2^-8 each, with room */
+          fail("beyond bf16 error", "MPI_FLOAT", "SUM", n, 1, i, buf[i], want);
+          break;
+        }
+      }
+    }
+    free(buf);
+  }
+  long all_inexact = 0;
+  MPI_Reduce(&inexact, &all_inexact, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    printf("lossy: worst relative error %.3g, %ld of %ld results inexact on rank 0\n", worst,
+           inexact, total);
+    if (all_inexact == 0) {
+      fprintf(stderr, "rank 0: every result is exact: no lossy codec ran\n");
+      failures++;
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const char *mode = argc > 1 ? argv[1] : "exact";
+  if (!strcmp(mode, "exact")) {
+    exact();
+  } else if (!strcmp(mode, "lossy")) {
+    lossy();
+  } else {
+    if (rank == 0) fprintf(stderr, "usage: shim_check exact|lossy\n");
+    MPI_Finalize();
+    return 2;
+  }
+  user_op();
+  int all = 0;
+  MPI_Reduce(&failures, &all, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    printf("calls: world %ld dup %ld split %ld dtype %ld op %ld iallreduce %ld\n", n_world, n_dup,
+           n_split, n_dtype, n_op, n_iallreduce);
+    printf("shim_check: %s (%d failures)\n", all ? "FAIL" : "PASS", all);
+  }
+  MPI_Finalize();
+  return all ? 1 : 0;
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The MPI shim over real processes: mpirun, an unmodified MPI program, LD_PRELOAD.
+#   shim_test.sh exact|bf16|fallback RANKS PRELOAD SHIM_CHECK
+# exact     every mapped type/op/count on world and a dup, served by gcomp (GCOMP_STATS
+#           counts exactly those calls on every rank), the rest passed to MPI (the shim's
+#           report at MPI_Finalize counts them by reason); all results exact
+# bf16      GCOMP_CODEC=bf16 on two emulated nodes behind a 1 Gbit/s link model: the calls
+#           are served by a compressed algorithm and the sums are within bf16's error
+# fallback  a bad GCOMP_* value: one warning naming it, every call to MPI, results exact, no
+#           stats file; with GCOMP_SHIM_STRICT=1 the job stops instead
+set -u
+mode=$1 n=$2 preload=$3 prog=$4
+for v in $(compgen -e | grep -E '^(GCOMP_|OMPI_|PMI_|SLURM_)'); do unset "$v"; done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok() { echo "PASS: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# run NAME [VAR=value...] -- ARGS...: mpirun with the shim preloaded and VARs exported;
+# stdout and stderr land in $tmp/NAME.out and $tmp/NAME.err, the exit status in $rc
+run() {
+  local name=$1; shift
+  local xs=(-x "LD_PRELOAD=$preload" -x ASAN_OPTIONS=detect_leaks=0 -x GCOMP_TIMEOUT_MS=20000)
+  while [ "$1" != -- ]; do xs+=(-x "$1"); shift; done
+  shift
+  timeout 100 mpirun --allow-run-as-root --oversubscribe -n "$n" "${xs[@]}" "$@" \
+    >"$tmp/$name.out" 2>"$tmp/$name.err" </dev/null
+  rc=$?
+}
+
+show() { sed 's/^/    /' "$tmp/$1.out" "$tmp/$1.err" | head -n 40; }
+
+# passed NAME: the program's own verdict
+passed() {
+  if [ "$rc" -eq 0 ] && grep -q '^shim_check: PASS' "$tmp/$1.out"; then ok "$1: results correct"
+  else bad "$1: exit $rc"; show "$1"; fi
+}
+
+# calls NAME: sets world dup split dtype op iall from the program's "calls:" line
+calls() {
+  read -r world dup split dtype op iall < <(sed -n \
+    's/^calls: world \([0-9]*\) dup \([0-9]*\) split \([0-9]*\) dtype \([0-9]*\) op \([0-9]*\) iallreduce \([0-9]*\)$/\1 \2 \3 \4 \5 \6/p' \
+    "$tmp/$1.out")
+  [ -n "${iall:-}" ] || { bad "$1: no calls line"; world=-1 dup=-1 split=-1 dtype=-1 op=-1 iall=-1; }
+}
+
+# stats_calls RANK: the "calls" field of that rank's GCOMP_STATS file ("" when none)
+stats_calls() { sed -n 's/.*"calls": \([0-9]*\),.*/\1/p' "$tmp/stats-$1.json" 2>/dev/null; }
+
+# report NAME RANK SERVED OFF COMM DTYPE OP IALL: the shim's line at MPI_Finalize
+report() {
+  local name=$1 r=$2 served=$3 off=$4 comm=$5 dt=$6 o=$7 ia=$8
+  local want="rank $r: $served MPI_Allreduce through gcomp ([0-9]* bytes); to MPI: $((off + comm + dt + o + ia)) (gcomp off $off, other communicator $comm, datatype $dt, op $o, bad arguments 0, MPI_Iallreduce $ia)"
+  if grep -q "gcomp INFO shim .*$want" "$tmp/$name.err"; then ok "$name: rank $r's report: $served served, $((off + comm + dt + o + ia)) to MPI"
+  else bad "$name: rank $r's report does not say: $want"; grep 'INFO shim' "$tmp/$name.err" | sed 's/^/    /'; fi
+}
+
+case $mode in
+exact)
+  run exact GCOMP_STATS="$tmp/stats-%r.json" GCOMP_DEBUG=info GCOMP_DEBUG_SUBSYS=shim -- "$prog" exact
+  passed exact
+  calls exact
+  served=$((world + dup))
+  for ((r = 0; r < n; r++)); do
+    c=$(stats_calls "$r")
+    if [ "$c" = "$served" ]; then ok "exact: rank $r: gcomp served $c calls (world $world + dup $dup)"
+    else bad "exact: rank $r: GCOMP_STATS calls '${c}', expected $served (world $world + dup $dup)"; fi
+    report exact "$r" "$served" 0 "$split" "$dtype" "$op" "$iall"
+  done
+  ;;
+bf16)
+  # two emulated nodes: ranks 0..n/2-1 and n/2..n-1
+  half=$((n / 2))
+  run bf16 GCOMP_CODEC=bf16 GCOMP_ALPHA_BETA=2,5,50,0.125 GCOMP_STATS="$tmp/stats-%r.json" \
+    GCOMP_TRACE="$tmp/trace-%r.json" GCOMP_DEBUG=info GCOMP_DEBUG_SUBSYS=shim -- \
+    sh -c "GCOMP_NODE_ID=node\$((OMPI_COMM_WORLD_RANK / $half)) exec \"\$0\" \"\$@\"" "$prog" lossy
+  passed bf16
+  grep '^lossy:' "$tmp/bf16.out" | sed 's/^/    /'
+  calls bf16
+  for ((r = 0; r < n; r++)); do
+    c=$(stats_calls "$r")
+    [ "$c" = "$world" ] && ok "bf16: rank $r: gcomp served $c calls" ||
+      bad "bf16: rank $r: GCOMP_STATS calls '${c}', expected $world"
+    report bf16 "$r" "$world" 0 0 0 "$op" 0
+  done
+  if grep -q '"nodes": 2' "$tmp/stats-0.json" 2>/dev/null; then ok "bf16: two nodes"
+  else bad "bf16: not two nodes: $(cat "$tmp/stats-0.json" 2>/dev/null)"; fi
+  # every call is at least 64 KiB of floats: each must have run a compressed algorithm
+  algos=$(grep -o '"allreduce [a-z-]*"' "$tmp/trace-0.json" 2>/dev/null | sort | uniq -c | tr -s ' ')
+  plain=$(grep -o '"allreduce [a-z-]*"' "$tmp/trace-0.json" 2>/dev/null | grep -cvE 'direct|sparse')
+  if [ -n "$algos" ] && [ "$plain" -eq 0 ]; then ok "bf16: algorithms:$(echo $algos)"
+  else bad "bf16: uncompressed algorithms ran:$(echo $algos)"; fi
+  ;;
+fallback)
+  # a malformed codec spec (the parameters themselves are fine: GCOMP_DEBUG=info holds)
+  run spec GCOMP_CODEC=bf17 GCOMP_STATS="$tmp/stats-%r.json" GCOMP_DEBUG=info GCOMP_DEBUG_SUBSYS=shim,init -- "$prog" exact
+  passed spec
+  calls spec
+  w=$(grep -c 'gcomp WARN shim .*gcomp could not start: .*GCOMP_CODEC.*bf17.*goes to MPI unchanged' "$tmp/spec.err")
+  [ "$w" -eq 1 ] && ok "spec: one warning: $(grep -o 'gcomp could not start.*' "$tmp/spec.err")" ||
+    { bad "spec: $w warnings naming GCOMP_CODEC, expected 1"; show spec; }
+  ls "$tmp"/stats-*.json >/dev/null 2>&1 && bad "spec: gcomp wrote stats: it ran" || ok "spec: no gcomp communicator"
+  for ((r = 0; r < n; r++)); do
+    report spec "$r" 0 $((world + dup + split + dtype + op)) 0 0 0 "$iall"
+  done
+
+  # a malformed parameter: gcomp_init fails on every rank
+  run param GCOMP_TIMEOUT_MS=soon GCOMP_STATS="$tmp/stats-%r.json" -- "$prog" exact
+  passed param
+  w=$(grep -c 'gcomp WARN shim .*gcomp could not start: .*GCOMP_TIMEOUT_MS.*soon.*goes to MPI unchanged' "$tmp/param.err")
+  [ "$w" -eq 1 ] && ok "param: one warning from the shim" || { bad "param: $w shim warnings, expected 1"; show param; }
+  ls "$tmp"/stats-*.json >/dev/null 2>&1 && bad "param: gcomp wrote stats: it ran" || ok "param: no gcomp communicator"
+
+  # strict mode: the job stops, saying why
+  run strict GCOMP_CODEC=bf17 GCOMP_SHIM_STRICT=1 -- "$prog" exact
+  if [ "$rc" -ne 0 ] && grep -q 'gcomp could not start: .*bf17.*GCOMP_SHIM_STRICT=1: aborting' "$tmp/strict.err" &&
+     ! grep -q '^shim_check:' "$tmp/strict.out"; then ok "strict: the job stopped (exit $rc)"
+  else bad "strict: exit $rc"; show strict; fi
+  ;;
+*)
+  echo "usage: shim_test.sh exact|bf16|fallback RANKS PRELOAD SHIM_CHECK" >&2
+  exit 2
+  ;;
+esac
+
+[ "$fails" -eq 0 ] && echo "shim_test $mode: all passed" || echo "shim_test $mode: $fails failed"
+[ "$fails" -eq 0 ]
