@@ -41,8 +41,9 @@ enum { CTL_BYTES = 64, NAME_BYTES = 64, ONE_SHOT_MAX = 8192 };
 
 typedef struct {
   _Atomic uint64_t flag;
+  uint64_t pidns;   /* inode of the rank's pid namespace: its pid means nothing elsewhere */
   int32_t pid;
-  char pad[CTL_BYTES - 12];
+  char pad[CTL_BYTES - 20];
 } shm_ctl;
 
 struct gcomp_shm {
@@ -161,6 +162,8 @@ int gcomp_shm_create(gcomp_transport *t, size_t slot_bytes, gcomp_shm **out) {
     return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
   }
   /* the file was zero-filled: every flag starts at 0 (round 0 published) */
+  struct stat ns;
+  s->ctl[s->me].pidns = stat("/proc/self/ns/pid", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
   s->ctl[s->me].pid = (int32_t)getpid();
   s->round = 1;
   *out = s;
@@ -186,8 +189,11 @@ static int wait_all(gcomp_coll *c, gcomp_shm *s, uint64_t v) {
       uint64_t now = gcomp_now_ns();
       if (now - last_check < 1000000u) continue;
       last_check = now;
+      /* a dead rank is noticed by its pid, when it lives in our pid namespace (ranks in
+       * separate containers that share /dev/shm only time out) */
       int32_t pid = s->ctl[i].pid;
-      if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+      uint64_t ns = s->ctl[s->me].pidns;
+      if (pid > 0 && ns && s->ctl[i].pidns == ns && kill(pid, 0) != 0 && errno == ESRCH) {
         s->broken = 1;
         GCOMP_FAIL_IF(1, GCOMP_ERR_PEER, "shm allreduce: local rank %d (rank %d, pid %d) died",
                       i, c->t->local_ranks[i], (int)pid);
