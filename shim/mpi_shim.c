@@ -84,9 +84,8 @@ static void node_identity(char *out, size_t n) {
   if (lowest >= 0) {
     snprintf(out, n, "mpi-node-%d", lowest);
   } else {
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
-    snprintf(out, n, "%s", host);
+    memset(out, 0, n);
+    gethostname(out, n - 1);
   }
 }
 
