@@ -65,6 +65,8 @@ static uint8_t *slot_at(const gcomp_shm *s, uint64_t round, int rank) {
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 /* ---- setup ---------------------------------------------------------------------------- */
+/* Maps the segment and signs this rank's control line (before the setup messages that
+ * follow, which order these stores before anyone reads them). */
 static int map_segment(gcomp_shm *s, int fd) {
   void *p = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   GCOMP_FAIL_IF(p == MAP_FAILED, GCOMP_ERR_NOMEM, "shm: mmap of %zu bytes: %s", s->map_bytes,
@@ -72,6 +74,9 @@ static int map_segment(gcomp_shm *s, int fd) {
   s->base = p;
   s->ctl = (shm_ctl *)(void *)s->base;
   s->data = s->base + round_up((size_t)s->L * CTL_BYTES, 4096);
+  struct stat ns;
+  s->ctl[s->me].pidns = stat("/proc/self/ns/pid", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
+  s->ctl[s->me].pid = (int32_t)getpid();
   return GCOMP_OK;
 }
 
@@ -162,9 +167,6 @@ int gcomp_shm_create(gcomp_transport *t, size_t slot_bytes, gcomp_shm **out) {
     return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
   }
   /* the file was zero-filled: every flag starts at 0 (round 0 published) */
-  struct stat ns;
-  s->ctl[s->me].pidns = stat("/proc/self/ns/pid", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
-  s->ctl[s->me].pid = (int32_t)getpid();
   s->round = 1;
   *out = s;
   return GCOMP_OK;
