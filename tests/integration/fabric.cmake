@@ -31,6 +31,17 @@ foreach(n 2 3 4)
     ${GCOMP_FABRIC_RUN} -n ${n} --nodes 2 --tag-output -- ${GCOMP_FABRIC_P2P} p2p ${GCOMP_FABRIC_MAX})
 endforeach()
 
+# tcp chunks go eagerly (the transport raises rxm's eager limit to the chunk size), unless
+# the user set the limit; either way messages still arrive whole
+gcomp_fabric_test(integration.fabric.eager.default 60
+  ${GCOMP_FABRIC_RUN} -n 2 --nodes 2 --netns off --tag-output -- ${GCOMP_FABRIC_P2P} eager 1048576)
+set_tests_properties(integration.fabric.eager.default PROPERTIES ENVIRONMENT
+  "GCOMP_TIMEOUT_MS=20000;GCOMP_CHUNK_BYTES=1m")
+gcomp_fabric_test(integration.fabric.eager.user 60
+  ${GCOMP_FABRIC_RUN} -n 2 --nodes 2 --netns off --tag-output -- ${GCOMP_FABRIC_P2P} eager 20000)
+set_tests_properties(integration.fabric.eager.user PROPERTIES ENVIRONMENT
+  "GCOMP_TIMEOUT_MS=20000;FI_OFI_RXM_EAGER_LIMIT=20000")
+
 gcomp_fabric_test(integration.fabric.boot 120
   bash ${CMAKE_CURRENT_LIST_DIR}/fabric_boot.sh ${GCOMP_FABRIC_P2P})
 

@@ -288,7 +288,7 @@ static int mode_netns(gcomp_transport *t, size_t len) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
-    fprintf(stderr, "usage: fabric_p2p p2p [MAX] | boot | kill VICTIM | netns BYTES\n");
+    fprintf(stderr, "usage: fabric_p2p p2p [MAX] | boot | kill VICTIM | netns BYTES | eager LIMIT\n");
     return 2;
   }
   gcomp_transport *t = NULL;
@@ -314,6 +314,15 @@ int main(int argc, char **argv) {
     rc = mode_kill(t, atoi(argv[2]), SIGSTOP);
   } else if (strcmp(argv[1], "netns") == 0 && argc > 2) {
     rc = mode_netns(t, (size_t)strtoull(argv[2], NULL, 0));
+  } else if (strcmp(argv[1], "eager") == 0 && argc > 2) {
+    /* over tcp;ofi_rxm the transport sends chunks eagerly: FI_OFI_RXM_EAGER_LIMIT is the
+     * chunk size, unless the user had set it (argv[2]: the value expected) */
+    const char *v = getenv("FI_OFI_RXM_EAGER_LIMIT");
+    printf("fabric_p2p: rank %d: FI_OFI_RXM_EAGER_LIMIT=%s\n", me, v ? v : "(unset)");
+    rc = 0;
+    EXPECT(v && strcmp(v, argv[2]) == 0, "FI_OFI_RXM_EAGER_LIMIT is %s, expected %s", v ? v : "unset",
+           argv[2]);
+    if (rc == 0) rc = mode_p2p(t, (size_t)16 << 20, 0);
   }
   gcomp_transport_destroy(t);
   return rc;
