@@ -28,7 +28,7 @@ GCOMP_PARAM(ALGO, STR, "auto", "", "allreduce algorithm: auto (cost model) or a 
 GCOMP_PARAM(SEGMENT_BYTES, SIZE, "16m", "4096:1099511627776",
             "pipeline segment of the ring and pairwise steps (each one message; shm copies whole messages best)")
 GCOMP_PARAM(SHM_BYTES, SIZE, "256k", "0:1099511627776",
-            "single-node calls: bytes per rank and round of the shared-memory allreduce (0: no segment)")
+            "bytes per rank and round of the node's shared segment: the shm algorithm and hier's in-node halves (0: no segment)")
 GCOMP_PARAM(ALPHA_BETA, STR, "", "",
             "skip calibration: 'intra_alpha_us,intra_GBps,inter_alpha_us,inter_GBps'")
 
@@ -50,7 +50,7 @@ GCOMP_PARAM(LOCAL_RANK, INT, "-1", "-1:1048576", "rank within the node (else der
 GCOMP_PARAM(ROOT, STR, "", "", "rendezvous address host:port (else MASTER_ADDR:MASTER_PORT)")
 GCOMP_PARAM(JOB_TOKEN, STR, "", "", "secret every rank presents at the rendezvous (set by the launcher)")
 GCOMP_PARAM(CHUNK_BYTES, SIZE, "4m", "1:1099511627776",
-            "large messages move in chunks of this size, pipelined (must be equal on all ranks)")
+            "large messages move in chunks of this size, pipelined (equal on all ranks); tcp;ofi_rxm sends them eagerly")
 
 /* MPI shim (libgcomp_mpi.so) */
 GCOMP_PARAM(SHIM_STRICT, BOOL, "0", "",
