@@ -432,13 +432,15 @@ static void write_stats(const gcomp_comm *comm) {
           "\"bytes\": %llu, \"wire_bytes\": %llu, \"total_s\": %.6f, \"wait_s\": %.6f, "
           "\"reduce_s\": %.6f, \"encode_s\": %.6f, \"decode_s\": %.6f, \"nonfinite\": %llu,\n"
           " \"model\": {\"intra_alpha_us\": %.3f, \"intra_GBps\": %.3f, \"inter_alpha_us\": %.3f, "
-          "\"inter_GBps\": %.3f, \"reduce_GBps\": %.3f}}\n",
+          "\"inter_GBps\": %.3f, \"reduce_GBps\": %.3f, \"shm_alpha_us\": %.3f, \"shm_GBps\": %.3f}}\n",
           comm->t->rank, comm->t->size, comm->t->node, comm->t->nnodes,
           (unsigned long long)s->calls, (unsigned long long)s->bytes,
           (unsigned long long)s->wire_bytes, s->total_s, s->wait_s, s->reduce_s, s->encode_s,
           s->decode_s, (unsigned long long)s->nonfinite, comm->model.intra.alpha_s * 1e6,
           1e-9 / comm->model.intra.beta_spb, comm->model.inter.alpha_s * 1e6,
-          1e-9 / comm->model.inter.beta_spb, 1e-9 / comm->model.gamma_spb);
+          1e-9 / comm->model.inter.beta_spb, 1e-9 / comm->model.gamma_spb,
+          comm->model.shm_alpha > 0 ? comm->model.shm_alpha * 1e6 : 0,
+          comm->model.shm_alpha > 0 && comm->model.shm_spb > 0 ? 1e-9 / comm->model.shm_spb : 0);
   fclose(f);
 }
 

@@ -54,6 +54,16 @@ double gcomp_cost_sparse(int n, double m, gcomp_link l, const gcomp_plan_in *in)
 /* flat algorithms run at the pace of the slowest link they cross */
 static gcomp_link flat_link(const gcomp_plan_in *in) { return in->nnodes > 1 ? in->inter : in->intra; }
 
+/* ... and when every rank of a node crosses it at once (recursive doubling's cross-node
+ * steps, direct's and sparse's all-to-all), the node's link is shared local ways. The ring
+ * (one edge per node crosses) and halving/doubling (whose cross-node steps carry 1/local of
+ * the vector per rank) need no such correction. */
+static gcomp_link shared_link(const gcomp_plan_in *in) {
+  gcomp_link l = flat_link(in);
+  if (in->nnodes > 1 && in->local > 1) l.beta_spb *= in->local;
+  return l;
+}
+
 static gcomp_group world_group(const gcomp_coll *c) {
   return (gcomp_group){c->world, c->t->size, c->t->rank};
 }
@@ -79,7 +89,7 @@ static int rd_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   return gcomp_rd_allreduce(c, &g, buf, count, 0);
 }
 static double rd_cost(const gcomp_plan_in *in) {
-  return gcomp_cost_rd(in->n, (double)in->bytes, flat_link(in), in->gamma_spb);
+  return gcomp_cost_rd(in->n, (double)in->bytes, shared_link(in), in->gamma_spb);
 }
 
 static int direct_run(gcomp_coll *c, uint8_t *buf, size_t count) {
@@ -89,7 +99,7 @@ static int direct_run(gcomp_coll *c, uint8_t *buf, size_t count) {
 }
 static double direct_cost(const gcomp_plan_in *in) {
   if (in->ratio <= 0) return -1;
-  return gcomp_cost_direct(in->n, (double)in->bytes, flat_link(in), in);
+  return gcomp_cost_direct(in->n, (double)in->bytes, shared_link(in), in);
 }
 
 static int sparse_run(gcomp_coll *c, uint8_t *buf, size_t count) {
@@ -99,7 +109,7 @@ static int sparse_run(gcomp_coll *c, uint8_t *buf, size_t count) {
 }
 static double sparse_cost(const gcomp_plan_in *in) {
   if (in->ratio <= 0 || !in->sparse) return -1;
-  return gcomp_cost_sparse(in->n, (double)in->bytes, flat_link(in), in);
+  return gcomp_cost_sparse(in->n, (double)in->bytes, shared_link(in), in);
 }
 
 static int shm_run(gcomp_coll *c, uint8_t *buf, size_t count) {
