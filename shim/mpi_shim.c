@@ -178,6 +178,14 @@ static void shim_start(int provided) {
     return;
   }
   shim.comm = comm;
+  /* a codec asked for that cannot apply is worth saying once: on one node only the
+   * intra-node codec runs */
+  if (shim.rank == 0 && gcomp_comm_nnodes(comm) == 1 &&
+      strcmp(gcomp_param_str(GCOMP_P_CODEC), "none") != 0 &&
+      strcmp(gcomp_param_str(GCOMP_P_INTRA_CODEC), "none") == 0)
+    GCOMP_WARN(GCOMP_SUB_SHIM, "GCOMP_CODEC=%s applies between nodes and this job runs on one: "
+               "it compresses nothing here (GCOMP_INTRA_CODEC is the codec inside a node)",
+               gcomp_param_str(GCOMP_P_CODEC));
   GCOMP_INFO(GCOMP_SUB_SHIM, "rank %d of %d: gcomp serves MPI_Allreduce on MPI_COMM_WORLD "
              "(node '%s', %d node(s), codec %s, intra-node codec %s)%s", shim.rank, shim.size,
              node, gcomp_comm_nnodes(comm), gcomp_param_str(GCOMP_P_CODEC),

@@ -6,6 +6,7 @@
  *                      calls the shim must pass to MPI (a split communicator, a derived type,
  *                      an unsigned type, a user op, MPI_Iallreduce). Integer-valued data, so
  *                      every result must be exact.
+ *   shim_check exact multiple   the same after MPI_Init_thread(MPI_THREAD_MULTIPLE)
  *   shim_check lossy   float sums of values bf16 cannot represent, 1 MiB and a prime count,
  *                      a few steps each on the same buffers (as a training loop would): the
  *                      results must be within bf16's error of the exact sums, and some must
@@ -305,7 +306,14 @@ static void lossy(void) {
 }
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
+  if (argc > 2 && !strcmp(argv[2], "multiple")) {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) printf("thread level: %s\n", provided == MPI_THREAD_MULTIPLE ? "multiple" : "less");
+  } else {
+    MPI_Init(&argc, &argv);
+  }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char *mode = argc > 1 ? argv[1] : "exact";
@@ -314,7 +322,7 @@ int main(int argc, char **argv) {
   } else if (!strcmp(mode, "lossy")) {
     lossy();
   } else {
-    if (rank == 0) fprintf(stderr, "usage: shim_check exact|lossy\n");
+    if (rank == 0) fprintf(stderr, "usage: shim_check exact [multiple] | lossy\n");
     MPI_Finalize();
     return 2;
   }

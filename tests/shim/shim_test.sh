@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The MPI shim over real processes: mpirun, an unmodified MPI program, LD_PRELOAD.
-#   shim_test.sh exact|bf16|fallback RANKS PRELOAD SHIM_CHECK
+#   shim_test.sh exact|thread|bf16|fallback RANKS PRELOAD SHIM_CHECK
 # exact     every mapped type/op/count on world and a dup, served by gcomp (GCOMP_STATS
 #           counts exactly those calls on every rank), the rest passed to MPI (the shim's
 #           report at MPI_Finalize counts them by reason); all results exact
+# thread    the same after MPI_Init_thread(MPI_THREAD_MULTIPLE): only world itself is
+#           served (two threads may run collectives on world and a dup at once)
 # bf16      GCOMP_CODEC=bf16 on two emulated nodes behind a 1 Gbit/s link model: the calls
 #           are served by a compressed algorithm and the sums are within bf16's error
 # fallback  a bad GCOMP_* value: one warning naming it, every call to MPI, results exact, no
@@ -69,6 +71,22 @@ exact)
     report exact "$r" "$served" 0 "$split" "$dtype" "$op" "$iall"
   done
   ;;
+thread)
+  # MPI_THREAD_MULTIPLE: world is served, its dup goes to MPI with the split communicator
+  run thread GCOMP_STATS="$tmp/stats-%r.json" GCOMP_DEBUG=info GCOMP_DEBUG_SUBSYS=shim -- "$prog" exact multiple
+  passed thread
+  calls thread
+  if grep -q '^thread level: multiple' "$tmp/thread.out"; then
+    for ((r = 0; r < n; r++)); do
+      c=$(stats_calls "$r")
+      [ "$c" = "$world" ] && ok "thread: rank $r: gcomp served $c calls (world only)" ||
+        bad "thread: rank $r: GCOMP_STATS calls '${c}', expected $world (world only)"
+      report thread "$r" "$world" 0 $((split + dup)) "$dtype" "$op" "$iall"
+    done
+  else
+    echo "MPI_THREAD_MULTIPLE not granted: the dup is served as usual"
+  fi
+  ;;
 bf16)
   # two emulated nodes: ranks 0..n/2-1 and n/2..n-1
   half=$((n / 2))
@@ -119,7 +137,7 @@ fallback)
   else bad "strict: exit $rc"; show strict; fi
   ;;
 *)
-  echo "usage: shim_test.sh exact|bf16|fallback RANKS PRELOAD SHIM_CHECK" >&2
+  echo "usage: shim_test.sh exact|thread|bf16|fallback RANKS PRELOAD SHIM_CHECK" >&2
   exit 2
   ;;
 esac
