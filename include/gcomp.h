@@ -250,6 +250,25 @@ GCOMP_API int gcomp_comm_destroy(gcomp_comm *comm);
 GCOMP_API int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                               gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key);
 
+/* Non-blocking allreduce: the same call as gcomp_allreduce, started and returned at once.
+ * The call runs on the communicator's progress thread (started on the first non-blocking
+ * call; it sleeps when there is nothing to do), so the caller can compute meanwhile; sendbuf
+ * and recvbuf must stay untouched until the request completes. Calls on one communicator,
+ * blocking or not, run one at a time in the order they were issued (a blocking call issued
+ * after non-blocking ones waits for them). Argument errors are returned at once; errors of
+ * the call itself come from gcomp_request_wait / gcomp_request_test, with gcomp_last_error()
+ * set in the waiting thread. Every request must be completed by wait or test (which free it)
+ * before the communicator is destroyed. */
+typedef struct gcomp_request gcomp_request;
+GCOMP_API int gcomp_iallreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                               gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key,
+                               gcomp_request **req);
+/* Waits for req and frees it; returns the call's status. */
+GCOMP_API int gcomp_request_wait(gcomp_request *req);
+/* *done = 0: still running (req stays valid); *done = 1: finished, req freed, the call's
+ * status returned. */
+GCOMP_API int gcomp_request_test(gcomp_request *req, int *done);
+
 /* Where the time of this communicator's collectives went, summed since creation. */
 typedef struct {
   uint64_t calls;

@@ -1,6 +1,7 @@
 /* Communicators and gcomp_allreduce: argument checks, working types, the planner's choice,
  * and one place where a call's phases begin and end (for stats). */
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,27 @@ struct gcomp_comm {
   size_t ntrace, trace_cap;
   uint64_t born_ns;
   gcomp_shm *shm;              /* the node's shared segment (NULL: alone on the node, or none) */
+  /* non-blocking calls: a FIFO served by one progress thread, started on first use */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;           /* queue changed, or a request finished */
+  struct gcomp_request *head, *tail;
+  int thread_on, stopping;
+  pthread_t thread;
+};
+
+/* One queued call and, once it ran, its outcome. */
+struct gcomp_request {
+  gcomp_comm *comm;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count;
+  gcomp_dtype dtype;
+  gcomp_op op;
+  gcomp_codec *codec;
+  uint64_t key;
+  struct gcomp_request *next;
+  int done, status;
+  char error[1024];            /* gcomp_last_error() of the progress thread on failure */
 };
 
 /* One allreduce as the trace shows it: when, how big, which algorithm, and its phases. */
@@ -224,6 +246,8 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
   GCOMP_FAIL_IF(!comm, GCOMP_ERR_NOMEM, "allocating a communicator");
   comm->t = t;
   comm->born_ns = gcomp_now_ns();
+  pthread_mutex_init(&comm->mu, NULL);
+  pthread_cond_init(&comm->cv, NULL);
   comm->seg_bytes = (size_t)gcomp_param_int(GCOMP_P_SEGMENT_BYTES);
   comm->world = malloc((size_t)t->size * sizeof *comm->world);
   int st = comm->world ? GCOMP_OK : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "world");
@@ -286,8 +310,11 @@ int gcomp_comm_init_env(gcomp_comm **out) {
   return st;
 }
 
+static void stop_progress(gcomp_comm *comm);
+
 int gcomp_comm_destroy(gcomp_comm *comm) {
   if (!comm) return GCOMP_OK;
+  stop_progress(comm);
   write_stats(comm);
   write_trace(comm);
   free(comm->trace);
@@ -299,6 +326,8 @@ int gcomp_comm_destroy(gcomp_comm *comm) {
   free(comm->world);
   free(comm->tmp);
   free(comm->work);
+  pthread_mutex_destroy(&comm->mu);
+  pthread_cond_destroy(&comm->cv);
   free(comm);
   return GCOMP_OK;
 }
@@ -483,17 +512,21 @@ static void finish_avg(void *buf, size_t count, gcomp_dtype wt, int n) {
   }
 }
 
-int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                    gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key) {
-  GCOMP_FAIL_IF(!comm, GCOMP_ERR_INVALID, "gcomp_allreduce: comm is NULL");
-  size_t es = dtype_size(dtype);
-  GCOMP_FAIL_IF(!es, GCOMP_ERR_INVALID, "gcomp_allreduce: unknown dtype %d", (int)dtype);
-  GCOMP_FAIL_IF((unsigned)op > GCOMP_PROD, GCOMP_ERR_INVALID, "gcomp_allreduce: unknown op %d",
-                (int)op);
+static int check_args(const char *fn, const gcomp_comm *comm, const void *sendbuf,
+                      const void *recvbuf, size_t count, gcomp_dtype dtype, gcomp_op op) {
+  GCOMP_FAIL_IF(!comm, GCOMP_ERR_INVALID, "%s: comm is NULL", fn);
+  GCOMP_FAIL_IF(!dtype_size(dtype), GCOMP_ERR_INVALID, "%s: unknown dtype %d", fn, (int)dtype);
+  GCOMP_FAIL_IF((unsigned)op > GCOMP_PROD, GCOMP_ERR_INVALID, "%s: unknown op %d", fn, (int)op);
   GCOMP_FAIL_IF(count && (!sendbuf || !recvbuf), GCOMP_ERR_INVALID,
-                "gcomp_allreduce: NULL buffer for %zu elements", count);
-  GCOMP_FAIL_IF(count > SIZE_MAX / 8, GCOMP_ERR_INVALID, "gcomp_allreduce: count %zu too large",
-                count);
+                "%s: NULL buffer for %zu elements", fn, count);
+  GCOMP_FAIL_IF(count > SIZE_MAX / 8, GCOMP_ERR_INVALID, "%s: count %zu too large", fn, count);
+  return GCOMP_OK;
+}
+
+/* The call itself, on whichever thread runs it (the caller's, or the progress thread). */
+static int allreduce_now(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                         gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key) {
+  size_t es = dtype_size(dtype);
   /* codec per link level: on one node every link is intra-node */
   if (!codec) codec = comm->t->nnodes == 1 ? comm->intra_codec : comm->default_codec;
   uint64_t t0 = gcomp_now_ns();
@@ -585,4 +618,113 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
   comm->stats.total_s += (double)(t1 - t0) * 1e-9;
   if (tracing) record(comm, t0, t1, count * es, algo->name, &before);
   return GCOMP_OK;
+}
+
+/* ---- non-blocking calls --------------------------------------------------------------- */
+static void *progress_main(void *arg) {
+  gcomp_comm *comm = arg;
+  pthread_mutex_lock(&comm->mu);
+  for (;;) {
+    while (!comm->head && !comm->stopping) pthread_cond_wait(&comm->cv, &comm->mu);
+    if (!comm->head) break;   /* stopping, and nothing left to run */
+    gcomp_request *r = comm->head;
+    pthread_mutex_unlock(&comm->mu);
+    int st = allreduce_now(comm, r->sendbuf, r->recvbuf, r->count, r->dtype, r->op, r->codec, r->key);
+    pthread_mutex_lock(&comm->mu);
+    r->status = st;
+    if (st < 0) snprintf(r->error, sizeof r->error, "%s", gcomp_last_error());
+    comm->head = r->next;
+    if (!comm->head) comm->tail = NULL;
+    r->done = 1;
+    pthread_cond_broadcast(&comm->cv);
+  }
+  pthread_mutex_unlock(&comm->mu);
+  return NULL;
+}
+
+/* Runs what is queued, then ends the thread (requests nobody waited for are left to the
+ * caller, who must not have any: see gcomp.h). */
+static void stop_progress(gcomp_comm *comm) {
+  pthread_mutex_lock(&comm->mu);
+  int on = comm->thread_on;
+  comm->stopping = 1;
+  pthread_cond_broadcast(&comm->cv);
+  pthread_mutex_unlock(&comm->mu);
+  if (on) pthread_join(comm->thread, NULL);
+  comm->thread_on = 0;
+}
+
+static int enqueue(gcomp_comm *comm, gcomp_request *r) {
+  pthread_mutex_lock(&comm->mu);
+  if (!comm->thread_on) {
+    int rc = pthread_create(&comm->thread, NULL, progress_main, comm);
+    if (rc) {
+      pthread_mutex_unlock(&comm->mu);
+      GCOMP_FAIL(GCOMP_ERR_NOMEM, "gcomp_iallreduce: cannot start the progress thread: %s",
+                 strerror(rc));
+    }
+    comm->thread_on = 1;
+  }
+  if (comm->tail) comm->tail->next = r;
+  else comm->head = r;
+  comm->tail = r;
+  pthread_cond_broadcast(&comm->cv);
+  pthread_mutex_unlock(&comm->mu);
+  return GCOMP_OK;
+}
+
+int gcomp_iallreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                     gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key,
+                     gcomp_request **req) {
+  GCOMP_FAIL_IF(!req, GCOMP_ERR_INVALID, "gcomp_iallreduce: req is NULL");
+  *req = NULL;
+  GCOMP_CHECK(check_args("gcomp_iallreduce", comm, sendbuf, recvbuf, count, dtype, op));
+  gcomp_request *r = calloc(1, sizeof *r);
+  GCOMP_FAIL_IF(!r, GCOMP_ERR_NOMEM, "gcomp_iallreduce: request");
+  *r = (gcomp_request){.comm = comm, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+                       .dtype = dtype, .op = op, .codec = codec, .key = key};
+  int st = enqueue(comm, r);
+  if (st < 0) {
+    free(r);
+    return st;
+  }
+  *req = r;
+  return GCOMP_OK;
+}
+
+static int finish(gcomp_request *r) {
+  int st = r->status;
+  if (st < 0) gcomp_error_restore(st, r->error);
+  free(r);
+  return st;
+}
+
+int gcomp_request_wait(gcomp_request *req) {
+  GCOMP_FAIL_IF(!req, GCOMP_ERR_INVALID, "gcomp_request_wait: req is NULL");
+  gcomp_comm *comm = req->comm;
+  pthread_mutex_lock(&comm->mu);
+  while (!req->done) pthread_cond_wait(&comm->cv, &comm->mu);
+  pthread_mutex_unlock(&comm->mu);
+  return finish(req);
+}
+
+int gcomp_request_test(gcomp_request *req, int *done) {
+  GCOMP_FAIL_IF(!req || !done, GCOMP_ERR_INVALID, "gcomp_request_test: NULL argument");
+  gcomp_comm *comm = req->comm;
+  pthread_mutex_lock(&comm->mu);
+  *done = req->done;
+  pthread_mutex_unlock(&comm->mu);
+  return *done ? finish(req) : GCOMP_OK;
+}
+
+int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                    gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key) {
+  GCOMP_CHECK(check_args("gcomp_allreduce", comm, sendbuf, recvbuf, count, dtype, op));
+  /* once a progress thread serves this communicator, every call goes through its queue:
+   * calls keep their order and the transport keeps one user */
+  if (!comm->thread_on)   /* written only by the user's thread, like this read */
+    return allreduce_now(comm, sendbuf, recvbuf, count, dtype, op, codec, key);
+  gcomp_request *r;
+  GCOMP_CHECK(gcomp_iallreduce(comm, sendbuf, recvbuf, count, dtype, op, codec, key, &r));
+  return gcomp_request_wait(r);
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef GCOMP_BENCH_MPI
@@ -24,6 +25,7 @@ typedef struct {
   int json, check, mpi;
   const char *codecs[8];   /* --codec, repeatable; none: one uncompressed table */
   int ncodecs;
+  double overlap_ms;       /* --overlap-ms: a step of that much device compute per call */
 } ar_opts;
 
 static double now_s(void) { return (double)gcomp_now_ns() * 1e-9; }
@@ -261,6 +263,66 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
   return status;
 }
 
+/* --overlap-ms T: one training step is T ms of compute on an accelerator (the CPU sleeps,
+ * as it does while a GPU works) and one allreduce of the gradients. Blocking: compute, then
+ * gcomp_allreduce. Overlapped: gcomp_iallreduce, compute, gcomp_request_wait (the previous
+ * step's gradients travel while this step computes, as DDP's bucketed backward does). */
+static void device_compute(double ms) {
+  struct timespec ts = {(time_t)(ms / 1e3), (long)(fmod(ms, 1e3) * 1e6)};
+  while (nanosleep(&ts, &ts) != 0) {}
+}
+
+static int run_overlap(gcomp_comm *comm, const ar_opts *o) {
+  int rank = gcomp_comm_rank(comm);
+  float *buf = malloc(o->maxb);
+  if (!buf) return gcomp_error_restore(GCOMP_ERR_NOMEM, "overlap buffer");
+  memset(buf, 0, o->maxb);
+  if (rank == 0 && !o->json)
+    printf("# gcomp-bench allreduce --overlap-ms %g: %d ranks, %d iters x %d rounds (median)\n"
+           "#       size  allreduce (ms)  compute (ms)  blocking step (ms)  overlapped step (ms)"
+           "  hidden\n", o->overlap_ms, gcomp_comm_size(comm), o->iters, o->rounds);
+  int st = GCOMP_OK;
+  for (size_t b = o->minb; b <= o->maxb && st == GCOMP_OK; b = (size_t)((double)b * o->factor)) {
+    size_t n = b / 4 ? b / 4 : 1;
+    double ta[16], tb[16], to[16];
+    for (int r = 0; r < o->rounds && st == GCOMP_OK; r++) {
+      double t0 = now_s();
+      for (int i = 0; i < o->iters && st == GCOMP_OK; i++)
+        st = gcomp_allreduce(comm, buf, buf, n, GCOMP_FLOAT32, GCOMP_SUM, NULL, 1);
+      ta[r] = all_max(comm, (now_s() - t0) / o->iters);
+      t0 = now_s();
+      for (int i = 0; i < o->iters && st == GCOMP_OK; i++) {
+        device_compute(o->overlap_ms);
+        st = gcomp_allreduce(comm, buf, buf, n, GCOMP_FLOAT32, GCOMP_SUM, NULL, 1);
+      }
+      tb[r] = all_max(comm, (now_s() - t0) / o->iters);
+      t0 = now_s();
+      for (int i = 0; i < o->iters && st == GCOMP_OK; i++) {
+        gcomp_request *req = NULL;
+        st = gcomp_iallreduce(comm, buf, buf, n, GCOMP_FLOAT32, GCOMP_SUM, NULL, 1, &req);
+        device_compute(o->overlap_ms);
+        if (st == GCOMP_OK) st = gcomp_request_wait(req);
+      }
+      to[r] = all_max(comm, (now_s() - t0) / o->iters);
+    }
+    if (st < 0) break;
+    qsort(ta, (size_t)o->rounds, sizeof(double), cmp_d);
+    qsort(tb, (size_t)o->rounds, sizeof(double), cmp_d);
+    qsort(to, (size_t)o->rounds, sizeof(double), cmp_d);
+    double a = ta[o->rounds / 2], bl = tb[o->rounds / 2], ov = to[o->rounds / 2];
+    double hidden = a > 0 ? (bl - ov) / (a < o->overlap_ms * 1e-3 ? a : o->overlap_ms * 1e-3) : 0;
+    if (rank == 0 && o->json)
+      printf("{\"bytes\": %zu, \"allreduce_ms\": %.4f, \"compute_ms\": %g, \"blocking_ms\": %.4f, "
+             "\"overlapped_ms\": %.4f, \"hidden\": %.4f}\n", b, a * 1e3, o->overlap_ms, bl * 1e3,
+             ov * 1e3, hidden);
+    else if (rank == 0)
+      printf("%12zu %15.3f %13.3f %19.3f %21.3f %6.0f%%\n", b, a * 1e3, o->overlap_ms, bl * 1e3,
+             ov * 1e3, hidden * 100);
+  }
+  free(buf);
+  return st;
+}
+
 static int cmd_allreduce(int argc, char **argv) {
   ar_opts o = {.minb = 8, .maxb = 64u << 20, .factor = 2, .iters = 10, .warmup = 2, .rounds = 3,
                .check = 1};
@@ -278,11 +340,15 @@ static int cmd_allreduce(int argc, char **argv) {
     else if (!strcmp(a, "--json")) o.json = 1;
     else if (!strcmp(a, "--no-check")) o.check = 0;
     else if (!strcmp(a, "--baseline") && more && !strcmp(argv[i + 1], "mpi")) o.mpi = 1, i++;
+    else if (!strcmp(a, "--overlap-ms") && more && atof(argv[i + 1]) > 0) o.overlap_ms = atof(argv[++i]);
     else {
       fprintf(stderr,
               "usage: gcomp-bench allreduce [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
               "                             [--rounds R] [--codec SPEC] [--baseline mpi] [--json]\n"
-              "  launch with gcomp-run -n N (or mpirun -n N ... with --baseline mpi)\n");
+              "                             [--overlap-ms T]\n"
+              "  launch with gcomp-run -n N (or mpirun -n N ... with --baseline mpi)\n"
+              "  --overlap-ms T: steps of T ms of (accelerator) compute plus one allreduce, blocking\n"
+              "  vs gcomp_iallreduce overlapped with the compute\n");
       return strcmp(a, "-h") ? 2 : 0;
     }
   }
@@ -312,7 +378,8 @@ static int cmd_allreduce(int argc, char **argv) {
   } else {
     st = gcomp_comm_init_env(&comm);
   }
-  for (int c = 0; st == GCOMP_OK && c < (o.ncodecs ? o.ncodecs : 1); c++)
+  if (st == GCOMP_OK && o.overlap_ms > 0) st = run_overlap(comm, &o);
+  for (int c = 0; st == GCOMP_OK && o.overlap_ms <= 0 && c < (o.ncodecs ? o.ncodecs : 1); c++)
     st = run(comm, &o, o.ncodecs ? o.codecs[c] : NULL);
   if (st == GCOMP_OK && nlast > 1 && gcomp_comm_rank(comm) == 0 && !o.json) {
     int best = 0, base = -1;

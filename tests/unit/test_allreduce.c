@@ -365,6 +365,130 @@ static void test_shm_silent_peer(void **state) {
   force_algo(NULL);
 }
 
+/* Non-blocking calls: issued back to back, completed out of order, mixed with a blocking
+ * call; each result equals the same call made blocking (same algorithm: same bits). */
+typedef struct {
+  gcomp_transport *t;
+  int r, st;
+  char error[512];
+  float *a, *a_ref;
+  double *b, *b_ref;
+  int32_t *c, *c_ref;
+} nb_job;
+
+enum { NB_A = 1031, NB_B = 100003, NB_C = 7 };
+
+static void nb_fill(nb_job *j, float *a, double *b, int32_t *c) {
+  for (int i = 0; i < NB_A; i++) a[i] = (float)(j->r * 1000 + i) * 0.25f;
+  for (int i = 0; i < NB_B; i++) b[i] = (double)((j->r * 7919 + i * 31) % 1000) - 500.5;
+  for (int i = 0; i < NB_C; i++) c[i] = j->r * 10 + i;
+}
+
+static void *nb_main(void *arg) {
+  nb_job *j = arg;
+  gcomp_comm *comm = NULL;
+  j->st = gcomp_comm_from_transport(j->t, 0, &comm);
+  if (j->st == GCOMP_OK) {   /* the reference: blocking calls before any thread exists */
+    nb_fill(j, j->a_ref, j->b_ref, j->c_ref);
+    j->st = gcomp_allreduce(comm, j->a_ref, j->a_ref, NB_A, GCOMP_FLOAT32, GCOMP_SUM, NULL, 1);
+    if (j->st == GCOMP_OK)
+      j->st = gcomp_allreduce(comm, j->b_ref, j->b_ref, NB_B, GCOMP_FLOAT64, GCOMP_MAX, NULL, 2);
+    if (j->st == GCOMP_OK)
+      j->st = gcomp_allreduce(comm, j->c_ref, j->c_ref, NB_C, GCOMP_INT32, GCOMP_SUM, NULL, 3);
+  }
+  gcomp_request *ra = NULL, *rb = NULL;
+  if (j->st == GCOMP_OK) {
+    nb_fill(j, j->a, j->b, j->c);
+    j->st = gcomp_iallreduce(comm, j->a, j->a, NB_A, GCOMP_FLOAT32, GCOMP_SUM, NULL, 1, &ra);
+  }
+  if (j->st == GCOMP_OK)
+    j->st = gcomp_iallreduce(comm, j->b, j->b, NB_B, GCOMP_FLOAT64, GCOMP_MAX, NULL, 2, &rb);
+  /* a blocking call after them runs after them */
+  if (j->st == GCOMP_OK)
+    j->st = gcomp_allreduce(comm, j->c, j->c, NB_C, GCOMP_INT32, GCOMP_SUM, NULL, 3);
+  if (j->st == GCOMP_OK) {   /* out of order: b by polling, then a */
+    int done = 0;
+    while (j->st == GCOMP_OK && !done) j->st = gcomp_request_test(rb, &done);
+    rb = NULL;
+    if (j->st == GCOMP_OK) j->st = gcomp_request_wait(ra);
+    ra = NULL;
+  }
+  if (ra) gcomp_request_wait(ra);
+  if (rb) gcomp_request_wait(rb);
+  if (j->st < 0) snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
+  gcomp_comm_destroy(comm);
+  return NULL;
+}
+
+static void test_nonblocking(void **state) {
+  force_algo(NULL);
+  enum { N = 4 };
+  gcomp_transport *t[N];
+  assert_int_equal(gcomp_loopback_create(N, NULL, t), GCOMP_OK);
+  nb_job jobs[N];
+  pthread_t th[N];
+  for (int r = 0; r < N; r++) {
+    jobs[r] = (nb_job){.t = t[r], .r = r};
+    jobs[r].a = malloc(NB_A * 4), jobs[r].a_ref = malloc(NB_A * 4);
+    jobs[r].b = malloc(NB_B * 8), jobs[r].b_ref = malloc(NB_B * 8);
+    jobs[r].c = malloc(NB_C * 4), jobs[r].c_ref = malloc(NB_C * 4);
+    pthread_create(&th[r], NULL, nb_main, &jobs[r]);
+  }
+  for (int r = 0; r < N; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < N; r++) {
+    if (jobs[r].st != GCOMP_OK) fail_msg("rank %d: %s", r, jobs[r].error);
+    assert_memory_equal(jobs[r].a, jobs[r].a_ref, NB_A * 4);
+    assert_memory_equal(jobs[r].b, jobs[r].b_ref, NB_B * 8);
+    assert_memory_equal(jobs[r].c, jobs[r].c_ref, NB_C * 4);
+    assert_memory_equal(jobs[r].a, jobs[0].a, NB_A * 4);
+    gcomp_transport_destroy(t[r]);
+  }
+  /* and the values are the sums: c[i] = sum over r of (10 r + i) */
+  for (int i = 0; i < NB_C; i++) assert_int_equal(jobs[0].c[i], 60 + N * i);
+  for (int r = 0; r < N; r++) {
+    free(jobs[r].a), free(jobs[r].a_ref), free(jobs[r].b), free(jobs[r].b_ref);
+    free(jobs[r].c), free(jobs[r].c_ref);
+  }
+}
+
+/* A failure on the progress thread reaches the waiter with its detail; argument errors come
+ * back at once. */
+static void *nb_silent_main(void *arg) {
+  silent_job *j = arg;
+  gcomp_comm *comm = NULL;
+  j->st = gcomp_comm_from_transport(j->t, 1, &comm);
+  float x[4] = {1, 2, 3, 4};
+  if (j->st == GCOMP_OK && j->join) {
+    gcomp_request *req = NULL;
+    j->st2 = gcomp_iallreduce(comm, x, x, 4, (gcomp_dtype)42, GCOMP_SUM, NULL, 0, &req);
+    if (j->st2 == GCOMP_ERR_INVALID && !strstr(gcomp_last_error(), "gcomp_iallreduce: unknown dtype 42"))
+      j->st2 = 1;
+    if (j->st2 == GCOMP_ERR_INVALID && req) j->st2 = 2;
+    j->st = gcomp_iallreduce(comm, x, x, 4, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0, &req);
+    if (j->st == GCOMP_OK) j->st = gcomp_request_wait(req);
+    snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
+  }
+  gcomp_comm_destroy(comm);
+  return NULL;
+}
+
+static void test_nonblocking_errors(void **state) {
+  force_algo("rd");
+  setenv("GCOMP_TIMEOUT_MS", "300", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  gcomp_transport *t[2];
+  assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+  silent_job jobs[2] = {{.t = t[0], .join = 1}, {.t = t[1], .join = 0}};
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, nb_silent_main, &jobs[r]);
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  assert_int_equal(jobs[0].st2, GCOMP_ERR_INVALID);
+  assert_int_equal(jobs[0].st, GCOMP_ERR_TIMEOUT);
+  if (!strstr(jobs[0].error, "rank 1")) fail_msg("the waiter's error does not name rank 1: %s", jobs[0].error);
+  unsetenv("GCOMP_TIMEOUT_MS");
+  force_algo(NULL);
+}
+
 static void test_nan_propagates_and_is_counted(void **state) {
   force_algo(NULL);
   gcomp_transport *t[2];
@@ -437,6 +561,8 @@ int main(void) {
       cmocka_unit_test(test_hier),
       cmocka_unit_test(test_shm),
       cmocka_unit_test(test_shm_silent_peer),
+      cmocka_unit_test(test_nonblocking),
+      cmocka_unit_test(test_nonblocking_errors),
       cmocka_unit_test(test_large_and_segmented),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_planner_choices),
