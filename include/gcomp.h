@@ -258,7 +258,8 @@ GCOMP_API int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvb
  * after non-blocking ones waits for them). Argument errors are returned at once; errors of
  * the call itself come from gcomp_request_wait / gcomp_request_test, with gcomp_last_error()
  * set in the waiting thread. Every request must be completed by wait or test (which free it)
- * before the communicator is destroyed. */
+ * before the communicator is destroyed; gcomp_comm_get_stats is exact only when none is
+ * pending. */
 typedef struct gcomp_request gcomp_request;
 GCOMP_API int gcomp_iallreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                                gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key,
