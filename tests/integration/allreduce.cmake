@@ -38,3 +38,8 @@ set_tests_properties(integration.allreduce.kill.one-node PROPERTIES LABELS integ
 gcomp_ar_test(integration.allreduce.mixed.intra-bf16 4 2 hier dense)
 set_tests_properties(integration.allreduce.mixed.intra-bf16 PROPERTIES ENVIRONMENT
   "GCOMP_TIMEOUT_MS=30000;GCOMP_ALGO=hier;GCOMP_CODEC_MIN_BYTES=0;GCOMP_INTRA_CODEC=bf16")
+
+# a segment a killed root left in /dev/shm is swept by the next job on the machine
+add_test(NAME integration.allreduce.shm-stale
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/shm_stale.sh ${GCOMP_AR_RUN} ${GCOMP_AR_CHECK})
+set_tests_properties(integration.allreduce.shm-stale PROPERTIES LABELS integration TIMEOUT 60)
