@@ -32,7 +32,7 @@ enum {
   FALL_DTYPE,      /* a datatype with no gcomp equivalent (derived, unsigned, 16-bit, ...) */
   FALL_OP,         /* an op other than MPI_SUM/MIN/MAX/PROD (user ops included) */
   FALL_ARGS,       /* a negative count: MPI reports the error */
-  FALL_IALLREDUCE, /* MPI_Iallreduce: gcomp's calls are blocking */
+  FALL_IALLREDUCE, /* MPI_Iallreduce: not mapped (gcomp_iallreduce would need an MPI generalized request) */
   FALL_COUNT_
 };
 static const char *const fall_names[FALL_COUNT_] = {
@@ -331,7 +331,8 @@ SHIM_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Da
   return MPI_ERR_OTHER;
 }
 
-/* Counted so the report at MPI_Finalize shows it; gcomp's calls are blocking. */
+/* Counted so the report at MPI_Finalize shows it. Serving it would wrap gcomp_iallreduce in
+ * an MPI generalized request (MPI_Grequest_start); not done yet. */
 SHIM_API int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                             MPI_Op op, MPI_Comm comm, MPI_Request *request) {
   __atomic_fetch_add(&shim.fell[FALL_IALLREDUCE], 1, __ATOMIC_RELAXED);
