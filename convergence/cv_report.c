@@ -102,6 +102,12 @@ static void json_num(FILE *f, double v) {
     fputs("null", f);
 }
 
+/* ,"key":number (null when not finite) */
+static void json_field(FILE *f, const char *key, double v) {
+  fprintf(f, ",\"%s\":", key);
+  json_num(f, v);
+}
+
 static void json_array(FILE *f, const double *v, int n) {
   fputc('[', f);
   for (int i = 0; i < n; i++) {
@@ -124,33 +130,22 @@ static void json_run(FILE *f, const gcomp_cv_run *b, const gcomp_cv_run *r) {
     fputc('}', f);
     return;
   }
-  fprintf(f, ",\"final_loss\":");
-  json_num(f, r->final_loss);
-  fprintf(f, ",\"final_test_acc\":");
-  json_num(f, r->final_acc);
-  fprintf(f, ",\"final_train_acc\":");
-  json_num(f, r->final_train_acc);
-  fprintf(f, ",\"curve_gap\":");
-  json_num(f, r->curve_gap);
-  fprintf(f, ",\"final_drift\":");
-  json_num(f, r->final_drift);
-  fprintf(f, ",\"max_drift\":");
-  json_num(f, r->max_drift);
-  fprintf(f, ",\"grad_relerr_mean\":");
-  json_num(f, r->relerr_mean);
-  fprintf(f, ",\"grad_relerr_max\":");
-  json_num(f, r->relerr_max);
-  fprintf(f, ",\"grad_cos_mean\":");
-  json_num(f, r->cos_mean);
-  fprintf(f, ",\"grad_cos_min\":");
-  json_num(f, r->cos_min);
+  json_field(f, "final_loss", r->final_loss);
+  json_field(f, "final_test_acc", r->final_acc);
+  json_field(f, "final_train_acc", r->final_train_acc);
+  json_field(f, "curve_gap", r->curve_gap);
+  json_field(f, "final_drift", r->final_drift);
+  json_field(f, "max_drift", r->max_drift);
+  json_field(f, "grad_relerr_mean", r->relerr_mean);
+  json_field(f, "grad_relerr_max", r->relerr_max);
+  json_field(f, "grad_cos_mean", r->cos_mean);
+  json_field(f, "grad_cos_min", r->cos_min);
   fprintf(f, ",\"replicas_equal\":%s", r->replicas_equal ? "true" : "false");
   fprintf(f, ",\"wire_bytes\":%llu,\"user_bytes\":%llu,\"codec_bytes_in\":%llu,"
           "\"codec_bytes_out\":%llu", (unsigned long long)r->wire_bytes,
           (unsigned long long)r->user_bytes, (unsigned long long)r->codec_in,
           (unsigned long long)r->codec_out);
-  fprintf(f, ",\"wire_ratio_vs_baseline\":");
-  json_num(f, ratio_of(b, r));
+  json_field(f, "wire_ratio_vs_baseline", ratio_of(b, r));
   fprintf(f, ",\"seconds\":%.3f", r->seconds);
   fputs(",\"curve\":{\"step\":[", f);
   for (int e = 0; e < r->neval; e++) fprintf(f, "%s%d", e ? "," : "", r->eval_step[e]);

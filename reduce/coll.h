@@ -165,6 +165,11 @@ const gcomp_algo *gcomp_algo_at(int i);
 int gcomp_algo_total(void);
 const char *gcomp_algo_names(void);
 
+/* Link figures from text ("intra_us,intra_GBps,inter_us,inter_GBps[,shm_us,shm_GBps]",
+ * GCOMP_ALPHA_BETA's and gcomp-plan's format) into m; what names the source in errors.
+ * Sets gamma to 8 GB/s. */
+int gcomp_plan_parse_links(const char *text, const char *what, gcomp_plan_in *m);
+
 /* Picks the cheapest algorithm for the call (or the GCOMP_ALGO override) and logs the
  * estimates under the tuning subsystem. */
 const gcomp_algo *gcomp_plan_pick(const gcomp_plan_in *in, const gcomp_algo *forced);

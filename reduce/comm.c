@@ -95,26 +95,6 @@ static size_t dtype_size(gcomp_dtype d) {
 }
 
 /* ---- creation ------------------------------------------------------------------------- */
-/* Four figures, or six with the shared-memory allreduce's round latency and rate. Without
- * them that algorithm runs only when GCOMP_ALGO=shm asks for it. */
-static int parse_alpha_beta(const char *text, gcomp_plan_in *m) {
-  double ia, ib, ea, eb, sa = 0, sb = 0;
-  char extra;
-  int got = sscanf(text, "%lf,%lf,%lf,%lf,%lf,%lf%c", &ia, &ib, &ea, &eb, &sa, &sb, &extra);
-  GCOMP_FAIL_IF((got != 4 && got != 6) || ia < 0 || ib <= 0 || ea < 0 || eb <= 0 ||
-                    (got == 6 && (sa <= 0 || sb <= 0)),
-                GCOMP_ERR_INVALID,
-                "GCOMP_ALPHA_BETA='%s' is not 'intra_alpha_us,intra_GBps,inter_alpha_us,inter_GBps"
-                "[,shm_alpha_us,shm_GBps]'",
-                text);
-  m->intra = (gcomp_link){ia * 1e-6, 1.0 / (ib * 1e9)};
-  m->inter = (gcomp_link){ea * 1e-6, 1.0 / (eb * 1e9)};
-  m->gamma_spb = 1.0 / 8e9;
-  m->shm_alpha = got == 6 ? sa * 1e-6 : -1;
-  m->shm_spb = got == 6 ? 1.0 / (sb * 1e9) : 0;
-  return GCOMP_OK;
-}
-
 /* Ping-pong between two ranks: the fastest of `iters` round trips, halved. The fastest,
  * not the mean: on oversubscribed cores the mean measures the scheduler. */
 static int pingpong(gcomp_transport *t, int peer, int first, size_t bytes, int iters, uint8_t *buf,
@@ -269,7 +249,7 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
   if (st == GCOMP_OK && strcmp(intra, "none") != 0) st = gcomp_codec_create(intra, &comm->intra_codec);
   if (st == GCOMP_OK) {
     if (gcomp_param_is_set(GCOMP_P_ALPHA_BETA))
-      st = parse_alpha_beta(gcomp_param_str(GCOMP_P_ALPHA_BETA), &comm->model);
+      st = gcomp_plan_parse_links(gcomp_param_str(GCOMP_P_ALPHA_BETA), "GCOMP_ALPHA_BETA", &comm->model);
     else
       st = calibrate(comm);
   }

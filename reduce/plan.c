@@ -51,6 +51,26 @@ double gcomp_cost_sparse(int n, double m, gcomp_link l, const gcomp_plan_in *in)
   return (n - 1) * (l.alpha_s + frame * l.beta_spb) + m * in->codec_spb * (1.0 + (n - 1) * in->ratio);
 }
 
+/* Four figures, or six with the shared-memory allreduce's round latency and rate. Without
+ * those two, shm_alpha is -1: that algorithm runs only when asked for by name. */
+int gcomp_plan_parse_links(const char *text, const char *what, gcomp_plan_in *m) {
+  double ia, ib, ea, eb, sa = 0, sb = 0;
+  char extra;
+  int got = sscanf(text, "%lf,%lf,%lf,%lf,%lf,%lf%c", &ia, &ib, &ea, &eb, &sa, &sb, &extra);
+  GCOMP_FAIL_IF((got != 4 && got != 6) || ia < 0 || ib <= 0 || ea < 0 || eb <= 0 ||
+                    (got == 6 && (sa <= 0 || sb <= 0)),
+                GCOMP_ERR_INVALID,
+                "%s='%s' is not 'intra_alpha_us,intra_GBps,inter_alpha_us,inter_GBps"
+                "[,shm_alpha_us,shm_GBps]'",
+                what, text);
+  m->intra = (gcomp_link){ia * 1e-6, 1.0 / (ib * 1e9)};
+  m->inter = (gcomp_link){ea * 1e-6, 1.0 / (eb * 1e9)};
+  m->gamma_spb = 1.0 / 8e9;
+  m->shm_alpha = got == 6 ? sa * 1e-6 : -1;
+  m->shm_spb = got == 6 ? 1.0 / (sb * 1e9) : 0;
+  return GCOMP_OK;
+}
+
 /* flat algorithms run at the pace of the slowest link they cross */
 static gcomp_link flat_link(const gcomp_plan_in *in) { return in->nnodes > 1 ? in->inter : in->intra; }
 

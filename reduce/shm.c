@@ -260,6 +260,11 @@ static size_t piece_elems(const gcomp_coll *c, const gcomp_shm *s) {
   return p ? p : 1;
 }
 
+/* Elements of round k's piece (P elements per round) of a shard of len elements. */
+static size_t piece_len(size_t len, size_t k, size_t P) {
+  return len > k * P ? (len - k * P < P ? len - k * P : P) : 0;
+}
+
 static int check_usable(const gcomp_shm *s) {
   GCOMP_FAIL_IF(!s || s->broken, GCOMP_ERR_INVALID,
                 "shm: %s", s ? "the segment failed earlier" : "no segment on this node");
@@ -279,13 +284,13 @@ int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t c
     for (int j = 0; j < s->L; j++) {
       size_t off, len;
       gcomp_chunk(count, s->L, j, &off, &len);
-      size_t n = len > k * P ? (len - k * P < P ? len - k * P : P) : 0;
+      size_t n = piece_len(len, k, P);
       memcpy(mine + (size_t)j * P * es, in + (off + k * P) * es, n * es);
       c->stats->wire_bytes += n * es;
     }
     publish(s, 2 * r + 1);
     GCOMP_CHECK(wait_all(c, s, 2 * r + 1));
-    size_t n = mlen > k * P ? (mlen - k * P < P ? mlen - k * P : P) : 0;
+    size_t n = piece_len(mlen, k, P);
     uint64_t t0 = gcomp_now_ns();
     if (n) reduce_slots(c, s, r, (size_t)s->me * P, n, buf + (moff + k * P) * es);
     c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;
@@ -301,7 +306,7 @@ int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
   gcomp_chunk(count, s->L, s->me, &moff, &mlen);
   for (size_t k = 0; k * P < len0; k++) {
     uint64_t r = s->round++;
-    size_t n = mlen > k * P ? (mlen - k * P < P ? mlen - k * P : P) : 0;
+    size_t n = piece_len(mlen, k, P);
     memcpy(slot_at(s, r, s->me), buf + (moff + k * P) * es, n * es);
     c->stats->wire_bytes += n * es;
     publish(s, 2 * r + 1);
@@ -310,7 +315,7 @@ int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
       if (j == s->me) continue;
       size_t off, len;
       gcomp_chunk(count, s->L, j, &off, &len);
-      size_t m = len > k * P ? (len - k * P < P ? len - k * P : P) : 0;
+      size_t m = piece_len(len, k, P);
       memcpy(buf + (off + k * P) * es, slot_at(s, r, j), m * es);
     }
   }

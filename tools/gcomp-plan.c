@@ -122,20 +122,15 @@ int main(int argc, char **argv) {
   }
   base.gamma_spb = 1.0 / (reduce_gbps * 1e9);
   if (stats && load_stats(stats, &base) < 0) return 1;   /* --links, when given, wins */
-  if (links) {
-    double f[6] = {0};
-    char extra;
-    int got = sscanf(links, "%lf,%lf,%lf,%lf,%lf,%lf%c", &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &extra);
-    if ((got != 4 && got != 6) || f[0] < 0 || f[1] <= 0 || f[2] < 0 || f[3] <= 0 ||
-        (got == 6 && (f[4] <= 0 || f[5] <= 0))) {
-      fprintf(stderr, "gcomp-plan: --links '%s' is not INTRA_US,INTRA_GBPS,INTER_US,INTER_GBPS"
-                      "[,SHM_US,SHM_GBPS]\n", links);
+  if (links) {   /* GCOMP_ALPHA_BETA's format and parser; gamma stays --reduce-gbps */
+    double gamma = base.gamma_spb;
+    if (gcomp_plan_parse_links(links, "--links", &base) != GCOMP_OK) {
+      fprintf(stderr, "gcomp-plan: %s\n", gcomp_last_error());
       return 2;
     }
-    base.intra = (gcomp_link){f[0] * 1e-6, 1.0 / (f[1] * 1e9)};
-    base.inter = (gcomp_link){f[2] * 1e-6, 1.0 / (f[3] * 1e9)};
-    if (got == 6) base.shm_alpha = f[4] * 1e-6, base.shm_spb = 1.0 / (f[5] * 1e9);
+    base.gamma_spb = gamma;
   }
+  if (base.shm_alpha < 0) base.shm_alpha = 0;   /* no shm figures: no shm estimate */
   if (base.shm_alpha > 0) base.shm_slot = 256 << 10;
   if (codec_ratio > 0) {
     base.ratio = codec_ratio;

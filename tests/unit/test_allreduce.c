@@ -346,23 +346,31 @@ static void *silent_main(void *arg) {
   return NULL;
 }
 
-static void test_shm_silent_peer(void **state) {
-  force_algo("shm");
+/* Two loopback ranks with GCOMP_ALGO=algo and a 300 ms timeout: rank 0 runs fn's calls,
+ * rank 1 only creates its communicator (each destroys its own transport). */
+static void run_silent_pair(const char *algo, void *(*fn)(void *), silent_job jobs[2]) {
+  force_algo(algo);
   setenv("GCOMP_TIMEOUT_MS", "300", 1);
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
   gcomp_transport *t[2];
   assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
-  silent_job jobs[2] = {{.t = t[0], .join = 1}, {.t = t[1], .join = 0}};
+  jobs[0] = (silent_job){.t = t[0], .join = 1};
+  jobs[1] = (silent_job){.t = t[1], .join = 0};
   pthread_t th[2];
-  for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, silent_main, &jobs[r]);
+  for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, fn, &jobs[r]);
   for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  unsetenv("GCOMP_TIMEOUT_MS");
+  force_algo(NULL);
+}
+
+static void test_shm_silent_peer(void **state) {
+  silent_job jobs[2];
+  run_silent_pair("shm", silent_main, jobs);
   assert_int_equal(jobs[1].st, GCOMP_OK);
   assert_int_equal(jobs[0].st, GCOMP_ERR_TIMEOUT);
   assert_non_null(strstr(jobs[0].error, "local rank 1 (rank 1) silent for 300 ms"));
   assert_true(jobs[0].ms >= 300 && jobs[0].ms < 5000);
   assert_int_equal(jobs[0].st2, GCOMP_ERR_INVALID);   /* the segment is not trusted again */
-  unsetenv("GCOMP_TIMEOUT_MS");
-  force_algo(NULL);
 }
 
 /* Non-blocking calls: issued back to back, completed out of order, mixed with a blocking
@@ -473,20 +481,11 @@ static void *nb_silent_main(void *arg) {
 }
 
 static void test_nonblocking_errors(void **state) {
-  force_algo("rd");
-  setenv("GCOMP_TIMEOUT_MS", "300", 1);
-  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
-  gcomp_transport *t[2];
-  assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
-  silent_job jobs[2] = {{.t = t[0], .join = 1}, {.t = t[1], .join = 0}};
-  pthread_t th[2];
-  for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, nb_silent_main, &jobs[r]);
-  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  silent_job jobs[2];
+  run_silent_pair("rd", nb_silent_main, jobs);
   assert_int_equal(jobs[0].st2, GCOMP_ERR_INVALID);
   assert_int_equal(jobs[0].st, GCOMP_ERR_TIMEOUT);
   if (!strstr(jobs[0].error, "rank 1")) fail_msg("the waiter's error does not name rank 1: %s", jobs[0].error);
-  unsetenv("GCOMP_TIMEOUT_MS");
-  force_algo(NULL);
 }
 
 static void test_nan_propagates_and_is_counted(void **state) {
