@@ -38,6 +38,9 @@ GCOMP_PARAM(STATS, STR, "", "",
 GCOMP_PARAM(TRACE, STR, "", "",
             "write a Chrome trace-event JSON of every allreduce here (open in Perfetto; %r rank, %p pid, %h host)")
 
+GCOMP_PARAM(SKEW_WINDOW, INT, "256", "0:65536",
+            "straggler detection: compare arrival times every this many calls (equal on all ranks; 0: off)")
+
 /* transport and launch */
 GCOMP_PARAM(TIMEOUT_MS, INT, "30000", "1:86400000",
             "a peer that does not answer within this many milliseconds is an error")

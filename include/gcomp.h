@@ -287,6 +287,27 @@ typedef struct {
 
 GCOMP_API int gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out);
 
+/* Stragglers: how late this rank arrives at its calls, and which rank arrives last. Every
+ * GCOMP_SKEW_WINDOW calls (default 256; equal on all ranks; 0: off) the ranks compare the
+ * time each spent inside each call of the window, with two small allreduces. Calls end
+ * together, so the rank that spent the least time arrived last and rank r arrived
+ * (longest time - its time) after the first: no clocks are compared. The estimate is good
+ * to about one message latency (one pipeline step for large calls). Figures cover complete
+ * windows; for non-blocking calls a rank "arrives" when it calls gcomp_iallreduce. */
+typedef struct {
+  uint64_t calls;            /* calls measured */
+  double late_mean_s;        /* how long after the first rank this rank arrived: mean */
+  double late_max_s;         /* and the longest */
+  uint64_t last;             /* calls at which this rank arrived last (ties count for all) */
+  double spread_mean_s;      /* mean time from the first to the last arrival of a call */
+  int worst_rank;            /* the rank with the largest mean lateness; -1 before the
+                                first window completes */
+  double worst_late_mean_s;  /* its mean lateness */
+  uint64_t worst_last;       /* calls at which it arrived last */
+} gcomp_skew_stats;
+
+GCOMP_API int gcomp_comm_get_skew(const gcomp_comm *comm, gcomp_skew_stats *out);
+
 /* The allreduce algorithms this build offers: name and one-line description of algorithm
  * i (0 <= i < gcomp_algo_count()). */
 GCOMP_API int gcomp_algo_count(void);

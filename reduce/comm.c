@@ -10,6 +10,7 @@
 #include "cast.h"
 #include "coll.h"
 #include "comm.h"
+#include "skew.h"
 
 struct gcomp_comm;
 static void write_stats(const struct gcomp_comm *comm);
@@ -47,6 +48,8 @@ struct gcomp_comm {
   size_t ntrace, trace_cap;
   uint64_t born_ns;
   gcomp_shm *shm;              /* the node's shared segment (NULL: alone on the node, or none) */
+  gcomp_skew skew;             /* straggler detection (GCOMP_SKEW_WINDOW) */
+  int exchanging;              /* inside the detector's own allreduces: not user calls */
   /* non-blocking calls: a FIFO served by one progress thread, started on first use */
   pthread_mutex_t mu;
   pthread_cond_t cv;           /* queue changed, or a request finished */
@@ -66,6 +69,7 @@ struct gcomp_request {
   gcomp_codec *codec;
   uint64_t key;
   struct gcomp_request *next;
+  uint64_t arrive_ns;          /* when the caller asked: the rank's arrival at this call */
   int done, status;
   char error[1024];            /* gcomp_last_error() of the progress thread on failure */
 };
@@ -77,6 +81,7 @@ struct trace_event {
   const char *algo;
   double wait_s, encode_s, decode_s, reduce_s;
   uint64_t wire_bytes;
+  double late_s;   /* how late this rank arrived (straggler detection), < 0: not known */
 };
 
 int gcomp_coll_reserve(gcomp_coll *c, size_t bytes) {
@@ -125,6 +130,20 @@ static int internal_max(gcomp_comm *comm, double *v, size_t n, uint32_t seq) {
                   .seg_bytes = 1 << 20, .stats = &comm->stats, .world = comm->world};
   gcomp_group all = {comm->world, comm->t->size, comm->t->rank};
   return gcomp_rd_allreduce(&c, &all, (uint8_t *)v, n, 0);
+}
+
+/* Straggler detection's window, the same on every rank: a rank that exchanged at other
+ * calls than its peers would wait for messages that never come. */
+static int skew_setup(gcomp_comm *comm) {
+  int window = (int)gcomp_param_int(GCOMP_P_SKEW_WINDOW);
+  if (comm->t->size > 1) {
+    double w[2] = {window, -window};
+    GCOMP_CHECK(internal_max(comm, w, 2, 0xfffffau));
+    GCOMP_FAIL_IF(w[0] != -w[1], GCOMP_ERR_INVALID,
+                  "GCOMP_SKEW_WINDOW differs between ranks (from %.0f to %.0f): it must be equal",
+                  -w[1], w[0]);
+  }
+  return gcomp_skew_init(&comm->skew, window, comm->t->size);
 }
 
 /* Measures alpha and beta of each link class, one pair at a time while the other ranks
@@ -261,6 +280,7 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
     comm->model.shm_slot = gcomp_shm_slot_bytes(comm->shm);
     if (!gcomp_param_is_set(GCOMP_P_ALPHA_BETA)) st = calibrate_shm(comm);
   }
+  if (st == GCOMP_OK) st = skew_setup(comm);
   if (st < 0) {
     comm->own = 0;   /* the caller keeps the transport on failure */
     gcomp_comm_destroy(comm);
@@ -298,6 +318,7 @@ int gcomp_comm_destroy(gcomp_comm *comm) {
   write_stats(comm);
   write_trace(comm);
   free(comm->trace);
+  gcomp_skew_free(&comm->skew);
   gcomp_shm_destroy(comm->shm);
   if (comm->own) gcomp_transport_destroy(comm->t);
   gcomp_codec_destroy(comm->default_codec);
@@ -321,6 +342,12 @@ gcomp_transport *gcomp_comm_transport(gcomp_comm *comm) { return comm->t; }
 int gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out) {
   GCOMP_FAIL_IF(!comm || !out, GCOMP_ERR_INVALID, "gcomp_comm_get_stats: NULL argument");
   *out = comm->stats;
+  return GCOMP_OK;
+}
+
+int gcomp_comm_get_skew(const gcomp_comm *comm, gcomp_skew_stats *out) {
+  GCOMP_FAIL_IF(!comm || !out, GCOMP_ERR_INVALID, "gcomp_comm_get_skew: NULL argument");
+  *out = comm->skew.mine;
   return GCOMP_OK;
 }
 
@@ -422,7 +449,7 @@ static void record(gcomp_comm *comm, uint64_t t0, uint64_t t1, size_t bytes, con
   comm->trace[comm->ntrace++] = (struct trace_event){
       t0, t1, bytes, algo, a->wait_s - before->wait_s, a->encode_s - before->encode_s,
       a->decode_s - before->decode_s, a->reduce_s - before->reduce_s,
-      a->wire_bytes - before->wire_bytes};
+      a->wire_bytes - before->wire_bytes, -1.0};
 }
 
 static void write_stats(const gcomp_comm *comm) {
@@ -441,7 +468,7 @@ static void write_stats(const gcomp_comm *comm) {
           "\"bytes\": %llu, \"wire_bytes\": %llu, \"total_s\": %.6f, \"wait_s\": %.6f, "
           "\"reduce_s\": %.6f, \"encode_s\": %.6f, \"decode_s\": %.6f, \"nonfinite\": %llu,\n"
           " \"model\": {\"intra_alpha_us\": %.3f, \"intra_GBps\": %.3f, \"inter_alpha_us\": %.3f, "
-          "\"inter_GBps\": %.3f, \"reduce_GBps\": %.3f, \"shm_alpha_us\": %.3f, \"shm_GBps\": %.3f}}\n",
+          "\"inter_GBps\": %.3f, \"reduce_GBps\": %.3f, \"shm_alpha_us\": %.3f, \"shm_GBps\": %.3f},\n",
           comm->t->rank, comm->t->size, comm->t->node, comm->t->nnodes,
           (unsigned long long)s->calls, (unsigned long long)s->bytes,
           (unsigned long long)s->wire_bytes, s->total_s, s->wait_s, s->reduce_s, s->encode_s,
@@ -450,6 +477,21 @@ static void write_stats(const gcomp_comm *comm) {
           1e-9 / comm->model.inter.beta_spb, 1e-9 / comm->model.gamma_spb,
           comm->model.shm_alpha > 0 ? comm->model.shm_alpha * 1e6 : 0,
           comm->model.shm_alpha > 0 && comm->model.shm_spb > 0 ? 1e-9 / comm->model.shm_spb : 0);
+  /* stragglers: this rank's figures, then every rank's as of the last window */
+  const gcomp_skew *k = &comm->skew;
+  const gcomp_skew_stats *m = &k->mine;
+  fprintf(f,
+          " \"skew\": {\"window\": %d, \"calls\": %llu, \"late_mean_us\": %.1f, \"late_max_us\": "
+          "%.1f, \"last\": %llu, \"spread_mean_us\": %.1f, \"exchange_s\": %.6f, "
+          "\"worst_rank\": %d, \"ranks_late_mean_us\": [",
+          k->window, (unsigned long long)m->calls, m->late_mean_s * 1e6, m->late_max_s * 1e6,
+          (unsigned long long)m->last, m->spread_mean_s * 1e6, k->exchange_s, m->worst_rank);
+  for (int r = 0; k->table && m->calls && r < k->size; r++)
+    fprintf(f, "%s%.1f", r ? ", " : "", k->table[3 * r] * 1e6);
+  fprintf(f, "], \"ranks_last\": [");
+  for (int r = 0; k->table && m->calls && r < k->size; r++)
+    fprintf(f, "%s%.0f", r ? ", " : "", k->table[3 * r + 2]);
+  fprintf(f, "]}}\n");
   fclose(f);
 }
 
@@ -472,10 +514,12 @@ static void write_trace(const gcomp_comm *comm) {
     fprintf(f,
             ",\n {\"name\": \"allreduce %s\", \"cat\": \"gcomp\", \"ph\": \"X\", \"pid\": %d, "
             "\"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"bytes\": %zu, \"wire_bytes\": "
-            "%llu, \"wait_us\": %.1f, \"encode_us\": %.1f, \"decode_us\": %.1f, \"reduce_us\": %.1f}}",
+            "%llu, \"wait_us\": %.1f, \"encode_us\": %.1f, \"decode_us\": %.1f, \"reduce_us\": %.1f",
             e->algo, comm->t->rank, (double)(e->start_ns - comm->born_ns) / 1e3,
             (double)(e->end_ns - e->start_ns) / 1e3, e->bytes, (unsigned long long)e->wire_bytes,
             e->wait_s * 1e6, e->encode_s * 1e6, e->decode_s * 1e6, e->reduce_s * 1e6);
+    if (e->late_s >= 0) fprintf(f, ", \"late_us\": %.1f", e->late_s * 1e6);
+    fprintf(f, "}}");
   }
   fprintf(f, "\n], \"displayTimeUnit\": \"ms\"}\n");
   fclose(f);
@@ -504,8 +548,12 @@ static int check_args(const char *fn, const gcomp_comm *comm, const void *sendbu
 }
 
 /* The call itself, on whichever thread runs it (the caller's, or the progress thread). */
+static int skew_exchange(gcomp_comm *comm);
+
+/* arrive_ns: when the caller arrived (the call itself, or its gcomp_iallreduce). */
 static int allreduce_now(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                         gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key) {
+                         gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key,
+                         uint64_t arrive_ns) {
   size_t es = dtype_size(dtype);
   /* codec per link level: on one node every link is intra-node */
   if (!codec) codec = comm->t->nnodes == 1 ? comm->intra_codec : comm->default_codec;
@@ -596,7 +644,50 @@ static int allreduce_now(gcomp_comm *comm, const void *sendbuf, void *recvbuf, s
   }
   uint64_t t1 = gcomp_now_ns();
   comm->stats.total_s += (double)(t1 - t0) * 1e-9;
-  if (tracing) record(comm, t0, t1, count * es, algo->name, &before);
+  if (comm->exchanging) return GCOMP_OK;
+  size_t at = SIZE_MAX;
+  if (tracing) {
+    record(comm, t0, t1, count * es, algo->name, &before);
+    if (comm->ntrace && comm->trace[comm->ntrace - 1].start_ns == t0) at = comm->ntrace - 1;
+  }
+  if (gcomp_skew_note(&comm->skew, (double)(t1 - (arrive_ns ? arrive_ns : t0)) * 1e-9, at))
+    return skew_exchange(comm);
+  return GCOMP_OK;
+}
+
+/* The detector's two exchanges, through the planner's choice of algorithm like any small
+ * call, but kept out of the caller's stats and trace. */
+static int skew_exchange(gcomp_comm *comm) {
+  gcomp_skew *s = &comm->skew;
+  gcomp_comm_stats saved = comm->stats;
+  const char *last = comm->last_algo;
+  uint64_t t0 = gcomp_now_ns();
+  comm->exchanging = 1;
+  int n = s->n;
+  size_t len = gcomp_skew_vec(s);
+  int st = allreduce_now(comm, s->vec, s->vec, len, GCOMP_FLOAT32, GCOMP_MAX, NULL, 0, 0);
+  if (st == GCOMP_OK) {
+    len = gcomp_skew_absorb(s, comm->t->rank);
+    for (int i = 0; i < n; i++)
+      if (s->trace_at[i] < comm->ntrace) comm->trace[s->trace_at[i]].late_s = s->late[i];
+    st = allreduce_now(comm, s->table, s->table, len, GCOMP_FLOAT64, GCOMP_MAX, NULL, 0, 0);
+  }
+  comm->exchanging = 0;
+  comm->stats = saved;
+  comm->last_algo = last;
+  s->exchange_s += (double)(gcomp_now_ns() - t0) * 1e-9;
+  if (st < 0) {
+    s->n = 0;
+    return gcomp_error_trace(st, __FILE__, __LINE__);
+  }
+  gcomp_skew_finish(s);
+  const gcomp_skew_stats *m = &s->mine;
+  if (comm->t->rank == 0)
+    GCOMP_INFO(GCOMP_SUB_REDUCE,
+               "stragglers after %llu calls: rank %d arrives %.3f ms after the first on average "
+               "and last in %llu calls; first to last arrival %.3f ms on average",
+               (unsigned long long)m->calls, m->worst_rank, m->worst_late_mean_s * 1e3,
+               (unsigned long long)m->worst_last, m->spread_mean_s * 1e3);
   return GCOMP_OK;
 }
 
@@ -609,7 +700,8 @@ static void *progress_main(void *arg) {
     if (!comm->head) break;   /* stopping, and nothing left to run */
     gcomp_request *r = comm->head;
     pthread_mutex_unlock(&comm->mu);
-    int st = allreduce_now(comm, r->sendbuf, r->recvbuf, r->count, r->dtype, r->op, r->codec, r->key);
+    int st = allreduce_now(comm, r->sendbuf, r->recvbuf, r->count, r->dtype, r->op, r->codec,
+                           r->key, r->arrive_ns);
     pthread_mutex_lock(&comm->mu);
     r->status = st;
     if (st < 0) snprintf(r->error, sizeof r->error, "%s", gcomp_last_error());
@@ -662,7 +754,8 @@ int gcomp_iallreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_
   gcomp_request *r = calloc(1, sizeof *r);
   GCOMP_FAIL_IF(!r, GCOMP_ERR_NOMEM, "gcomp_iallreduce: request");
   *r = (gcomp_request){.comm = comm, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
-                       .dtype = dtype, .op = op, .codec = codec, .key = key};
+                       .dtype = dtype, .op = op, .codec = codec, .key = key,
+                       .arrive_ns = gcomp_now_ns()};
   int st = enqueue(comm, r);
   if (st < 0) {
     free(r);
@@ -703,7 +796,7 @@ int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t
   /* once a progress thread serves this communicator, every call goes through its queue:
    * calls keep their order and the transport keeps one user */
   if (!comm->thread_on)   /* written only by the user's thread, like this read */
-    return allreduce_now(comm, sendbuf, recvbuf, count, dtype, op, codec, key);
+    return allreduce_now(comm, sendbuf, recvbuf, count, dtype, op, codec, key, 0);
   gcomp_request *r;
   GCOMP_CHECK(gcomp_iallreduce(comm, sendbuf, recvbuf, count, dtype, op, codec, key, &r));
   return gcomp_request_wait(r);

@@ -26,7 +26,11 @@ typedef struct {
   const char *codecs[8];   /* --codec, repeatable; none: one uncompressed table */
   int ncodecs;
   double overlap_ms;       /* --overlap-ms: a step of that much device compute per call */
+  int delay_rank;          /* --delay-rank R --delay-ms T: rank R arrives T ms late at every */
+  double delay_ms;         /* timed call (a straggler, for the detector) */
 } ar_opts;
+
+static const ar_opts *g_opts;   /* for time_gcomp's straggler */
 
 static double now_s(void) { return (double)gcomp_now_ns() * 1e-9; }
 
@@ -77,7 +81,13 @@ static void fill_grad(float *x, size_t n, int rank, unsigned salt) {
 static int time_gcomp(gcomp_comm *comm, float *send, float *recv, size_t n, int iters,
                       gcomp_codec *codec, double *secs) {
   double t0 = now_s();
+  int late = g_opts && g_opts->delay_ms > 0 && gcomp_comm_rank(comm) == g_opts->delay_rank;
   for (int i = 0; i < iters; i++) {
+    if (late) {
+      struct timespec ts = {(time_t)(g_opts->delay_ms / 1e3),
+                            (long)(fmod(g_opts->delay_ms, 1e3) * 1e6)};
+      nanosleep(&ts, NULL);
+    }
     int st = gcomp_allreduce(comm, send, recv, n, GCOMP_FLOAT32, GCOMP_SUM, codec, n * 4);
     if (st < 0) return st;
   }
@@ -341,6 +351,8 @@ static int cmd_allreduce(int argc, char **argv) {
     else if (!strcmp(a, "--no-check")) o.check = 0;
     else if (!strcmp(a, "--baseline") && more && !strcmp(argv[i + 1], "mpi")) o.mpi = 1, i++;
     else if (!strcmp(a, "--overlap-ms") && more && atof(argv[i + 1]) > 0) o.overlap_ms = atof(argv[++i]);
+    else if (!strcmp(a, "--delay-rank") && more) o.delay_rank = atoi(argv[++i]);
+    else if (!strcmp(a, "--delay-ms") && more && atof(argv[i + 1]) > 0) o.delay_ms = atof(argv[++i]);
     else {
       fprintf(stderr,
               "usage: gcomp-bench allreduce [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
@@ -348,10 +360,13 @@ static int cmd_allreduce(int argc, char **argv) {
               "                             [--overlap-ms T]\n"
               "  launch with gcomp-run -n N (or mpirun -n N ... with --baseline mpi)\n"
               "  --overlap-ms T: steps of T ms of (accelerator) compute plus one allreduce, blocking\n"
-              "  vs gcomp_iallreduce overlapped with the compute\n");
+              "  vs gcomp_iallreduce overlapped with the compute\n"
+              "  --delay-rank R --delay-ms T: rank R sleeps T ms before each timed call (a\n"
+              "  straggler); the last line names the rank the detector found arriving last\n");
       return strcmp(a, "-h") ? 2 : 0;
     }
   }
+  g_opts = &o;
   if (o.rounds < 1) o.rounds = 1;
   if (o.rounds > 16) o.rounds = 16;
   if (o.iters < 1) o.iters = 1;
@@ -396,6 +411,13 @@ static int cmd_allreduce(int argc, char **argv) {
         printf("#   %-28s %.2f x faster than none (%s)\n", last_row[i].spec,
                last_row[base].t / last_row[i].t, last_row[i].algo);
   }
+  gcomp_skew_stats sk;
+  if (st == GCOMP_OK && gcomp_comm_get_skew(comm, &sk) == GCOMP_OK && sk.calls &&
+      gcomp_comm_rank(comm) == 0 && !o.json)
+    printf("# stragglers over %llu calls: rank %d arrived %.3f ms after the first on average, "
+           "last in %llu; first to last arrival %.3f ms on average\n",
+           (unsigned long long)sk.calls, sk.worst_rank, sk.worst_late_mean_s * 1e3,
+           (unsigned long long)sk.worst_last, sk.spread_mean_s * 1e3);
   if (st < 0) fprintf(stderr, "gcomp-bench allreduce: rank %d: %s: %s\n", gcomp_comm_rank(comm),
                       gcomp_strerror(st), gcomp_last_error());
   gcomp_comm_destroy(comm);

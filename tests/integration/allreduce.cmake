@@ -43,3 +43,8 @@ set_tests_properties(integration.allreduce.mixed.intra-bf16 PROPERTIES ENVIRONME
 add_test(NAME integration.allreduce.shm-stale
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/shm_stale.sh ${GCOMP_AR_RUN} ${GCOMP_AR_CHECK})
 set_tests_properties(integration.allreduce.shm-stale PROPERTIES LABELS integration TIMEOUT 60)
+
+# straggler detection: a rank that sleeps before every call is named by every rank
+add_test(NAME integration.allreduce.straggler
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/straggler.sh ${GCOMP_AR_RUN} $<TARGET_FILE:gcomp-bench>)
+set_tests_properties(integration.allreduce.straggler PROPERTIES LABELS integration TIMEOUT 120)

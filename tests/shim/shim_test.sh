@@ -51,7 +51,7 @@ calls() {
 }
 
 # stats_calls RANK: the "calls" field of that rank's GCOMP_STATS file ("" when none)
-stats_calls() { sed -n 's/.*"calls": \([0-9]*\),.*/\1/p' "$tmp/stats-$1.json" 2>/dev/null; }
+stats_calls() { sed -n 's/^{.*"calls": \([0-9]*\),.*/\1/p' "$tmp/stats-$1.json" 2>/dev/null; }
 
 # report NAME RANK SERVED OFF COMM DTYPE OP IALL: the shim's line at MPI_Finalize
 report() {

@@ -537,6 +537,7 @@ static void test_stats_and_trace_files(void **state) {
     assert_non_null(strstr(s, want));
     assert_non_null(strstr(s, "\"calls\": 1,"));
     assert_non_null(strstr(s, "\"bytes\": 4000,"));
+    assert_non_null(strstr(s, "\"skew\": {\"window\": 256, \"calls\": 0,"));
     unlink(path);
     snprintf(path, sizeof path, "%s/trace-%d.json", dir, r);
     s = slurp(path);
@@ -549,6 +550,93 @@ static void test_stats_and_trace_files(void **state) {
   rmdir(dir);
   unsetenv("GCOMP_STATS");
   unsetenv("GCOMP_TRACE");
+  force_algo(NULL);
+}
+
+/* Straggler detection: rank 2 sleeps 20 ms before each blocking call and is found arriving
+ * last, about 20 ms after the others, by every rank. Then, non-blocking: rank 1 sleeps
+ * before gcomp_iallreduce (late), rank 3 sleeps between gcomp_iallreduce and the wait (on
+ * time: a rank arrives when it asks). Window 8, 16 calls each. */
+enum { SK_CALLS = 16, SK_MS = 20 };
+typedef struct {
+  gcomp_transport *t;
+  int r, st;
+  char error[512];
+  gcomp_skew_stats a, b;
+} skew_job;
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {0, (long)ms * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static void *skew_main(void *arg) {
+  skew_job *j = arg;
+  float x[64];
+  for (int phase = 0; phase < 2; phase++) {
+    gcomp_comm *comm = NULL;
+    j->st = gcomp_comm_from_transport(j->t, 0, &comm);
+    for (int i = 0; i < SK_CALLS && j->st == GCOMP_OK; i++) {
+      for (int k = 0; k < 64; k++) x[k] = (float)(j->r + k);
+      if (phase == 0) {
+        if (j->r == 2) sleep_ms(SK_MS);
+        j->st = gcomp_allreduce(comm, x, x, 64, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
+      } else {
+        gcomp_request *req;
+        if (j->r == 1) sleep_ms(SK_MS);
+        j->st = gcomp_iallreduce(comm, x, x, 64, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0, &req);
+        if (j->st == GCOMP_OK) {
+          if (j->r == 3) sleep_ms(SK_MS);
+          j->st = gcomp_request_wait(req);
+        }
+      }
+      if (j->st == GCOMP_OK && x[5] != (float)(0 + 1 + 2 + 3 + 4 * 5)) j->st = -1000;
+    }
+    if (j->st == GCOMP_OK) j->st = gcomp_comm_get_skew(comm, phase ? &j->b : &j->a);
+    if (j->st < 0) snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
+    gcomp_comm_destroy(comm);
+    if (j->st < 0) break;
+  }
+  return NULL;
+}
+
+static void test_stragglers(void **state) {
+  setenv("GCOMP_SKEW_WINDOW", "8", 1);
+  force_algo(NULL);
+  gcomp_transport *t[4];
+  assert_int_equal(gcomp_loopback_create(4, NULL, t), GCOMP_OK);
+  skew_job jobs[4];
+  pthread_t th[4];
+  for (int r = 0; r < 4; r++) {
+    jobs[r] = (skew_job){.t = t[r], .r = r};
+    pthread_create(&th[r], NULL, skew_main, &jobs[r]);
+  }
+  for (int r = 0; r < 4; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < 4; r++) {
+    if (jobs[r].st != GCOMP_OK) fail_msg("rank %d: %d %s", r, jobs[r].st, jobs[r].error);
+    gcomp_transport_destroy(t[r]);
+  }
+  const double lo = 0.75 * SK_MS * 1e-3;   /* the sleep, less generous slack */
+  for (int r = 0; r < 4; r++) {
+    const gcomp_skew_stats *a = &jobs[r].a, *b = &jobs[r].b;
+    assert_int_equal(a->calls, SK_CALLS);
+    assert_int_equal(a->worst_rank, 2);
+    assert_true(a->worst_late_mean_s >= lo);
+    assert_true(a->worst_last >= SK_CALLS - 2);   /* the first call may start unevenly */
+    assert_true(a->spread_mean_s >= lo);
+    assert_int_equal(b->calls, SK_CALLS);
+    assert_int_equal(b->worst_rank, 1);
+    assert_true(b->worst_late_mean_s >= lo);
+  }
+  assert_true(jobs[2].a.late_mean_s >= lo && jobs[2].a.last >= SK_CALLS - 2);
+  assert_true(jobs[1].b.late_mean_s >= lo && jobs[1].b.last >= SK_CALLS - 2);
+  /* the punctual ranks: well under the straggler's lateness (rank 3 of the second phase
+   * asked on time and only waited late) */
+  for (int r = 0; r < 4; r++) {
+    if (r != 2) assert_true(jobs[r].a.late_mean_s < jobs[2].a.late_mean_s / 2);
+    if (r != 1) assert_true(jobs[r].b.late_mean_s < jobs[1].b.late_mean_s / 2);
+  }
+  unsetenv("GCOMP_SKEW_WINDOW");
   force_algo(NULL);
 }
 
@@ -568,6 +656,7 @@ int main(void) {
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_nan_propagates_and_is_counted),
       cmocka_unit_test(test_stats_and_trace_files),
+      cmocka_unit_test(test_stragglers),
   };
   return cmocka_run_group_tests_name("allreduce", tests, NULL, NULL);
 }

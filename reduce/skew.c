@@ -1,0 +1,80 @@
+/* Straggler detection: the bookkeeping (the exchanges themselves are in comm.c). */
+#include "skew.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int gcomp_skew_init(gcomp_skew *s, int window, int size) {
+  memset(s, 0, sizeof *s);
+  s->mine.worst_rank = -1;
+  if (window <= 0 || size < 2) return GCOMP_OK;
+  s->own = malloc((size_t)window * sizeof *s->own);
+  s->vec = malloc(2 * (size_t)window * sizeof *s->vec);
+  s->trace_at = malloc((size_t)window * sizeof *s->trace_at);
+  s->late = malloc((size_t)window * sizeof *s->late);
+  s->table = calloc(3 * (size_t)size, sizeof *s->table);
+  if (!s->own || !s->vec || !s->trace_at || !s->late || !s->table) {
+    gcomp_skew_free(s);
+    GCOMP_FAIL(GCOMP_ERR_NOMEM, "straggler detection: buffers for a window of %d calls", window);
+  }
+  s->window = window;
+  s->size = size;
+  return GCOMP_OK;
+}
+
+void gcomp_skew_free(gcomp_skew *s) {
+  free(s->own);
+  free(s->vec);
+  free(s->trace_at);
+  free(s->late);
+  free(s->table);
+  s->own = s->vec = NULL, s->trace_at = NULL, s->late = NULL, s->table = NULL;
+  s->window = 0;
+}
+
+int gcomp_skew_note(gcomp_skew *s, double seconds, size_t trace_at) {
+  if (!s->window) return 0;
+  s->own[s->n] = (float)(seconds * 1e6);
+  s->trace_at[s->n] = trace_at;
+  return ++s->n == s->window;
+}
+
+size_t gcomp_skew_vec(gcomp_skew *s) {
+  for (int i = 0; i < s->n; i++) {
+    s->vec[i] = s->own[i];
+    s->vec[s->n + i] = -s->own[i];   /* MAX of the negation: the shortest time */
+  }
+  return 2 * (size_t)s->n;
+}
+
+size_t gcomp_skew_absorb(gcomp_skew *s, int rank) {
+  gcomp_skew_stats *m = &s->mine;
+  double sum = m->late_mean_s * (double)m->calls, spread = m->spread_mean_s * (double)m->calls;
+  for (int i = 0; i < s->n; i++) {
+    float longest = s->vec[i], shortest = -s->vec[s->n + i];
+    double late = (double)(longest - s->own[i]) * 1e-6;
+    s->late[i] = late;
+    sum += late;
+    spread += (double)(longest - shortest) * 1e-6;
+    if (late > m->late_max_s) m->late_max_s = late;
+    if (s->own[i] == shortest) m->last++;   /* ties all count: they arrived together */
+  }
+  m->calls += (uint64_t)s->n;
+  m->late_mean_s = sum / (double)m->calls;
+  m->spread_mean_s = spread / (double)m->calls;
+  memset(s->table, 0, 3 * (size_t)s->size * sizeof *s->table);
+  s->table[3 * rank] = m->late_mean_s;
+  s->table[3 * rank + 1] = m->late_max_s;
+  s->table[3 * rank + 2] = (double)m->last;
+  return 3 * (size_t)s->size;
+}
+
+void gcomp_skew_finish(gcomp_skew *s) {
+  gcomp_skew_stats *m = &s->mine;
+  m->worst_rank = 0;
+  for (int r = 1; r < s->size; r++)
+    if (s->table[3 * r] > s->table[3 * m->worst_rank]) m->worst_rank = r;
+  m->worst_late_mean_s = s->table[3 * m->worst_rank];
+  m->worst_last = (uint64_t)s->table[3 * m->worst_rank + 2];
+  s->n = 0;
+}

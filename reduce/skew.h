@@ -1,0 +1,47 @@
+/* Internal: straggler detection. Every `window` calls the ranks compare how long each
+ * spent inside each call. A call ends at nearly the same moment on every rank (the last
+ * message lands everywhere within one step's latency), so the rank that spent the least
+ * time arrived last, and rank r arrived (longest - its own) after the first one. No clocks
+ * are compared, so nodes need no clock synchronisation. */
+#ifndef GCOMP_SKEW_H
+#define GCOMP_SKEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gcomp.h"
+#include "gcomp_common.h"
+
+typedef struct {
+  int window;          /* calls per exchange; 0: off */
+  int size;            /* ranks */
+  int n;               /* calls recorded in the current window */
+  float *own;          /* [window] this rank's time in each call, microseconds */
+  float *vec;          /* [2 * window] what the exchange reduces (MAX): own, then -own */
+  size_t *trace_at;    /* [window] the trace event of each call, or SIZE_MAX */
+  double *late;        /* [window] after the first exchange: how late this rank was (s) */
+  double *table;       /* [3 * size] per rank: mean lateness (s), max lateness (s), calls last */
+  gcomp_skew_stats mine;   /* this rank's figures (worst_* filled from the table) */
+  double exchange_s;   /* time spent exchanging */
+} gcomp_skew;
+
+/* window 0 (or size 1) leaves the detector off; it still answers queries. */
+int gcomp_skew_init(gcomp_skew *s, int window, int size);
+void gcomp_skew_free(gcomp_skew *s);
+
+/* Records one call (time between the rank's arrival and the call's end); returns 1 when
+ * the window is full and the exchange is due. */
+int gcomp_skew_note(gcomp_skew *s, double seconds, size_t trace_at);
+
+/* The first exchange: fills vec (2 * n floats) for a MAX allreduce. */
+size_t gcomp_skew_vec(gcomp_skew *s);
+
+/* After the first exchange: folds the window into this rank's figures and late[0..n), and
+ * fills the table row of `rank` (the other rows zero) for the second MAX allreduce;
+ * returns the table's length. */
+size_t gcomp_skew_absorb(gcomp_skew *s, int rank);
+
+/* After the second exchange: takes the worst rank from the table, starts a new window. */
+void gcomp_skew_finish(gcomp_skew *s);
+
+#endif /* GCOMP_SKEW_H */

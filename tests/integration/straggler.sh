@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Straggler detection over real processes: rank 1 of 3 sleeps before every call and every
+# rank's GCOMP_STATS names it (and gcomp-bench's last line says so); one node and two
+# emulated nodes. Ranks that disagree on GCOMP_SKEW_WINDOW are refused at creation,
+# naming the variable.
+#   straggler.sh GCOMP_RUN GCOMP_BENCH
+set -u
+run=$1 bench=$2 fails=0
+for v in $(compgen -e | grep '^GCOMP_'); do unset "$v"; done
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; fails=1; }
+
+for nodes in 1 2; do
+  out=$(GCOMP_SKEW_WINDOW=16 GCOMP_STATS="$dir/st-$nodes-%r.json" "$run" -n 3 --nodes $nodes -- \
+    "$bench" allreduce -b 64k -e 64k -n 32 -w 0 --rounds 1 --delay-rank 1 --delay-ms 10 2>&1) ||
+    { fail "$nodes node(s): the job failed: $out"; continue; }
+  echo "$out" | grep -q "^# stragglers over [0-9]* calls: rank 1 arrived" ||
+    fail "$nodes node(s): gcomp-bench does not name rank 1: $(echo "$out" | tail -1)"
+  for r in 0 1 2; do
+    f="$dir/st-$nodes-$r.json"
+    grep -q '"skew": {"window": 16, "calls": [0-9]*' "$f" || { fail "rank $r: no skew in $(cat "$f")"; continue; }
+    grep -q '"worst_rank": 1,' "$f" || fail "$nodes node(s), rank $r: worst rank is not 1: $(grep skew "$f")"
+  done
+  # rank 1's own figures: late by most of the 10 ms, on average
+  late=$(sed -n 's/.*"late_mean_us": \([0-9.]*\).*/\1/p' "$dir/st-$nodes-1.json")
+  awk -v l="$late" 'BEGIN { exit !(l >= 7000) }' || fail "$nodes node(s): rank 1 late by only ${late} us"
+done
+
+# a window that differs between ranks: refused at creation, naming the variable
+out=$("$run" -n 2 -- bash -c 'GCOMP_SKEW_WINDOW=$((8 + GCOMP_RANK)) exec "$0" allreduce -b 8 -e 8 -n 1 --rounds 1' \
+  "$bench" 2>&1) && fail "ranks with different windows ran"
+echo "$out" | grep -q "GCOMP_SKEW_WINDOW differs between ranks" || fail "no clear error: $out"
+
+echo "straggler: $([ $fails = 0 ] && echo passed || echo FAILED)"
+exit $fails
