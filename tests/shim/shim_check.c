@@ -12,6 +12,12 @@
  *                      results must be within bf16's error of the exact sums, and some must
  *                      differ from them (so a lossy codec really ran).
  *
+ *   shim_check silent [return]   the last rank goes silent (sleeps 60 s) before its first
+ *                      MPI_Allreduce; the others call it. Run with a short GCOMP_TIMEOUT_MS:
+ *                      under the default MPI_ERRORS_ARE_FATAL the job is aborted; with
+ *                      "return" (MPI_ERRORS_RETURN on world) each caller prints "rank R:
+ *                      MPI_Allreduce returned <error string> after T ms" and aborts the job.
+ *
  * Rank 0 prints "calls: world N dup N split N dtype N op N iallreduce N" (how many calls of
  * each kind every rank made) and "shim_check: PASS" or the failures; exit status 1 on any. */
 #include <math.h>
@@ -20,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 static int rank, size, failures;
 static long n_world, n_dup, n_split, n_dtype, n_op, n_iallreduce;
@@ -305,6 +313,26 @@ static void lossy(void) {
   }
 }
 
+static void silent(int errors_return) {
+  if (errors_return) MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  enum { N = 1 << 18 };
+  float *buf = calloc(N, sizeof *buf);
+  if (rank == size - 1) sleep(60);   /* silent, not dead: only a timeout can tell */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int rc = MPI_Allreduce(MPI_IN_PLACE, buf, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  char msg[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  if (rc != MPI_SUCCESS) MPI_Error_string(rc, msg, &len);
+  printf("rank %d: MPI_Allreduce returned %s after %.0f ms\n", rank,
+         rc == MPI_SUCCESS ? "MPI_SUCCESS" : msg,
+         (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+  fflush(stdout);
+  free(buf);
+  MPI_Abort(MPI_COMM_WORLD, 3);   /* the silent rank will not finish: end the job */
+}
+
 int main(int argc, char **argv) {
   if (argc > 2 && !strcmp(argv[2], "multiple")) {
     int provided = MPI_THREAD_SINGLE;
@@ -321,8 +349,10 @@ int main(int argc, char **argv) {
     exact();
   } else if (!strcmp(mode, "lossy")) {
     lossy();
+  } else if (!strcmp(mode, "silent")) {
+    silent(argc > 2 && !strcmp(argv[2], "return"));
   } else {
-    if (rank == 0) fprintf(stderr, "usage: shim_check exact [multiple] | lossy\n");
+    if (rank == 0) fprintf(stderr, "usage: shim_check exact [multiple] | lossy | silent [return]\n");
     MPI_Finalize();
     return 2;
   }

@@ -8,6 +8,9 @@
 #           served (two threads may run collectives on world and a dup at once)
 # bf16      GCOMP_CODEC=bf16 on two emulated nodes behind a 1 Gbit/s link model: the calls
 #           are served by a compressed algorithm and the sums are within bf16's error
+# silent    the last rank goes silent inside the job: with GCOMP_TIMEOUT_MS=2000 the other
+#           ranks' MPI_Allreduce fails within it, the shim warns naming the silent rank,
+#           MPI_ERRORS_ARE_FATAL aborts the job and MPI_ERRORS_RETURN hands back an error
 # fallback  a bad GCOMP_* value: one warning naming it, every call to MPI, results exact, no
 #           stats file; with GCOMP_SHIM_STRICT=1 the job stops instead
 set -u
@@ -112,6 +115,23 @@ bf16)
   plain=$(grep -o '"allreduce [a-z-]*"' "$tmp/trace-0.json" 2>/dev/null | grep -cvE 'direct|sparse')
   if [ -n "$algos" ] && [ "$plain" -eq 0 ]; then ok "bf16: algorithms:$(echo $algos)"
   else bad "bf16: uncompressed algorithms ran:$(echo $algos)"; fi
+  ;;
+silent)
+  for how in fatal return; do
+    start=$(date +%s)
+    run "silent-$how" GCOMP_TIMEOUT_MS=2000 -- "$prog" silent $how
+    took=$(($(date +%s) - start))
+    [ "$rc" -ne 0 ] && [ "$took" -lt 40 ] && ok "silent-$how: the job ended (exit $rc) in $took s" ||
+      { bad "silent-$how: exit $rc after $took s"; show "silent-$how"; }
+    if grep -q "gcomp WARN shim .*MPI_Allreduce of 262144 elements failed in gcomp: GCOMP_ERR_TIMEOUT.*rank $((n - 1))" "$tmp/silent-$how.err"; then
+      ok "silent-$how: $(grep -o 'failed in gcomp: .*' "$tmp/silent-$how.err" | head -1)"
+    else bad "silent-$how: no shim warning naming rank $((n - 1))"; show "silent-$how"; fi
+  done
+  # MPI_ERRORS_RETURN: the callers got an error back, after about the timeout
+  if grep -qE "^rank [0-9]+: MPI_Allreduce returned .* after (1[5-9][0-9][0-9]|[2-9][0-9][0-9][0-9]) ms" "$tmp/silent-return.out" &&
+     ! grep -q "returned MPI_SUCCESS" "$tmp/silent-return.out"; then
+    ok "silent-return: $(grep -m1 '^rank' "$tmp/silent-return.out")"
+  else bad "silent-return: no error handed back"; show silent-return; fi
   ;;
 fallback)
   # a malformed codec spec (the parameters themselves are fine: GCOMP_DEBUG=info holds)
