@@ -75,6 +75,7 @@ typedef struct {
   int steps;
   int batch;            /* rows per worker per step */
   double lr, momentum, weight_decay;
+  int lr_schedule;      /* GCOMP_CV_LR_*: the learning rate at step t of T */
   uint64_t seed;        /* model init and minibatch order */
   int eval_every;       /* steps between full-set evaluations (the loss curve) */
   gcomp_op op;          /* GCOMP_AVG (default) or GCOMP_SUM (then scaled by 1/W) */
@@ -95,6 +96,14 @@ typedef struct {
  *   MASKED +ef runs as +ef:momentum=<momentum>,mask=1 (DGC with momentum factor masking)
  *   OFF    every spec runs as given, the optimizer's momentum after the allreduce */
 enum { GCOMP_CV_MC_OFF = 0, GCOMP_CV_MC_ON = 1, GCOMP_CV_MC_MASKED = 2 };
+
+/* Learning-rate schedules (cfg->lr_schedule), lr_t at step t of T steps:
+ *   CONSTANT (default) lr
+ *   COSINE   lr * (1 + cos(pi t / T)) / 2, to zero at the end
+ *   STEP     lr, then lr / 10 from T/2, lr / 100 from 3T/4 */
+enum { GCOMP_CV_LR_CONSTANT = 0, GCOMP_CV_LR_COSINE = 1, GCOMP_CV_LR_STEP = 2 };
+double gcomp_cv_lr_at(const gcomp_cv_train_cfg *cfg, int step);
+const char *gcomp_cv_lr_schedule_name(int schedule);
 
 void gcomp_cv_train_defaults(gcomp_cv_train_cfg *cfg);
 

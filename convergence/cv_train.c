@@ -21,6 +21,19 @@
 
 enum { GRAD_KEY = 1 };
 
+double gcomp_cv_lr_at(const gcomp_cv_train_cfg *cfg, int step) {
+  double T = cfg->steps > 0 ? cfg->steps : 1;
+  switch (cfg->lr_schedule) {
+  case GCOMP_CV_LR_COSINE: return cfg->lr * 0.5 * (1.0 + cos(M_PI * step / T));
+  case GCOMP_CV_LR_STEP: return step >= 3 * T / 4 ? cfg->lr / 100 : step >= T / 2 ? cfg->lr / 10 : cfg->lr;
+  default: return cfg->lr;
+  }
+}
+
+const char *gcomp_cv_lr_schedule_name(int schedule) {
+  return schedule == GCOMP_CV_LR_COSINE ? "cosine" : schedule == GCOMP_CV_LR_STEP ? "step" : "constant";
+}
+
 void gcomp_cv_train_defaults(gcomp_cv_train_cfg *cfg) {
   *cfg = (gcomp_cv_train_cfg){.workers = 8, .steps = 600, .batch = 16, .lr = 0.05,
                               .momentum = 0.9, .weight_decay = 0, .seed = 1, .eval_every = 10,
@@ -321,7 +334,7 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
   int ntensor = gcomp_cv_model_tensors(s->m, toff, tlen);
   gcomp_cv_model_init(s->m, theta, cfg->seed);
   if (w == 0) evaluate(s, e++, theta);
-  float lr = (float)cfg->lr, mu = s->opt_mu, wd = (float)cfg->weight_decay;
+  float mu = s->opt_mu, wd = (float)cfg->weight_decay;
   /* with momentum in the codec, weight decay joins the gradient before it, as in DGC, so
    * that it is part of the momentum as it is in the baseline's optimizer */
   float wd_in = s->ef_mu > 0 ? wd : 0.0f, wd_opt = s->ef_mu > 0 ? 0.0f : wd;
@@ -382,6 +395,9 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
       if (atomic_load(&s->failed)) break;
       if (w == 0) step_metrics(s, step, grad, exact);
     }
+    /* the schedule scales the step, not the gradient: with momentum in the codec, values
+     * sent late are applied at the rate of the step that sends them, as in DGC */
+    float lr = (float)gcomp_cv_lr_at(cfg, step);
     for (size_t i = 0; i < np; i++) {
       vel[i] = mu * vel[i] + grad[i] + wd_opt * theta[i];
       theta[i] -= lr * vel[i];

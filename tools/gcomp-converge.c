@@ -56,6 +56,9 @@ static void usage(FILE *f) {
     "training\n"
     "  --workers W (8) --steps N (600) --batch B (16 per worker) --lr X (0.05)\n"
     "  --momentum X (0.9) --weight-decay X (0) --seed N (1) --eval-every N (steps/50)\n"
+    "  --lr-schedule constant|cosine|step\n"
+    "                        constant (default); cosine: to zero at the last step; step: /10\n"
+    "                        at half the steps, /100 at three quarters\n"
     "  --momentum-correction on|masked|off\n"
     "                        on (default): a top-k codec with +ef runs as\n"
     "                        +ef:momentum=<--momentum>,mask=0 (DGC's momentum correction:\n"
@@ -129,7 +132,7 @@ int main(int argc, char **argv) {
   enum { O_CODEC = 256, O_MUSTFAIL, O_ALGO, O_MINB, O_AB, O_TASK, O_DATA, O_DIGITS, O_MODEL,
          O_HIDDEN, O_CLASSES, O_TFRAC, O_SSEED, O_SDIM, O_SCOND, O_SN, O_WORKERS, O_STEPS,
          O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_EVAL, O_OP, O_CI, O_TOL, O_TOLF, O_LTOL, O_JSON,
-         O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP, O_PROBLEM, O_REAL, O_PERLAYER, O_MCORR };
+         O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP, O_PROBLEM, O_REAL, O_PERLAYER, O_MCORR, O_LRS };
   static const struct option opts[] = {
       {"codec", 1, 0, O_CODEC},       {"must-fail", 1, 0, O_MUSTFAIL}, {"algo", 1, 0, O_ALGO},
       {"min-bytes", 1, 0, O_MINB},    {"alpha-beta", 1, 0, O_AB},     {"task", 1, 0, O_TASK},
@@ -145,6 +148,7 @@ int main(int argc, char **argv) {
       {"no-progress", 0, 0, O_NOPROG}, {"quiet", 0, 0, O_QUIET},      {"help", 0, 0, O_HELP},
       {"problem", 1, 0, O_PROBLEM},   {"real", 0, 0, O_REAL},
       {"per-layer", 0, 0, O_PERLAYER}, {"momentum-correction", 1, 0, O_MCORR},
+      {"lr-schedule", 1, 0, O_LRS},
       {0, 0, 0, 0}};
   int eval_set = 0;
   for (int o; (o = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
@@ -178,6 +182,15 @@ int main(int argc, char **argv) {
     case O_STEPS: cfg.steps = (int)num("--steps", optarg, 1, 1e8); break;
     case O_BATCH: cfg.batch = (int)num("--batch", optarg, 1, 1e6); break;
     case O_LR: cfg.lr = num("--lr", optarg, 0, 1e3); break;
+    case O_LRS:
+      if (!strcmp(optarg, "constant")) cfg.lr_schedule = GCOMP_CV_LR_CONSTANT;
+      else if (!strcmp(optarg, "cosine")) cfg.lr_schedule = GCOMP_CV_LR_COSINE;
+      else if (!strcmp(optarg, "step")) cfg.lr_schedule = GCOMP_CV_LR_STEP;
+      else {
+        fprintf(stderr, "gcomp-converge: --lr-schedule '%s' is not constant, cosine or step\n", optarg);
+        return 2;
+      }
+      break;
     case O_MOM: cfg.momentum = num("--momentum", optarg, 0, 0.9999); break;
     case O_WD: cfg.weight_decay = num("--weight-decay", optarg, 0, 1); break;
     case O_SEED: cfg.seed = (uint64_t)num("--seed", optarg, 0, 1e18); break;

@@ -53,6 +53,9 @@ grep -q "(momentum correction off)" "$dir/out9" && ! grep -q "ran as" "$dir/out9
 "$conv" "${mc[@]}" --momentum-correction sometimes 2>"$dir/err10"; rc=$?
 [ "$rc" -eq 2 ] && grep -q "'sometimes' is not on, masked or off" "$dir/err10" \
   || { cat "$dir/err10"; fail "bad --momentum-correction: exit $rc"; }
+"$conv" "${mc[@]}" --lr-schedule linear 2>"$dir/err12"; rc=$?
+[ "$rc" -eq 2 ] && grep -q "'linear' is not constant, cosine or step" "$dir/err12" \
+  || { cat "$dir/err12"; fail "bad --lr-schedule: exit $rc"; }
 "$conv" "${mc[@]}" --codec 'fp16+ef:momentum=0.9' 2>"$dir/err11"; rc=$?
 [ "$rc" -eq 2 ] && grep -q "momentum=0.9 is momentum correction for sparsifying codecs" "$dir/err11" \
   || { cat "$dir/err11"; fail "ef momentum on a cast: exit $rc"; }

@@ -203,6 +203,44 @@ static void test_momentum_correction_is_momentum_sgd(void **state) {
   gcomp_cv_data_free(&d);
 }
 
+/* Learning-rate schedules: their values, and that they reach the optimizer on both paths
+ * (momentum in the optimizer, momentum in the codec): with every value sent, the corrected
+ * run under a cosine schedule is still momentum SGD under that schedule. */
+static void test_lr_schedules(void **state) {
+  (void)state;
+  gcomp_cv_train_cfg cfg;
+  base_cfg(&cfg, 100);
+  cfg.lr = 0.2;
+  assert_true(gcomp_cv_lr_at(&cfg, 0) == 0.2 && gcomp_cv_lr_at(&cfg, 99) == 0.2);
+  cfg.lr_schedule = GCOMP_CV_LR_COSINE;
+  assert_true(fabs(gcomp_cv_lr_at(&cfg, 0) - 0.2) < 1e-12);
+  assert_true(fabs(gcomp_cv_lr_at(&cfg, 50) - 0.1) < 1e-12);
+  assert_true(gcomp_cv_lr_at(&cfg, 99) > 0 && gcomp_cv_lr_at(&cfg, 99) < 0.2 * 1e-3);
+  cfg.lr_schedule = GCOMP_CV_LR_STEP;
+  assert_true(gcomp_cv_lr_at(&cfg, 49) == 0.2);
+  assert_true(fabs(gcomp_cv_lr_at(&cfg, 50) - 0.02) < 1e-12 && fabs(gcomp_cv_lr_at(&cfg, 74) - 0.02) < 1e-12);
+  assert_true(fabs(gcomp_cv_lr_at(&cfg, 75) - 0.002) < 1e-12);
+
+  gcomp_cv_data d;
+  make_gmm(&d, 1000);
+  gcomp_cv_model m;
+  make_model(&m, "softmax", &d);
+  base_cfg(&cfg, 100);
+  gcomp_cv_run constant, base, dense;
+  run_ok(&cfg, &d, &m, NULL, NULL, &constant);
+  cfg.lr_schedule = GCOMP_CV_LR_COSINE;
+  run_ok(&cfg, &d, &m, NULL, NULL, &base);
+  run_ok(&cfg, &d, &m, "topk:ratio=1+ef", &base, &dense);
+  assert_memory_not_equal(constant.theta, base.theta, base.nparams * sizeof(float));
+  assert_true(dense.corrected);
+  if (!(dense.final_drift < 1e-4))
+    fail_msg("ratio=1 with momentum correction under cosine: drift %g", dense.final_drift);
+  gcomp_cv_run_free(&constant);
+  gcomp_cv_run_free(&base);
+  gcomp_cv_run_free(&dense);
+  gcomp_cv_data_free(&d);
+}
+
 /* ---- reproducible, bitwise --------------------------------------------------------------- */
 static void expect_same(const gcomp_cv_run *a, const gcomp_cv_run *b) {
   assert_int_equal(a->nparams, b->nparams);
@@ -446,6 +484,7 @@ int main(void) {
       cmocka_unit_test(test_unknown_codec),
       cmocka_unit_test(test_momentum_correction_plan),
       cmocka_unit_test(test_momentum_correction_is_momentum_sgd),
+      cmocka_unit_test(test_lr_schedules),
       cmocka_unit_test(test_reproducible_bitwise),
       cmocka_unit_test(test_32_workers),
       cmocka_unit_test(test_per_layer),
