@@ -458,6 +458,20 @@ static void test_tolerance_rules(void **state) {
   assert_int_equal(gcomp_cv_tolset_add(ts, "bf16", "cfg:5"), GCOMP_ERR_INVALID);
   gcomp_cv_tolset_destroy(ts);
 
+  /* a drop equal to the tolerance is within it, although its binary value is a hair above:
+   * 1620 and 1610 of 2000 right are 81.00% and 80.50%, 0.5 points; one fewer is outside */
+  {
+    gcomp_cv_run b = {.final_loss = 1.0, .final_acc = 1620 / 2000.0, .replicas_equal = 1};
+    gcomp_cv_run x = {.final_loss = 1.0, .final_acc = 1610 / 2000.0, .replicas_equal = 1};
+    gcomp_cv_tol half = {0.5, INFINITY, INFINITY, INFINITY};
+    gcomp_cv_verdict vv;
+    gcomp_cv_judge(&b, &x, &half, &vv);
+    if (vv.pass != 1) fail_msg("a 0.5-point drop against a 0.5-point tolerance: %s", vv.why);
+    x.final_acc = 1609 / 2000.0;
+    gcomp_cv_judge(&b, &x, &half, &vv);
+    assert_int_equal(vv.pass, 0);
+  }
+
   /* the verdict names the metric and the margin */
   gcomp_cv_run base = {.final_loss = 1.0, .final_acc = 0.90, .replicas_equal = 1};
   gcomp_cv_run run = {.final_loss = 1.03, .final_acc = 0.893, .replicas_equal = 1};
