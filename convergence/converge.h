@@ -77,6 +77,8 @@ typedef struct {
   double lr, momentum, weight_decay;
   int lr_schedule;      /* GCOMP_CV_LR_*: the learning rate at step t of T */
   uint64_t seed;        /* model init and minibatch order */
+  int nseeds;           /* for the reports: runs merged over seeds seed .. seed+nseeds-1
+                           (gcomp_cv_run_merge; gcomp_cv_train itself runs one seed) */
   int eval_every;       /* steps between full-set evaluations (the loss curve) */
   gcomp_op op;          /* GCOMP_AVG (default) or GCOMP_SUM (then scaled by 1/W) */
   int progress;         /* print a progress line on stderr */
@@ -159,7 +161,18 @@ typedef struct {
   uint64_t user_bytes;  /* fp32 bytes given to gcomp_allreduce, summed over ranks */
   uint64_t codec_in, codec_out;   /* gcomp_codec_get_stats, summed over ranks */
   double seconds;
+  /* several seeds (gcomp_cv_run_merge): the metrics above are means over the seeds (maxima
+   * for the max_ fields, minima for the min_ ones); per seed: */
+  int nseeds;           /* 1 for a single run */
+  double *seed_loss;    /* [nseeds] final training loss of each seed (NULL when nseeds 1) */
+  double *seed_acc;     /* [nseeds] final test accuracy of each seed */
 } gcomp_cv_run;
+
+/* Folds run `x` (seed number k of the same problem and codec, k >= 1) into `acc`, which
+ * holds the merge of seeds 0..k-1: running means of every metric and curve. Judging the
+ * merged runs compares means over seeds, paired by seed (each codec run's drift and curve
+ * gap are against its own seed's baseline). x is left as it was. */
+int gcomp_cv_run_merge(gcomp_cv_run *acc, const gcomp_cv_run *x, int k);
 
 /* Trains with the codec `spec` (NULL or "none": uncompressed). With `base` (a finished
  * baseline run of the same problem) drift and curve gap are measured against it. A codec

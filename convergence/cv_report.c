@@ -21,14 +21,20 @@ static const char *verdict_word(const gcomp_cv_verdict *v, int must_fail) {
 
 void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
   const gcomp_cv_train_cfg *c = r->cfg;
+  char seeds[96];
+  if (c->nseeds > 1)
+    snprintf(seeds, sizeof seeds, "seeds %llu-%llu (each figure a mean over them, paired by seed)",
+             (unsigned long long)c->seed, (unsigned long long)(c->seed + (uint64_t)c->nseeds - 1));
+  else
+    snprintf(seeds, sizeof seeds, "seed %llu", (unsigned long long)c->seed);
   fprintf(f, "gcomp-converge: %d workers%s, %d steps, batch %d/worker, lr %g%s%s, momentum %g%s, "
-          "seed %llu, algo %s%s\n", c->workers, c->real ? " (processes)" : "", c->steps, c->batch,
+          "%s, algo %s%s\n", c->workers, c->real ? " (processes)" : "", c->steps, c->batch,
           c->lr, c->lr_schedule ? " " : "", c->lr_schedule ? gcomp_cv_lr_schedule_name(c->lr_schedule) : "",
           c->momentum,
           c->momentum_correction == GCOMP_CV_MC_OFF      ? " (momentum correction off)"
           : c->momentum_correction == GCOMP_CV_MC_MASKED ? " (momentum correction with masking)"
                                                          : "",
-          (unsigned long long)c->seed, r->algo ? r->algo : "auto",
+          seeds, r->algo ? r->algo : "auto",
           c->per_layer ? ", one allreduce per tensor" : "");
   /* every problem runs the same codecs: say once what each ran as, when not as given */
   const gcomp_cv_problem *p0 = r->nproblems ? &r->problems[0] : NULL;
@@ -148,6 +154,12 @@ static void json_run(FILE *f, const gcomp_cv_run *b, const gcomp_cv_run *r) {
           (unsigned long long)r->codec_out);
   json_field(f, "wire_ratio_vs_baseline", ratio_of(b, r));
   fprintf(f, ",\"seconds\":%.3f", r->seconds);
+  if (r->nseeds > 1 && r->seed_acc) {   /* the spread behind the means */
+    fputs(",\"seed_final_loss\":", f);
+    json_array(f, r->seed_loss, r->nseeds);
+    fputs(",\"seed_final_test_acc\":", f);
+    json_array(f, r->seed_acc, r->nseeds);
+  }
   fputs(",\"curve\":{\"step\":[", f);
   for (int e = 0; e < r->neval; e++) fprintf(f, "%s%d", e ? "," : "", r->eval_step[e]);
   fputs("],\"train_loss\":", f);
@@ -170,11 +182,11 @@ int gcomp_cv_write_json(const char *path, const gcomp_cv_report *r) {
   GCOMP_FAIL_IF(!f, GCOMP_ERR_INVALID, "%s: cannot write: %s", path, strerror(errno));
   const gcomp_cv_train_cfg *c = r->cfg;
   fprintf(f, "{\"tool\":\"gcomp-converge\",\"version\":\"%s\",\"config\":{\"workers\":%d,"
-          "\"steps\":%d,\"batch\":%d,\"lr\":%g,\"lr_schedule\":\"%s\",\"momentum\":%g,\"weight_decay\":%g,\"seed\":%llu,"
+          "\"steps\":%d,\"batch\":%d,\"lr\":%g,\"lr_schedule\":\"%s\",\"momentum\":%g,\"weight_decay\":%g,\"seed\":%llu,\"seeds\":%d,"
           "\"eval_every\":%d,\"op\":\"%s\",\"per_layer\":%s,\"real\":%s,"
           "\"momentum_correction\":\"%s\",\"algo\":", gcomp_version(),
           c->workers, c->steps, c->batch, c->lr, gcomp_cv_lr_schedule_name(c->lr_schedule),
-          c->momentum, c->weight_decay, (unsigned long long)c->seed, c->eval_every, c->op == GCOMP_SUM ? "sum" : "avg",
+          c->momentum, c->weight_decay, (unsigned long long)c->seed, c->nseeds > 1 ? c->nseeds : 1, c->eval_every, c->op == GCOMP_SUM ? "sum" : "avg",
           c->per_layer ? "true" : "false", c->real ? "true" : "false",
           c->momentum_correction == GCOMP_CV_MC_OFF      ? "off"
           : c->momentum_correction == GCOMP_CV_MC_MASKED ? "masked"

@@ -141,7 +141,58 @@ void gcomp_cv_run_free(gcomp_cv_run *run) {
   free(run->grad_relerr);
   free(run->grad_cos);
   free(run->theta);
+  free(run->seed_loss);
+  free(run->seed_acc);
   memset(run, 0, sizeof *run);
+}
+
+static void mean_into(double *acc, const double *x, size_t n, int k) {
+  for (size_t i = 0; i < n; i++) acc[i] += (x[i] - acc[i]) / (k + 1);
+}
+
+int gcomp_cv_run_merge(gcomp_cv_run *acc, const gcomp_cv_run *x, int k) {
+  GCOMP_FAIL_IF(k < 1 || acc->nseeds != k, GCOMP_ERR_INVALID,
+                "merging seed %d into a merge of %d seeds", k, acc->nseeds);
+  if (x->status < 0 || acc->status < 0) {   /* a failed seed fails the merge */
+    if (acc->status >= 0) {
+      acc->status = x->status;
+      snprintf(acc->error, sizeof acc->error, "seed %d: %.480s", k, x->error);
+    }
+    acc->nseeds = k + 1;
+    return GCOMP_OK;
+  }
+  GCOMP_FAIL_IF(x->neval != acc->neval || x->steps != acc->steps, GCOMP_ERR_INVALID,
+                "merging runs of different lengths");
+  double *sl = realloc(acc->seed_loss, (size_t)(k + 1) * sizeof *sl);
+  if (sl) acc->seed_loss = sl;
+  double *sa = sl ? realloc(acc->seed_acc, (size_t)(k + 1) * sizeof *sa) : NULL;
+  if (sa) acc->seed_acc = sa;
+  GCOMP_FAIL_IF(!sl || !sa, GCOMP_ERR_NOMEM, "per-seed results");
+  if (k == 1) acc->seed_loss[0] = acc->final_loss, acc->seed_acc[0] = acc->final_acc;
+  acc->seed_loss[k] = x->final_loss, acc->seed_acc[k] = x->final_acc;
+  mean_into(acc->train_loss, x->train_loss, (size_t)acc->neval, k);
+  mean_into(acc->test_acc, x->test_acc, (size_t)acc->neval, k);
+  mean_into(acc->drift, x->drift, (size_t)acc->neval, k);
+  mean_into(acc->step_loss, x->step_loss, (size_t)acc->steps, k);
+  mean_into(acc->grad_relerr, x->grad_relerr, (size_t)acc->steps, k);
+  mean_into(acc->grad_cos, x->grad_cos, (size_t)acc->steps, k);
+  double *m[] = {&acc->final_loss, &acc->final_acc, &acc->final_train_acc, &acc->relerr_mean,
+                 &acc->cos_mean, &acc->curve_gap, &acc->final_drift};
+  const double v[] = {x->final_loss, x->final_acc, x->final_train_acc, x->relerr_mean,
+                      x->cos_mean, x->curve_gap, x->final_drift};
+  for (size_t i = 0; i < sizeof v / sizeof *v; i++) *m[i] += (v[i] - *m[i]) / (k + 1);
+  if (x->relerr_max > acc->relerr_max) acc->relerr_max = x->relerr_max;
+  if (x->max_drift > acc->max_drift) acc->max_drift = x->max_drift;
+  if (x->cos_min < acc->cos_min) acc->cos_min = x->cos_min;
+  acc->replicas_equal = acc->replicas_equal && x->replicas_equal;
+  /* bytes: means too, so that ratios against the baseline stay per run */
+  uint64_t *b[] = {&acc->wire_bytes, &acc->user_bytes, &acc->codec_in, &acc->codec_out};
+  const uint64_t bx[] = {x->wire_bytes, x->user_bytes, x->codec_in, x->codec_out};
+  for (size_t i = 0; i < 4; i++)
+    *b[i] = (uint64_t)llround((double)*b[i] + ((double)bx[i] - (double)*b[i]) / (k + 1));
+  acc->seconds += x->seconds;
+  acc->nseeds = k + 1;
+  return GCOMP_OK;
 }
 
 typedef struct {
@@ -659,6 +710,7 @@ int gcomp_cv_train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
                    gcomp_cv_run *run) {
   GCOMP_FAIL_IF(!cfg || !data || !model || !run, GCOMP_ERR_INVALID, "gcomp_cv_train: NULL argument");
   memset(run, 0, sizeof *run);
+  run->nseeds = 1;
   int st = train(cfg, data, model, spec, base, run);
   if (st < 0) {   /* every failure leaves its reason in the run, for the reports */
     run->status = st;

@@ -56,6 +56,8 @@ static void usage(FILE *f) {
     "training\n"
     "  --workers W (8) --steps N (600) --batch B (16 per worker) --lr X (0.05)\n"
     "  --momentum X (0.9) --weight-decay X (0) --seed N (1) --eval-every N (steps/50)\n"
+    "  --seeds N             train every run with seeds --seed .. --seed+N-1 and judge the\n"
+    "                        means over them, paired by seed (default 1)\n"
     "  --lr-schedule constant|cosine|step\n"
     "                        constant (default); cosine: to zero at the last step; step: /10\n"
     "                        at half the steps, /100 at three quarters\n"
@@ -129,10 +131,11 @@ int main(int argc, char **argv) {
   int progress = isatty(2), ci = 0;
   double test_frac = 0.2, synth_cond = 30;
   uint64_t split_seed = 12345;
+  int nseeds = 1;
   enum { O_CODEC = 256, O_MUSTFAIL, O_ALGO, O_MINB, O_AB, O_TASK, O_DATA, O_DIGITS, O_MODEL,
          O_HIDDEN, O_CLASSES, O_TFRAC, O_SSEED, O_SDIM, O_SCOND, O_SN, O_WORKERS, O_STEPS,
          O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_EVAL, O_OP, O_CI, O_TOL, O_TOLF, O_LTOL, O_JSON,
-         O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP, O_PROBLEM, O_REAL, O_PERLAYER, O_MCORR, O_LRS };
+         O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP, O_PROBLEM, O_REAL, O_PERLAYER, O_MCORR, O_LRS, O_SEEDS };
   static const struct option opts[] = {
       {"codec", 1, 0, O_CODEC},       {"must-fail", 1, 0, O_MUSTFAIL}, {"algo", 1, 0, O_ALGO},
       {"min-bytes", 1, 0, O_MINB},    {"alpha-beta", 1, 0, O_AB},     {"task", 1, 0, O_TASK},
@@ -148,7 +151,7 @@ int main(int argc, char **argv) {
       {"no-progress", 0, 0, O_NOPROG}, {"quiet", 0, 0, O_QUIET},      {"help", 0, 0, O_HELP},
       {"problem", 1, 0, O_PROBLEM},   {"real", 0, 0, O_REAL},
       {"per-layer", 0, 0, O_PERLAYER}, {"momentum-correction", 1, 0, O_MCORR},
-      {"lr-schedule", 1, 0, O_LRS},
+      {"lr-schedule", 1, 0, O_LRS},   {"seeds", 1, 0, O_SEEDS},
       {0, 0, 0, 0}};
   int eval_set = 0;
   for (int o; (o = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
@@ -194,6 +197,7 @@ int main(int argc, char **argv) {
     case O_MOM: cfg.momentum = num("--momentum", optarg, 0, 0.9999); break;
     case O_WD: cfg.weight_decay = num("--weight-decay", optarg, 0, 1); break;
     case O_SEED: cfg.seed = (uint64_t)num("--seed", optarg, 0, 1e18); break;
+    case O_SEEDS: nseeds = (int)num("--seeds", optarg, 1, 1000); break;
     case O_EVAL: cfg.eval_every = (int)num("--eval-every", optarg, 1, 1e8); eval_set = 1; break;
     case O_OP:
       if (strcmp(optarg, "avg") && strcmp(optarg, "sum")) {
@@ -243,6 +247,7 @@ int main(int argc, char **argv) {
   if (!eval_set) cfg.eval_every = cfg.steps >= 50 ? cfg.steps / 50 : 1;
   cfg.progress = progress && !quiet;
   cfg.algo = algo;
+  cfg.nseeds = nseeds;
 
   int st = gcomp_cv_setup_env(min_bytes, alpha_beta);
   if (st < 0) {
@@ -396,6 +401,7 @@ int main(int argc, char **argv) {
       pr->must_fail = calloc((size_t)nrun, sizeof *pr->must_fail);
       snprintf(label, sizeof label, "%s/%s", data[d].name, gcomp_cv_model_name(&shaped[p]));
       cfg.label = label;
+      uint64_t seed0 = cfg.seed;
       st = gcomp_cv_train(&cfg, &data[d], &shaped[p], NULL, NULL, &pr->base);
       if (cfg.real) {   /* the job's size is the worker count; only rank 0 reports */
         cfg.workers = pr->base.workers;
@@ -417,8 +423,34 @@ int main(int argc, char **argv) {
       for (int i = 0; i < nrun; i++) {
         const char *spec = i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n];
         pr->must_fail[i] = i >= codecs.n;
+        st = gcomp_cv_train(&cfg, &data[d], &shaped[p], spec, &pr->base, &pr->runs[i]);
+      }
+      /* more seeds: each codec against its own seed's baseline, folded into the means */
+      for (int k = 1; k < nseeds && pr->base.status >= 0; k++) {
+        gcomp_cv_run base_k, run_k;
+        cfg.seed = seed0 + (uint64_t)k;
+        int stk = gcomp_cv_train(&cfg, &data[d], &shaped[p], NULL, NULL, &base_k);
+        for (int i = 0; i < nrun; i++) {
+          const char *spec = i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n];
+          if (stk >= 0) gcomp_cv_train(&cfg, &data[d], &shaped[p], spec, &base_k, &run_k);
+          else run_k = base_k, run_k.status = stk;   /* shallow: only status and error are read */
+          if (gcomp_cv_run_merge(&pr->runs[i], &run_k, k) < 0) {
+            fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
+            errors++;
+          }
+          if (stk >= 0) gcomp_cv_run_free(&run_k);
+        }
+        if (gcomp_cv_run_merge(&pr->base, &base_k, k) < 0) {
+          fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
+          errors++;
+        }
+        gcomp_cv_run_free(&base_k);
+      }
+      cfg.seed = seed0;
+      for (int i = 0; i < nrun; i++) {
+        const char *spec = i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n];
         gcomp_cv_run *run = &pr->runs[i];
-        st = gcomp_cv_train(&cfg, &data[d], &shaped[p], spec, &pr->base, run);
+        st = run->status;
         gcomp_cv_tol tol = gcomp_cv_tol_for(ts, spec, run->canon);
         gcomp_cv_judge(&pr->base, run, &tol, &pr->verdicts[i]);
         if (st < 0) {

@@ -60,9 +60,28 @@ grep -q "(momentum correction off)" "$dir/out9" && ! grep -q "ran as" "$dir/out9
 [ "$rc" -eq 2 ] && grep -q "momentum=0.9 is momentum correction for sparsifying codecs" "$dir/err11" \
   || { cat "$dir/err11"; fail "ef momentum on a cast: exit $rc"; }
 
+# --seeds 2: the means, paired by seed, of what --seed 1 and --seed 2 give alone
+sd=(--problem gmm/softmax --steps 60 --synth-n 1000 --no-progress --quiet --codec bf16 --codec 'topk:ratio=0.01+ef')
+"$conv" "${sd[@]}" --seed 1 --json "$dir/seed1.json" || fail "seed 1: exit $?"
+"$conv" "${sd[@]}" --seed 2 --json "$dir/seed2.json" || fail "seed 2: exit $?"
+"$conv" "${sd[@]}" --seed 1 --seeds 2 --json "$dir/seeds12.json" >"$dir/out13" 2>&1 || { cat "$dir/out13"; fail "seeds 1-2: exit $?"; }
+"$conv" "${sd[@]}" --seeds 0 2>"$dir/err14"; rc=$?
+[ "$rc" -eq 2 ] || fail "--seeds 0: exit $rc"
+
 python3 - "$dir" <<'PY'
 import json, sys, xml.etree.ElementTree as ET
 d = sys.argv[1]
+s1, s2, m = (json.load(open(d + "/%s.json" % n)) for n in ("seed1", "seed2", "seeds12"))
+assert m["config"]["seeds"] == 2 and s1["config"]["seeds"] == 1
+def runs(j):
+    p = j["problems"][0]
+    return [p["baseline"]] + [c["run"] for c in p["codecs"]]
+for a, b, c in zip(runs(s1), runs(s2), runs(m)):
+    for k in ("final_test_acc", "final_loss", "curve_gap", "final_drift", "grad_relerr_mean"):
+        want = (a[k] + b[k]) / 2
+        assert abs(c[k] - want) <= 1e-6 * max(1.0, abs(want)), (c["spec"], k, c[k], want)
+    assert c["seed_final_test_acc"] == [a["final_test_acc"], b["final_test_acc"]], c["spec"]
+    assert "seed_final_loss" not in a
 on, off = (json.load(open(d + "/mc-%s.json" % m)) for m in ("on", "off"))
 assert on["config"]["momentum_correction"] == "on" and off["config"]["momentum_correction"] == "off"
 a, b = on["problems"][0]["codecs"][0]["run"], off["problems"][0]["codecs"][0]["run"]
