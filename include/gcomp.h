@@ -293,7 +293,9 @@ GCOMP_API int gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out
  * together, so the rank that spent the least time arrived last and rank r arrived
  * (longest time - its time) after the first: no clocks are compared. The estimate is good
  * to about one message latency (one pipeline step for large calls). Figures cover complete
- * windows; for non-blocking calls a rank "arrives" when it calls gcomp_iallreduce. */
+ * windows; for non-blocking calls a rank "arrives" when it calls gcomp_iallreduce. Like
+ * gcomp_comm_get_stats, exact only when no request is pending. A failed exchange (a peer
+ * gone) is returned by the call that completed the window: its own result is complete. */
 typedef struct {
   uint64_t calls;            /* calls measured */
   double late_mean_s;        /* how long after the first rank this rank arrived: mean */
