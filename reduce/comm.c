@@ -547,10 +547,10 @@ static int check_args(const char *fn, const gcomp_comm *comm, const void *sendbu
   return GCOMP_OK;
 }
 
-/* The call itself, on whichever thread runs it (the caller's, or the progress thread). */
 static int skew_exchange(gcomp_comm *comm);
 
-/* arrive_ns: when the caller arrived (the call itself, or its gcomp_iallreduce). */
+/* The call itself, on whichever thread runs it (the caller's, or the progress thread).
+ * arrive_ns: when the caller arrived (the call itself, or its gcomp_iallreduce; 0: now). */
 static int allreduce_now(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                          gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key,
                          uint64_t arrive_ns) {
