@@ -2,16 +2,28 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gcomp_common.h"
 #include "transport.h"
 
 /* Busy polling keeps latency at the provider's floor while a peer is running; after a short
- * spin the waiter yields, so ranks that oversubscribe the cores still get scheduled. */
+ * spin the waiter yields, so ranks that oversubscribe the cores still get scheduled; after
+ * a long wait with nothing moving (a slow link, a late peer) it sleeps in short naps, so a
+ * progress thread leaves the core to the computation it overlaps. */
 #define GCOMP_SPINS_BEFORE_YIELD 200u
+#define GCOMP_YIELDS_BEFORE_NAP 2000u
+#define GCOMP_NAP_NS 20000L
 
 void gcomp_idle(unsigned *spins) {
-  if (++*spins >= GCOMP_SPINS_BEFORE_YIELD) sched_yield();
+  unsigned s = ++*spins;   /* wraps after years of naps: harmless */
+  if (s < GCOMP_SPINS_BEFORE_YIELD) return;
+  if (s < GCOMP_SPINS_BEFORE_YIELD + GCOMP_YIELDS_BEFORE_NAP) {
+    sched_yield();
+    return;
+  }
+  struct timespec ts = {0, GCOMP_NAP_NS};
+  nanosleep(&ts, NULL);
 }
 
 int gcomp_wait(gcomp_transport *t, gcomp_treq *req, size_t *len) {

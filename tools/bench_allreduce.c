@@ -26,6 +26,8 @@ typedef struct {
   const char *codecs[8];   /* --codec, repeatable; none: one uncompressed table */
   int ncodecs;
   double overlap_ms;       /* --overlap-ms: a step of that much device compute per call */
+  int overlap_cpu;         /* --overlap-cpu: that compute runs on the CPU (a fixed amount of
+                              work that takes overlap_ms alone), not on an accelerator */
   int delay_rank;          /* --delay-rank R --delay-ms T: rank R arrives T ms late at every */
   double delay_ms;         /* timed call (a straggler, for the detector) */
 } ar_opts;
@@ -282,15 +284,41 @@ static void device_compute(double ms) {
   while (nanosleep(&ts, &ts) != 0) {}
 }
 
+/* --overlap-cpu: a fixed amount of arithmetic, calibrated to take `ms` on an idle core, so
+ * that a progress thread competing for the core makes it take longer. */
+static double cpu_iters_per_ms;
+static volatile double cpu_sink;
+static void cpu_spin(double iters) {
+  double x = 1.0;
+  for (long i = 0; i < (long)iters; i++) x = x * 1.0000001 + 1e-9;
+  cpu_sink = x;
+}
+static void cpu_calibrate(void) {
+  double best = 1e30;
+  for (int r = 0; r < 5; r++) {   /* the fastest of five: an idle core */
+    double t0 = now_s();
+    cpu_spin(2e7);
+    double t = now_s() - t0;
+    if (t < best) best = t;
+  }
+  cpu_iters_per_ms = 2e7 / (best * 1e3);
+}
+static void step_compute(const ar_opts *o) {
+  if (o->overlap_cpu) cpu_spin(o->overlap_ms * cpu_iters_per_ms);
+  else device_compute(o->overlap_ms);
+}
+
 static int run_overlap(gcomp_comm *comm, const ar_opts *o) {
   int rank = gcomp_comm_rank(comm);
+  if (o->overlap_cpu) cpu_calibrate();
   float *buf = malloc(o->maxb);
   if (!buf) return gcomp_error_restore(GCOMP_ERR_NOMEM, "overlap buffer");
   memset(buf, 0, o->maxb);
   if (rank == 0 && !o->json)
-    printf("# gcomp-bench allreduce --overlap-ms %g: %d ranks, %d iters x %d rounds (median)\n"
+    printf("# gcomp-bench allreduce --overlap-ms %g%s: %d ranks, %d iters x %d rounds (median)\n"
            "#       size  allreduce (ms)  compute (ms)  blocking step (ms)  overlapped step (ms)"
-           "  hidden\n", o->overlap_ms, gcomp_comm_size(comm), o->iters, o->rounds);
+           "  hidden\n", o->overlap_ms, o->overlap_cpu ? " (CPU compute)" : "",
+           gcomp_comm_size(comm), o->iters, o->rounds);
   int st = GCOMP_OK;
   for (size_t b = o->minb; b <= o->maxb && st == GCOMP_OK; b = (size_t)((double)b * o->factor)) {
     size_t n = b / 4 ? b / 4 : 1;
@@ -302,7 +330,7 @@ static int run_overlap(gcomp_comm *comm, const ar_opts *o) {
       ta[r] = all_max(comm, (now_s() - t0) / o->iters);
       t0 = now_s();
       for (int i = 0; i < o->iters && st == GCOMP_OK; i++) {
-        device_compute(o->overlap_ms);
+        step_compute(o);
         st = gcomp_allreduce(comm, buf, buf, n, GCOMP_FLOAT32, GCOMP_SUM, NULL, 1);
       }
       tb[r] = all_max(comm, (now_s() - t0) / o->iters);
@@ -310,7 +338,7 @@ static int run_overlap(gcomp_comm *comm, const ar_opts *o) {
       for (int i = 0; i < o->iters && st == GCOMP_OK; i++) {
         gcomp_request *req = NULL;
         st = gcomp_iallreduce(comm, buf, buf, n, GCOMP_FLOAT32, GCOMP_SUM, NULL, 1, &req);
-        device_compute(o->overlap_ms);
+        step_compute(o);
         if (st == GCOMP_OK) st = gcomp_request_wait(req);
       }
       to[r] = all_max(comm, (now_s() - t0) / o->iters);
@@ -351,16 +379,18 @@ static int cmd_allreduce(int argc, char **argv) {
     else if (!strcmp(a, "--no-check")) o.check = 0;
     else if (!strcmp(a, "--baseline") && more && !strcmp(argv[i + 1], "mpi")) o.mpi = 1, i++;
     else if (!strcmp(a, "--overlap-ms") && more && atof(argv[i + 1]) > 0) o.overlap_ms = atof(argv[++i]);
+    else if (!strcmp(a, "--overlap-cpu")) o.overlap_cpu = 1;
     else if (!strcmp(a, "--delay-rank") && more) o.delay_rank = atoi(argv[++i]);
     else if (!strcmp(a, "--delay-ms") && more && atof(argv[i + 1]) > 0) o.delay_ms = atof(argv[++i]);
     else {
       fprintf(stderr,
               "usage: gcomp-bench allreduce [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
               "                             [--rounds R] [--codec SPEC] [--baseline mpi] [--json]\n"
-              "                             [--overlap-ms T]\n"
+              "                             [--overlap-ms T [--overlap-cpu]] [--delay-rank R --delay-ms T]\n"
               "  launch with gcomp-run -n N (or mpirun -n N ... with --baseline mpi)\n"
               "  --overlap-ms T: steps of T ms of (accelerator) compute plus one allreduce, blocking\n"
-              "  vs gcomp_iallreduce overlapped with the compute\n"
+              "  vs gcomp_iallreduce overlapped with the compute (--overlap-cpu: the compute is\n"
+              "  a fixed amount of CPU work that takes T ms alone)\n"
               "  --delay-rank R --delay-ms T: rank R sleeps T ms before each timed call (a\n"
               "  straggler); the last line names the rank the detector found arriving last\n");
       return strcmp(a, "-h") ? 2 : 0;
