@@ -274,7 +274,8 @@ GCOMP_API int gcomp_request_test(gcomp_request *req, int *done);
 typedef struct {
   uint64_t calls;
   uint64_t bytes;            /* user bytes reduced (count * dtype size, summed) */
-  uint64_t wire_bytes;       /* bytes this rank sent */
+  uint64_t wire_bytes;       /* bytes this rank sent through the transport (libfabric): what
+                                crossed a network or the provider's shared memory */
   double total_s;            /* wall time inside gcomp_allreduce */
   double wait_s;             /* of which waiting for peers */
   double reduce_s;           /* of which reducing (adding) */
@@ -283,6 +284,8 @@ typedef struct {
   uint64_t nonfinite;        /* NaN/Inf in this rank's share of the results (rank r counts
                                 chunk r of count/size elements; the sum over ranks counts
                                 each once). They propagate. */
+  uint64_t shm_bytes;        /* bytes this rank copied into its node's shared segment (the
+                                shm algorithm, hier's in-node halves): not on any wire */
 } gcomp_comm_stats;
 
 GCOMP_API int gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out);

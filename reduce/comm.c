@@ -80,7 +80,7 @@ struct trace_event {
   size_t bytes;
   const char *algo;
   double wait_s, encode_s, decode_s, reduce_s;
-  uint64_t wire_bytes;
+  uint64_t wire_bytes, shm_bytes;
   double late_s;   /* how late this rank arrived (straggler detection), < 0: not known */
 };
 
@@ -122,12 +122,14 @@ static int pingpong(gcomp_transport *t, int peer, int first, size_t bytes, int i
   return GCOMP_OK;
 }
 
-/* An allreduce over the world with a fixed algorithm, for the communicator's own use. */
+/* An allreduce over the world with a fixed algorithm, for the communicator's own use (kept
+ * out of the caller's stats). */
 static int internal_max(gcomp_comm *comm, double *v, size_t n, uint32_t seq) {
+  gcomp_comm_stats scratch = {0};
   gcomp_coll c = {.t = comm->t, .seq = seq, .esize = 8,
                   .reduce = gcomp_reduce_kernel(GCOMP_FLOAT64, GCOMP_MAX), .tmp = comm->tmp,
                   .tmp_cap = comm->tmp_cap, .tmp_owner = &comm->tmp, .tmp_owner_cap = &comm->tmp_cap,
-                  .seg_bytes = 1 << 20, .stats = &comm->stats, .world = comm->world};
+                  .seg_bytes = 1 << 20, .stats = &scratch, .world = comm->world};
   gcomp_group all = {comm->world, comm->t->size, comm->t->rank};
   return gcomp_rd_allreduce(&c, &all, (uint8_t *)v, n, 0);
 }
@@ -449,7 +451,7 @@ static void record(gcomp_comm *comm, uint64_t t0, uint64_t t1, size_t bytes, con
   comm->trace[comm->ntrace++] = (struct trace_event){
       t0, t1, bytes, algo, a->wait_s - before->wait_s, a->encode_s - before->encode_s,
       a->decode_s - before->decode_s, a->reduce_s - before->reduce_s,
-      a->wire_bytes - before->wire_bytes, -1.0};
+      a->wire_bytes - before->wire_bytes, a->shm_bytes - before->shm_bytes, -1.0};
 }
 
 static void write_stats(const gcomp_comm *comm) {
@@ -465,13 +467,13 @@ static void write_stats(const gcomp_comm *comm) {
   const gcomp_comm_stats *s = &comm->stats;
   fprintf(f,
           "{\"rank\": %d, \"size\": %d, \"node\": %d, \"nodes\": %d, \"calls\": %llu, "
-          "\"bytes\": %llu, \"wire_bytes\": %llu, \"total_s\": %.6f, \"wait_s\": %.6f, "
+          "\"bytes\": %llu, \"wire_bytes\": %llu, \"shm_bytes\": %llu, \"total_s\": %.6f, \"wait_s\": %.6f, "
           "\"reduce_s\": %.6f, \"encode_s\": %.6f, \"decode_s\": %.6f, \"nonfinite\": %llu,\n"
           " \"model\": {\"intra_alpha_us\": %.3f, \"intra_GBps\": %.3f, \"inter_alpha_us\": %.3f, "
           "\"inter_GBps\": %.3f, \"reduce_GBps\": %.3f, \"shm_alpha_us\": %.3f, \"shm_GBps\": %.3f},\n",
           comm->t->rank, comm->t->size, comm->t->node, comm->t->nnodes,
           (unsigned long long)s->calls, (unsigned long long)s->bytes,
-          (unsigned long long)s->wire_bytes, s->total_s, s->wait_s, s->reduce_s, s->encode_s,
+          (unsigned long long)s->wire_bytes, (unsigned long long)s->shm_bytes, s->total_s, s->wait_s, s->reduce_s, s->encode_s,
           s->decode_s, (unsigned long long)s->nonfinite, comm->model.intra.alpha_s * 1e6,
           1e-9 / comm->model.intra.beta_spb, comm->model.inter.alpha_s * 1e6,
           1e-9 / comm->model.inter.beta_spb, 1e-9 / comm->model.gamma_spb,
@@ -514,10 +516,10 @@ static void write_trace(const gcomp_comm *comm) {
     fprintf(f,
             ",\n {\"name\": \"allreduce %s\", \"cat\": \"gcomp\", \"ph\": \"X\", \"pid\": %d, "
             "\"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"bytes\": %zu, \"wire_bytes\": "
-            "%llu, \"wait_us\": %.1f, \"encode_us\": %.1f, \"decode_us\": %.1f, \"reduce_us\": %.1f",
+            "%llu, \"shm_bytes\": %llu, \"wait_us\": %.1f, \"encode_us\": %.1f, \"decode_us\": %.1f, \"reduce_us\": %.1f",
             e->algo, comm->t->rank, (double)(e->start_ns - comm->born_ns) / 1e3,
             (double)(e->end_ns - e->start_ns) / 1e3, e->bytes, (unsigned long long)e->wire_bytes,
-            e->wait_s * 1e6, e->encode_s * 1e6, e->decode_s * 1e6, e->reduce_s * 1e6);
+            (unsigned long long)e->shm_bytes, e->wait_s * 1e6, e->encode_s * 1e6, e->decode_s * 1e6, e->reduce_s * 1e6);
     if (e->late_s >= 0) fprintf(f, ", \"late_us\": %.1f", e->late_s * 1e6);
     fprintf(f, "}}");
   }

@@ -286,7 +286,7 @@ int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t c
       gcomp_chunk(count, s->L, j, &off, &len);
       size_t n = piece_len(len, k, P);
       memcpy(mine + (size_t)j * P * es, in + (off + k * P) * es, n * es);
-      c->stats->wire_bytes += n * es;
+      c->stats->shm_bytes += n * es;
     }
     publish(s, 2 * r + 1);
     GCOMP_CHECK(wait_all(c, s, 2 * r + 1));
@@ -308,7 +308,7 @@ int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
     uint64_t r = s->round++;
     size_t n = piece_len(mlen, k, P);
     memcpy(slot_at(s, r, s->me), buf + (moff + k * P) * es, n * es);
-    c->stats->wire_bytes += n * es;
+    c->stats->shm_bytes += n * es;
     publish(s, 2 * r + 1);
     GCOMP_CHECK(wait_all(c, s, 2 * r + 1));
     for (int j = 0; j < s->L; j++) {
@@ -335,7 +335,7 @@ int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
     uint8_t *mine = slot_at(s, r, s->me);
     uint8_t *out = buf + off * es;
     memcpy(mine, in + off * es, n * es);
-    c->stats->wire_bytes += n * es;
+    c->stats->shm_bytes += n * es;
     publish(s, 2 * r + 1);
     GCOMP_CHECK(wait_all(c, s, 2 * r + 1));
     uint64_t t0 = gcomp_now_ns();

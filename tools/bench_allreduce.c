@@ -135,7 +135,9 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
            "(median), codec %s\n", size, gcomp_comm_nnodes(comm), o->iters, o->rounds,
            spec ? spec : "none");
     if (codec)
-      printf("# algbw/busbw are effective: computed from the uncompressed size\n");
+      printf("# algbw/busbw are effective: computed from the uncompressed size; wire B/call: bytes\n"
+             "# the busiest rank sent through the fabric (not its copies into the node's shared\n"
+             "# segment); ratio: what a flat fp32 ring sends per rank over that\n");
     printf("# %10s %12s %6s %6s %8s | %9s %7s %7s %6s | %9s %7s %7s %6s%s\n", "size", "count",
            "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
            "#wrong", codec ? " |  wire B/call  ratio  max rel err" : o->mpi ? " |   mpi time  mpi busbw  busbw ratio" : "");
@@ -241,7 +243,7 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
                algi, algi * bus, wrong_ip);
         if (o->mpi)
           printf(" | %9.1f %10.3f %12.3f", tm * 1e6, (double)bytes / tm / 1e9 * bus, tm / to);
-        /* compression: fp32 bytes a ring would send per rank over the wire bytes sent */
+        /* fp32 bytes a flat ring would send per rank over the fabric bytes sent */
         if (codec)
           printf(" | %12.0f %6.2f %12.3g", wire, wire > 0 ? (double)bytes * bus / wire : 0, max_err);
         printf("\n");

@@ -538,6 +538,8 @@ static void test_stats_and_trace_files(void **state) {
     assert_non_null(strstr(s, "\"calls\": 1,"));
     assert_non_null(strstr(s, "\"bytes\": 4000,"));
     assert_non_null(strstr(s, "\"skew\": {\"window\": 256, \"calls\": 0,"));
+    assert_non_null(strstr(s, "\"shm_bytes\": 0,"));   /* over the transport only */
+    assert_null(strstr(s, "\"wire_bytes\": 0,"));
     unlink(path);
     snprintf(path, sizeof path, "%s/trace-%d.json", dir, r);
     s = slurp(path);
@@ -545,6 +547,19 @@ static void test_stats_and_trace_files(void **state) {
     assert_non_null(strstr(s, "\"traceEvents\""));
     assert_non_null(strstr(s, "\"ph\": \"X\""));
     assert_non_null(strstr(s, "\"bytes\": 4000"));
+    unlink(path);
+  }
+  /* through the node's segment: copies, not wire bytes (one-shot: each rank copies its
+   * whole input in once) */
+  force_algo("shm");
+  run_case(3, NULL, GCOMP_FLOAT32, GCOMP_SUM, 1000, 0, NULL);
+  for (int r = 0; r < 3; r++) {
+    snprintf(path, sizeof path, "%s/stats-%d.json", dir, r);
+    const char *s = slurp(path);
+    assert_non_null(s);
+    if (!strstr(s, "\"wire_bytes\": 0, \"shm_bytes\": 4000,")) fail_msg("rank %d: %s", r, s);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/trace-%d.json", dir, r);
     unlink(path);
   }
   rmdir(dir);
