@@ -29,7 +29,8 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
     snprintf(seeds, sizeof seeds, "seed %llu", (unsigned long long)c->seed);
   fprintf(f, "gcomp-converge: %d workers%s, %d steps, batch %d/worker, lr %g%s%s, momentum %g%s, "
           "%s, algo %s%s\n", c->workers, c->real ? " (processes)" : "", c->steps, c->batch,
-          c->lr, c->lr_schedule ? " " : "", c->lr_schedule ? gcomp_cv_lr_schedule_name(c->lr_schedule) : "",
+          c->lr, c->lr_schedule ? " " : "",
+          c->lr_schedule ? gcomp_cv_lr_schedule_name(c->lr_schedule) : "",
           c->momentum,
           c->momentum_correction == GCOMP_CV_MC_OFF      ? " (momentum correction off)"
           : c->momentum_correction == GCOMP_CV_MC_MASKED ? " (momentum correction with masking)"
@@ -182,11 +183,13 @@ int gcomp_cv_write_json(const char *path, const gcomp_cv_report *r) {
   GCOMP_FAIL_IF(!f, GCOMP_ERR_INVALID, "%s: cannot write: %s", path, strerror(errno));
   const gcomp_cv_train_cfg *c = r->cfg;
   fprintf(f, "{\"tool\":\"gcomp-converge\",\"version\":\"%s\",\"config\":{\"workers\":%d,"
-          "\"steps\":%d,\"batch\":%d,\"lr\":%g,\"lr_schedule\":\"%s\",\"momentum\":%g,\"weight_decay\":%g,\"seed\":%llu,\"seeds\":%d,"
+          "\"steps\":%d,\"batch\":%d,\"lr\":%g,\"lr_schedule\":\"%s\",\"momentum\":%g,"
+          "\"weight_decay\":%g,\"seed\":%llu,\"seeds\":%d,"
           "\"eval_every\":%d,\"op\":\"%s\",\"per_layer\":%s,\"real\":%s,"
           "\"momentum_correction\":\"%s\",\"algo\":", gcomp_version(),
           c->workers, c->steps, c->batch, c->lr, gcomp_cv_lr_schedule_name(c->lr_schedule),
-          c->momentum, c->weight_decay, (unsigned long long)c->seed, c->nseeds > 1 ? c->nseeds : 1, c->eval_every, c->op == GCOMP_SUM ? "sum" : "avg",
+          c->momentum, c->weight_decay, (unsigned long long)c->seed, c->nseeds > 1 ? c->nseeds : 1,
+          c->eval_every, c->op == GCOMP_SUM ? "sum" : "avg",
           c->per_layer ? "true" : "false", c->real ? "true" : "false",
           c->momentum_correction == GCOMP_CV_MC_OFF      ? "off"
           : c->momentum_correction == GCOMP_CV_MC_MASKED ? "masked"

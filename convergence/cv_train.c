@@ -25,13 +25,16 @@ double gcomp_cv_lr_at(const gcomp_cv_train_cfg *cfg, int step) {
   double T = cfg->steps > 0 ? cfg->steps : 1;
   switch (cfg->lr_schedule) {
   case GCOMP_CV_LR_COSINE: return cfg->lr * 0.5 * (1.0 + cos(M_PI * step / T));
-  case GCOMP_CV_LR_STEP: return step >= 3 * T / 4 ? cfg->lr / 100 : step >= T / 2 ? cfg->lr / 10 : cfg->lr;
+  case GCOMP_CV_LR_STEP:
+    return step >= 3 * T / 4 ? cfg->lr / 100 : step >= T / 2 ? cfg->lr / 10 : cfg->lr;
   default: return cfg->lr;
   }
 }
 
 const char *gcomp_cv_lr_schedule_name(int schedule) {
-  return schedule == GCOMP_CV_LR_COSINE ? "cosine" : schedule == GCOMP_CV_LR_STEP ? "step" : "constant";
+  return schedule == GCOMP_CV_LR_COSINE ? "cosine"
+         : schedule == GCOMP_CV_LR_STEP ? "step"
+                                        : "constant";
 }
 
 void gcomp_cv_train_defaults(gcomp_cv_train_cfg *cfg) {

@@ -467,13 +467,15 @@ static void write_stats(const gcomp_comm *comm) {
   const gcomp_comm_stats *s = &comm->stats;
   fprintf(f,
           "{\"rank\": %d, \"size\": %d, \"node\": %d, \"nodes\": %d, \"calls\": %llu, "
-          "\"bytes\": %llu, \"wire_bytes\": %llu, \"shm_bytes\": %llu, \"total_s\": %.6f, \"wait_s\": %.6f, "
+          "\"bytes\": %llu, \"wire_bytes\": %llu, \"shm_bytes\": %llu, \"total_s\": %.6f, "
+          "\"wait_s\": %.6f, "
           "\"reduce_s\": %.6f, \"encode_s\": %.6f, \"decode_s\": %.6f, \"nonfinite\": %llu,\n"
           " \"model\": {\"intra_alpha_us\": %.3f, \"intra_GBps\": %.3f, \"inter_alpha_us\": %.3f, "
           "\"inter_GBps\": %.3f, \"reduce_GBps\": %.3f, \"shm_alpha_us\": %.3f, \"shm_GBps\": %.3f},\n",
           comm->t->rank, comm->t->size, comm->t->node, comm->t->nnodes,
           (unsigned long long)s->calls, (unsigned long long)s->bytes,
-          (unsigned long long)s->wire_bytes, (unsigned long long)s->shm_bytes, s->total_s, s->wait_s, s->reduce_s, s->encode_s,
+          (unsigned long long)s->wire_bytes, (unsigned long long)s->shm_bytes, s->total_s,
+          s->wait_s, s->reduce_s, s->encode_s,
           s->decode_s, (unsigned long long)s->nonfinite, comm->model.intra.alpha_s * 1e6,
           1e-9 / comm->model.intra.beta_spb, comm->model.inter.alpha_s * 1e6,
           1e-9 / comm->model.inter.beta_spb, 1e-9 / comm->model.gamma_spb,
@@ -516,10 +518,12 @@ static void write_trace(const gcomp_comm *comm) {
     fprintf(f,
             ",\n {\"name\": \"allreduce %s\", \"cat\": \"gcomp\", \"ph\": \"X\", \"pid\": %d, "
             "\"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"bytes\": %zu, \"wire_bytes\": "
-            "%llu, \"shm_bytes\": %llu, \"wait_us\": %.1f, \"encode_us\": %.1f, \"decode_us\": %.1f, \"reduce_us\": %.1f",
+            "%llu, \"shm_bytes\": %llu, \"wait_us\": %.1f, \"encode_us\": %.1f, "
+            "\"decode_us\": %.1f, \"reduce_us\": %.1f",
             e->algo, comm->t->rank, (double)(e->start_ns - comm->born_ns) / 1e3,
             (double)(e->end_ns - e->start_ns) / 1e3, e->bytes, (unsigned long long)e->wire_bytes,
-            (unsigned long long)e->shm_bytes, e->wait_s * 1e6, e->encode_s * 1e6, e->decode_s * 1e6, e->reduce_s * 1e6);
+            (unsigned long long)e->shm_bytes, e->wait_s * 1e6, e->encode_s * 1e6,
+            e->decode_s * 1e6, e->reduce_s * 1e6);
     if (e->late_s >= 0) fprintf(f, ", \"late_us\": %.1f", e->late_s * 1e6);
     fprintf(f, "}}");
   }

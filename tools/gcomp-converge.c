@@ -135,7 +135,8 @@ int main(int argc, char **argv) {
   enum { O_CODEC = 256, O_MUSTFAIL, O_ALGO, O_MINB, O_AB, O_TASK, O_DATA, O_DIGITS, O_MODEL,
          O_HIDDEN, O_CLASSES, O_TFRAC, O_SSEED, O_SDIM, O_SCOND, O_SN, O_WORKERS, O_STEPS,
          O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_EVAL, O_OP, O_CI, O_TOL, O_TOLF, O_LTOL, O_JSON,
-         O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP, O_PROBLEM, O_REAL, O_PERLAYER, O_MCORR, O_LRS, O_SEEDS };
+         O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP, O_PROBLEM, O_REAL, O_PERLAYER, O_MCORR,
+         O_LRS, O_SEEDS };
   static const struct option opts[] = {
       {"codec", 1, 0, O_CODEC},       {"must-fail", 1, 0, O_MUSTFAIL}, {"algo", 1, 0, O_ALGO},
       {"min-bytes", 1, 0, O_MINB},    {"alpha-beta", 1, 0, O_AB},     {"task", 1, 0, O_TASK},
@@ -190,7 +191,8 @@ int main(int argc, char **argv) {
       else if (!strcmp(optarg, "cosine")) cfg.lr_schedule = GCOMP_CV_LR_COSINE;
       else if (!strcmp(optarg, "step")) cfg.lr_schedule = GCOMP_CV_LR_STEP;
       else {
-        fprintf(stderr, "gcomp-converge: --lr-schedule '%s' is not constant, cosine or step\n", optarg);
+        fprintf(stderr, "gcomp-converge: --lr-schedule '%s' is not constant, cosine or step\n",
+                optarg);
         return 2;
       }
       break;

@@ -218,7 +218,8 @@ static void test_lr_schedules(void **state) {
   assert_true(gcomp_cv_lr_at(&cfg, 99) > 0 && gcomp_cv_lr_at(&cfg, 99) < 0.2 * 1e-3);
   cfg.lr_schedule = GCOMP_CV_LR_STEP;
   assert_true(gcomp_cv_lr_at(&cfg, 49) == 0.2);
-  assert_true(fabs(gcomp_cv_lr_at(&cfg, 50) - 0.02) < 1e-12 && fabs(gcomp_cv_lr_at(&cfg, 74) - 0.02) < 1e-12);
+  assert_true(fabs(gcomp_cv_lr_at(&cfg, 50) - 0.02) < 1e-12);
+  assert_true(fabs(gcomp_cv_lr_at(&cfg, 74) - 0.02) < 1e-12);
   assert_true(fabs(gcomp_cv_lr_at(&cfg, 75) - 0.002) < 1e-12);
 
   gcomp_cv_data d;
