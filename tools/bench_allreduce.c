@@ -450,8 +450,12 @@ static int cmd_allreduce(int argc, char **argv) {
            "last in %llu; first to last arrival %.3f ms on average\n",
            (unsigned long long)sk.calls, sk.worst_rank, sk.worst_late_mean_s * 1e3,
            (unsigned long long)sk.worst_last, sk.spread_mean_s * 1e3);
-  if (st < 0) fprintf(stderr, "gcomp-bench allreduce: rank %d: %s: %s\n", gcomp_comm_rank(comm),
-                      gcomp_strerror(st), gcomp_last_error());
+  if (st < 0 && comm)
+    fprintf(stderr, "gcomp-bench allreduce: rank %d: %s: %s\n", gcomp_comm_rank(comm),
+            gcomp_strerror(st), gcomp_last_error());
+  else if (st < 0)   /* no communicator: GCOMP_RANK, when the launcher set it */
+    fprintf(stderr, "gcomp-bench allreduce: rank %lld: %s: %s\n",
+            (long long)gcomp_param_int(GCOMP_P_RANK), gcomp_strerror(st), gcomp_last_error());
   gcomp_comm_destroy(comm);
 #ifdef GCOMP_BENCH_MPI
   if (o.mpi) MPI_Finalize();
