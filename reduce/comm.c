@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cast.h"
 #include "coll.h"
@@ -47,6 +48,8 @@ struct gcomp_comm {
   struct trace_event *trace;   /* GCOMP_TRACE: one event per call */
   size_t ntrace, trace_cap;
   uint64_t born_ns;
+  double born_real_us;         /* CLOCK_REALTIME when born_ns was taken, microseconds */
+  double epoch_real_us;        /* the job's earliest born_real_us: the traces' time origin */
   gcomp_shm *shm;              /* the node's shared segment (NULL: alone on the node, or none) */
   gcomp_skew skew;             /* straggler detection (GCOMP_SKEW_WINDOW) */
   int exchanging;              /* inside the detector's own allreduces: not user calls */
@@ -135,15 +138,19 @@ static int internal_max(gcomp_comm *comm, double *v, size_t n, uint32_t seq) {
 }
 
 /* Straggler detection's window, the same on every rank: a rank that exchanged at other
- * calls than its peers would wait for messages that never come. */
+ * calls than its peers would wait for messages that never come. The same exchange agrees on
+ * the traces' time origin: the earliest rank's birth in CLOCK_REALTIME (microseconds are
+ * exact in a double), so that every rank's trace shares one time axis (exactly on one host,
+ * as well as the hosts' clocks agree across hosts). */
 static int skew_setup(gcomp_comm *comm) {
   int window = (int)gcomp_param_int(GCOMP_P_SKEW_WINDOW);
   if (comm->t->size > 1) {
-    double w[2] = {window, -window};
-    GCOMP_CHECK(internal_max(comm, w, 2, 0xfffffau));
+    double w[3] = {window, -window, -comm->born_real_us};
+    GCOMP_CHECK(internal_max(comm, w, 3, 0xfffffau));
     GCOMP_FAIL_IF(w[0] != -w[1], GCOMP_ERR_INVALID,
                   "GCOMP_SKEW_WINDOW differs between ranks (from %.0f to %.0f): it must be equal",
                   -w[1], w[0]);
+    comm->epoch_real_us = -w[2];
   }
   return gcomp_skew_init(&comm->skew, window, comm->t->size);
 }
@@ -247,6 +254,9 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
   GCOMP_FAIL_IF(!comm, GCOMP_ERR_NOMEM, "allocating a communicator");
   comm->t = t;
   comm->born_ns = gcomp_now_ns();
+  struct timespec real;
+  clock_gettime(CLOCK_REALTIME, &real);
+  comm->born_real_us = comm->epoch_real_us = (double)real.tv_sec * 1e6 + (double)real.tv_nsec / 1e3;
   pthread_mutex_init(&comm->mu, NULL);
   pthread_cond_init(&comm->cv, NULL);
   comm->seg_bytes = (size_t)gcomp_param_int(GCOMP_P_SEGMENT_BYTES);
@@ -499,7 +509,9 @@ static void write_stats(const gcomp_comm *comm) {
   fclose(f);
 }
 
-/* Chrome trace-event format: one complete ("X") event per call on this rank's track. */
+/* Chrome trace-event format: one complete ("X") event per call on this rank's track. Times
+ * count from the job's epoch (see skew_setup), so the ranks' files merge into one
+ * timeline. */
 static void write_trace(const gcomp_comm *comm) {
   const char *pattern = gcomp_param_str(GCOMP_P_TRACE);
   if (!pattern[0]) return;
@@ -520,14 +532,16 @@ static void write_trace(const gcomp_comm *comm) {
             "\"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"bytes\": %zu, \"wire_bytes\": "
             "%llu, \"shm_bytes\": %llu, \"wait_us\": %.1f, \"encode_us\": %.1f, "
             "\"decode_us\": %.1f, \"reduce_us\": %.1f",
-            e->algo, comm->t->rank, (double)(e->start_ns - comm->born_ns) / 1e3,
+            e->algo, comm->t->rank,
+            (double)(e->start_ns - comm->born_ns) / 1e3 + (comm->born_real_us - comm->epoch_real_us),
             (double)(e->end_ns - e->start_ns) / 1e3, e->bytes, (unsigned long long)e->wire_bytes,
             (unsigned long long)e->shm_bytes, e->wait_s * 1e6, e->encode_s * 1e6,
             e->decode_s * 1e6, e->reduce_s * 1e6);
     if (e->late_s >= 0) fprintf(f, ", \"late_us\": %.1f", e->late_s * 1e6);
     fprintf(f, "}}");
   }
-  fprintf(f, "\n], \"displayTimeUnit\": \"ms\"}\n");
+  fprintf(f, "\n], \"displayTimeUnit\": \"ms\", \"otherData\": {\"time_origin_unix_us\": %.0f}}\n",
+          comm->epoch_real_us);
   fclose(f);
 }
 

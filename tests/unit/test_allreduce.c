@@ -111,9 +111,15 @@ typedef struct {
   const char *algo;   /* what the planner chose */
 } rank_job;
 
+static int g_born_stagger_ms;   /* rank r creates its communicator r x this late */
+
 static void *rank_main(void *arg) {
   rank_job *j = arg;
   gcomp_comm *comm = NULL;
+  if (g_born_stagger_ms) {
+    struct timespec ts = {0, (long)j->t->rank * g_born_stagger_ms * 1000000L};
+    nanosleep(&ts, NULL);
+  }
   j->status = gcomp_comm_from_transport(j->t, 0, &comm);
   if (j->status == GCOMP_OK) {
     j->algo = gcomp_comm_plan_name(comm, j->count * dsize(j->dtype));
@@ -527,7 +533,10 @@ static void test_stats_and_trace_files(void **state) {
   setenv("GCOMP_STATS", stats, 1);
   setenv("GCOMP_TRACE", trace, 1);
   force_algo(NULL);
+  g_born_stagger_ms = 100;   /* the ranks start apart; their traces must still line up */
   run_case(3, NULL, GCOMP_FLOAT32, GCOMP_SUM, 1000, 0, NULL);
+  g_born_stagger_ms = 0;
+  double ts[3];
   for (int r = 0; r < 3; r++) {
     snprintf(path, sizeof path, "%s/stats-%d.json", dir, r);
     const char *s = slurp(path);
@@ -547,8 +556,18 @@ static void test_stats_and_trace_files(void **state) {
     assert_non_null(strstr(s, "\"traceEvents\""));
     assert_non_null(strstr(s, "\"ph\": \"X\""));
     assert_non_null(strstr(s, "\"bytes\": 4000"));
+    const char *at = strstr(s, "\"ph\": \"X\"");
+    at = at ? strstr(at, "\"ts\": ") : NULL;
+    assert_non_null(at);
+    ts[r] = atof(at + 6);
+    assert_non_null(strstr(s, "\"time_origin_unix_us\": "));
     unlink(path);
   }
+  /* rank 2 was born 200 ms after rank 0, and creation is collective, so all three enter
+   * the call together: on one time axis their events start close together, where each
+   * rank's own birth as origin would put rank 2's 200 ms before rank 0's */
+  for (int r = 1; r < 3; r++)
+    if (fabs(ts[r] - ts[0]) > 50e3) fail_msg("rank %d's call at %.0f us, rank 0's at %.0f us", r, ts[r], ts[0]);
   /* through the node's segment: copies, not wire bytes (one-shot: each rank copies its
    * whole input in once) */
   force_algo("shm");
