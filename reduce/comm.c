@@ -137,6 +137,19 @@ static int internal_max(gcomp_comm *comm, double *v, size_t n, uint32_t seq) {
   return gcomp_rd_allreduce(&c, &all, (uint8_t *)v, n, 0);
 }
 
+/* Ranks per node when every node holds the same number, else 0 (hier cannot serve the
+ * placement). A size that divides evenly is not enough: 3 + 1 ranks on two nodes. */
+static int even_local(const gcomp_transport *t) {
+  int *count = calloc((size_t)t->nnodes, sizeof *count);
+  if (!count) return 0;   /* the planner then keeps to flat algorithms */
+  for (int r = 0; r < t->size; r++) count[t->node_of[r]]++;
+  int local = count[0];
+  for (int n = 1; n < t->nnodes; n++)
+    if (count[n] != local) local = 0;
+  free(count);
+  return local;
+}
+
 /* Straggler detection's window, the same on every rank: a rank that exchanged at other
  * calls than its peers would wait for messages that never come. The same exchange agrees on
  * the traces' time origin: the earliest rank's birth in CLOCK_REALTIME (microseconds are
@@ -265,7 +278,7 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
   for (int r = 0; st == GCOMP_OK && r < t->size; r++) comm->world[r] = r;
   comm->model.n = t->size;
   comm->model.nnodes = t->nnodes;
-  comm->model.local = t->size % t->nnodes == 0 ? t->size / t->nnodes : 0;
+  comm->model.local = even_local(t);
   const char *algo = gcomp_param_str(GCOMP_P_ALGO);
   if (st == GCOMP_OK && strcmp(algo, "auto") != 0) {
     comm->forced = gcomp_algo_find(algo);
