@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -144,6 +145,20 @@ static void netns_teardown(void) {
   nnodes_made = 0;
   bridge_made = 0;
   netns_made = 0;
+}
+
+/* A tc rate: a positive number and one of tc's units (bit, kbit, mbit, gbit, tbit, bps,
+ * kbps, mbps, gbps, tbps; any case). Checked before anything is set up, so that a typo is an
+ * error rather than a run without the limit. */
+static int rate_ok(const char *rate) {
+  char *end;
+  double v = strtod(rate, &end);
+  if (end == rate || !(v > 0)) return 0;
+  static const char *const units[] = {"bit", "kbit", "mbit", "gbit", "tbit",
+                                      "bps", "kbps", "mbps", "gbps", "tbps"};
+  for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+    if (strcasecmp(end, units[i]) == 0) return 1;
+  return 0;
 }
 
 static int netns_setup(int nodes, const char *rate) {
@@ -341,6 +356,11 @@ int main(int argc, char **argv) {
     say("%s: emulating %d nodes with GCOMP_NODE_ID only (no network namespaces); traffic "
         "between them still uses the inter-node provider over the host's own interfaces",
         root ? "--netns off" : "not root", nodes);
+  if (rate && !rate_ok(rate)) {
+    say("--inter-node-rate '%s' is not a rate: a number and a unit, e.g. 1gbit, 500mbit, 100mbps",
+        rate);
+    return 2;
+  }
   if (rate && !use_netns) say("--inter-node-rate %s ignored: it needs network namespaces", rate);
 
   struct sigaction sa = {0};

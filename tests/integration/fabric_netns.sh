@@ -2,6 +2,7 @@
 # Emulated nodes in network namespaces: traffic between them crosses the veth link (its
 # counters move by at least the payload), and the namespaces are gone afterwards, also
 # after Ctrl-C and after gcomp-run itself was SIGKILLed (cleaned by the next start).
+# A rate tc would not take is refused up front.
 #   fabric_netns.sh GCOMP_RUN FABRIC_P2P
 set -u
 run=$1 prog=$2
@@ -71,6 +72,14 @@ if command -v setpriv >/dev/null; then
     echo "note: cannot run as nobody here (build tree not readable?); fallback not checked"
   fi
 fi
+
+# 5. a rate tc would not take is refused before anything is set up (it used to fall back to
+# running without any limit)
+for bad in fast "1 gbit" 0mbit; do
+  "$run" -n 2 --nodes 2 --inter-node-rate "$bad" -- true >"$out" 2>&1; rc=$?
+  [ $rc = 2 ] && grep -q "inter-node-rate '$bad' is not a rate" "$out" ||
+    { echo "FAIL: --inter-node-rate '$bad': exit $rc"; cat "$out"; fails=1; }
+done
 
 echo "fabric_netns: $([ $fails = 0 ] && echo passed || echo FAILED)"
 exit $fails
