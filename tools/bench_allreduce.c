@@ -363,6 +363,19 @@ static int run_overlap(gcomp_comm *comm, const ar_opts *o) {
   return st;
 }
 
+/* A whole number or decimal in [lo, hi], or a message naming the option and the value. */
+static int num_arg(const char *opt, const char *text, double lo, double hi, double *out) {
+  char *end;
+  double v = strtod(text, &end);
+  if (end == text || *end || !(v >= lo && v <= hi)) {
+    fprintf(stderr, "gcomp-bench allreduce: %s '%s' is not a number in [%g, %g]\n", opt, text, lo,
+            hi);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
 static int cmd_allreduce(int argc, char **argv) {
   ar_opts o = {.minb = 8, .maxb = 64u << 20, .factor = 2, .iters = 10, .warmup = 2, .rounds = 3,
                .check = 1};
@@ -370,21 +383,33 @@ static int cmd_allreduce(int argc, char **argv) {
     const char *a = argv[i];
     int more = i + 1 < argc;
     int64_t v;
+    double d = 0;
+    int bad = 0;   /* a known option with a bad value: already said why */
     if ((!strcmp(a, "-b") || !strcmp(a, "--minbytes")) && more && !gcomp_parse_size(argv[i + 1], &v)) o.minb = (size_t)v, i++;
     else if ((!strcmp(a, "-e") || !strcmp(a, "--maxbytes")) && more && !gcomp_parse_size(argv[i + 1], &v)) o.maxb = (size_t)v, i++;
-    else if ((!strcmp(a, "-f") || !strcmp(a, "--stepfactor")) && more) o.factor = atof(argv[++i]);
-    else if ((!strcmp(a, "-n") || !strcmp(a, "--iters")) && more) o.iters = atoi(argv[++i]);
-    else if ((!strcmp(a, "-w") || !strcmp(a, "--warmup_iters")) && more) o.warmup = atoi(argv[++i]);
-    else if (!strcmp(a, "--rounds") && more) o.rounds = atoi(argv[++i]);
+    else if ((!strcmp(a, "-f") || !strcmp(a, "--stepfactor")) && more)
+      bad = num_arg(a, argv[++i], 1.01, 1e6, &o.factor);
+    else if ((!strcmp(a, "-n") || !strcmp(a, "--iters")) && more)
+      bad = num_arg(a, argv[++i], 1, 1e9, &d), o.iters = (int)d;
+    else if ((!strcmp(a, "-w") || !strcmp(a, "--warmup_iters")) && more)
+      bad = num_arg(a, argv[++i], 0, 1e9, &d), o.warmup = (int)d;
+    else if (!strcmp(a, "--rounds") && more)
+      bad = num_arg(a, argv[++i], 1, 16, &d), o.rounds = (int)d;
     else if (!strcmp(a, "--codec") && more && o.ncodecs < 8) o.codecs[o.ncodecs++] = argv[++i];
     else if (!strcmp(a, "--json")) o.json = 1;
     else if (!strcmp(a, "--no-check")) o.check = 0;
     else if (!strcmp(a, "--baseline") && more && !strcmp(argv[i + 1], "mpi")) o.mpi = 1, i++;
-    else if (!strcmp(a, "--overlap-ms") && more && atof(argv[i + 1]) > 0) o.overlap_ms = atof(argv[++i]);
+    else if (!strcmp(a, "--overlap-ms") && more)
+      bad = num_arg(a, argv[++i], 0.001, 1e7, &o.overlap_ms);
     else if (!strcmp(a, "--overlap-cpu")) o.overlap_cpu = 1;
-    else if (!strcmp(a, "--delay-rank") && more) o.delay_rank = atoi(argv[++i]);
-    else if (!strcmp(a, "--delay-ms") && more && atof(argv[i + 1]) > 0) o.delay_ms = atof(argv[++i]);
-    else {
+    else if (!strcmp(a, "--delay-rank") && more)
+      bad = num_arg(a, argv[++i], 0, 1048576, &d), o.delay_rank = (int)d;
+    else if (!strcmp(a, "--delay-ms") && more)
+      bad = num_arg(a, argv[++i], 0.001, 1e7, &o.delay_ms);
+    else
+      bad = 1;
+    if (bad < 0) return 2;
+    if (bad) {
       fprintf(stderr,
               "usage: gcomp-bench allreduce [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
               "                             [--rounds R] [--codec SPEC] [--baseline mpi] [--json]\n"
@@ -399,10 +424,11 @@ static int cmd_allreduce(int argc, char **argv) {
     }
   }
   g_opts = &o;
-  if (o.rounds < 1) o.rounds = 1;
-  if (o.rounds > 16) o.rounds = 16;
-  if (o.iters < 1) o.iters = 1;
-  if (o.factor <= 1) o.factor = 2;
+  if (o.minb < 4 || o.maxb < o.minb) {
+    fprintf(stderr, "gcomp-bench allreduce: sizes from %zu to %zu bytes: -b must be at least 4 "
+            "(one float) and -e at least -b\n", o.minb, o.maxb);
+    return 2;
+  }
   gcomp_comm *comm = NULL;
   int st;
   if (o.mpi) {

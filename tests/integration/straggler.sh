@@ -2,7 +2,7 @@
 # Straggler detection over real processes: rank 1 of 3 sleeps before every call and every
 # rank's GCOMP_STATS names it (and gcomp-bench's last line says so); one node and two
 # emulated nodes. Ranks that disagree on GCOMP_SKEW_WINDOW are refused at creation,
-# naming the variable.
+# naming the variable. gcomp-bench allreduce refuses malformed numbers.
 #   straggler.sh GCOMP_RUN GCOMP_BENCH
 set -u
 run=$1 bench=$2 fails=0
@@ -31,6 +31,13 @@ done
 out=$("$run" -n 2 -- bash -c 'GCOMP_SKEW_WINDOW=$((8 + GCOMP_RANK)) exec "$0" allreduce -b 8 -e 8 -n 1 --rounds 1' \
   "$bench" 2>&1) && fail "ranks with different windows ran"
 echo "$out" | grep -q "GCOMP_SKEW_WINDOW differs between ranks" || fail "no clear error: $out"
+
+# gcomp-bench allreduce refuses bad numbers, naming them, instead of running something else
+for args in "--rounds abc" "--rounds 17" "-n 0" "-b 1M -e 8" "--delay-ms 0"; do
+  # shellcheck disable=SC2086
+  out=$("$bench" allreduce $args 2>&1) && fail "gcomp-bench allreduce $args ran"
+  echo "$out" | grep -qE "is not a number in|must be at least" || fail "gcomp-bench allreduce $args: $out"
+done
 
 echo "straggler: $([ $fails = 0 ] && echo passed || echo FAILED)"
 exit $fails
