@@ -8,6 +8,11 @@
 #include <stdio.h>
 
 typedef int (*gcomp_bench_cmd_fn)(int argc, char **argv);
+
+/* An option's number in [lo, hi] into *out; otherwise says so on stderr, naming the tool,
+ * the option and the value, and returns -1. */
+int gcomp_bench_num(const char *tool, const char *opt, const char *text, double lo, double hi,
+                    double *out);
 void gcomp_bench_register(const char *name, gcomp_bench_cmd_fn fn, const char *help);
 
 /* ---- kernel micro-benchmarks (gcomp-bench kernels) ----------------------------------- */

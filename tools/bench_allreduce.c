@@ -363,17 +363,8 @@ static int run_overlap(gcomp_comm *comm, const ar_opts *o) {
   return st;
 }
 
-/* A whole number or decimal in [lo, hi], or a message naming the option and the value. */
 static int num_arg(const char *opt, const char *text, double lo, double hi, double *out) {
-  char *end;
-  double v = strtod(text, &end);
-  if (end == text || *end || !(v >= lo && v <= hi)) {
-    fprintf(stderr, "gcomp-bench allreduce: %s '%s' is not a number in [%g, %g]\n", opt, text, lo,
-            hi);
-    return -1;
-  }
-  *out = v;
-  return 0;
+  return gcomp_bench_num("gcomp-bench allreduce", opt, text, lo, hi, out);
 }
 
 static int cmd_allreduce(int argc, char **argv) {

@@ -131,7 +131,11 @@ static int cmd_kernels(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) kb.json = 1;
     else if (!strcmp(argv[i], "--size") && i + 1 < argc) kb.count = strtoull(argv[++i], NULL, 0) / 4;
-    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) kb.reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+      double d;
+      if (gcomp_bench_num("gcomp-bench kernels", "--reps", argv[++i], 1, 64, &d) < 0) return 2;
+      kb.reps = (int)d;
+    }
     else if (!strcmp(argv[i], "--suite") && i + 1 < argc) only = argv[++i];
     else {
       fprintf(stderr, "usage: gcomp-bench kernels [--size BYTES] [--reps N] [--suite NAME] [--json]\n"

@@ -210,10 +210,13 @@ int gcomp_bench_p2p(int argc, char **argv) {
       if (gcomp_parse_size(argv[++i], &min) != 0) return usage(stderr), 2;
     } else if (!strcmp(argv[i], "--max") && i + 1 < argc) {
       if (gcomp_parse_size(argv[++i], &max) != 0) return usage(stderr), 2;
-    } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-      reps = atoi(argv[++i]);
-    } else if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
-      iters = atoi(argv[++i]);
+    } else if ((!strcmp(argv[i], "--reps") || !strcmp(argv[i], "--iters")) && i + 1 < argc) {
+      double d;
+      int is_reps = !strcmp(argv[i], "--reps");
+      if (gcomp_bench_num("gcomp-bench p2p", argv[i], argv[i + 1], 1, 1e9, &d) < 0) return 2;
+      i++;
+      if (is_reps) reps = (int)d;
+      else iters = (int)d;
     } else if (!strcmp(argv[i], "--json")) {
       json = 1;
     } else if (!strcmp(argv[i], "--no-ref")) {

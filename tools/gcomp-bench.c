@@ -1,6 +1,7 @@
 /* gcomp-bench: measures gcomp against references taken in the same run. Subcommands
  * register themselves (tools/bench_*.c). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
@@ -12,6 +13,18 @@ static struct {
   gcomp_bench_cmd_fn fn;
 } cmds[MAX_CMDS];
 static int ncmds;
+
+int gcomp_bench_num(const char *tool, const char *opt, const char *text, double lo, double hi,
+                    double *out) {
+  char *end;
+  double v = strtod(text, &end);
+  if (end == text || *end || !(v >= lo && v <= hi)) {
+    fprintf(stderr, "%s: %s '%s' is not a number in [%g, %g]\n", tool, opt, text, lo, hi);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
 
 void gcomp_bench_register(const char *name, gcomp_bench_cmd_fn fn, const char *help) {
   if (ncmds < MAX_CMDS) cmds[ncmds++] = (__typeof__(cmds[0])){name, help, fn};

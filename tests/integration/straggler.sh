@@ -2,7 +2,7 @@
 # Straggler detection over real processes: rank 1 of 3 sleeps before every call and every
 # rank's GCOMP_STATS names it (and gcomp-bench's last line says so); one node and two
 # emulated nodes. Ranks that disagree on GCOMP_SKEW_WINDOW are refused at creation,
-# naming the variable. gcomp-bench allreduce refuses malformed numbers.
+# naming the variable. gcomp-bench refuses malformed numbers.
 #   straggler.sh GCOMP_RUN GCOMP_BENCH
 set -u
 run=$1 bench=$2 fails=0
@@ -37,6 +37,11 @@ for args in "--rounds abc" "--rounds 17" "-n 0" "-b 1M -e 8" "--delay-ms 0"; do
   # shellcheck disable=SC2086
   out=$("$bench" allreduce $args 2>&1) && fail "gcomp-bench allreduce $args ran"
   echo "$out" | grep -qE "is not a number in|must be at least" || fail "gcomp-bench allreduce $args: $out"
+done
+for args in "p2p --reps abc" "p2p --iters -1" "kernels --reps 0"; do
+  # shellcheck disable=SC2086
+  out=$("$bench" $args 2>&1) && fail "gcomp-bench $args ran"
+  echo "$out" | grep -q "is not a number in" || fail "gcomp-bench $args: $out"
 done
 
 echo "straggler: $([ $fails = 0 ] && echo passed || echo FAILED)"
