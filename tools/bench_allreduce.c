@@ -470,9 +470,11 @@ static int cmd_allreduce(int argc, char **argv) {
   if (st < 0 && comm)
     fprintf(stderr, "gcomp-bench allreduce: rank %d: %s: %s\n", gcomp_comm_rank(comm),
             gcomp_strerror(st), gcomp_last_error());
-  else if (st < 0)   /* no communicator: GCOMP_RANK, when the launcher set it */
+  else if (st < 0 && gcomp_param_int(GCOMP_P_RANK) >= 0)   /* no communicator: GCOMP_RANK */
     fprintf(stderr, "gcomp-bench allreduce: rank %lld: %s: %s\n",
             (long long)gcomp_param_int(GCOMP_P_RANK), gcomp_strerror(st), gcomp_last_error());
+  else if (st < 0)   /* the error says which rank when it knows */
+    fprintf(stderr, "gcomp-bench allreduce: %s: %s\n", gcomp_strerror(st), gcomp_last_error());
   gcomp_comm_destroy(comm);
 #ifdef GCOMP_BENCH_MPI
   if (o.mpi) MPI_Finalize();
