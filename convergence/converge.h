@@ -157,6 +157,11 @@ typedef struct {
   double curve_gap;     /* mean over eval points of |loss - loss_base| / loss_base */
   double final_drift, max_drift;
   int replicas_equal;   /* every worker ended with bitwise the same parameters */
+  /* coverage: what the allreduce delivered (rank 0). A sparsifying codec moves few
+   * parameters per step; when each moves only a few times in the whole run, its gap to the
+   * baseline is a rate limit, not noise. */
+  double moved_frac;    /* fraction of the parameters delivered nonzero, mean over steps */
+  double never_moved_frac;   /* fraction never delivered nonzero in the whole run */
   uint64_t wire_bytes;  /* summed over ranks */
   uint64_t user_bytes;  /* fp32 bytes given to gcomp_allreduce, summed over ranks */
   uint64_t codec_in, codec_out;   /* gcomp_codec_get_stats, summed over ranks */

@@ -77,6 +77,14 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
               x->relerr_mean, (double)x->wire_bytes / W / x->steps, ratio_of(b, x),
               verdict_word(v, pr->must_fail[i]));
     }
+    /* sparsifying codecs: how often each parameter moved at all */
+    for (int i = 0; i < pr->nruns; i++) {
+      const gcomp_cv_run *x = &pr->runs[i];
+      if (x->status < 0 || x->moved_frac >= 0.5) continue;
+      fprintf(f, "  coverage %s: %.2f%% of the parameters move per step, each %.1f times in %d "
+              "steps on average; %.1f%% never moved\n", x->spec, x->moved_frac * 100,
+              x->moved_frac * x->steps, x->steps, x->never_moved_frac * 100);
+    }
     for (int i = 0; i < pr->nruns; i++) {
       const gcomp_cv_verdict *v = &pr->verdicts[i];
       if (v->pass != 1 || pr->must_fail[i])
@@ -148,6 +156,8 @@ static void json_run(FILE *f, const gcomp_cv_run *b, const gcomp_cv_run *r) {
   json_field(f, "grad_relerr_max", r->relerr_max);
   json_field(f, "grad_cos_mean", r->cos_mean);
   json_field(f, "grad_cos_min", r->cos_min);
+  json_field(f, "moved_frac", r->moved_frac);
+  json_field(f, "never_moved_frac", r->never_moved_frac);
   fprintf(f, ",\"replicas_equal\":%s", r->replicas_equal ? "true" : "false");
   fprintf(f, ",\"wire_bytes\":%llu,\"user_bytes\":%llu,\"codec_bytes_in\":%llu,"
           "\"codec_bytes_out\":%llu", (unsigned long long)r->wire_bytes,

@@ -180,9 +180,11 @@ int gcomp_cv_run_merge(gcomp_cv_run *acc, const gcomp_cv_run *x, int k) {
   mean_into(acc->grad_relerr, x->grad_relerr, (size_t)acc->steps, k);
   mean_into(acc->grad_cos, x->grad_cos, (size_t)acc->steps, k);
   double *m[] = {&acc->final_loss, &acc->final_acc, &acc->final_train_acc, &acc->relerr_mean,
-                 &acc->cos_mean, &acc->curve_gap, &acc->final_drift};
+                 &acc->cos_mean, &acc->curve_gap, &acc->final_drift, &acc->moved_frac,
+                 &acc->never_moved_frac};
   const double v[] = {x->final_loss, x->final_acc, x->final_train_acc, x->relerr_mean,
-                      x->cos_mean, x->curve_gap, x->final_drift};
+                      x->cos_mean, x->curve_gap, x->final_drift, x->moved_frac,
+                      x->never_moved_frac};
   for (size_t i = 0; i < sizeof v / sizeof *v; i++) *m[i] += (v[i] - *m[i]) / (k + 1);
   if (x->relerr_max > acc->relerr_max) acc->relerr_max = x->relerr_max;
   if (x->max_drift > acc->max_drift) acc->max_drift = x->max_drift;
@@ -208,6 +210,8 @@ typedef struct {
   float opt_mu;         /* the optimizer's momentum */
   double ef_mu;         /* the codec's error-feedback momentum (0: none) */
   double *mref;         /* [np] rank 0 with ef momentum: momentum of the exact averages */
+  uint8_t *moved;       /* [np] rank 0: delivered nonzero at least once */
+  uint64_t nmoved;      /* rank 0: nonzero values delivered, summed over steps */
   int W;
   size_t np;
   gcomp_transport **t;
@@ -257,6 +261,8 @@ static void grad_metrics(gcomp_cv_run *r, int step, const float *g, const double
  * codec (the workers send momentum, not gradients) the momentum of the exact averages, the
  * update the baseline's optimizer would apply to the same gradients. */
 static void compare(sim *s, int step, const float *g, const double *exact) {
+  for (size_t i = 0; i < s->np; i++)
+    if (g[i] != 0) s->nmoved++, s->moved[i] = 1;
   if (!s->mref) {
     grad_metrics(s->run, step, g, exact, s->np);
     return;
@@ -552,6 +558,10 @@ static void summarise(sim *s) {
     if (r->grad_cos[i] < r->cos_min) r->cos_min = r->grad_cos[i];
   }
   if (r->steps) r->relerr_mean /= r->steps, r->cos_mean /= r->steps;
+  size_t never = 0;
+  for (size_t i = 0; i < np; i++) never += !s->moved[i];
+  r->moved_frac = r->steps && np ? (double)s->nmoved / ((double)r->steps * (double)np) : 0;
+  r->never_moved_frac = np ? (double)never / (double)np : 0;
   r->max_drift = 0;
   double gap = 0;
   int ng = 0;
@@ -639,10 +649,11 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
   if (data->ntest > rows) rows = data->ntest;
   s.eval_scratch = malloc(gcomp_cv_model_scratch(model, rows) * sizeof(float));
   if (s.ef_mu > 0) s.mref = calloc(np, sizeof *s.mref);
+  s.moved = calloc(np, 1);
   pthread_t *th = calloc((size_t)W, sizeof *th);
   worker_arg *args = calloc((size_t)W, sizeof *args);
   if (!s.t || !s.local[0] || !s.local[1] || !s.bloss[0] || !s.bloss[1] || !s.thetas || !s.status ||
-      !s.error || !s.cstats || !s.kstats || !s.eval_scratch || !th || !args ||
+      !s.error || !s.cstats || !s.kstats || !s.eval_scratch || !th || !args || !s.moved ||
       (s.ef_mu > 0 && !s.mref))
     st = gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "simulation of %d workers", W);
   if (st == GCOMP_OK && cfg->real) {
@@ -703,6 +714,7 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
   free(s.kstats);
   free(s.eval_scratch);
   free(s.mref);
+  free(s.moved);
   free(th);
   free(args);
   return st;

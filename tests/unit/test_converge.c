@@ -242,6 +242,30 @@ static void test_lr_schedules(void **state) {
   gcomp_cv_data_free(&d);
 }
 
+/* Coverage: the baseline delivers every parameter every step; top-k with k values per worker
+ * moves between k and W x k parameters per step (the workers' picks may overlap) */
+static void test_coverage(void **state) {
+  (void)state;
+  gcomp_cv_data d;
+  make_gmm(&d, 1000);
+  gcomp_cv_model m;
+  make_model(&m, "softmax", &d);   /* 16 x 10 + 10 = 170 parameters */
+  gcomp_cv_train_cfg cfg;
+  base_cfg(&cfg, 50);
+  gcomp_cv_run base, sparse;
+  run_ok(&cfg, &d, &m, NULL, NULL, &base);
+  assert_true(base.moved_frac == 1.0 && base.never_moved_frac == 0.0);
+  run_ok(&cfg, &d, &m, "topk:ratio=0.01,exact=1+ef", &base, &sparse);   /* k = 2 of 170 */
+  double k = 2.0 / 170, W = cfg.workers;
+  if (!(sparse.moved_frac >= k - 1e-12 && sparse.moved_frac <= W * k + 1e-12))
+    fail_msg("top-k moved %g of the parameters per step, not within [%g, %g]", sparse.moved_frac,
+             k, W * k);
+  assert_true(sparse.never_moved_frac >= 0 && sparse.never_moved_frac < 1);
+  gcomp_cv_run_free(&base);
+  gcomp_cv_run_free(&sparse);
+  gcomp_cv_data_free(&d);
+}
+
 /* ---- reproducible, bitwise --------------------------------------------------------------- */
 static void expect_same(const gcomp_cv_run *a, const gcomp_cv_run *b) {
   assert_int_equal(a->nparams, b->nparams);
@@ -500,6 +524,7 @@ int main(void) {
       cmocka_unit_test(test_momentum_correction_plan),
       cmocka_unit_test(test_momentum_correction_is_momentum_sgd),
       cmocka_unit_test(test_lr_schedules),
+      cmocka_unit_test(test_coverage),
       cmocka_unit_test(test_reproducible_bitwise),
       cmocka_unit_test(test_32_workers),
       cmocka_unit_test(test_per_layer),
