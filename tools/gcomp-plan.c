@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "stats_file.h"
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -26,30 +27,20 @@ static void usage(FILE *out) {
           "  file of a real run; --links still overrides them).\n");
 }
 
-/* "key": number in a GCOMP_STATS JSON file */
-static int stats_number(const char *text, const char *key, double *out) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const char *p = strstr(text, pat);
-  if (!p) return -1;
-  char *end;
-  errno = 0;
-  double v = strtod(p + strlen(pat), &end);
-  if (errno || end == p + strlen(pat)) return -1;
-  *out = v;
-  return 0;
-}
+static int stats_model(const char *path, const char *text, gcomp_plan_in *in);
 
 static int load_stats(const char *path, gcomp_plan_in *in) {
-  FILE *f = fopen(path, "r");
-  if (!f) {
+  char *text = stats_slurp(path);
+  if (!text) {
     fprintf(stderr, "gcomp-plan: cannot read '%s': %s\n", path, strerror(errno));
     return -1;
   }
-  char text[8192];
-  size_t n = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[n] = '\0';
+  int st = stats_model(path, text, in);
+  free(text);
+  return st;
+}
+
+static int stats_model(const char *path, const char *text, gcomp_plan_in *in) {
   double ia, ib, ea, eb, g, sa = 0, sb = 0;
   if (stats_number(text, "intra_alpha_us", &ia) || stats_number(text, "intra_GBps", &ib) ||
       stats_number(text, "inter_alpha_us", &ea) || stats_number(text, "inter_GBps", &eb) ||

@@ -46,5 +46,6 @@ set_tests_properties(integration.allreduce.shm-stale PROPERTIES LABELS integrati
 
 # straggler detection: a rank that sleeps before every call is named by every rank
 add_test(NAME integration.allreduce.straggler
-  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/straggler.sh ${GCOMP_AR_RUN} $<TARGET_FILE:gcomp-bench>)
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/straggler.sh ${GCOMP_AR_RUN} $<TARGET_FILE:gcomp-bench>
+          $<TARGET_FILE:gcomp-stats>)
 set_tests_properties(integration.allreduce.straggler PROPERTIES LABELS integration TIMEOUT 120)

@@ -3,9 +3,11 @@
 # rank's GCOMP_STATS names it (and gcomp-bench's last line says so); one node and two
 # emulated nodes. Ranks that disagree on GCOMP_SKEW_WINDOW are refused at creation,
 # naming the variable. gcomp-bench refuses malformed numbers.
-#   straggler.sh GCOMP_RUN GCOMP_BENCH
+# gcomp-stats summarises the job's files and names the same rank; it refuses files that are
+# missing, not stats, or two of one rank.
+#   straggler.sh GCOMP_RUN GCOMP_BENCH GCOMP_STATS_TOOL
 set -u
-run=$1 bench=$2 fails=0
+run=$1 bench=$2 stats=$3 fails=0
 for v in $(compgen -e | grep '^GCOMP_'); do unset "$v"; done
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -25,7 +27,21 @@ for nodes in 1 2; do
   # rank 1's own figures: late by most of the 10 ms, on average
   late=$(sed -n 's/.*"late_mean_us": \([0-9.]*\).*/\1/p' "$dir/st-$nodes-1.json")
   awk -v l="$late" 'BEGIN { exit !(l >= 7000) }' || fail "$nodes node(s): rank 1 late by only ${late} us"
+  # the job's summary: one row per rank, and the same straggler
+  sum=$("$stats" "$dir"/st-$nodes-*.json 2>&1) || fail "$nodes node(s): gcomp-stats failed: $sum"
+  [ "$(echo "$sum" | grep -c '^  ')" = 3 ] || fail "$nodes node(s): gcomp-stats rows: $sum"
+  echo "$sum" | grep -q "^# latest to arrive: rank 1, " || fail "$nodes node(s): gcomp-stats: $sum"
 done
+
+# gcomp-stats: bad input is an error that names the file
+out=$("$stats" "$dir/none.json" 2>&1) && fail "gcomp-stats read a missing file"
+echo "$out" | grep -q "cannot read '$dir/none.json'" || fail "gcomp-stats, missing file: $out"
+echo '{"rank": 0}' >"$dir/bad.json"
+out=$("$stats" "$dir/bad.json" 2>&1) && fail "gcomp-stats read a non-stats file"
+echo "$out" | grep -q "'$dir/bad.json' is not a GCOMP_STATS file" || fail "gcomp-stats, bad file: $out"
+cp "$dir/st-1-0.json" "$dir/again.json"
+out=$("$stats" "$dir/st-1-0.json" "$dir/again.json" 2>&1) && fail "gcomp-stats took rank 0 twice"
+echo "$out" | grep -q "are both rank 0" || fail "gcomp-stats, one rank twice: $out"
 
 # a window that differs between ranks: refused at creation, naming the variable
 out=$("$run" -n 2 -- bash -c 'GCOMP_SKEW_WINDOW=$((8 + GCOMP_RANK)) exec "$0" allreduce -b 8 -e 8 -n 1 --rounds 1' \

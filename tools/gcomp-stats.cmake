@@ -1,0 +1,3 @@
+# gcomp-stats: one table for a job's GCOMP_STATS files (reads the files; needs no library).
+add_executable(gcomp-stats ${CMAKE_CURRENT_SOURCE_DIR}/gcomp-stats.c)
+install(TARGETS gcomp-stats RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
