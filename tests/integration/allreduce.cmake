@@ -23,6 +23,10 @@ gcomp_ar_test(integration.allreduce.shm.codecs 3 1 auto codecs)
 gcomp_ar_test(integration.allreduce.shm.direct 3 1 direct codecs)
 gcomp_ar_test(integration.allreduce.mixed.hier-direct 4 2 hier-direct codecs)
 gcomp_ar_test(integration.allreduce.mixed.hier-sparse 4 2 hier-sparse codecs)
+# more ranks than bf16 sums stay exact for (the check rounds its expectation like the
+# library: once, to nearest even) and than fp16 products stay finite; 8 ranks per core
+gcomp_ar_test(integration.allreduce.shm.16-ranks 16 1 auto dense)
+gcomp_ar_test(integration.allreduce.mixed.16-ranks 16 4 auto dense)
 
 add_test(NAME integration.allreduce.kill
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/allreduce_fail.sh ${GCOMP_AR_RUN} ${GCOMP_AR_CHECK})
