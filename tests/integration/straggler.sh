@@ -14,7 +14,8 @@ trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; fails=1; }
 
 for nodes in 1 2; do
-  out=$(GCOMP_SKEW_WINDOW=16 GCOMP_STATS="$dir/st-$nodes-%r.json" "$run" -n 3 --nodes $nodes -- \
+  out=$(GCOMP_SKEW_WINDOW=16 GCOMP_STATS="$dir/st-$nodes-%r.json" GCOMP_TRACE="$dir/tr-$nodes-%r.json" \
+    "$run" -n 3 --nodes $nodes -- \
     "$bench" allreduce -b 64k -e 64k -n 32 -w 0 --rounds 1 --delay-rank 1 --delay-ms 10 2>&1) ||
     { fail "$nodes node(s): the job failed: $out"; continue; }
   echo "$out" | grep -q "^# stragglers over [0-9]* calls: rank 1 arrived" ||
@@ -27,6 +28,9 @@ for nodes in 1 2; do
   # rank 1's own figures: late by most of the 10 ms, on average
   late=$(sed -n 's/.*"late_mean_us": \([0-9.]*\).*/\1/p' "$dir/st-$nodes-1.json")
   awk -v l="$late" 'BEGIN { exit !(l >= 7000) }' || fail "$nodes node(s): rank 1 late by only ${late} us"
+  # the trace: rank 1's calls of complete windows carry their lateness, most of the 10 ms
+  n_late=$(grep -o '"late_us": [0-9.]*' "$dir/tr-$nodes-1.json" | awk '$2 >= 7000' | wc -l)
+  [ "$n_late" -ge 16 ] || fail "$nodes node(s): rank 1's trace has $n_late calls >= 7 ms late"
   # the job's summary: one row per rank, and the same straggler
   sum=$("$stats" "$dir"/st-$nodes-*.json 2>&1) || fail "$nodes node(s): gcomp-stats failed: $sum"
   [ "$(echo "$sum" | grep -c '^  ')" = 3 ] || fail "$nodes node(s): gcomp-stats rows: $sum"
