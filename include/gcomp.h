@@ -240,13 +240,14 @@ GCOMP_API int gcomp_comm_destroy(gcomp_comm *comm);
  *
  * codec: NULL uses GCOMP_CODEC (default "none"); a codec applies only to float32 SUM and
  * AVG calls of at least GCOMP_CODEC_MIN_BYTES, and only when the planner predicts it pays;
- * other calls run uncompressed. key names the tensor for error feedback. The algorithm is chosen per call by the cost model, or
- * by GCOMP_ALGO. For a fixed rank count, placement, algorithm and codec the result is
+ * other calls run uncompressed. key names the tensor for error feedback. The algorithm is
+ * chosen per call by the cost model, or by GCOMP_ALGO. For a fixed rank count, placement, algorithm and codec the result is
  * bitwise identical on every rank and across runs.
  *
  * Errors: GCOMP_ERR_INVALID (bad argument), GCOMP_ERR_TIMEOUT / GCOMP_ERR_PEER (a peer
- * stopped answering or died; the communicator is unusable afterwards), GCOMP_ERR_CORRUPT
- * (a frame failed validation). */
+ * stopped answering or died), GCOMP_ERR_CORRUPT (a frame failed validation). After any
+ * failure past the argument checks the communicator is unusable: every later call returns
+ * GCOMP_ERR_PEER at once, naming the first failure. Destroy it and create a new one. */
 GCOMP_API int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                               gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key);
 

@@ -52,6 +52,8 @@ struct gcomp_comm {
   double epoch_real_us;        /* the job's earliest born_real_us: the traces' time origin */
   gcomp_shm *shm;              /* the node's shared segment (NULL: alone on the node, or none) */
   gcomp_skew skew;             /* straggler detection (GCOMP_SKEW_WINDOW) */
+  int broken;                  /* a collective failed part-way: peers are in unknown states */
+  char broken_why[768];        /* that failure, for every later call */
   int exchanging;              /* inside the detector's own allreduces: not user calls */
   /* non-blocking calls: a FIFO served by one progress thread, started on first use */
   pthread_mutex_t mu;
@@ -598,6 +600,11 @@ static int allreduce_now(gcomp_comm *comm, const void *sendbuf, void *recvbuf, s
   comm->stats.calls++;
   comm->stats.bytes += count * es;
   if (count == 0) return GCOMP_OK;
+  /* after a collective failed part-way the ranks no longer agree on which messages belong
+   * to which call: fail at once, as NCCL does with an aborted communicator, instead of
+   * waiting out another timeout per call */
+  GCOMP_FAIL_IF(comm->broken, GCOMP_ERR_PEER,
+                "communicator unusable since an earlier allreduce failed: %s", comm->broken_why);
 
   /* the working buffer: recvbuf itself, or an fp32 copy of 16-bit floats */
   gcomp_dtype wt = dtype;
@@ -659,7 +666,12 @@ static int allreduce_now(gcomp_comm *comm, const void *sendbuf, void *recvbuf, s
   if (work == recvbuf && sendbuf != recvbuf) c.src = sendbuf;   /* out of place */
   comm->last_algo = algo->name;
   int st = algo->run(&c, work, count);
-  if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
+  if (st < 0) {
+    comm->broken = 1;
+    snprintf(comm->broken_why, sizeof comm->broken_why, "%s: %s", gcomp_strerror(st),
+             gcomp_last_error());
+    return gcomp_error_trace(st, __FILE__, __LINE__);
+  }
 
   if (op == GCOMP_AVG) finish_avg(work, count, wt, comm->t->size);
   if (wt == GCOMP_FLOAT32) {

@@ -339,8 +339,8 @@ static void *nan_main(void *arg) {
 typedef struct {
   gcomp_transport *t;
   int join, st, st2;
-  uint64_t ms;
-  char error[512];
+  uint64_t ms, ms2;
+  char error[512], error2[1024];
 } silent_job;
 
 static void *silent_main(void *arg) {
@@ -353,7 +353,10 @@ static void *silent_main(void *arg) {
     j->st = gcomp_allreduce(comm, x, x, 4, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
     j->ms = (gcomp_now_ns() - t0) / 1000000u;
     snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
+    t0 = gcomp_now_ns();
     j->st2 = gcomp_allreduce(comm, x, x, 4, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
+    j->ms2 = (gcomp_now_ns() - t0) / 1000000u;
+    snprintf(j->error2, sizeof j->error2, "%s", gcomp_last_error());
   }
   gcomp_comm_destroy(comm);
   return NULL;
@@ -383,7 +386,9 @@ static void test_shm_silent_peer(void **state) {
   assert_int_equal(jobs[0].st, GCOMP_ERR_TIMEOUT);
   assert_non_null(strstr(jobs[0].error, "local rank 1 (rank 1) silent for 300 ms"));
   assert_true(jobs[0].ms >= 300 && jobs[0].ms < 5000);
-  assert_int_equal(jobs[0].st2, GCOMP_ERR_INVALID);   /* the segment is not trusted again */
+  /* the communicator is not trusted again (nor, below it, the segment) */
+  assert_int_equal(jobs[0].st2, GCOMP_ERR_PEER);
+  assert_non_null(strstr(jobs[0].error2, "local rank 1 (rank 1) silent for 300 ms"));
 }
 
 /* Non-blocking calls: issued back to back, completed out of order, mixed with a blocking
@@ -491,6 +496,23 @@ static void *nb_silent_main(void *arg) {
   }
   gcomp_comm_destroy(comm);
   return NULL;
+}
+
+/* After a call failed part-way the next one fails at once, naming the first failure,
+ * instead of waiting out another timeout (the shm algorithm says so in its own words: its
+ * segment is refused) */
+static void test_broken_after_failure(void **state) {
+  const char *algos[] = {"rd", "ring", "rhd"};
+  for (size_t a = 0; a < sizeof algos / sizeof *algos; a++) {
+    silent_job jobs[2];
+    run_silent_pair(algos[a], silent_main, jobs);
+    assert_int_equal(jobs[0].st, GCOMP_ERR_TIMEOUT);
+    assert_int_equal(jobs[0].st2, GCOMP_ERR_PEER);
+    assert_true(jobs[0].ms2 < 100);   /* not another 300 ms timeout */
+    if (!strstr(jobs[0].error2, "communicator unusable since an earlier allreduce failed") ||
+        !strstr(jobs[0].error2, "rank 1"))
+      fail_msg("%s: second call's error: %s", algos[a], jobs[0].error2);
+  }
 }
 
 static void test_nonblocking_errors(void **state) {
@@ -691,6 +713,7 @@ int main(void) {
       cmocka_unit_test(test_shm_silent_peer),
       cmocka_unit_test(test_nonblocking),
       cmocka_unit_test(test_nonblocking_errors),
+      cmocka_unit_test(test_broken_after_failure),
       cmocka_unit_test(test_large_and_segmented),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_planner_choices),
