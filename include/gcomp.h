@@ -241,8 +241,8 @@ GCOMP_API int gcomp_comm_destroy(gcomp_comm *comm);
  * codec: NULL uses GCOMP_CODEC (default "none"); a codec applies only to float32 SUM and
  * AVG calls of at least GCOMP_CODEC_MIN_BYTES, and only when the planner predicts it pays;
  * other calls run uncompressed. key names the tensor for error feedback. The algorithm is
- * chosen per call by the cost model, or by GCOMP_ALGO. For a fixed rank count, placement, algorithm and codec the result is
- * bitwise identical on every rank and across runs.
+ * chosen per call by the cost model, or by GCOMP_ALGO. For a fixed rank count, placement,
+ * algorithm and codec the result is bitwise identical on every rank and across runs.
  *
  * Errors: GCOMP_ERR_INVALID (bad argument), GCOMP_ERR_TIMEOUT / GCOMP_ERR_PEER (a peer
  * stopped answering or died), GCOMP_ERR_CORRUPT (a frame failed validation). After any
