@@ -193,7 +193,8 @@ static int lb_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) {
     uint64_t tag = r->tag;
     free(r);
     GCOMP_FAIL(d, "loopback rank %d: message of %zu bytes from rank %d (tag 0x%llx) exceeds "
-               "the receive capacity", tp->rank, got, peer, (unsigned long long)tag);
+               "the receive capacity: do all ranks pass the same count and dtype?", tp->rank, got,
+               peer, (unsigned long long)tag);
   }
   uint64_t waited = gcomp_now_ns() - r->posted_ns;
   if (waited / 1000000u >= (uint64_t)tp->timeout_ms && lb_withdraw(t, r)) {

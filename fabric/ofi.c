@@ -347,8 +347,8 @@ static void on_error(ofi_transport *t, ofi_ep *e) {
                      ? GCOMP_ERR_PEER
                      : GCOMP_ERR_FABRIC;
     if (err.err == FI_ETRUNC)
-      req_fail(r, status, "message from rank %d is %zu bytes longer than the receive buffer "
-               "(%s)", r->peer, err.olen, e->prov);
+      req_fail(r, status, "a message from rank %d does not fit its %zu-byte receive buffer (%s): "
+               "do all ranks pass the same count and dtype?", r->peer, r->cap, e->prov);
     else
       req_fail(r, status, "%s rank %d over %s failed: %s (%s)", op_name(r), r->peer, e->prov,
                fi_strerror(err.err), txt && *txt ? txt : "no provider detail");

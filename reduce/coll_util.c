@@ -78,9 +78,21 @@ int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
       int *cur = pass ? &scur : &rcur, end = pass ? ns : total;
       while (*cur < end && status == GCOMP_OK) {
         int i = *cur, done = 0;
-        status = gcomp_test(c->t, reqs[i], &done, NULL);
+        size_t got = 0;
+        status = gcomp_test(c->t, reqs[i], &done, &got);
         if (status < 0) reqs[i] = NULL;   /* test frees a failed request */
         if (status < 0 || !done) break;
+        if (i >= ns) {   /* a receive: exactly the segment this rank expects */
+          size_t off = (size_t)(i - ns) * seg, want = rlen - off < seg ? rlen - off : seg;
+          if (!rlen) want = 0;
+          if (got != want) {
+            reqs[i] = NULL;
+            status = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__,
+                                     "rank %d sent %zu bytes where this rank expected %zu: do all "
+                                     "ranks pass the same count and dtype?", peer, got, want);
+            break;
+          }
+        }
         reqs[i] = NULL;
         (*cur)++;
         left--;

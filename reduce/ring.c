@@ -18,6 +18,7 @@ typedef struct {
   size_t count, seg;     /* seg: elements per segment */
   int n, steps, nseg;
   gcomp_treq **sreq, **rreq;   /* [steps * nseg] */
+  size_t *rbytes;        /* [steps * nseg] what each receive must bring, in bytes */
   int left;
   unsigned phase;
   /* posted requests in post order (indices into sreq[0 .. 2 * slots)). Completions come
@@ -54,6 +55,7 @@ static int post_recv(ring_state *r, unsigned phase, int s, int chunk, int j, uin
   /* base NULL: land in place; else in the step's scratch slot at the segment's offset */
   uint8_t *at = base ? base + (size_t)j * r->seg * r->c->esize : r->buf + off * r->c->esize;
   r->rq[r->rq_tail++] = (int)((size_t)r->steps * (size_t)r->nseg) + s * r->nseg + j;
+  r->rbytes[s * r->nseg + j] = len * r->c->esize;
   return gcomp_irecv(r->c->t, left, gcomp_coll_tag(r->c, phase, (unsigned)s, (unsigned)j), at,
                      len * r->c->esize, &r->rreq[s * r->nseg + j]);
 }
@@ -71,9 +73,10 @@ static int setup(ring_state *r, gcomp_coll *c, const gcomp_group *g, uint8_t *bu
   size_t slots = (size_t)r->steps * (size_t)r->nseg;
   r->sreq = calloc(2 * slots, sizeof *r->sreq);
   r->sq = calloc(2 * slots, sizeof *r->sq);
-  if (!r->sreq || !r->sq) {
-    free(r->sreq), free(r->sq);
-    r->sreq = NULL, r->sq = NULL;
+  r->rbytes = calloc(slots, sizeof *r->rbytes);
+  if (!r->sreq || !r->sq || !r->rbytes) {
+    free(r->sreq), free(r->sq), free(r->rbytes);
+    r->sreq = NULL, r->sq = NULL, r->rbytes = NULL;
     GCOMP_FAIL(GCOMP_ERR_NOMEM, "ring: request table of %zu", 2 * slots);
   }
   r->rreq = r->sreq + slots;
@@ -88,6 +91,7 @@ static void teardown(ring_state *r) {
     if (r->sreq[i]) gcomp_cancel(r->c->t, r->sreq[i]);
   free(r->sreq);
   free(r->sq);
+  free(r->rbytes);
 }
 
 /* Drives every posted request once; on_recv runs for each completed receive. */
@@ -101,13 +105,19 @@ static int drain(ring_state *r, int *q, int *head, const int *tail, on_recv_fn o
   while (*head < *tail) {
     int i = q[*head];
     int done = 0;
-    int st = gcomp_test(r->c->t, r->sreq[i], &done, NULL);
+    size_t got = 0;
+    int st = gcomp_test(r->c->t, r->sreq[i], &done, &got);
     if (st < 0) {
       r->sreq[i] = NULL;
       return gcomp_error_trace(st, __FILE__, __LINE__);
     }
     if (!done) break;
     r->sreq[i] = NULL;
+    /* a receive brings exactly its segment, or the ranks disagree on the call */
+    GCOMP_FAIL_IF((size_t)i >= slots && got != r->rbytes[(size_t)i - slots], GCOMP_ERR_INVALID,
+                  "ring: rank %d sent %zu bytes where this rank expected %zu: do all ranks pass "
+                  "the same count and dtype?", r->g->ranks[mod(r->g->me - 1, r->n)], got,
+                  r->rbytes[(size_t)i - slots]);
     (*head)++;
     r->left--;
     completed++;

@@ -43,8 +43,9 @@ enum { CTL_BYTES = 64, NAME_BYTES = 64, ONE_SHOT_MAX = 8192 };
 typedef struct {
   _Atomic uint64_t flag;
   uint64_t pidns;   /* inode of the rank's pid namespace: its pid means nothing elsewhere */
+  uint64_t desc[2]; /* the shape of the call whose first round has this parity (call_desc) */
   int32_t pid;
-  char pad[CTL_BYTES - 20];
+  char pad[CTL_BYTES - 36];
 } shm_ctl;
 
 struct gcomp_shm {
@@ -265,6 +266,36 @@ static size_t piece_len(size_t len, size_t k, size_t P) {
   return len > k * P ? (len - k * P < P ? len - k * P : P) : 0;
 }
 
+/* Every rank of a call must pass the same count and element size; a rank that does not (a
+ * user error) would otherwise read another shape's bytes and return garbage. Each rank
+ * writes its call's shape beside its first round's data, published by the same flag and
+ * protected from reuse like the slots (one parity per round). */
+enum { CALL_ALLREDUCE = 1, CALL_REDUCE_SCATTER = 2, CALL_ALLGATHER = 3 };
+static uint64_t call_desc(int kind, size_t count, size_t es) {
+  return (uint64_t)count << 8 | (uint64_t)es << 2 | (uint64_t)kind;
+}
+static const char *kind_name(uint64_t d) {
+  return (d & 3) == CALL_ALLREDUCE ? "allreduce" : (d & 3) == CALL_REDUCE_SCATTER ? "reduce-scatter"
+                                                                                  : "allgather";
+}
+static void post_desc(gcomp_shm *s, uint64_t round, uint64_t desc) {
+  s->ctl[s->me].desc[round & 1] = desc;
+}
+/* after the call's first wait_all */
+static int check_desc(gcomp_shm *s, uint64_t round, uint64_t mine) {
+  for (int i = 0; i < s->L; i++) {
+    uint64_t d = s->ctl[i].desc[round & 1];
+    if (i == s->me || d == mine) continue;
+    s->broken = 1;
+    GCOMP_FAIL(GCOMP_ERR_INVALID,
+               "shm: local rank %d called %s with %llu elements of %llu bytes, this rank %s with "
+               "%llu of %llu: every rank must pass the same count and dtype", i, kind_name(d),
+               (unsigned long long)(d >> 8), (unsigned long long)((d >> 2) & 63), kind_name(mine),
+               (unsigned long long)(mine >> 8), (unsigned long long)((mine >> 2) & 63));
+  }
+  return GCOMP_OK;
+}
+
 static int check_usable(const gcomp_shm *s) {
   GCOMP_FAIL_IF(!s || s->broken, GCOMP_ERR_INVALID,
                 "shm: %s", s ? "the segment failed earlier" : "no segment on this node");
@@ -288,8 +319,11 @@ int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t c
       memcpy(mine + (size_t)j * P * es, in + (off + k * P) * es, n * es);
       c->stats->shm_bytes += n * es;
     }
+    const uint64_t desc = call_desc(CALL_REDUCE_SCATTER, count, es);
+    if (k == 0) post_desc(s, r, desc);
     publish(s, 2 * r + 1);
     GCOMP_CHECK(wait_all(c, s, 2 * r + 1));
+    if (k == 0) GCOMP_CHECK(check_desc(s, r, desc));
     size_t n = piece_len(mlen, k, P);
     uint64_t t0 = gcomp_now_ns();
     if (n) reduce_slots(c, s, r, (size_t)s->me * P, n, buf + (moff + k * P) * es);
@@ -309,8 +343,11 @@ int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
     size_t n = piece_len(mlen, k, P);
     memcpy(slot_at(s, r, s->me), buf + (moff + k * P) * es, n * es);
     c->stats->shm_bytes += n * es;
+    const uint64_t desc = call_desc(CALL_ALLGATHER, count, es);
+    if (k == 0) post_desc(s, r, desc);
     publish(s, 2 * r + 1);
     GCOMP_CHECK(wait_all(c, s, 2 * r + 1));
+    if (k == 0) GCOMP_CHECK(check_desc(s, r, desc));
     for (int j = 0; j < s->L; j++) {
       if (j == s->me) continue;
       size_t off, len;
@@ -336,8 +373,11 @@ int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
     uint8_t *out = buf + off * es;
     memcpy(mine, in + off * es, n * es);
     c->stats->shm_bytes += n * es;
+    const uint64_t desc = call_desc(CALL_ALLREDUCE, count, es);
+    if (off == 0) post_desc(s, r, desc);
     publish(s, 2 * r + 1);
     GCOMP_CHECK(wait_all(c, s, 2 * r + 1));
+    if (off == 0) GCOMP_CHECK(check_desc(s, r, desc));
     uint64_t t0 = gcomp_now_ns();
     if (n * es <= ONE_SHOT_MAX) {
       reduce_slots(c, s, r, 0, n, out);

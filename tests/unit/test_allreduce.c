@@ -515,6 +515,55 @@ static void test_broken_after_failure(void **state) {
   }
 }
 
+/* Ranks that pass different counts (a user error) get an error, never each other's bytes:
+ * the shared segment compares the calls' shapes, the message paths the lengths received. */
+typedef struct {
+  gcomp_transport *t;
+  size_t count;
+  int st;
+  char error[1024];
+} mismatch_job;
+
+static void *mismatch_main(void *arg) {
+  mismatch_job *j = arg;
+  gcomp_comm *comm = NULL;
+  j->st = gcomp_comm_from_transport(j->t, 0, &comm);
+  float *x = calloc(j->count, sizeof *x);
+  if (j->st == GCOMP_OK) j->st = gcomp_allreduce(comm, x, x, j->count, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
+  snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
+  free(x);
+  gcomp_comm_destroy(comm);
+  return NULL;
+}
+
+static void test_mismatched_counts(void **state) {
+  const char *algos[] = {"shm", "ring", "rhd", "rd"};
+  const size_t pairs[][2] = {{1000, 3000}, {3000, 1000}, {100000, 100001}};
+  setenv("GCOMP_TIMEOUT_MS", "2000", 1);
+  for (size_t a = 0; a < sizeof algos / sizeof *algos; a++)
+    for (size_t c = 0; c < sizeof pairs / sizeof *pairs; c++) {
+      force_algo(algos[a]);
+      gcomp_transport *t[2];
+      assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+      mismatch_job j[2];
+      pthread_t th[2];
+      for (int r = 0; r < 2; r++) {
+        j[r] = (mismatch_job){.t = t[r], .count = pairs[c][r]};
+        pthread_create(&th[r], NULL, mismatch_main, &j[r]);
+      }
+      for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+      for (int r = 0; r < 2; r++) gcomp_transport_destroy(t[r]);
+      for (int r = 0; r < 2; r++)
+        if (j[r].st == GCOMP_OK)
+          fail_msg("%s, counts %zu and %zu: rank %d returned success", algos[a], pairs[c][0],
+                   pairs[c][1], r);
+      if (!strstr(j[0].error, "same count") && !strstr(j[1].error, "same count"))
+        fail_msg("%s: neither error says why: '%s' / '%s'", algos[a], j[0].error, j[1].error);
+    }
+  unsetenv("GCOMP_TIMEOUT_MS");
+  force_algo(NULL);
+}
+
 static void test_nonblocking_errors(void **state) {
   silent_job jobs[2];
   run_silent_pair("rd", nb_silent_main, jobs);
@@ -714,6 +763,7 @@ int main(void) {
       cmocka_unit_test(test_nonblocking),
       cmocka_unit_test(test_nonblocking_errors),
       cmocka_unit_test(test_broken_after_failure),
+      cmocka_unit_test(test_mismatched_counts),
       cmocka_unit_test(test_large_and_segmented),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_planner_choices),
