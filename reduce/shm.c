@@ -207,7 +207,16 @@ static void publish(gcomp_shm *s, uint64_t v) {
   atomic_store_explicit(&s->ctl[s->me].flag, v, memory_order_release);
 }
 
+/* Waits until every other local rank's flag reaches v. With desc != 0 (a call's first
+ * round) it also returns each rank's shape for the round's parity in seen[], read the
+ * moment its flag is seen, while that control line is still in this core's cache. */
+static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round, uint64_t *seen);
+
 static int wait_all(gcomp_coll *c, gcomp_shm *s, uint64_t v) {
+  return wait_all_seen(c, s, v, 0, NULL);
+}
+
+static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round, uint64_t *seen) {
   uint64_t start = 0, last_check = 0;
   unsigned spins = 0;
   for (int i = 0; i < s->L; i++) {
@@ -235,6 +244,7 @@ static int wait_all(gcomp_coll *c, gcomp_shm *s, uint64_t v) {
                       c->t->local_ranks[i], s->timeout_ms);
       }
     }
+    if (seen) seen[i] = s->ctl[i].desc[round & 1];
   }
   if (start) c->stats->wait_s += (double)(gcomp_now_ns() - start) * 1e-9;
   return GCOMP_OK;
@@ -279,13 +289,19 @@ static const char *kind_name(uint64_t d) {
                                                                                   : "allgather";
 }
 static void post_desc(gcomp_shm *s, uint64_t round, uint64_t desc) {
-  s->ctl[s->me].desc[round & 1] = desc;
+  /* written only when it changes: in a loop of same-shaped calls the control line then sees
+   * no store but the flag's, and a peer spinning on the flag is not disturbed twice */
+  if (s->ctl[s->me].desc[round & 1] != desc) s->ctl[s->me].desc[round & 1] = desc;
 }
-/* after the call's first wait_all */
-static int check_desc(gcomp_shm *s, uint64_t round, uint64_t mine) {
-  for (int i = 0; i < s->L; i++) {
-    uint64_t d = s->ctl[i].desc[round & 1];
+/* Waits for the call's first round like wait_all, then compares the shapes seen. */
+static int wait_first(gcomp_coll *c, gcomp_shm *s, uint64_t round, uint64_t mine) {
+  uint64_t seen_stack[64], *seen = s->L <= 64 ? seen_stack : malloc((size_t)s->L * sizeof *seen);
+  GCOMP_FAIL_IF(!seen, GCOMP_ERR_NOMEM, "shm: %d call shapes", s->L);
+  int st = wait_all_seen(c, s, 2 * round + 1, round, seen);
+  for (int i = 0; st == GCOMP_OK && i < s->L; i++) {
+    uint64_t d = seen[i];
     if (i == s->me || d == mine) continue;
+    if (seen != seen_stack) free(seen);
     s->broken = 1;
     GCOMP_FAIL(GCOMP_ERR_INVALID,
                "shm: local rank %d called %s with %llu elements of %llu bytes, this rank %s with "
@@ -293,7 +309,8 @@ static int check_desc(gcomp_shm *s, uint64_t round, uint64_t mine) {
                (unsigned long long)(d >> 8), (unsigned long long)((d >> 2) & 63), kind_name(mine),
                (unsigned long long)(mine >> 8), (unsigned long long)((mine >> 2) & 63));
   }
-  return GCOMP_OK;
+  if (seen != seen_stack) free(seen);
+  return st;
 }
 
 static int check_usable(const gcomp_shm *s) {
@@ -322,8 +339,7 @@ int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t c
     const uint64_t desc = call_desc(CALL_REDUCE_SCATTER, count, es);
     if (k == 0) post_desc(s, r, desc);
     publish(s, 2 * r + 1);
-    GCOMP_CHECK(wait_all(c, s, 2 * r + 1));
-    if (k == 0) GCOMP_CHECK(check_desc(s, r, desc));
+    GCOMP_CHECK(k == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1));
     size_t n = piece_len(mlen, k, P);
     uint64_t t0 = gcomp_now_ns();
     if (n) reduce_slots(c, s, r, (size_t)s->me * P, n, buf + (moff + k * P) * es);
@@ -346,8 +362,7 @@ int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
     const uint64_t desc = call_desc(CALL_ALLGATHER, count, es);
     if (k == 0) post_desc(s, r, desc);
     publish(s, 2 * r + 1);
-    GCOMP_CHECK(wait_all(c, s, 2 * r + 1));
-    if (k == 0) GCOMP_CHECK(check_desc(s, r, desc));
+    GCOMP_CHECK(k == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1));
     for (int j = 0; j < s->L; j++) {
       if (j == s->me) continue;
       size_t off, len;
@@ -376,8 +391,7 @@ int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
     const uint64_t desc = call_desc(CALL_ALLREDUCE, count, es);
     if (off == 0) post_desc(s, r, desc);
     publish(s, 2 * r + 1);
-    GCOMP_CHECK(wait_all(c, s, 2 * r + 1));
-    if (off == 0) GCOMP_CHECK(check_desc(s, r, desc));
+    GCOMP_CHECK(off == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1));
     uint64_t t0 = gcomp_now_ns();
     if (n * es <= ONE_SHOT_MAX) {
       reduce_slots(c, s, r, 0, n, out);
