@@ -207,16 +207,18 @@ static void publish(gcomp_shm *s, uint64_t v) {
   atomic_store_explicit(&s->ctl[s->me].flag, v, memory_order_release);
 }
 
-/* Waits until every other local rank's flag reaches v. With desc != 0 (a call's first
- * round) it also returns each rank's shape for the round's parity in seen[], read the
+/* Waits until every other local rank's flag reaches v. With seen != NULL (a call's first
+ * round) it also returns each rank's call shape for the round's parity in seen[], read the
  * moment its flag is seen, while that control line is still in this core's cache. */
-static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round, uint64_t *seen);
+static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round,
+                         uint64_t *seen);
 
 static int wait_all(gcomp_coll *c, gcomp_shm *s, uint64_t v) {
   return wait_all_seen(c, s, v, 0, NULL);
 }
 
-static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round, uint64_t *seen) {
+static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round,
+                         uint64_t *seen) {
   uint64_t start = 0, last_check = 0;
   unsigned spins = 0;
   for (int i = 0; i < s->L; i++) {
@@ -278,15 +280,16 @@ static size_t piece_len(size_t len, size_t k, size_t P) {
 
 /* Every rank of a call must pass the same count and element size; a rank that does not (a
  * user error) would otherwise read another shape's bytes and return garbage. Each rank
- * writes its call's shape beside its first round's data, published by the same flag and
- * protected from reuse like the slots (one parity per round). */
+ * writes its call's shape into its control line before the first round's flag, which
+ * publishes it; one shape per round parity, protected from reuse like the slots. */
 enum { CALL_ALLREDUCE = 1, CALL_REDUCE_SCATTER = 2, CALL_ALLGATHER = 3 };
 static uint64_t call_desc(int kind, size_t count, size_t es) {
   return (uint64_t)count << 8 | (uint64_t)es << 2 | (uint64_t)kind;
 }
 static const char *kind_name(uint64_t d) {
-  return (d & 3) == CALL_ALLREDUCE ? "allreduce" : (d & 3) == CALL_REDUCE_SCATTER ? "reduce-scatter"
-                                                                                  : "allgather";
+  return (d & 3) == CALL_ALLREDUCE        ? "allreduce"
+         : (d & 3) == CALL_REDUCE_SCATTER ? "reduce-scatter"
+                                          : "allgather";
 }
 static void post_desc(gcomp_shm *s, uint64_t round, uint64_t desc) {
   /* written only when it changes: in a loop of same-shaped calls the control line then sees
