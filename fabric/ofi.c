@@ -5,8 +5,12 @@
  *
  * Wire protocol of one message (len bytes, user tag T, from a sender's k-th message to
  * this peer, k = seq):
- *   first chunk   tag KIND_FIRST|T, remote CQ data = seq << 40 | len, min(len, chunk) bytes
+ *   first chunk   tag KIND_FIRST|T, remote CQ data = seq << 40 | len, min(len, first) bytes
  *   other chunks  tag KIND_CONT|seq, chunk bytes each (the last one shorter)
+ * first is the chunk size, except on shm, where it is the inject size: libfabric 1.17's shm
+ * deadlocks both processes when it truncates a longer message (ranks that disagree on a
+ * call's count), while an injected one is truncated cleanly, and the length it carries
+ * then shows the mismatch before any further chunk is posted.
  * The receiver posts only the first chunk, learns len and seq from its completion, then
  * posts the rest: receives never need to know the length in advance, and continuation
  * chunks of different messages can never match each other (FI_ORDER_SAS keeps chunks of
@@ -60,6 +64,7 @@ typedef struct ofi_ep {
   struct fid_cq *cq;
   struct fid_ep *ep;
   size_t inject, chunk;
+  size_t first;             /* bytes of a message's first chunk (see the top) */
   int mr_local;
   char name[MAX_NAME];
   size_t namelen;
@@ -217,8 +222,8 @@ static void req_post(ofi_transport *t, gcomp_treq *r) {
     ofi_ep *e = r->ep;
     ssize_t rc;
     if (!r->first_posted) {
-      size_t n = r->op == OP_SEND ? (r->total < e->chunk ? r->total : e->chunk)
-                                  : (r->cap < e->chunk ? r->cap : e->chunk);
+      size_t n = r->op == OP_SEND ? (r->total < e->first ? r->total : e->first)
+                                  : (r->cap < e->first ? r->cap : e->first);
       if (r->op == OP_SEND && n <= e->inject && !r->no_inject) {
         uint64_t data = r->seq << LEN_BITS | r->total;
         rc = fi_tinjectdata(e->ep, r->buf, n, data, r->addr, r->tag);
@@ -309,11 +314,12 @@ static void on_done(ofi_transport *t, ofi_slot *s, size_t len, uint64_t flags, u
       r->total = (size_t)total;
       if (total > r->cap)
         req_fail(r, GCOMP_ERR_NOMEM, "message of %" PRIu64 " bytes from rank %d exceeds the "
-                 "receive capacity of %zu bytes", total, r->peer, r->cap);
-      else if (len != (total < r->ep->chunk ? total : r->ep->chunk))
+                 "receive capacity of %zu bytes: do all ranks pass the same count and dtype?",
+                 total, r->peer, r->cap);
+      else if (len != (total < r->ep->first ? total : r->ep->first))
         req_fail(r, GCOMP_ERR_CORRUPT, "first chunk from rank %d has %zu bytes, expected %zu "
                  "(is GCOMP_CHUNK_BYTES equal on all ranks?)", r->peer, len,
-                 (size_t)(total < r->ep->chunk ? total : r->ep->chunk));
+                 (size_t)(total < r->ep->first ? total : r->ep->first));
     }
     r->done_bytes += len;
   }
@@ -707,6 +713,9 @@ static int ep_open(ofi_ep *e, const char *role, const char *prov, int nranks) {
   if (info->ep_attr->max_msg_size && e->chunk > info->ep_attr->max_msg_size)
     e->chunk = info->ep_attr->max_msg_size;
   if (!e->chunk) e->chunk = 1;
+  e->first = e->chunk;
+  if (!strcmp(info->fabric_attr->prov_name, "shm") && e->inject > 0 && e->inject < e->chunk)
+    e->first = e->inject;
 #define EP_TRY(call, what)                                                                   \
   do {                                                                                       \
     int rc_ = (call);                                                                        \

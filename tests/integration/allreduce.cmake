@@ -48,6 +48,14 @@ add_test(NAME integration.allreduce.shm-stale
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/shm_stale.sh ${GCOMP_AR_RUN} ${GCOMP_AR_CHECK})
 set_tests_properties(integration.allreduce.shm-stale PROPERTIES LABELS integration TIMEOUT 60)
 
+# ranks that pass different counts: a clear error on every rank, no hang, through the node's
+# segment and through libfabric's shm provider (which deadlocked on such truncations)
+gcomp_ar_test(integration.allreduce.mismatch.segment 2 1 auto mismatch)
+gcomp_ar_test(integration.allreduce.mismatch.shm-provider 2 1 rd mismatch)
+set_tests_properties(integration.allreduce.mismatch.shm-provider PROPERTIES TIMEOUT 60 ENVIRONMENT
+  "GCOMP_TIMEOUT_MS=5000;GCOMP_ALGO=rd;GCOMP_SHM_BYTES=0")
+gcomp_ar_test(integration.allreduce.mismatch.tcp 2 2 ring mismatch)
+
 # straggler detection: a rank that sleeps before every call is named by every rank
 add_test(NAME integration.allreduce.straggler
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/straggler.sh ${GCOMP_AR_RUN} $<TARGET_FILE:gcomp-bench>
