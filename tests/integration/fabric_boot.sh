@@ -11,7 +11,18 @@ short=2500
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
 fails=0
-port() { echo $((20000 + (RANDOM * 7 + $$) % 30000)); }
+# A rendezvous port below Linux's ephemeral range (32768-60999 by default), which the
+# connections of tests running beside this one draw from (one of them once held the port
+# this picked), and free right now.
+port() {
+  local p i
+  for i in $(seq 1 50); do
+    p=$((20000 + (RANDOM * 7 + $$ + i) % 12000))
+    python3 -c 'import socket,sys; s=socket.socket(); s.bind(("", int(sys.argv[1])))' "$p" \
+      2>/dev/null && { echo "$p"; return; }
+  done
+  echo "$p"
+}
 ok() { echo "PASS: $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 

@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <cmocka.h>
 
@@ -145,7 +148,20 @@ static void run_job(rv_arg *a, int n, int port, const char *const *tokens) {
   for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
 }
 
-static int test_port(void) { return 20000 + (int)(getpid() % 20000); }
+/* A port below Linux's ephemeral range (32768-60999 by default), from which the
+ * connections of tests running beside this one are numbered, and free right now. */
+static int test_port(void) {
+  for (int i = 0; i < 100; i++) {
+    int p = 20000 + (int)(((long)getpid() * 7 + i * 131) % 12000);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p)};
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0) close(fd);
+    if (ok) return p;
+  }
+  return 20000 + (int)(getpid() % 12000);
+}
 
 static void test_rendezvous_allgather(void **state) {
   rv_arg a[4];
@@ -160,7 +176,7 @@ static void test_rendezvous_allgather(void **state) {
 static void test_rendezvous_wrong_token(void **state) {
   rv_arg a[3];
   const char *tok[] = {"good", "good", "evil"};
-  run_job(a, 3, test_port() + 1, tok);
+  run_job(a, 3, test_port(), tok);
   assert_int_equal(a[2].status, GCOMP_ERR_BOOTSTRAP);
   assert_non_null(strstr(a[2].err, "wrong job token"));
   assert_int_equal(a[0].status, GCOMP_ERR_TIMEOUT);
