@@ -84,8 +84,13 @@ int main(int argc, char **argv) {
         return 2;
       }
     } else if (!strcmp(a, "--ranks-per-node")) {
-      local = atoi(v);
-      if (local < 1 || local > 4096) { fprintf(stderr, "gcomp-plan: --ranks-per-node '%s'\n", v); return 2; }
+      char *end;
+      long l = strtol(v, &end, 10);
+      if (end == v || *end || l < 1 || l > 4096) {
+        fprintf(stderr, "gcomp-plan: --ranks-per-node '%s' is not a count in [1, 4096]\n", v);
+        return 2;
+      }
+      local = (int)l;
     } else if (!strcmp(a, "--nodes")) {
       nn = 0;
       for (char *s = (char *)v, *end; *s && nn < 64; s = *end == ',' ? end + 1 : end) {

@@ -42,7 +42,8 @@ out=$("$plan" --from-stats "$stats" 2>&1); rc=$?
 [ $rc = 1 ] && echo "$out" | grep -q "is not a GCOMP_STATS file" || fail "bad stats file: rc $rc: $out"
 
 # bad arguments: exit 2, the token named
-for args in "--bytes abc" "--nodes 1,x" "--links 1,2,3" "--ranks-per-node 0" "--codec-ratio 0.5" "--frobnicate 1"; do
+for args in "--bytes abc" "--nodes 1,x" "--links 1,2,3" "--ranks-per-node 0" "--ranks-per-node 8x" \
+    "--codec-ratio 0.5" "--frobnicate 1"; do
   out=$("$plan" $args 2>&1); rc=$?
   tok=${args#* }; [ "$args" = "--frobnicate 1" ] && tok=--frobnicate
   [ "$args" = "--codec-ratio 0.5" ] && tok=--codec-gbps
