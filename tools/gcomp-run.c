@@ -150,6 +150,14 @@ static void netns_teardown(void) {
 /* A tc rate: a positive number and one of tc's units (bit, kbit, mbit, gbit, tbit, bps,
  * kbps, mbps, gbps, tbps; any case). Checked before anything is set up, so that a typo is an
  * error rather than a run without the limit. */
+/* A whole number, or -1 for anything else ("4x" is not 4): the range checks that follow
+ * then refuse it. */
+static int whole(const char *text) {
+  char *end;
+  long v = strtol(text, &end, 10);
+  return end == text || *end || v < 0 || v > 1000000000L ? -1 : (int)v;
+}
+
 static int rate_ok(const char *rate) {
   char *end;
   double v = strtod(rate, &end);
@@ -311,15 +319,19 @@ int main(int argc, char **argv) {
       i++;
       break;
     } else if (strcmp(a, "-n") == 0 && i + 1 < argc) {
-      n = atoi(argv[++i]);
+      n = whole(argv[++i]);
     } else if (strcmp(a, "--nodes") == 0 && i + 1 < argc) {
-      nodes = atoi(argv[++i]);
+      nodes = whole(argv[++i]);
     } else if (strcmp(a, "--inter-node-rate") == 0 && i + 1 < argc) {
       rate = argv[++i];
     } else if (strcmp(a, "--tag-output") == 0) {
       tag = 1;
     } else if (strcmp(a, "--grace") == 0 && i + 1 < argc) {
-      grace_ms = atoi(argv[++i]);
+      grace_ms = whole(argv[++i]);
+      if (grace_ms < 0) {
+        say("--grace '%s' is not a whole number of milliseconds", argv[i]);
+        return 2;
+      }
     } else if (strcmp(a, "--netns") == 0 && i + 1 < argc) {
       const char *v = argv[++i];
       netns_mode = strcmp(v, "on") == 0 ? 1 : strcmp(v, "off") == 0 ? 0 : -1;

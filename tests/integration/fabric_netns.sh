@@ -80,6 +80,12 @@ for bad in fast "1 gbit" 0mbit; do
   [ $rc = 2 ] && grep -q "inter-node-rate '$bad' is not a rate" "$out" ||
     { echo "FAIL: --inter-node-rate '$bad': exit $rc"; cat "$out"; fails=1; }
 done
+# and counts that are not whole numbers ('4x' used to be 4)
+for bad in "-n 4x" "-n 2 --nodes 1y" "-n 2 --grace z"; do
+  # shellcheck disable=SC2086
+  "$run" $bad -- true >"$out" 2>&1; rc=$?
+  [ $rc = 2 ] || { echo "FAIL: gcomp-run $bad: exit $rc"; cat "$out"; fails=1; }
+done
 
 echo "fabric_netns: $([ $fails = 0 ] && echo passed || echo FAILED)"
 exit $fails
