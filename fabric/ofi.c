@@ -516,7 +516,8 @@ static int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) 
       else
         snprintf(where, sizeof where, "%zu of %zu bytes arrived", r->done_bytes, r->total);
       req_fail(r, GCOMP_ERR_TIMEOUT, "%s rank %d over %s: no progress within GCOMP_TIMEOUT_MS=%d "
-               "(%s)", op_name(r), r->peer, r->ep->prov, tp->timeout_ms, where);
+               "(%s; the peer is stalled, or in another call: do all ranks make the same calls "
+               "with the same counts?)", op_name(r), r->peer, r->ep->prov, tp->timeout_ms, where);
     }
   }
   if (r->status < 0) {

@@ -242,7 +242,8 @@ static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round
       if (now - start > (uint64_t)s->timeout_ms * 1000000u) {
         s->broken = 1;
         GCOMP_FAIL_IF(1, GCOMP_ERR_TIMEOUT,
-                      "shm allreduce: local rank %d (rank %d) silent for %d ms", i,
+                      "shm allreduce: local rank %d (rank %d) silent for %d ms (stalled, or in "
+                      "another call: do all ranks make the same calls with the same counts?)", i,
                       c->t->local_ranks[i], s->timeout_ms);
       }
     }
