@@ -71,14 +71,15 @@ static int setup(ring_state *r, gcomp_coll *c, const gcomp_group *g, uint8_t *bu
   GCOMP_FAIL_IF(r->nseg > 0xffff || r->steps > 0xfff, GCOMP_ERR_UNSUPPORTED,
                 "ring: %d segments x %d steps exceed the tag space", r->nseg, r->steps);
   size_t slots = (size_t)r->steps * (size_t)r->nseg;
-  r->sreq = calloc(2 * slots, sizeof *r->sreq);
+  /* requests and expected lengths share one block (both 8-byte items) */
+  r->sreq = calloc(2 * slots * sizeof *r->sreq + slots * sizeof *r->rbytes, 1);
   r->sq = calloc(2 * slots, sizeof *r->sq);
-  r->rbytes = calloc(slots, sizeof *r->rbytes);
-  if (!r->sreq || !r->sq || !r->rbytes) {
-    free(r->sreq), free(r->sq), free(r->rbytes);
-    r->sreq = NULL, r->sq = NULL, r->rbytes = NULL;
+  if (!r->sreq || !r->sq) {
+    free(r->sreq), free(r->sq);
+    r->sreq = NULL, r->sq = NULL;
     GCOMP_FAIL(GCOMP_ERR_NOMEM, "ring: request table of %zu", 2 * slots);
   }
+  r->rbytes = (size_t *)(void *)(r->sreq + 2 * slots);
   r->rreq = r->sreq + slots;
   r->rq = r->sq + slots;
   r->left = (int)(2 * slots);
@@ -89,9 +90,8 @@ static void teardown(ring_state *r) {
   size_t slots = (size_t)r->steps * (size_t)r->nseg;
   for (size_t i = 0; r->sreq && i < 2 * slots; i++)
     if (r->sreq[i]) gcomp_cancel(r->c->t, r->sreq[i]);
-  free(r->sreq);
+  free(r->sreq);   /* and rbytes with it */
   free(r->sq);
-  free(r->rbytes);
 }
 
 /* Drives every posted request once; on_recv runs for each completed receive. */

@@ -145,7 +145,6 @@ static int cmd_kernels(int argc, char **argv) {
       return strcmp(argv[i], "-h") ? 2 : 0;
     }
   }
-  if (kb.reps < 1) kb.reps = 1;
   if (kb.count < 1024) kb.count = 1024;
   kb.bytes = kb.count * 4;
   kb.grad = aligned_alloc(4096, kb.bytes);

@@ -235,7 +235,6 @@ int gcomp_bench_p2p(int argc, char **argv) {
   const char *prov = !strcmp(prov_arg, "tcp") ? "tcp;ofi_rxm" : prov_arg;
   const char *fi_prov = !strcmp(prov_arg, "tcp") || !strcmp(prov_arg, "tcp;ofi_rxm") ? "tcp" : prov_arg;
   if (min < 1) min = 1;
-  if (reps < 1) reps = 1;
   if (worker) {
     /* the provider under test serves both ranks, whether gcomp-run put them on one node or two */
     setenv("GCOMP_INTRA_PROVIDER", prov, 1);

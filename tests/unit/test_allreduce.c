@@ -21,6 +21,16 @@
 
 enum { MAXN = 8 };
 
+/* Runs fn on n threads (at most MAXN), thread r on jobs[r] (jobs of job_bytes each), and
+ * joins them: one loopback rank per thread. */
+static void run_ranks(int n, void *(*fn)(void *), void *jobs, size_t job_bytes) {
+  pthread_t th[MAXN];
+  assert_true(n <= MAXN);
+  for (int r = 0; r < n; r++)
+    pthread_create(&th[r], NULL, fn, (char *)jobs + (size_t)r * job_bytes);
+  for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+}
+
 static size_t dsize(gcomp_dtype d) {
   static const size_t s[] = {4, 8, 4, 8, 2, 2};
   return s[d];
@@ -137,7 +147,6 @@ static const char *run_case(int n, const int *node_of, gcomp_dtype d, gcomp_op o
   gcomp_transport *t[MAXN];
   assert_int_equal(gcomp_loopback_create(n, node_of, t), GCOMP_OK);
   rank_job jobs[MAXN];
-  pthread_t th[MAXN];
   size_t es = dsize(d), bytes = count * es;
   for (int r = 0; r < n; r++) {
     jobs[r] = (rank_job){.t = t[r], .dtype = d, .op = op, .count = count, .in_place = in_place};
@@ -147,9 +156,8 @@ static const char *run_case(int n, const int *node_of, gcomp_dtype d, gcomp_op o
       store(d, in_place ? jobs[r].recv : jobs[r].send, i, input_value(d, op, r, i));
       if (!in_place) store(d, jobs[r].recv, i, -12345);   /* must be overwritten */
     }
-    pthread_create(&th[r], NULL, rank_main, &jobs[r]);
   }
-  for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+  run_ranks(n, rank_main, jobs, sizeof *jobs);
   for (int r = 0; r < n; r++) {
     if (jobs[r].status != GCOMP_OK)
       fail_msg("n=%d dtype=%d op=%d count=%zu rank %d: %s", n, d, op, count, r, jobs[r].error);
@@ -372,9 +380,7 @@ static void run_silent_pair(const char *algo, void *(*fn)(void *), silent_job jo
   assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
   jobs[0] = (silent_job){.t = t[0], .join = 1};
   jobs[1] = (silent_job){.t = t[1], .join = 0};
-  pthread_t th[2];
-  for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, fn, &jobs[r]);
-  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  run_ranks(2, fn, jobs, sizeof *jobs);
   unsetenv("GCOMP_TIMEOUT_MS");
   force_algo(NULL);
 }
@@ -452,15 +458,13 @@ static void test_nonblocking(void **state) {
   gcomp_transport *t[N];
   assert_int_equal(gcomp_loopback_create(N, NULL, t), GCOMP_OK);
   nb_job jobs[N];
-  pthread_t th[N];
   for (int r = 0; r < N; r++) {
     jobs[r] = (nb_job){.t = t[r], .r = r};
     jobs[r].a = malloc(NB_A * 4), jobs[r].a_ref = malloc(NB_A * 4);
     jobs[r].b = malloc(NB_B * 8), jobs[r].b_ref = malloc(NB_B * 8);
     jobs[r].c = malloc(NB_C * 4), jobs[r].c_ref = malloc(NB_C * 4);
-    pthread_create(&th[r], NULL, nb_main, &jobs[r]);
   }
-  for (int r = 0; r < N; r++) pthread_join(th[r], NULL);
+  run_ranks(N, nb_main, jobs, sizeof *jobs);
   for (int r = 0; r < N; r++) {
     if (jobs[r].st != GCOMP_OK) fail_msg("rank %d: %s", r, jobs[r].error);
     assert_memory_equal(jobs[r].a, jobs[r].a_ref, NB_A * 4);
@@ -546,12 +550,8 @@ static void test_mismatched_counts(void **state) {
       gcomp_transport *t[2];
       assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
       mismatch_job j[2];
-      pthread_t th[2];
-      for (int r = 0; r < 2; r++) {
-        j[r] = (mismatch_job){.t = t[r], .count = pairs[c][r]};
-        pthread_create(&th[r], NULL, mismatch_main, &j[r]);
-      }
-      for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+      for (int r = 0; r < 2; r++) j[r] = (mismatch_job){.t = t[r], .count = pairs[c][r]};
+      run_ranks(2, mismatch_main, j, sizeof *j);
       for (int r = 0; r < 2; r++) gcomp_transport_destroy(t[r]);
       for (int r = 0; r < 2; r++)
         if (j[r].st == GCOMP_OK)
@@ -577,9 +577,7 @@ static void test_nan_propagates_and_is_counted(void **state) {
   gcomp_transport *t[2];
   assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
   nan_job j[2] = {{t[0], {1, NAN, 2}, 0, {0}}, {t[1], {1, 1, INFINITY}, 0, {0}}};
-  pthread_t th[2];
-  for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, nan_main, &j[r]);
-  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  run_ranks(2, nan_main, j, sizeof *j);
   for (int r = 0; r < 2; r++) {
     assert_int_equal(j[r].st, GCOMP_OK);
     assert_true(j[r].x[0] == 2.0f);
@@ -718,12 +716,8 @@ static void test_stragglers(void **state) {
   gcomp_transport *t[4];
   assert_int_equal(gcomp_loopback_create(4, NULL, t), GCOMP_OK);
   skew_job jobs[4];
-  pthread_t th[4];
-  for (int r = 0; r < 4; r++) {
-    jobs[r] = (skew_job){.t = t[r], .r = r};
-    pthread_create(&th[r], NULL, skew_main, &jobs[r]);
-  }
-  for (int r = 0; r < 4; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < 4; r++) jobs[r] = (skew_job){.t = t[r], .r = r};
+  run_ranks(4, skew_main, jobs, sizeof *jobs);
   for (int r = 0; r < 4; r++) {
     if (jobs[r].st != GCOMP_OK) fail_msg("rank %d: %d %s", r, jobs[r].st, jobs[r].error);
     gcomp_transport_destroy(t[r]);
