@@ -27,7 +27,10 @@
  *   decode: exact widening (fp16 NaN is quieted as F16C's vcvtph2ps does; bf16 NaN bits
  *     are kept as they are), then multiplied by inv_scale (fp16; exact unless the result
  *     is an fp32 subnormal). decode_add: acc[i] = acc[i] + decode(x[i]): two roundings at
- *     most, the same as decoding into a temporary and adding it.
+ *     most, the same as decoding into a temporary and adding it. When acc[i] and the
+ *     decoded value are both NaN the result is a NaN whose payload and sign may be either
+ *     one's (the one exception to bit for bit: compilers order the operands of a
+ *     commutative add as they like, and x86 returns the first NaN operand).
  *
  * Counters (added to *c): nonfinite = NaN/Inf inputs; overflow = finite inputs that
  * became Inf; underflow = nonzero inputs that became +-0.

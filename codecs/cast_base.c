@@ -121,8 +121,10 @@ static void f16_enc_sr_base(const float *src, size_t n, uint8_t *dst, float scal
 
 static inline float f16_to_f32(uint32_t h) {
   uint32_t sign = (h & 0x8000u) << 16, em = h & 0x7fffu;
-  /* normal and subnormal alike: an exact multiply moves the exponent bias 15 -> 127 */
-  uint32_t v = f2u(u2f(em << 13) * 0x1p112f);
+  /* normal: an exact multiply moves the exponent bias 15 -> 127. subnormal: mantissa times
+   * 2^-24, exact, and never through an fp32 denormal (which a thread with DAZ set, e.g.
+   * after torch.set_flush_denormal(True), would read as 0 where vcvtph2ps stays exact) */
+  uint32_t v = em >= 0x400u ? f2u(u2f(em << 13) * 0x1p112f) : f2u((float)em * 0x1p-24f);
   /* Inf, or NaN made quiet */
   uint32_t sp = 0x7f800000u | (em & 0x3ffu) << 13 | (em > 0x7c00u ? 0x400000u : 0);
   return u2f(sign | (em >= 0x7c00u ? sp : v));

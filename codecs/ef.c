@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "codec_impl.h"
@@ -52,6 +53,9 @@ int gcomp_ef_create(int dtype, double momentum, int mask, gcomp_ef **out) {
                 "ef: unknown residual dtype %d", dtype);
   GCOMP_FAIL_IF(!(momentum >= 0 && momentum < 1), GCOMP_ERR_INVALID,
                 "ef: momentum %g is out of range [0, 1)", momentum);
+  GCOMP_FAIL_IF(momentum > 0 && !((float)momentum > 0.0f && (float)momentum < 1.0f),
+                GCOMP_ERR_INVALID, "ef: momentum %.17g rounds to %g in fp32", momentum,
+                (double)(float)momentum);
   gcomp_ef *ef = calloc(1, sizeof *ef);
   GCOMP_FAIL_IF(!ef, GCOMP_ERR_NOMEM, "ef: allocating the residual store");
   ef->dtype = dtype;
@@ -492,6 +496,11 @@ int gcomp_ef_load(gcomp_ef *ef, const char *spec, const char *path) {
   file_in in = {.crc = 0xffffffffu};
   in.f = fopen(path, "rb");
   GCOMP_FAIL_IF(!in.f, GCOMP_ERR_INVALID, "ef: cannot open residual file '%s'", path);
+  struct stat sb;
+  if (fstat(fileno(in.f), &sb) != 0 || !S_ISREG(sb.st_mode)) {   /* a directory opens too */
+    fclose(in.f);
+    GCOMP_FAIL(GCOMP_ERR_INVALID, "ef: residual file '%s' is not a regular file", path);
+  }
   long size = -1;
   if (fseek(in.f, 0, SEEK_END) == 0) size = ftell(in.f);
   if (size < 0 || fseek(in.f, 0, SEEK_SET) != 0) {

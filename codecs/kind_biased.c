@@ -32,7 +32,9 @@ static int biased_validate(const gcomp_kind_cfg *cfg) { return GCOMP_OK; }
 
 static size_t biased_print(const gcomp_kind_cfg *cfg, char *buf, size_t n) {
   const biased_cfg *c = (const biased_cfg *)(const void *)cfg->bytes;
-  int len = snprintf(buf, n, "drop=%g,bits=%llu", c->drop, (unsigned long long)c->bits);
+  char drop[40];
+  gcomp_dtoa(drop, sizeof drop, c->drop);
+  int len = snprintf(buf, n, "drop=%s,bits=%llu", drop, (unsigned long long)c->bits);
   return len < 0 ? 0 : (size_t)len;
 }
 
@@ -69,6 +71,8 @@ static int biased_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const fl
 
 static int biased_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
                          size_t len, float *restrict dst, size_t count, int add) {
+  GCOMP_FAIL_IF(param != 0, GCOMP_ERR_CORRUPT, "test_biased: frame parameter 0x%x should be 0",
+                (unsigned)param);
   GCOMP_FAIL_IF(len != count * 4, GCOMP_ERR_CORRUPT,
                 "test_biased: payload of %zu bytes cannot hold %zu values", len, count);
   for (size_t i = 0; i < count; i++) {

@@ -27,17 +27,19 @@ static int none_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const floa
     memcpy(&bits, &src[i], 4);
     ctx->stats->nonfinite_inputs += (bits & 0x7f800000u) == 0x7f800000u;
   }
-  memcpy(dst, src, count * 4);
+  if (count) memcpy(dst, src, count * 4);   /* src may be NULL when count is 0 */
   *len = count * 4;
   return GCOMP_OK;
 }
 
 static int none_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
                        size_t len, float *restrict dst, size_t count, int add) {
+  GCOMP_FAIL_IF(param != 0, GCOMP_ERR_CORRUPT, "none: frame parameter 0x%x should be 0",
+                (unsigned)param);
   GCOMP_FAIL_IF(len != count * 4, GCOMP_ERR_CORRUPT,
                 "none: payload of %zu bytes cannot hold %zu fp32 values", len, count);
   if (!add) {
-    memcpy(dst, src, len);
+    if (len) memcpy(dst, src, len);   /* dst may be NULL when count is 0 */
     return GCOMP_OK;
   }
   for (size_t i = 0; i < count; i++) {

@@ -275,6 +275,11 @@ static int igzip_decompress(const uint8_t *in, size_t in_len, uint8_t *out, size
   GCOMP_FAIL_IF(r != ISAL_DECOMP_OK, GCOMP_ERR_CORRUPT, "igzip: payload does not inflate (%d)", r);
   GCOMP_FAIL_IF(st->total_out != want, GCOMP_ERR_CORRUPT,
                 "igzip: payload inflates to %u bytes, not %zu", st->total_out, want);
+  /* the stream must end where the payload does (zstd refuses trailing bytes too): what is
+   * left is the unread input plus whole bytes still in the bit buffer */
+  size_t left = st->avail_in + (size_t)(st->read_in_length >> 3);
+  GCOMP_FAIL_IF(left != 0, GCOMP_ERR_CORRUPT, "igzip: %zu bytes after the end of the stream",
+                left);
   return GCOMP_OK;
 }
 

@@ -1,6 +1,7 @@
 /* The table of codec kinds, and the parameter parsing helpers every kind shares. */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,22 +35,26 @@ const gcomp_kind *gcomp_kind_by_id(uint8_t id) {
   return NULL;
 }
 
-const char *gcomp_kind_names(void) {
-  static char names[256];
-  if (names[0]) return names;
+static char kind_names[256];
+static void build_kind_names(void) {
   for (size_t i = 0; i < NKINDS; i++) {
     if (kinds[i]->id >= GCOMP_KIND_TEST_BIASED) continue;   /* test kinds stay unadvertised */
-    size_t len = strlen(names);
-    snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", kinds[i]->name);
+    size_t len = strlen(kind_names);
+    snprintf(kind_names + len, sizeof kind_names - len, "%s%s", len ? ", " : "", kinds[i]->name);
   }
-  return names;
+}
+
+const char *gcomp_kind_names(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;   /* error messages of concurrent creates */
+  pthread_once(&once, build_kind_names);
+  return kind_names;
 }
 
 int gcomp_kv_double(const char *kind, const char *key, const char *value, double lo, double hi,
                     double *out) {
   errno = 0;
   char *end = NULL;
-  double v = strtod(value, &end);
+  double v = gcomp_strtod(value, &end);   /* "0.5" under any locale */
   GCOMP_FAIL_IF(errno || end == value || *end != '\0' || !isfinite(v), GCOMP_ERR_INVALID,
                 "%s: %s='%s' is not a number", kind, key, value);
   GCOMP_FAIL_IF(v < lo || v > hi, GCOMP_ERR_INVALID, "%s: %s='%s' is out of range [%g, %g]", kind,

@@ -63,6 +63,11 @@ static int ef_set(void *target, const char *key, const char *value) {
   /* 1 would be a velocity that never decays: the sum of every gradient ever seen */
   GCOMP_FAIL_IF(!(s->ef_momentum >= 0.0 && s->ef_momentum < 1.0), GCOMP_ERR_INVALID,
                 "ef: momentum='%s' is out of range [0, 1)", value);
+  /* the velocity runs in fp32: 0.99999999 would be 1 there, and 1e-50 would be 0 */
+  float f = (float)s->ef_momentum;
+  GCOMP_FAIL_IF(s->ef_momentum > 0 && !(f > 0.0f && f < 1.0f), GCOMP_ERR_INVALID,
+                "ef: momentum='%s' rounds to %g in fp32, where the velocity is kept", value,
+                (double)f);
   return GCOMP_OK;
 }
 
@@ -174,10 +179,7 @@ size_t gcomp_spec_print(const gcomp_spec *spec, char *buf, size_t n) {
    * residual files that store it) it always had */
   if (spec->ef && spec->ef_momentum > 0 && o < sizeof tmp) {
     char m[40];
-    for (int prec = 6; prec <= 17; prec++) {   /* the shortest form that reads back equal */
-      snprintf(m, sizeof m, "%.*g", prec, spec->ef_momentum);
-      if (strtod(m, NULL) == spec->ef_momentum) break;
-    }
+    gcomp_dtoa(m, sizeof m, spec->ef_momentum);
     o += (size_t)snprintf(tmp + o, sizeof tmp - o, ",momentum=%s,mask=%d", m, spec->ef_mask);
   }
   if (spec->stage && o < sizeof tmp) {

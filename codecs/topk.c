@@ -93,11 +93,8 @@ static size_t topk_print(const gcomp_kind_cfg *cfg, char *buf, size_t n) {
   const topk_cfg *c = (const topk_cfg *)cfg->bytes;
   char amount[64];
   if (c->ratio > 0) {
-    /* the shortest form that reads back as the same double */
-    for (int prec = 6; prec <= 17; prec++) {
-      snprintf(amount, sizeof amount, "ratio=%.*g", prec, c->ratio);
-      if (strtod(amount + 6, NULL) == c->ratio) break;
-    }
+    memcpy(amount, "ratio=", 6);
+    gcomp_dtoa(amount + 6, sizeof amount - 6, c->ratio);
   } else {
     snprintf(amount, sizeof amount, "k=%llu", (unsigned long long)c->k);
   }
@@ -692,6 +689,8 @@ static int walk(int code, unsigned w, const uint8_t *ix, size_t l, const uint8_t
 static int topk_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
                        size_t len, float *restrict dst, size_t count, int add) {
   const topk_cfg *tc = (const topk_cfg *)cfg->bytes;
+  GCOMP_FAIL_IF(param != 0, GCOMP_ERR_CORRUPT, "topk: frame parameter 0x%x should be 0",
+                (unsigned)param);
   GCOMP_FAIL_IF(len < HDR, GCOMP_ERR_CORRUPT, "topk: payload of %zu bytes is shorter than its header", len);
   int code = src[0], vt = src[1];
   unsigned w = src[2];

@@ -2,6 +2,7 @@
 #ifndef GCOMP_COMMON_H
 #define GCOMP_COMMON_H
 
+#include <locale.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -129,5 +130,14 @@ int gcomp_cpu_select(void);               /* called by gcomp_init */
 
 /* ---- small helpers -------------------------------------------------------------------- */
 uint64_t gcomp_now_ns(void);   /* CLOCK_MONOTONIC */
+
+/* Numbers for machines, in the "C" locale whatever the host program's setlocale: specs,
+ * residual files and JSON must read back the same under de_DE (where printf writes 0,5).
+ * gcomp_dtoa writes the shortest %g form that reads back as the same double (returns the
+ * length, as snprintf). Text output for machines goes between
+ * old = uselocale(gcomp_c_locale()) and uselocale(old). */
+locale_t gcomp_c_locale(void);
+double gcomp_strtod(const char *text, char **end);
+size_t gcomp_dtoa(char *buf, size_t n, double v);
 
 #endif /* GCOMP_COMMON_H */

@@ -342,8 +342,10 @@ static void stop_progress(gcomp_comm *comm);
 int gcomp_comm_destroy(gcomp_comm *comm) {
   if (!comm) return GCOMP_OK;
   stop_progress(comm);
+  locale_t old_locale = uselocale(gcomp_c_locale());   /* JSON numbers: 0.5, never 0,5 */
   write_stats(comm);
   write_trace(comm);
+  uselocale(old_locale);
   free(comm->trace);
   gcomp_skew_free(&comm->skew);
   gcomp_shm_destroy(comm->shm);

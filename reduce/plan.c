@@ -56,7 +56,9 @@ double gcomp_cost_sparse(int n, double m, gcomp_link l, const gcomp_plan_in *in)
 int gcomp_plan_parse_links(const char *text, const char *what, gcomp_plan_in *m) {
   double ia, ib, ea, eb, sa = 0, sb = 0;
   char extra;
+  locale_t old = uselocale(gcomp_c_locale());   /* "0.5,12" under any locale */
   int got = sscanf(text, "%lf,%lf,%lf,%lf,%lf,%lf%c", &ia, &ib, &ea, &eb, &sa, &sb, &extra);
+  uselocale(old);
   GCOMP_FAIL_IF((got != 4 && got != 6) || ia < 0 || ib <= 0 || ea < 0 || eb <= 0 ||
                     (got == 6 && (sa <= 0 || sb <= 0)),
                 GCOMP_ERR_INVALID,

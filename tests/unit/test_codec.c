@@ -180,6 +180,48 @@ static void test_corrupt_frames_rejected(void **state) {
   gcomp_codec_destroy(z);
 }
 
+/* count 0 takes NULL buffers, as the API says (the none kind passed NULL to memcpy: UBSan) */
+static void test_zero_count_null_buffers(void **state) {
+  const char *specs[] = {"none", "none+ef", "none+zstd", "bf16", "fp16", "topk:k=1",
+                         "topk:ratio=0.1+ef"};
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    gcomp_codec *c;
+    assert_int_equal(gcomp_codec_create(specs[i], &c), GCOMP_OK);
+    uint8_t frame[256];
+    size_t len = 0;
+    if (gcomp_encode(c, 1, NULL, 0, frame, sizeof frame, &len) != GCOMP_OK)
+      fail_msg("%s: encode: %s", specs[i], gcomp_last_error());
+    assert_int_equal(gcomp_decode(c, frame, len, NULL, 0), GCOMP_OK);
+    assert_int_equal(gcomp_decode_add(c, frame, len, NULL, 0), GCOMP_OK);
+    gcomp_codec_destroy(c);
+  }
+}
+
+/* A frame's parameter word means something only to kinds that use it; the others refuse a
+ * nonzero one (as they refuse unknown flag bits) instead of decoding a frame a newer writer
+ * meant differently. */
+static void test_param_word_checked(void **state) {
+  const char *specs[] = {"none", "topk:ratio=0.1", "bf16", "test_biased", "none+zstd"};
+  float g[256], out[256];
+  for (int i = 0; i < 256; i++) g[i] = (float)(i % 17) - 8.5f;
+  for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
+    gcomp_codec *c;
+    assert_int_equal(gcomp_codec_create(specs[s], &c), GCOMP_OK);
+    uint8_t frame[2048];
+    size_t len;
+    assert_int_equal(gcomp_encode(c, 0, g, 256, frame, sizeof frame, &len), GCOMP_OK);
+    assert_int_equal(gcomp_decode(c, frame, len, out, 256), GCOMP_OK);
+    gcomp_frame_info info = {.kind = frame[5], .stage = frame[6], .flags = frame[7],
+                             .count = gcomp_load_le64(frame + 8),
+                             .payload_len = len - GCOMP_FRAME_HEADER, .param = 0xdeadbeefu};
+    gcomp_frame_seal(frame, &info);   /* a valid CRC over the new word */
+    int st = gcomp_decode(c, frame, len, out, 256);
+    if (st != GCOMP_ERR_CORRUPT) fail_msg("%s: parameter 0xdeadbeef: status %d", specs[s], st);
+    if (!strstr(gcomp_last_error(), "parameter")) fail_msg("%s: %s", specs[s], gcomp_last_error());
+    gcomp_codec_destroy(c);
+  }
+}
+
 static void test_encode_checks_capacity(void **state) {
   gcomp_codec *c;
   assert_int_equal(gcomp_codec_create("none", &c), GCOMP_OK);
@@ -237,6 +279,8 @@ int main(void) {
       cmocka_unit_test(test_zstd_stage_shrinks_or_goes_raw),
       cmocka_unit_test(test_corrupt_frames_rejected),
       cmocka_unit_test(test_encode_checks_capacity),
+      cmocka_unit_test(test_zero_count_null_buffers),
+      cmocka_unit_test(test_param_word_checked),
       cmocka_unit_test(test_stats_and_nonfinite),
       cmocka_unit_test(test_ef_key_shape_change),
   };

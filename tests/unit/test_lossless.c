@@ -292,6 +292,13 @@ static void test_staged_payload_lies_refused(void **state) {
       reseal(bad, len - cut);
       assert_int_equal(gcomp_decode(c, bad, len - cut, out, n), GCOMP_ERR_CORRUPT);
     }
+    /* bytes after the end of the compressed stream: zstd refused them, igzip did not */
+    assert_true(len + 8 <= n * 4 + 64);
+    memcpy(bad, f, len);
+    memcpy(bad + len, "JUNKJUNK", 8);
+    reseal(bad, len + 8);
+    if (gcomp_decode(c, bad, len + 8, out, n) != GCOMP_ERR_CORRUPT)
+      fail_msg("%s: 8 bytes after the stream accepted", staged_specs[s]);
     for (size_t i = 8; i < len - GCOMP_FRAME_HEADER; i += 1 + i / 5) {   /* garbled body */
       memcpy(bad, f, len);
       bad[GCOMP_FRAME_HEADER + i] ^= 0x5a;

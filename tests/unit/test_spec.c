@@ -190,6 +190,13 @@ static void test_invalid_specs_exact_messages(void **state) {
   refused("topk+ef:momentum=1", "codec spec 'topk+ef:momentum=1': ef: momentum='1' is out of range [0, 1)");
   refused("topk+ef:momentum=-0.1",
           "codec spec 'topk+ef:momentum=-0.1': ef: momentum='-0.1' is out of range [0, 1)");
+  /* the velocity is fp32: values that round to 1 or to 0 there are refused */
+  refused("topk+ef:momentum=0.99999999",
+          "codec spec 'topk+ef:momentum=0.99999999': ef: momentum='0.99999999' rounds to 1 in fp32, where the velocity is kept");
+  refused("topk+ef:momentum=1e-50",
+          "codec spec 'topk+ef:momentum=1e-50': ef: momentum='1e-50' rounds to 0 in fp32, where the velocity is kept");
+  gcomp_spec ok;
+  assert_int_equal(gcomp_spec_parse("topk+ef:momentum=0.99999994", &ok), GCOMP_OK);
   refused("topk+ef:momentum=fast",
           "codec spec 'topk+ef:momentum=fast': ef: momentum='fast' is not a number");
   refused("topk+ef:momentum=nan", "codec spec 'topk+ef:momentum=nan': ef: momentum='nan' is not a number");
