@@ -35,6 +35,11 @@ typedef struct gcomp_coll {
    * else NULL. Algorithms that can read it directly do (the ring); the others call
    * gcomp_coll_inplace first. */
   const uint8_t *src;
+  /* gcomp_coll_exchange with dst: 1 puts the received data first in the reduction
+   * (received op mine), 0 (the default) mine first. Where two ranks both reduce the same
+   * pair (recursive doubling) the lower takes 0 and the higher 1: one operand order on
+   * both, so min/max of +0 and -0, and NaN payloads, come out the same bits on both. */
+  int recv_first;
   uint8_t *tmp;              /* receive scratch, tmp_cap bytes, owned by the communicator */
   size_t tmp_cap;
   uint8_t **tmp_owner;       /* the communicator's own pointer and size, kept in step */

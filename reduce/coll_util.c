@@ -104,8 +104,12 @@ int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
       if (!pending[j] || (in_place && j < ns && reqs[j])) continue;
       size_t off = (size_t)j * seg, len = rlen - off < seg ? rlen - off : seg;
       uint64_t t0 = gcomp_now_ns();
-      if (addend)
+      if (addend && c->recv_first)
+        c->reduce3(dst + off, rbuf + off, addend + off, len / c->esize);
+      else if (addend)
         c->reduce3(dst + off, addend + off, rbuf + off, len / c->esize);
+      else if (c->recv_first)   /* received op= mine in the scratch, then into place */
+        c->reduce(rbuf + off, dst + off, len / c->esize), memcpy(dst + off, rbuf + off, len);
       else
         c->reduce(dst + off, rbuf + off, len / c->esize);
       c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;

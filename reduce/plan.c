@@ -54,17 +54,37 @@ double gcomp_cost_sparse(int n, double m, gcomp_link l, const gcomp_plan_in *in)
 /* Four figures, or six with the shared-memory allreduce's round latency and rate. Without
  * those two, shm_alpha is -1: that algorithm runs only when asked for by name. */
 int gcomp_plan_parse_links(const char *text, const char *what, gcomp_plan_in *m) {
-  double ia, ib, ea, eb, sa = 0, sb = 0;
-  char extra;
-  locale_t old = uselocale(gcomp_c_locale());   /* "0.5,12" under any locale */
-  int got = sscanf(text, "%lf,%lf,%lf,%lf,%lf,%lf%c", &ia, &ib, &ea, &eb, &sa, &sb, &extra);
-  uselocale(old);
-  GCOMP_FAIL_IF((got != 4 && got != 6) || ia < 0 || ib <= 0 || ea < 0 || eb <= 0 ||
-                    (got == 6 && (sa <= 0 || sb <= 0)),
-                GCOMP_ERR_INVALID,
+  /* latencies in [0, 1e7] us (shm's > 0), rates in [1e-6, 1e6] GB/s: every cost the
+   * planner computes from them stays finite (nan, inf or 1e-300 GB/s made every cost NaN
+   * or Inf, and no algorithm was picked) */
+  double v[6] = {0, 0, 0, 0, 0, 0};
+  int got = 0, bad = 0;
+  const char *p = text;
+  for (;;) {
+    if (got == 6) {   /* a seventh figure */
+      bad = 1;
+      break;
+    }
+    char *end = NULL;
+    v[got] = gcomp_strtod(p, &end);   /* "0.5,12" under any locale */
+    int rate = got & 1;
+    if (end == p || !isfinite(v[got]) ||
+        (rate ? !(v[got] >= 1e-6 && v[got] <= 1e6) : !(v[got] >= 0 && v[got] <= 1e7)) ||
+        (got == 4 && v[got] == 0))
+      bad = 1;
+    got++;
+    if (bad || *end == '\0') break;
+    if (*end != ',') {   /* "1,10,20,1junk" */
+      bad = 1;
+      break;
+    }
+    p = end + 1;
+  }
+  GCOMP_FAIL_IF(bad || (got != 4 && got != 6), GCOMP_ERR_INVALID,
                 "%s='%s' is not 'intra_alpha_us,intra_GBps,inter_alpha_us,inter_GBps"
-                "[,shm_alpha_us,shm_GBps]'",
+                "[,shm_alpha_us,shm_GBps]' (latencies 0..1e7 us, rates 1e-6..1e6 GB/s)",
                 what, text);
+  double ia = v[0], ib = v[1], ea = v[2], eb = v[3], sa = v[4], sb = v[5];
   m->intra = (gcomp_link){ia * 1e-6, 1.0 / (ib * 1e9)};
   m->inter = (gcomp_link){ea * 1e-6, 1.0 / (eb * 1e9)};
   m->gamma_spb = 1.0 / 8e9;
@@ -210,6 +230,11 @@ const gcomp_algo *gcomp_plan_pick(const gcomp_plan_in *in, const gcomp_algo *for
                 algos[i]->name, cost * 1e6);
   }
   if (forced && forced->cost(in) >= 0) best = forced;
+  if (!best) {   /* every cost NaN or Inf: figures the parser should have refused */
+    GCOMP_WARN(GCOMP_SUB_TUNING, "%zu B: the cost model priced no algorithm; running ring",
+               in->bytes);
+    best = &algo_ring;
+  }
   GCOMP_TRACE(GCOMP_SUB_TUNING, "%zu B: %s%s", in->bytes, best->name, forced ? " (GCOMP_ALGO)" : "");
   return best;
 }

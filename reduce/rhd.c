@@ -99,14 +99,18 @@ int gcomp_rd_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t
   int v;
   GCOMP_CHECK(fold(c, g, buf, bytes, phase, p, &v));
   if (v >= 0) {
-    /* the partner's vector lands in scratch and is reduced in; both sides then agree
-     * because every reduction kernel is commutative */
+    /* the partner's vector lands in scratch and is reduced in. Both sides reduce the same
+     * pair, so both put the lower virtual rank's vector first: sums are commutative, but
+     * which NaN payload an add returns, and min/max of +0 and -0, follow operand order */
     int k = 0;
     for (int d = 1; d < p; d *= 2, k++)
     {
       const uint8_t *from = c->src ? c->src : buf;
-      GCOMP_CHECK(gcomp_coll_exchange(c, vrank_to_rank(g, p, v ^ d), phase, (unsigned)k, from,
-                                      bytes, NULL, bytes, buf, c->src));
+      c->recv_first = (v & d) != 0;
+      int st = gcomp_coll_exchange(c, vrank_to_rank(g, p, v ^ d), phase, (unsigned)k, from,
+                                   bytes, NULL, bytes, buf, c->src);
+      c->recv_first = 0;
+      GCOMP_CHECK(st);
       c->src = NULL;
     }
   }

@@ -153,7 +153,10 @@ int gcomp_shm_create(gcomp_transport *t, size_t slot_bytes, gcomp_shm **out) {
   GCOMP_FAIL_IF(!s, GCOMP_ERR_NOMEM, "shm: state");
   s->L = t->local_size;
   s->me = t->local_rank;
-  s->slot = round_up(slot_bytes, 64);
+  /* at least one 8-byte element per local rank: hier's rounds move one piece of every
+   * shard through a slot (piece_elems); a smaller slot once made them overrun into the
+   * next ranks' slots */
+  s->slot = round_up(slot_bytes > 8 * (size_t)s->L ? slot_bytes : 8 * (size_t)s->L, 64);
   s->timeout_ms = t->timeout_ms;
   s->map_bytes = round_up((size_t)s->L * CTL_BYTES, 4096) + 2 * (size_t)s->L * s->slot;
   const uint32_t seq = 0xfffff9u;
@@ -270,8 +273,7 @@ static void reduce_slots(gcomp_coll *c, gcomp_shm *s, uint64_t round, size_t off
 /* The node's half of a hierarchical call: the vector is cut into one shard per local rank
  * (the gcomp_chunk partition); each round moves one piece of every shard. */
 static size_t piece_elems(const gcomp_coll *c, const gcomp_shm *s) {
-  size_t p = s->slot / c->esize / (size_t)s->L;
-  return p ? p : 1;
+  return s->slot / c->esize / (size_t)s->L;   /* >= 1: gcomp_shm_create sizes the slot */
 }
 
 /* Elements of round k's piece (P elements per round) of a shard of len elements. */

@@ -19,7 +19,7 @@
 #include "gcomp.h"
 #include "transport.h"
 
-enum { MAXN = 8 };
+enum { MAXN = 18, SWEEPN = 8 };   /* threads at most; the sweeps go to SWEEPN ranks */
 
 /* Runs fn on n threads (at most MAXN), thread r on jobs[r] (jobs of job_bytes each), and
  * joins them: one loopback rank per thread. */
@@ -215,7 +215,7 @@ static const size_t counts[] = {0, 1, 3, 7, 1031};
 
 static void sweep(const char *algo, int with_nodes) {
   force_algo(algo);
-  for (int n = 1; n <= MAXN; n++) {
+  for (int n = 1; n <= SWEEPN; n++) {
     int node_of[MAXN];
     for (int r = 0; r < n; r++) node_of[r] = with_nodes ? r * 2 / n : 0;   /* 2 nodes */
     for (gcomp_dtype d = GCOMP_FLOAT32; d <= GCOMP_FLOAT16; d++)
@@ -252,6 +252,20 @@ static void test_shm(void **state) {
   free(b);
 }
 
+/* A segment smaller than one 8-byte element per local rank: hier's rounds once wrote
+ * whole pieces past the end of each rank's slot, and returned success with wrong sums
+ * (GCOMP_SHM_BYTES=64 and 9 ranks per node). */
+static void test_hier_tiny_segment(void **state) {
+  setenv("GCOMP_SHM_BYTES", "64", 1);
+  force_algo("hier");
+  int node_of[18];
+  for (int r = 0; r < 18; r++) node_of[r] = r * 2 / 18;   /* 9 ranks on each of 2 nodes */
+  run_case(18, node_of, GCOMP_FLOAT64, GCOMP_SUM, 100, 0, NULL);
+  run_case(18, node_of, GCOMP_FLOAT32, GCOMP_SUM, 1001, 1, NULL);
+  unsetenv("GCOMP_SHM_BYTES");
+  force_algo(NULL);
+}
+
 static void test_large_and_segmented(void **state) {
   /* many pipeline segments per chunk, odd counts, several rank counts */
   static const char *algos[] = {"ring", "rhd", "rd", "hier", "shm"};
@@ -273,6 +287,62 @@ static void test_deterministic(void **state) {
   assert_memory_equal(a, b, count * 4);
   free(a);
   free(b);
+}
+
+/* Every rank ends with the same bytes even where operand order shows: min/max of +0 and
+ * -0, and sums, products, minima and maxima of NaNs with different payloads and signs.
+ * (Recursive doubling had each rank reduce "mine op partner's": +0/-0 and the NaN
+ * payloads came out differently on the two sides.) */
+static void test_same_bits_on_every_rank(void **state) {
+  const char *algos[] = {"ring", "rhd", "rd", "shm", "hier"};
+  for (size_t a = 0; a < sizeof algos / sizeof *algos; a++) {
+    force_algo(algos[a]);
+    for (int n = 2; n <= SWEEPN; n++) {
+      int node_of[MAXN];
+      for (int r = 0; r < n; r++) node_of[r] = strcmp(algos[a], "hier") == 0 ? r * 2 / n : 0;
+      for (gcomp_dtype d = GCOMP_FLOAT32; d <= GCOMP_FLOAT64; d++)
+        for (gcomp_op op = GCOMP_SUM; op <= GCOMP_PROD; op++) {
+          if (op == GCOMP_AVG) continue;
+          enum { COUNT = 40 };
+          gcomp_transport *t[MAXN];
+          assert_int_equal(gcomp_loopback_create(n, node_of, t), GCOMP_OK);
+          rank_job jobs[MAXN];
+          size_t es = dsize(d);
+          for (int r = 0; r < n; r++) {
+            jobs[r] = (rank_job){.t = t[r], .dtype = d, .op = op, .count = COUNT};
+            jobs[r].send = calloc(COUNT, es);
+            jobs[r].recv = calloc(COUNT, es);
+            for (size_t i = 0; i < COUNT; i++) {
+              /* per element a mix over ranks: +0 / -0, or NaNs of rank-dependent payload
+               * and sign, or a NaN against numbers */
+              uint64_t kind = i % 4, bits;
+              if (kind == 0) bits = (uint64_t)((r + (int)i) & 1) << (es * 8 - 1);   /* +-0 */
+              else if (kind == 1 || (kind == 2 && r % 2 == 0)) {                     /* NaN */
+                bits = es == 4 ? 0x7fc00000u | (uint32_t)(r * 7 + 1) : 0x7ff8000000000000ull | (uint64_t)(r * 7 + 1);
+                if ((r + (int)i / 4) & 1) bits |= 1ull << (es * 8 - 1);
+              } else {
+                double v = 1.5 + r;
+                if (es == 4) { float f = (float)v; uint32_t u; memcpy(&u, &f, 4); bits = u; }
+                else memcpy(&bits, &v, 8);
+              }
+              memcpy((char *)jobs[r].send + i * es, &bits, es);
+            }
+          }
+          run_ranks(n, rank_main, jobs, sizeof *jobs);
+          for (int r = 0; r < n; r++) {
+            if (jobs[r].status != GCOMP_OK) fail_msg("%s n=%d: %s", algos[a], n, jobs[r].error);
+            gcomp_transport_destroy(t[r]);
+          }
+          for (int r = 1; r < n; r++)
+            for (size_t i = 0; i < COUNT; i++)
+              if (memcmp((char *)jobs[0].recv + i * es, (char *)jobs[r].recv + i * es, es))
+                fail_msg("%s n=%d dtype=%d op=%d element %zu: rank %d's bits differ from rank "
+                         "0's", algos[a], n, d, op, i, r);
+          for (int r = 0; r < n; r++) free(jobs[r].send), free(jobs[r].recv);
+        }
+    }
+  }
+  force_algo(NULL);
 }
 
 static void test_planner_choices(void **state) {
@@ -323,6 +393,21 @@ static void test_bad_arguments(void **state) {
   assert_int_equal(gcomp_comm_from_transport(t[0], 0, &comm), GCOMP_ERR_INVALID);
   assert_non_null(strstr(gcomp_last_error(), "GCOMP_ALPHA_BETA='1,2,3'"));
   gcomp_transport_destroy(t[0]);
+  /* figures that would make every cost NaN or Inf (no algorithm picked: a NULL
+   * dereference in every call), trailing junk, a seventh figure */
+  const char *bad[] = {"nan,10,20,1", "inf,10,20,1", "1,1e-300,20,1", "1,10,20,1junk",
+                       "1,10,20,1,0.5,12,7", "1,10,20,1,0,12", "1,10,,1", "1,10,20,-1", ""};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    gcomp_plan_in m;
+    if (gcomp_plan_parse_links(bad[i], "GCOMP_ALPHA_BETA", &m) != GCOMP_ERR_INVALID)
+      fail_msg("GCOMP_ALPHA_BETA='%s' accepted", bad[i]);
+    assert_non_null(strstr(gcomp_last_error(), bad[i]));
+  }
+  gcomp_plan_in m;
+  assert_int_equal(gcomp_plan_parse_links("1,10,20,1", "x", &m), GCOMP_OK);
+  assert_true(m.shm_alpha == -1 && fabs(m.inter.alpha_s - 20e-6) < 1e-18);
+  assert_int_equal(gcomp_plan_parse_links("0,0.5,3e1,1e3,0.25,12", "x", &m), GCOMP_OK);
+  assert_true(fabs(m.shm_alpha - 0.25e-6) < 1e-18 && fabs(m.inter.alpha_s - 30e-6) < 1e-18);
 }
 
 typedef struct {
@@ -762,6 +847,8 @@ int main(void) {
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_planner_choices),
       cmocka_unit_test(test_bad_arguments),
+      cmocka_unit_test(test_hier_tiny_segment),
+      cmocka_unit_test(test_same_bits_on_every_rank),
       cmocka_unit_test(test_nan_propagates_and_is_counted),
       cmocka_unit_test(test_stats_and_trace_files),
       cmocka_unit_test(test_stragglers),
