@@ -218,6 +218,9 @@ gcomp_cv_tol gcomp_cv_tol_default(const char *canon, const char **cls);
 typedef struct {
   int pass;          /* 1 within tolerance, 0 exceeded, -1 the run failed */
   char why[512];     /* "test accuracy 0.93 points below baseline (tolerance 0.5)" */
+  char hint[320];    /* for a failed sparsifier with error feedback: how often each
+                        parameter moved in the run, and that the verdict depends on the
+                        run's length and schedule (empty otherwise) */
   gcomp_cv_tol tol;
 } gcomp_cv_verdict;
 void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gcomp_cv_tol *tol,

@@ -92,6 +92,8 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
                 pr->must_fail[i] && v->pass == 1 ? "NOT FLAGGED (expected to fail)" :
                 v->pass < 0 ? "ERROR" : "FAIL", pr->runs[i].spec,
                 v->pass == 1 ? "within every tolerance" : v->why);
+      if (v->hint[0] && !pr->must_fail[i])
+        fprintf(f, "    note: %s\n", v->hint);
     }
   }
 }
@@ -230,6 +232,8 @@ int gcomp_cv_write_json(const char *path, const gcomp_cv_report *r) {
       json_num(f, v->tol.drift);
       fputs("},\"why\":", f);
       json_str(f, v->why);
+      fputs(",\"hint\":", f);
+      json_str(f, v->hint);
       fputc('}', f);
     }
     fputs("]}", f);

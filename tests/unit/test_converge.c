@@ -513,6 +513,31 @@ static void test_tolerance_rules(void **state) {
   run.replicas_equal = 0;
   gcomp_cv_judge(&base, &run, &tol, &v);
   assert_int_equal(v.pass, 0);
+  assert_string_equal(v.hint, "");   /* no coverage figures: not a sparsifier */
+
+  /* a failed sparsifier with error feedback says how often each parameter moved; one
+   * without error feedback, a passing one, or a dense codec gets no such note */
+  gcomp_cv_run sp = {.final_loss = 1.2, .final_acc = 0.90, .replicas_equal = 1, .steps = 600,
+                     .moved_frac = 0.0086};
+  snprintf(sp.spec, sizeof sp.spec, "topk:ratio=0.001+ef");
+  snprintf(sp.canon, sizeof sp.canon, "topk:ratio=0.001,exact=0+ef:momentum=0.9");
+  gcomp_cv_tol topk = {1.0, 0.10, INFINITY, INFINITY};
+  gcomp_cv_judge(&base, &sp, &topk, &v);
+  assert_int_equal(v.pass, 0);
+  if (!strstr(v.hint, "moved 5.2 times in 600 steps")) fail_msg("hint: '%s'", v.hint);
+  snprintf(sp.canon, sizeof sp.canon, "topk:ratio=0.001,exact=0");
+  gcomp_cv_judge(&base, &sp, &topk, &v);
+  assert_int_equal(v.pass, 0);
+  assert_string_equal(v.hint, "");
+  snprintf(sp.canon, sizeof sp.canon, "topk:ratio=0.001,exact=0+ef");
+  sp.final_loss = 1.05;
+  gcomp_cv_judge(&base, &sp, &topk, &v);
+  assert_int_equal(v.pass, 1);
+  assert_string_equal(v.hint, "");
+  sp.final_loss = 1.2, sp.moved_frac = 1.0;
+  gcomp_cv_judge(&base, &sp, &topk, &v);
+  assert_int_equal(v.pass, 0);
+  assert_string_equal(v.hint, "");
 }
 
 int main(void) {
