@@ -1,6 +1,7 @@
 /* Data for the harness: CSV files (plain or gzip, label last, optional header) and seeded
  * synthetic tasks, split into train and test and standardised with training statistics. */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,16 +38,24 @@ static int read_line(line_reader *r, const char *path, long lineno) {
       GCOMP_FAIL_IF(!p, GCOMP_ERR_NOMEM, "%s:%ld: line buffer", path, lineno);
       r->buf = p, r->cap = ncap;
     }
-    if (!gzgets(r->gz, r->buf + len, (int)(r->cap - len > 1 << 30 ? 1 << 30 : r->cap - len))) {
+    size_t room = r->cap - len > 1 << 30 ? 1 << 30 : r->cap - len;
+    if (!gzgets(r->gz, r->buf + len, (int)room)) {
       int err = 0;
       const char *msg = gzerror(r->gz, &err);
-      GCOMP_FAIL_IF(err != Z_OK && err != Z_BUF_ERROR, GCOMP_ERR_CORRUPT, "%s:%ld: read error: %s",
-                    path, lineno, msg);
+      /* Z_BUF_ERROR at the end is zlib's "unexpected end of file": a cut .gz */
+      GCOMP_FAIL_IF(err == Z_BUF_ERROR, GCOMP_ERR_CORRUPT,
+                    "%s:%ld: the gzip stream ends early (truncated file?)", path, lineno);
+      GCOMP_FAIL_IF(err != Z_OK, GCOMP_ERR_CORRUPT, "%s:%ld: read error: %s", path, lineno, msg);
       if (len == 0) return 0;
       break;
     }
-    len += strlen(r->buf + len);
+    size_t got = strlen(r->buf + len);
+    len += got;
     if (len && r->buf[len - 1] == '\n') break;
+    /* gzgets stops at a newline, a full buffer or the end; anything shorter was cut by a
+     * NUL byte, which would glue this line to the next */
+    GCOMP_FAIL_IF(got < room - 1 && !gzeof(r->gz), GCOMP_ERR_INVALID,
+                  "%s:%ld: NUL byte in the line (a binary file?)", path, lineno);
   }
   while (len && (r->buf[len - 1] == '\n' || r->buf[len - 1] == '\r')) r->buf[--len] = '\0';
   return 1;
@@ -78,14 +87,16 @@ static int split_fields(char *line, char **fields, int max) {
   return n;
 }
 
+/* 1: a number; 0: not one; -1: a number outside fp32's range (features are fp32) */
 static int parse_double(const char *s, double *out) {
   while (*s == ' ' || *s == '\t') s++;
   errno = 0;
   char *end = NULL;
-  double v = strtod(s, &end);
-  if (end == s || errno) return 0;
+  double v = gcomp_strtod(s, &end);   /* 1.5 under any locale */
+  if (end == s || (errno && errno != ERANGE)) return 0;
   while (*end == ' ' || *end == '\t') end++;
-  if (*end || !isfinite(v)) return 0;
+  if (*end || (!isfinite(v) && errno != ERANGE)) return 0;   /* "nan", "inf" */
+  if (!(fabs(v) <= FLT_MAX)) return -1;                        /* 1e39, 1e999 */
   *out = v;
   return 1;
 }
@@ -147,7 +158,7 @@ static int parse_rows(line_reader *r, const char *path, int max_classes, table *
       }
       split_fields(dup, fields, ncol);
       int numeric = 1;
-      for (int j = 0; j < ncol && numeric; j++) numeric = parse_double(fields[j], &vals[j]);
+      for (int j = 0; j < ncol && numeric; j++) numeric = parse_double(fields[j], &vals[j]) != 0;
       free(dup);
       if (!numeric && t->rows == 0 && lineno == 1) continue;   /* a header */
     }
@@ -158,11 +169,17 @@ static int parse_rows(line_reader *r, const char *path, int max_classes, table *
                            path, lineno, n, ncol);
       break;
     }
-    for (int j = 0; j < ncol && st == GCOMP_OK; j++)
-      if (!parse_double(fields[j], &vals[j]))
+    for (int j = 0; j < ncol && st == GCOMP_OK; j++) {
+      int num = parse_double(fields[j], &vals[j]);
+      if (num == 0)
         st = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__,
                              "%s:%ld: field %d '%.40s' is not a number", path, lineno, j + 1,
                              fields[j]);
+      else if (num < 0)
+        st = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__,
+                             "%s:%ld: field %d '%.40s' is outside fp32's range (|x| <= 3.4e38)",
+                             path, lineno, j + 1, fields[j]);
+    }
     if (st < 0) break;
     double lab = vals[ncol - 1];
     if (lab != floor(lab) || lab < 0 || lab >= max_classes) {

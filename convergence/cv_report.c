@@ -98,17 +98,34 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
   }
 }
 
+/* Bytes of the well-formed UTF-8 sequence at s (1 for ASCII), 0 when it is not one: names
+ * come from file names, which need not be UTF-8, and JSON and XML must be. */
+static int utf8_len(const unsigned char *s) {
+  if (s[0] < 0x80) return 1;
+  int n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+        : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+  for (int i = 1; i < n; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  if (n == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) return 0;
+  if (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))) return 0;
+  return n;
+}
+
 /* ---- JSON ----------------------------------------------------------------------------- */
-static void json_str(FILE *f, const char *s) {
+static void json_str(FILE *f, const char *str) {
+  const unsigned char *s = (const unsigned char *)str;
   fputc('"', f);
-  for (; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch == '"' || ch == '\\')
-      fprintf(f, "\\%c", ch);
-    else if (ch < 0x20)
-      fprintf(f, "\\u%04x", ch);
+  while (*s) {
+    int n = utf8_len(s);
+    if (*s == '"' || *s == '\\')
+      fprintf(f, "\\%c", *s);
+    else if (*s < 0x20)
+      fprintf(f, "\\u%04x", *s);
+    else if (n == 0)
+      fputs("\\ufffd", f);   /* not UTF-8: the replacement character */
     else
-      fputc(ch, f);
+      fwrite(s, 1, (size_t)n, f);
+    s += n ? n : 1;
   }
   fputc('"', f);
 }
@@ -190,7 +207,7 @@ static void json_run(FILE *f, const gcomp_cv_run *b, const gcomp_cv_run *r) {
   fputs("}}", f);
 }
 
-int gcomp_cv_write_json(const char *path, const gcomp_cv_report *r) {
+static int write_json(const char *path, const gcomp_cv_report *r) {
   FILE *f = fopen(path, "w");
   GCOMP_FAIL_IF(!f, GCOMP_ERR_INVALID, "%s: cannot write: %s", path, strerror(errno));
   const gcomp_cv_train_cfg *c = r->cfg;
@@ -246,19 +263,27 @@ int gcomp_cv_write_json(const char *path, const gcomp_cv_report *r) {
 }
 
 /* ---- JUnit ---------------------------------------------------------------------------- */
-static void xml_str(FILE *f, const char *s) {
-  for (; *s; s++) {
+static void xml_str(FILE *f, const char *str) {
+  const unsigned char *s = (const unsigned char *)str;
+  while (*s) {
+    int n = utf8_len(s);
     switch (*s) {
     case '<': fputs("&lt;", f); break;
     case '>': fputs("&gt;", f); break;
     case '&': fputs("&amp;", f); break;
     case '"': fputs("&quot;", f); break;
-    default: fputc(*s, f);
+    default:
+      /* XML 1.0 has no control characters but tab, newline and carriage return */
+      if (n == 0 || (*s < 0x20 && *s != '\t' && *s != '\n' && *s != '\r'))
+        fputs("&#xFFFD;", f);
+      else
+        fwrite(s, 1, (size_t)n, f);
     }
+    s += n ? n : 1;
   }
 }
 
-int gcomp_cv_write_junit(const char *path, const gcomp_cv_report *r) {
+static int write_junit(const char *path, const gcomp_cv_report *r) {
   FILE *f = fopen(path, "w");
   GCOMP_FAIL_IF(!f, GCOMP_ERR_INVALID, "%s: cannot write: %s", path, strerror(errno));
   int tests = 0, failures = 0, errors = 0;
@@ -336,7 +361,7 @@ static void svg_curve(FILE *f, const gcomp_cv_run *x, int px, int py, double lo,
   fputs("\"/>\n", f);
 }
 
-int gcomp_cv_write_svg(const char *path, const gcomp_cv_report *r) {
+static int write_svg(const char *path, const gcomp_cv_report *r) {
   FILE *f = fopen(path, "w");
   GCOMP_FAIL_IF(!f, GCOMP_ERR_INVALID, "%s: cannot write: %s", path, strerror(errno));
   int cols = r->nproblems > 1 ? 2 : 1, rows = (r->nproblems + cols - 1) / cols;
@@ -416,3 +441,16 @@ int gcomp_cv_write_svg(const char *path, const gcomp_cv_report *r) {
   GCOMP_FAIL_IF(bad, GCOMP_ERR_INVALID, "%s: write failed", path);
   return GCOMP_OK;
 }
+
+/* Files for machines: numbers in the "C" locale whatever the caller's setlocale (under
+ * de_DE, "lr":0,05 is not JSON). */
+#define IN_C_LOCALE(call)                              \
+  do {                                                 \
+    locale_t old_ = uselocale(gcomp_c_locale());       \
+    int st_ = (call);                                  \
+    uselocale(old_);                                   \
+    return st_;                                        \
+  } while (0)
+int gcomp_cv_write_json(const char *path, const gcomp_cv_report *r) { IN_C_LOCALE(write_json(path, r)); }
+int gcomp_cv_write_junit(const char *path, const gcomp_cv_report *r) { IN_C_LOCALE(write_junit(path, r)); }
+int gcomp_cv_write_svg(const char *path, const gcomp_cv_report *r) { IN_C_LOCALE(write_svg(path, r)); }

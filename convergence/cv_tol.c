@@ -68,7 +68,7 @@ static int parse_value(const char *key, const char *val, const char *where, doub
   }
   errno = 0;
   char *end = NULL;
-  double v = strtod(val, &end);
+  double v = gcomp_strtod(val, &end);   /* 0.5 under any locale */
   GCOMP_FAIL_IF(errno || end == val || *end || !(v >= 0), GCOMP_ERR_INVALID,
                 "%s: tolerance %s='%s' is not a non-negative number or 'inf'", where, key, val);
   *out = v;
@@ -126,6 +126,12 @@ int gcomp_cv_tolset_load(gcomp_cv_tolset *ts, const char *path) {
   int lineno = 0, st = GCOMP_OK;
   while (st == GCOMP_OK && fgets(line, sizeof line, f)) {
     lineno++;
+    if (!strchr(line, '\n') && !feof(f)) {   /* its tail would be read as another rule */
+      st = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__,
+                           "%s:%d: line longer than %zu characters", path, lineno,
+                           sizeof line - 2);
+      break;
+    }
     line[strcspn(line, "#\r\n")] = '\0';   /* comments */
     char *p = line;
     while (*p == ' ' || *p == '\t') p++;
@@ -173,6 +179,13 @@ void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gco
     snprintf(v->why, sizeof v->why, "run failed: %.480s", run->error);
     return;
   }
+  if (!isfinite(base->final_loss) || !isfinite(base->final_acc)) {
+    /* nothing to compare with: the codec must not take the blame */
+    v->pass = -1;
+    snprintf(v->why, sizeof v->why, "the baseline itself diverged (final training loss %g): "
+             "check the data and the learning rate", base->final_loss);
+    return;
+  }
   v->pass = 1;
   if (!isfinite(run->final_loss)) {
     v->pass = 0;
@@ -189,14 +202,16 @@ void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gco
             "exceeded by %.2f)", run->final_acc * 100, drop, base->final_acc * 100, tol->acc_pts,
             drop - tol->acc_pts);
   }
+  /* a loss difference equal to the tolerance is within it too (1.1 / 1.0 - 1 is
+   * 0.10000000000000009) */
   double lrel = (run->final_loss - base->final_loss) / base->final_loss;
-  if (lrel > tol->loss_rel) {
+  if (lrel > tol->loss_rel + 1e-12) {
     v->pass = 0;
     add_why(v, "final training loss %.5g is %.2f%% above the baseline's %.5g (tolerance %.2f%%, "
             "exceeded by %.2f points)", run->final_loss, lrel * 100, base->final_loss,
             tol->loss_rel * 100, (lrel - tol->loss_rel) * 100);
   }
-  if (run->curve_gap > tol->gap_rel) {
+  if (run->curve_gap > tol->gap_rel || isnan(run->curve_gap)) {
     v->pass = 0;
     add_why(v, "loss curve's mean relative gap %.2f%% exceeds tolerance %.2f%% by %.2f points",
             run->curve_gap * 100, tol->gap_rel * 100, (run->curve_gap - tol->gap_rel) * 100);

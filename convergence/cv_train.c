@@ -63,7 +63,7 @@ static double token_momentum(const char *tok, size_t len, int *named) {
   for (char *p = strstr(buf, "momentum="); p; p = strstr(p + 1, "momentum="))
     if (p[-1] == ':' || p[-1] == ',') {
       *named = 1;
-      return strtod(p + 9, NULL);
+      return gcomp_strtod(p + 9, NULL);
     }
   return 0;
 }
@@ -93,8 +93,10 @@ int gcomp_cv_plan_codec(const gcomp_cv_train_cfg *cfg, const char *spec, gcomp_c
   if (tok && topk && !unamed && cfg->momentum_correction != GCOMP_CV_MC_OFF &&
       cfg->momentum > 0) {
     /* the canonical ef token always has parameters (dtype), so ",momentum=" extends them */
-    int n = snprintf(out->run_spec, sizeof out->run_spec, "%.*s,momentum=%.17g,mask=%d%s",
-                     (int)(tok + len - canon), canon, cfg->momentum,
+    char m[40];
+    gcomp_dtoa(m, sizeof m, cfg->momentum);   /* 0.9 under any locale */
+    int n = snprintf(out->run_spec, sizeof out->run_spec, "%.*s,momentum=%s,mask=%d%s",
+                     (int)(tok + len - canon), canon, m,
                      cfg->momentum_correction == GCOMP_CV_MC_MASKED, tok + len);
     GCOMP_FAIL_IF(n < 0 || (size_t)n >= sizeof out->run_spec, GCOMP_ERR_INVALID,
                   "codec '%s': too long with ef momentum added", spec);
@@ -588,9 +590,17 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
                 "model shape %dx%d does not fit data %dx%d", model->nin, model->nout, data->nfeat,
                 data->nclass);
   size_t np = model->nparams;
-  if (base)
-    GCOMP_FAIL_IF(!base->snap || base->nparams != np || base->steps != cfg->steps,
-                  GCOMP_ERR_INVALID, "baseline run does not match this problem");
+  if (base) {
+    /* the same evaluation points too: drift and curve gap read the baseline's at each */
+    int every = cfg->eval_every > 0 ? cfg->eval_every : 1;
+    int same_evals = base->neval == 1 + (cfg->steps + every - 1) / every;
+    for (int e = 0; same_evals && e < base->neval; e++)
+      same_evals = base->eval_step[e] == (e * every < cfg->steps ? e * every : cfg->steps);
+    GCOMP_FAIL_IF(!base->snap || base->nparams != np || base->steps != cfg->steps ||
+                      !same_evals,
+                  GCOMP_ERR_INVALID, "baseline run does not match this problem (parameters, "
+                  "steps and evaluation points must be the same)");
+  }
 
   /* the spec must be one the library knows: a clear error before any thread starts */
   gcomp_cv_codec_plan plan = {.opt_momentum = cfg->momentum};
@@ -625,6 +635,11 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
   if (data->ntrain < W) {
     gcomp_comm_destroy(rcomm);
     GCOMP_FAIL(GCOMP_ERR_INVALID, "%d training rows cannot feed %d workers", data->ntrain, W);
+  }
+  if (cfg->batch > data->ntrain / W) {   /* a minibatch would repeat the shard's rows */
+    gcomp_comm_destroy(rcomm);
+    GCOMP_FAIL(GCOMP_ERR_INVALID, "batch %d is larger than a worker's shard: %d training rows "
+               "over %d workers leave %d each", cfg->batch, data->ntrain, W, data->ntrain / W);
   }
   int st = alloc_run(run, cfg, np, base == NULL);
   if (st < 0) {

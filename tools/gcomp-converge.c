@@ -117,6 +117,21 @@ static double num(const char *opt, const char *v, double lo, double hi) {
   return x;
 }
 
+/* A whole number in [lo, hi], all of v ("2.9", "4x" and "1e3" are errors: a double would
+ * truncate them, and round seeds above 2^53). */
+static unsigned long long whole(const char *opt, const char *v, unsigned long long lo,
+                                unsigned long long hi) {
+  errno = 0;
+  char *end = NULL;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (errno || end == v || *end || v[0] == '-' || x < lo || x > hi) {
+    fprintf(stderr, "gcomp-converge: %s '%s' is not a whole number in [%llu, %llu]\n", opt, v,
+            lo, hi);
+    exit(2);
+  }
+  return x;
+}
+
 static int file_exists(const char *p) { return p && access(p, R_OK) == 0; }
 
 int main(int argc, char **argv) {
@@ -160,7 +175,7 @@ int main(int argc, char **argv) {
     case O_CODEC: push(&codecs, optarg); break;
     case O_MUSTFAIL: push(&mustfail, optarg); break;
     case O_ALGO: algo = optarg; break;
-    case O_MINB: min_bytes = (long long)num("--min-bytes", optarg, 0, 1e15); break;
+    case O_MINB: min_bytes = (long long)whole("--min-bytes", optarg, 0, 1ull << 50); break;
     case O_AB: alpha_beta = optarg; break;
     case O_TASK: push_csv(&tasks, optarg); break;
     case O_DATA: push(&datas, optarg); break;
@@ -175,16 +190,16 @@ int main(int argc, char **argv) {
       push(&pairs, optarg);
       break;
     }
-    case O_HIDDEN: hidden = (int)num("--hidden", optarg, 1, 4096); break;
-    case O_CLASSES: classes = (int)num("--classes", optarg, 2, 65536); break;
+    case O_HIDDEN: hidden = (int)whole("--hidden", optarg, 1, 4096); break;
+    case O_CLASSES: classes = (int)whole("--classes", optarg, 2, 65536); break;
     case O_TFRAC: test_frac = num("--test-frac", optarg, 0.001, 0.999); break;
-    case O_SSEED: split_seed = (uint64_t)num("--split-seed", optarg, 0, 1e18); break;
-    case O_SDIM: synth_dim = (int)num("--synth-dim", optarg, 1, 256); break;
+    case O_SSEED: split_seed = whole("--split-seed", optarg, 0, UINT64_MAX); break;
+    case O_SDIM: synth_dim = (int)whole("--synth-dim", optarg, 1, 256); break;
     case O_SCOND: synth_cond = num("--synth-cond", optarg, 1, 1e6); break;
-    case O_SN: synth_n = (int)num("--synth-n", optarg, 16, 1e7); break;
-    case O_WORKERS: cfg.workers = (int)num("--workers", optarg, 1, 1024); break;
-    case O_STEPS: cfg.steps = (int)num("--steps", optarg, 1, 1e8); break;
-    case O_BATCH: cfg.batch = (int)num("--batch", optarg, 1, 1e6); break;
+    case O_SN: synth_n = (int)whole("--synth-n", optarg, 16, 10000000ull); break;
+    case O_WORKERS: cfg.workers = (int)whole("--workers", optarg, 1, 1024); break;
+    case O_STEPS: cfg.steps = (int)whole("--steps", optarg, 1, 100000000ull); break;
+    case O_BATCH: cfg.batch = (int)whole("--batch", optarg, 1, 1000000ull); break;
     case O_LR: cfg.lr = num("--lr", optarg, 0, 1e3); break;
     case O_LRS:
       if (!strcmp(optarg, "constant")) cfg.lr_schedule = GCOMP_CV_LR_CONSTANT;
@@ -198,9 +213,12 @@ int main(int argc, char **argv) {
       break;
     case O_MOM: cfg.momentum = num("--momentum", optarg, 0, 0.9999); break;
     case O_WD: cfg.weight_decay = num("--weight-decay", optarg, 0, 1); break;
-    case O_SEED: cfg.seed = (uint64_t)num("--seed", optarg, 0, 1e18); break;
-    case O_SEEDS: nseeds = (int)num("--seeds", optarg, 1, 1000); break;
-    case O_EVAL: cfg.eval_every = (int)num("--eval-every", optarg, 1, 1e8); eval_set = 1; break;
+    case O_SEED: cfg.seed = whole("--seed", optarg, 0, UINT64_MAX - 1000); break;
+    case O_SEEDS: nseeds = (int)whole("--seeds", optarg, 1, 1000); break;
+    case O_EVAL:
+      cfg.eval_every = (int)whole("--eval-every", optarg, 1, 100000000ull);
+      eval_set = 1;
+      break;
     case O_OP:
       if (strcmp(optarg, "avg") && strcmp(optarg, "sum")) {
         fprintf(stderr, "gcomp-converge: --op '%s' is not avg or sum\n", optarg);
@@ -316,12 +334,20 @@ int main(int argc, char **argv) {
   }
   if (list_tol) return 0;
 
-  /* data sets: --problem pairs name their tasks */
+  /* data sets: --problem pairs name their tasks (a --data file's task is its base name up
+   * to the first dot, as gcomp_cv_load_csv names it) */
   for (int i = 0; i < pairs.n; i++) {
     char task[64];
     snprintf(task, sizeof task, "%.*s", (int)(strchr(pairs.v[i], '/') - pairs.v[i]), pairs.v[i]);
     int seen = 0;
     for (int j = 0; j < tasks.n; j++) seen |= strcmp(tasks.v[j], task) == 0;
+    for (int j = 0; j < datas.n; j++) {
+      const char *base = strrchr(datas.v[j], '/');
+      base = base ? base + 1 : datas.v[j];
+      size_t len = strcspn(base, ".");
+      if (len == 0) len = strlen(base);
+      seen |= strlen(task) == len && strncmp(base, task, len) == 0;
+    }
     if (!seen) push(&tasks, task);
   }
   if (!tasks.n && !datas.n) push_csv(&tasks, "digits,gmm,teacher");

@@ -3,6 +3,12 @@
 # flagged -- through gcomp-converge exactly as a user runs it.
 if(TARGET test_converge)
   target_link_libraries(test_converge PRIVATE gcomp_converge)
+endif()
+if(TARGET test_locale)   # the harness under a decimal-comma locale too
+  target_link_libraries(test_locale PRIVATE gcomp_converge)
+  target_compile_definitions(test_locale PRIVATE GCOMP_TEST_CONVERGE=1)
+endif()
+if(TARGET test_converge)
   set_tests_properties(unit.test_converge PROPERTIES LABELS "unit;convergence")
 endif()
 if(GCOMP_SANITIZE)

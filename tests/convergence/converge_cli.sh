@@ -39,6 +39,52 @@ printf '1,2,0\n3,4\n' >"$dir/bad.csv"
 "$conv" --data "$dir/bad.csv" --codec none 2>"$dir/err7"; rc=$?
 [ "$rc" -eq 2 ] && grep -q "bad.csv:2: malformed line" "$dir/err7" || { cat "$dir/err7"; fail "bad csv: exit $rc"; }
 
+# more bad input, each a clear error (exit 2) naming what is wrong (from a review)
+python3 - "$dir" <<'PY'
+import gzip, random, sys
+d = sys.argv[1]
+random.seed(1)
+rows = "".join("%.4f,%.4f,%d\n" % (random.random(), random.random(), i % 3) for i in range(4000))
+open(d + "/good.csv", "w").write(rows)
+z = gzip.compress(rows.encode())
+open(d + "/cut.csv.gz", "wb").write(z[: len(z) // 2])        # a truncated .gz
+open(d + "/huge.csv", "w").write("0.1,0.2,0\n1e39,0.5,1\n")   # finite, not fp32
+open(d + "/nul.csv", "wb").write(b"0.1,0.2,0\n0.1,0.2,\x00\n0.3,0.4,1\n")
+open(d + "/longtol.txt", "w").write("# " + "explanation " * 60 + "\n")
+PY
+expect2() {   # what-it-is pattern args...
+  local what=$1 pat=$2; shift 2
+  "$conv" "$@" >"$dir/out-x" 2>&1; local rc=$?
+  [ "$rc" -eq 2 ] && grep -q -- "$pat" "$dir/out-x" || { cat "$dir/out-x"; fail "$what: exit $rc"; }
+}
+expect2 "truncated gz" "cut.csv.gz:[0-9]*: the gzip stream ends early" --data "$dir/cut.csv.gz" --codec none
+expect2 "1e39" "huge.csv:2: field 1 '1e39' is outside fp32's range" --data "$dir/huge.csv" --codec none
+expect2 "NUL byte" "nul.csv:2: NUL byte" --data "$dir/nul.csv" --codec none
+expect2 "long tolerance line" "longtol.txt:1: line longer than" --codec bf16 --tolerances "$dir/longtol.txt" \
+  --list-tolerances
+expect2 "--steps 2.9" "'2.9' is not a whole number" "${quick[@]}" --steps 2.9
+expect2 "--workers 1.9" "'1.9' is not a whole number" "${quick[@]}" --workers 1.9
+expect2 "--batch over a shard" "batch 64 is larger than a worker's shard" --task gmm --synth-n 16 \
+  --model softmax --codec bf16 --workers 8 --batch 64 --steps 3 --no-progress
+# --problem picks a --data task by its file's base name
+"$conv" --data "$dir/good.csv" --problem good/softmax --codec bf16 --steps 20 --batch 8 \
+  --no-progress --quiet 2>"$dir/err-p"; rc=$?
+[ "$rc" -le 1 ] || { cat "$dir/err-p"; fail "--problem good/softmax with --data: exit $rc"; }
+# a task name that is not UTF-8 and has a control character still makes valid reports
+odd="$dir/$(printf 'odd\001\351')x.csv"
+cp "$dir/good.csv" "$odd"
+"$conv" --data "$odd" --model softmax --codec bf16 --steps 20 --batch 8 --no-progress --quiet \
+  --json "$dir/odd.json" --junit "$dir/odd.xml" --plot "$dir/odd.svg" 2>"$dir/err-o"; rc=$?
+[ "$rc" -le 1 ] || { cat "$dir/err-o"; fail "odd task name: exit $rc"; }
+python3 - "$dir" <<'PY'
+import json, sys, xml.etree.ElementTree as ET
+d = sys.argv[1]
+j = json.load(open(d + "/odd.json", encoding="utf-8"))   # strict UTF-8
+assert j["problems"][0]["task"] == "odd\x01\ufffdx", repr(j["problems"][0]["task"])
+ET.parse(d + "/odd.xml"), ET.parse(d + "/odd.svg")          # well-formed XML
+PY
+[ $? -eq 0 ] || fail "reports for an odd task name do not parse"
+
 # momentum correction: the report says what ran; a bad mode is a usage error (20 steps are
 # short: a verdict of 1 is fine here, 2 is not)
 mc=(--problem gmm/softmax --steps 20 --synth-n 2000 --no-progress --codec 'topk:ratio=0.01+ef')

@@ -454,6 +454,13 @@ static void test_unknown_codec(void **state) {
   assert_int_equal(gcomp_cv_train(&cfg, &d, &m, "none+ef:bad=1", &base, &run), GCOMP_ERR_INVALID);
   assert_non_null(strstr(run.error, "bad"));
   gcomp_cv_run_free(&run);
+  /* a baseline evaluated at other steps is refused (drift and curve gap read its points:
+   * they were read past its end) */
+  gcomp_cv_train_cfg every1 = cfg;
+  every1.eval_every = 2;   /* the baseline evaluated every step */
+  assert_int_equal(gcomp_cv_train(&every1, &d, &m, "bf16", &base, &run), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "evaluation points"));
+  gcomp_cv_run_free(&run);
   gcomp_cv_run_free(&base);
   gcomp_cv_data_free(&d);
   gcomp_cv_model bad;
@@ -514,6 +521,24 @@ static void test_tolerance_rules(void **state) {
   gcomp_cv_judge(&base, &run, &tol, &v);
   assert_int_equal(v.pass, 0);
   assert_string_equal(v.hint, "");   /* no coverage figures: not a sparsifier */
+
+  /* a loss difference equal to the tolerance is within it (1.1 / 1.0 - 1 is a hair above
+   * 0.1 in binary), as for accuracy */
+  {
+    gcomp_cv_run b1 = {.final_loss = 1.0, .final_acc = 0.9, .replicas_equal = 1};
+    gcomp_cv_run x1 = {.final_loss = 1.1, .final_acc = 0.9, .replicas_equal = 1};
+    gcomp_cv_tol ten = {INFINITY, 0.10, INFINITY, INFINITY};
+    gcomp_cv_judge(&b1, &x1, &ten, &v);
+    if (v.pass != 1) fail_msg("a 10%% loss rise against a 10%% tolerance: %s", v.why);
+    x1.final_loss = 1.1001;
+    gcomp_cv_judge(&b1, &x1, &ten, &v);
+    assert_int_equal(v.pass, 0);
+    /* a baseline that diverged is no reference: an error, not a pass or a codec's failure */
+    b1.final_loss = NAN;
+    gcomp_cv_judge(&b1, &x1, &ten, &v);
+    assert_int_equal(v.pass, -1);
+    assert_non_null(strstr(v.why, "baseline itself diverged"));
+  }
 
   /* a failed sparsifier with error feedback says how often each parameter moved; one
    * without error feedback, a passing one, or a dense codec gets no such note */

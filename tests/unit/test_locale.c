@@ -19,6 +19,9 @@
 #include "gcomp.h"
 #include "gcomp_common.h"
 #include "transport.h"
+#ifdef GCOMP_TEST_CONVERGE
+#include "converge.h"
+#endif
 
 static char tmpdir[64];
 
@@ -81,6 +84,42 @@ static void test_json_and_env_under_decimal_comma(void **state) {
   unlink(stats);
 }
 
+#ifdef GCOMP_TEST_CONVERGE
+/* The convergence harness's parsers and files: CSV numbers, tolerance rules, the momentum
+ * it adds to a top-k spec (under de_DE it read 0.9 as 0 and applied momentum twice), and
+ * its JSON. */
+static void test_harness_under_decimal_comma(void **state) {
+  (void)state;
+  gcomp_cv_train_cfg cfg;
+  gcomp_cv_train_defaults(&cfg);
+  gcomp_cv_codec_plan plan;
+  if (gcomp_cv_plan_codec(&cfg, "topk:ratio=0.01+ef:momentum=0.9", &plan) != GCOMP_OK)
+    fail_msg("%s", gcomp_last_error());
+  assert_true(plan.ef_momentum == 0.9 && plan.opt_momentum == 0);
+  if (gcomp_cv_plan_codec(&cfg, "topk:ratio=0.01+ef", &plan) != GCOMP_OK)
+    fail_msg("%s", gcomp_last_error());
+  assert_true(plan.corrected && plan.ef_momentum == 0.9);
+  gcomp_codec *c = NULL;
+  if (gcomp_codec_create(plan.run_spec, &c) != GCOMP_OK) fail_msg("%s", gcomp_last_error());
+  gcomp_codec_destroy(c);
+  gcomp_cv_tolset *ts;
+  assert_int_equal(gcomp_cv_tolset_create(&ts), GCOMP_OK);
+  assert_int_equal(gcomp_cv_tolset_add(ts, "bf16 acc=0.25", "--tol"), GCOMP_OK);
+  assert_true(gcomp_cv_tol_for(ts, "bf16", "bf16").acc_pts == 0.25);
+  gcomp_cv_tolset_destroy(ts);
+  char csv[128];
+  snprintf(csv, sizeof csv, "%s/d.csv", tmpdir);
+  FILE *f = fopen(csv, "w");
+  assert_non_null(f);
+  for (int i = 0; i < 40; i++) fprintf(f, "%d.5,0.25,%d\n", i, i % 2);   /* points, always */
+  fclose(f);
+  gcomp_cv_data d;
+  if (gcomp_cv_load_csv(csv, NULL, 2, 0.25, 1, &d) != GCOMP_OK) fail_msg("%s", gcomp_last_error());
+  gcomp_cv_data_free(&d);
+  unlink(csv);
+}
+#endif
+
 static int use_de_locale(void) {
   if (setlocale(LC_ALL, "de_DE.UTF-8")) return 0;
   snprintf(tmpdir, sizeof tmpdir, "/tmp/gcomp-locale-XXXXXX");
@@ -108,6 +147,9 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_specs_under_decimal_comma),
       cmocka_unit_test(test_json_and_env_under_decimal_comma),
+#ifdef GCOMP_TEST_CONVERGE
+      cmocka_unit_test(test_harness_under_decimal_comma),
+#endif
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[128];
