@@ -18,7 +18,10 @@ locale_t gcomp_c_locale(void) {
   return c_locale ? c_locale : LC_GLOBAL_LOCALE;   /* (locale_t)0 only when out of memory */
 }
 
-double gcomp_strtod(const char *text, char **end) { return strtod_l(text, end, gcomp_c_locale()); }
+double gcomp_strtod(const char *text, char **end) {
+  locale_t c = gcomp_c_locale();
+  return c != LC_GLOBAL_LOCALE ? strtod_l(text, end, c) : strtod(text, end);
+}
 
 size_t gcomp_dtoa(char *buf, size_t n, double v) {
   locale_t old = uselocale(gcomp_c_locale());
