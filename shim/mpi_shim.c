@@ -24,6 +24,7 @@
 #include "transport.h"
 
 #define SHIM_API __attribute__((visibility("default")))
+#define SHIM_TIMEOUT_MS (30 * 60 * 1000)   /* without GCOMP_TIMEOUT_MS: see shim_start */
 
 /* Why a call went to PMPI instead of gcomp; counted per reason. */
 enum {
@@ -31,7 +32,8 @@ enum {
   FALL_COMM,       /* not MPI_COMM_WORLD nor congruent to it */
   FALL_DTYPE,      /* a datatype with no gcomp equivalent (derived, unsigned, 16-bit, ...) */
   FALL_OP,         /* an op other than MPI_SUM/MIN/MAX/PROD (user ops included) */
-  FALL_ARGS,       /* a negative count: MPI reports the error */
+  FALL_ARGS,       /* a negative count, recvbuf MPI_IN_PLACE, aliased or NULL buffers: MPI
+                      reports the error */
   FALL_IALLREDUCE, /* MPI_Iallreduce: not mapped (gcomp_iallreduce would need an MPI generalized request) */
   FALL_COUNT_
 };
@@ -162,6 +164,12 @@ static void shim_start(int provided) {
   gcomp_transport *t = NULL;
   gcomp_comm *comm = NULL;
   st = gcomp_transport_create(&oob, node, &t);
+  /* MPI waits for a late rank as long as it takes (a checkpoint, an evaluation on rank 0).
+   * Unless the user set GCOMP_TIMEOUT_MS, the shim waits as long as a training job's
+   * watchdog would (PyTorch's NCCL default is of this order), not gcomp's 30 s: a dead
+   * rank on this node is still named at once (by pid), and a dead process ends an mpirun
+   * job anyway. */
+  if (st == GCOMP_OK && !gcomp_param_is_set(GCOMP_P_TIMEOUT_MS)) t->timeout_ms = SHIM_TIMEOUT_MS;
   if (st == GCOMP_OK) {
     st = gcomp_comm_from_transport(t, 1, &comm);
     if (st < 0) {
@@ -187,9 +195,9 @@ static void shim_start(int provided) {
                "it compresses nothing here (GCOMP_INTRA_CODEC is the codec inside a node)",
                gcomp_param_str(GCOMP_P_CODEC));
   GCOMP_INFO(GCOMP_SUB_SHIM, "rank %d of %d: gcomp serves MPI_Allreduce on MPI_COMM_WORLD "
-             "(node '%s', %d node(s), codec %s, intra-node codec %s)%s", shim.rank, shim.size,
-             node, gcomp_comm_nnodes(comm), gcomp_param_str(GCOMP_P_CODEC),
-             gcomp_param_str(GCOMP_P_INTRA_CODEC),
+             "(node '%s', %d node(s), codec %s, intra-node codec %s, a late rank is waited "
+             "for %d ms)%s", shim.rank, shim.size, node, gcomp_comm_nnodes(comm),
+             gcomp_param_str(GCOMP_P_CODEC), gcomp_param_str(GCOMP_P_INTRA_CODEC), t->timeout_ms,
              shim.thread_multiple ? "; MPI_THREAD_MULTIPLE: congruent communicators go to MPI" : "");
 }
 
@@ -296,7 +304,11 @@ SHIM_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Da
   /* the same answer on every rank: MPI requires matching comm, type and op */
   if (!shim.comm) why = FALL_OFF;
   else if (!is_world(comm)) why = FALL_COMM;
-  else if (count < 0) why = FALL_ARGS;
+  /* errors MPI reports and gcomp would not see (MPI_IN_PLACE as recvbuf is the address 1;
+   * aliased buffers without MPI_IN_PLACE are erroneous in MPI) */
+  else if (count < 0 || recvbuf == MPI_IN_PLACE || (count > 0 && (!recvbuf || !sendbuf)) ||
+           (count > 0 && sendbuf == recvbuf))
+    why = FALL_ARGS;
   else if (!map_dtype(datatype, &dt)) why = FALL_DTYPE;
   else if (!map_op(op, &gop)) why = FALL_OP;
   if (why >= 0) {

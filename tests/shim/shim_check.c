@@ -12,6 +12,11 @@
  *                      results must be within bf16's error of the exact sums, and some must
  *                      differ from them (so a lossy codec really ran).
  *
+ *   shim_check badbuf  erroneous buffer arguments MPI reports (recvbuf MPI_IN_PLACE, send and
+ *                      receive buffers aliased without MPI_IN_PLACE), under MPI_ERRORS_RETURN:
+ *                      each returns an error, nothing crashes, and ordinary calls after them
+ *                      still give exact sums.
+ *
  *   shim_check silent [return]   the last rank goes silent (sleeps 60 s) before its first
  *                      MPI_Allreduce; the others call it. Run with a short GCOMP_TIMEOUT_MS:
  *                      under the default MPI_ERRORS_ARE_FATAL the job is aborted; with
@@ -333,6 +338,27 @@ static void silent(int errors_return) {
   MPI_Abort(MPI_COMM_WORLD, 3);   /* the silent rank will not finish: end the job */
 }
 
+static void badbuf(void) {
+  enum { N = 1000 };
+  float a[N], b[N];
+  for (int i = 0; i < N; i++) a[i] = (float)(i + rank);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int rc1 = MPI_Allreduce(a, MPI_IN_PLACE, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  int rc2 = MPI_Allreduce(a, a, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  if (rc1 == MPI_SUCCESS) fail("recvbuf MPI_IN_PLACE accepted", "float", "sum", N, 0, 0, 0, 1);
+  if (rc2 == MPI_SUCCESS) fail("aliased buffers accepted", "float", "sum", N, 0, 0, 0, 1);
+  for (int step = 0; step < 3; step++) {   /* the communicator still serves */
+    for (int i = 0; i < N; i++) a[i] = (float)(i + rank);
+    MPI_Allreduce(a, b, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    n_world++;
+    for (int i = 0; i < N; i++) {
+      double want = (double)i * size + (double)size * (size - 1) / 2;
+      if (b[i] != want) fail("after bad calls", "float", "sum", N, 0, i, b[i], want);
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc > 2 && !strcmp(argv[2], "multiple")) {
     int provided = MPI_THREAD_SINGLE;
@@ -349,10 +375,12 @@ int main(int argc, char **argv) {
     exact();
   } else if (!strcmp(mode, "lossy")) {
     lossy();
+  } else if (!strcmp(mode, "badbuf")) {
+    badbuf();
   } else if (!strcmp(mode, "silent")) {
     silent(argc > 2 && !strcmp(argv[2], "return"));
   } else {
-    if (rank == 0) fprintf(stderr, "usage: shim_check exact [multiple] | lossy | silent [return]\n");
+    if (rank == 0) fprintf(stderr, "usage: shim_check exact [multiple] | lossy | badbuf | silent [return]\n");
     MPI_Finalize();
     return 2;
   }

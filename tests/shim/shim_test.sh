@@ -11,6 +11,9 @@
 # silent    the last rank goes silent inside the job: with GCOMP_TIMEOUT_MS=2000 the other
 #           ranks' MPI_Allreduce fails within it, the shim warns naming the silent rank,
 #           MPI_ERRORS_ARE_FATAL aborts the job and MPI_ERRORS_RETURN hands back an error
+# badbuf    recvbuf MPI_IN_PLACE and aliased buffers go to MPI, which reports them (no crash,
+#           no success); later calls are still served exactly. Without GCOMP_TIMEOUT_MS the
+#           shim waits for a late rank as MPI would (30 min), not gcomp's 30 s
 # fallback  a bad GCOMP_* value: one warning naming it, every call to MPI, results exact, no
 #           stats file; with GCOMP_SHIM_STRICT=1 the job stops instead
 set -u
@@ -22,12 +25,18 @@ fails=0
 ok() { echo "PASS: $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-# run NAME [VAR=value...] -- ARGS...: mpirun with the shim preloaded and VARs exported;
-# stdout and stderr land in $tmp/NAME.out and $tmp/NAME.err, the exit status in $rc
+# run NAME [VAR=value...] -- ARGS...: mpirun with the shim preloaded and VARs exported
+# (GCOMP_TIMEOUT_MS=20000 unless NO_TIMEOUT is among them); stdout and stderr land in
+# $tmp/NAME.out and $tmp/NAME.err, the exit status in $rc
 run() {
   local name=$1; shift
-  local xs=(-x "LD_PRELOAD=$preload" -x ASAN_OPTIONS=detect_leaks=0 -x GCOMP_TIMEOUT_MS=20000)
-  while [ "$1" != -- ]; do xs+=(-x "$1"); shift; done
+  local xs=(-x "LD_PRELOAD=$preload" -x ASAN_OPTIONS=detect_leaks=0) user=() timeout_ms=20000
+  while [ "$1" != -- ]; do
+    if [ "$1" = NO_TIMEOUT ]; then timeout_ms=""; else user+=(-x "$1"); fi
+    shift
+  done
+  [ -n "$timeout_ms" ] && xs+=(-x GCOMP_TIMEOUT_MS=$timeout_ms)
+  xs+=("${user[@]}")   # after the default: a test's own GCOMP_TIMEOUT_MS wins
   shift
   # vader's single-copy path needs ptrace rights some containers withhold; the shim does not
   # depend on how Open MPI moves the calls it passes through
@@ -133,6 +142,20 @@ silent)
     ok "silent-return: $(grep -m1 '^rank' "$tmp/silent-return.out")"
   else bad "silent-return: no error handed back"; show silent-return; fi
   ;;
+badbuf)
+  run badbuf NO_TIMEOUT GCOMP_STATS="$tmp/stats-%r.json" GCOMP_DEBUG=info GCOMP_DEBUG_SUBSYS=shim -- "$prog" badbuf
+  passed badbuf
+  for ((r = 0; r < n; r++)); do
+    c=$(stats_calls "$r")
+    [ "$c" = 3 ] && ok "badbuf: rank $r: gcomp served the 3 good calls" ||
+      { bad "badbuf: rank $r: GCOMP_STATS calls '${c}', expected 3"; show badbuf; }
+    grep -q "gcomp INFO shim .*rank $r: 3 MPI_Allreduce through gcomp .*bad arguments 2," "$tmp/badbuf.err" &&
+      ok "badbuf: rank $r: the 2 bad calls went to MPI" || { bad "badbuf: rank $r's report"; show badbuf; }
+  done
+  grep -q "gcomp INFO shim .*a late rank is waited for 1800000 ms" "$tmp/badbuf.err" &&
+    ok "badbuf: without GCOMP_TIMEOUT_MS a late rank is waited for 30 min" ||
+    { bad "badbuf: no 30-minute wait for late ranks"; show badbuf; }
+  ;;
 fallback)
   # a malformed codec spec (the parameters themselves are fine: GCOMP_DEBUG=info holds)
   run spec GCOMP_CODEC=bf17 GCOMP_STATS="$tmp/stats-%r.json" GCOMP_DEBUG=info GCOMP_DEBUG_SUBSYS=shim,init -- "$prog" exact
@@ -160,7 +183,7 @@ fallback)
   else bad "strict: exit $rc"; show strict; fi
   ;;
 *)
-  echo "usage: shim_test.sh exact|thread|bf16|fallback RANKS PRELOAD SHIM_CHECK" >&2
+  echo "usage: shim_test.sh exact|thread|bf16|badbuf|fallback|silent RANKS PRELOAD SHIM_CHECK" >&2
   exit 2
   ;;
 esac
