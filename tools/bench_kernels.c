@@ -7,6 +7,7 @@
 
 #include "bench.h"
 #include "gcomp.h"
+#include "gcomp_common.h"
 
 enum { MAX_SUITES = 16 };
 static struct {
@@ -130,7 +131,15 @@ static int cmd_kernels(int argc, char **argv) {
   const char *only = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) kb.json = 1;
-    else if (!strcmp(argv[i], "--size") && i + 1 < argc) kb.count = strtoull(argv[++i], NULL, 0) / 4;
+    else if (!strcmp(argv[i], "--size") && i + 1 < argc) {
+      int64_t v = 0;   /* 64m, 1g, 4096 ... */
+      if (gcomp_parse_size(argv[++i], &v) != 0 || v < 4096 || v > ((int64_t)1 << 36)) {
+        fprintf(stderr, "gcomp-bench kernels: --size '%s' is not a size in [4k, 64g] (e.g. 64m)\n",
+                argv[i]);
+        return 2;
+      }
+      kb.count = (size_t)((v + 4095) / 4096 * 4096) / 4;   /* whole pages: aligned_alloc */
+    }
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
       double d;
       if (gcomp_bench_num("gcomp-bench kernels", "--reps", argv[++i], 1, 64, &d) < 0) return 2;

@@ -136,6 +136,12 @@ int main(int argc, char **argv) {
   if (!nn)
     for (int k = 1; k <= 64; k *= 2) nnodes_list[nn++] = k;
 
+  for (int k = 0; k < nn; k++)   /* the planner counts ranks in int */
+    if ((long long)local * nnodes_list[k] > (1 << 24)) {
+      fprintf(stderr, "gcomp-plan: %d ranks per node on %d nodes is %lld ranks: at most %d\n",
+              local, nnodes_list[k], (long long)local * nnodes_list[k], 1 << 24);
+      return 2;
+    }
   if (!json)
     printf("# gcomp-plan: %lld B per allreduce, %d ranks per node; intra %.2f us %.2f GB/s, inter "
            "%.2f us %.2f GB/s, reduce %.2f GB/s%s%s\n"

@@ -32,7 +32,6 @@
 #include <unistd.h>
 
 #define NETNS_DIR "/var/run/netns"
-#define SUBNET "10.213.0."
 
 typedef struct {
   pid_t pid;
@@ -186,7 +185,10 @@ static int netns_setup(int nodes, const char *rate) {
     nnodes_made = k + 1;
     if (run("ip link add gch%ld-%d type veth peer name gcn%ld-%d", job_id, k, job_id, k) ||
         run("ip link set gcn%ld-%d netns gcomp-%ld-%d", job_id, k, job_id, k) ||
-        run("ip -n gcomp-%ld-%d addr add " SUBNET "%d/24 dev gcn%ld-%d", job_id, k, k + 1, job_id, k) ||
+        /* a /16: node k is 10.213.(k+1)/256.(k+1)%256, so 256 nodes fit (in a /24 node 254
+         * got the broadcast address and node 255 none) */
+        run("ip -n gcomp-%ld-%d addr add 10.213.%d.%d/16 dev gcn%ld-%d", job_id, k, (k + 1) / 256,
+            (k + 1) % 256, job_id, k) ||
         run("ip -n gcomp-%ld-%d link set gcn%ld-%d up", job_id, k, job_id, k) ||
         run("ip -n gcomp-%ld-%d link set lo up", job_id, k) ||
         run("ip link set gch%ld-%d master gcb%ld", job_id, k, job_id) ||
@@ -272,7 +274,7 @@ static void flush_lines(int rank, char *buf, size_t *len, FILE *to, int final) {
 static void pump(rank_proc *p, int n, int timeout_ms) {
   struct pollfd pfd[2 * 256];
   int who[2 * 256], which[2 * 256], m = 0;
-  for (int r = 0; r < n && m < 510; r++) {
+  for (int r = 0; r < n && m + 2 <= 2 * 256; r++) {   /* two pipes for each of 256 ranks */
     if (p[r].out_fd >= 0) pfd[m] = (struct pollfd){p[r].out_fd, POLLIN, 0}, who[m] = r, which[m++] = 1;
     if (p[r].err_fd >= 0) pfd[m] = (struct pollfd){p[r].err_fd, POLLIN, 0}, who[m] = r, which[m++] = 2;
   }
@@ -335,6 +337,10 @@ int main(int argc, char **argv) {
     } else if (strcmp(a, "--netns") == 0 && i + 1 < argc) {
       const char *v = argv[++i];
       netns_mode = strcmp(v, "on") == 0 ? 1 : strcmp(v, "off") == 0 ? 0 : -1;
+      if (netns_mode < 0 && strcmp(v, "auto") != 0) {
+        say("--netns '%s' is not auto, on or off", v);
+        return 2;
+      }
     } else if (strcmp(a, "-v") == 0) {
       verbose = 1;
     } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -380,6 +386,10 @@ int main(int argc, char **argv) {
   sigemptyset(&sa.sa_mask);
   int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
   for (size_t s = 0; s < sizeof sigs / sizeof sigs[0]; s++) sigaction(sigs[s], &sa, NULL);
+  /* a closed stdout (gcomp-run ... | head) must not kill the launcher before it tears the
+   * namespaces down: writes then fail with EPIPE instead, and the ranks get SIGPIPE as
+   * usual (restored in the child) */
+  signal(SIGPIPE, SIG_IGN);
 
   if (use_netns && netns_setup(nodes, rate) != 0) {
     netns_teardown();
@@ -393,7 +403,7 @@ int main(int argc, char **argv) {
   make_token(token, sizeof token);
   int port = free_port();
   char rootaddr[64];
-  snprintf(rootaddr, sizeof rootaddr, "%s:%d", use_netns ? SUBNET "1" : "127.0.0.1", port);
+  snprintf(rootaddr, sizeof rootaddr, "%s:%d", use_netns ? "10.213.0.1" : "127.0.0.1", port);
 
   rank_proc *p = calloc((size_t)n, sizeof *p);
   if (!p) return 1;
@@ -428,6 +438,7 @@ int main(int argc, char **argv) {
       setpgid(0, 0);
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       for (size_t s = 0; s < sizeof sigs / sizeof sigs[0]; s++) signal(sigs[s], SIG_DFL);
+      signal(SIGPIPE, SIG_DFL);
       if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) != 0) {
         fprintf(stderr, "gcomp-run: rank %d: setns: %s\n", r, strerror(errno));
         _exit(126);

@@ -5,6 +5,7 @@
  *   GCOMP_STATS=out-%r.json gcomp-run -n 8 -- ./train
  *   gcomp-stats out-*.json */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,12 +39,24 @@ static int load(const char *path, rank_stats *r) {
                                      "encode_s", "decode_s", "wire_bytes", "nonfinite"};
   double *dst[] = {&r->rank, &r->node, &r->calls, &r->total, &r->wait, &r->reduce, &r->encode,
                    &r->decode, &r->wire, &r->nonfinite};
-  for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
-    if (stats_number(text, keys[i], dst[i]) != 0) {
-      fprintf(stderr, "gcomp-stats: '%s' is not a GCOMP_STATS file (no \"%s\")\n", path, keys[i]);
+  for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+    int got = stats_number(text, keys[i], dst[i]);
+    if (got != 0) {
+      if (got == -2)
+        fprintf(stderr, "gcomp-stats: '%s': \"%s\" is out of range or not a finite number\n",
+                path, keys[i]);
+      else
+        fprintf(stderr, "gcomp-stats: '%s' is not a GCOMP_STATS file (no \"%s\")\n", path,
+                keys[i]);
       free(text);
       return -1;
     }
+  }
+  if (r->rank < 0 || r->rank != floor(r->rank) || r->rank > 1e9) {
+    fprintf(stderr, "gcomp-stats: '%s': \"rank\" %g is not a rank\n", path, r->rank);
+    free(text);
+    return -1;
+  }
   stats_number(text, "shm_bytes", &r->shm);   /* files from before shm_bytes have none */
   const char *skew = strstr(text, "\"skew\":");
   if (skew && !stats_number(skew, "calls", &r->skew_calls) &&
@@ -70,12 +83,16 @@ int main(int argc, char **argv) {
   rank_stats *rs = calloc((size_t)n, sizeof *rs);
   if (!rs) return 2;
   for (int i = 0; i < n; i++)
-    if (load(argv[i + 1], &rs[i]) != 0) return 2;
+    if (load(argv[i + 1], &rs[i]) != 0) {
+      free(rs);
+      return 2;
+    }
   qsort(rs, (size_t)n, sizeof *rs, by_rank);
   for (int i = 1; i < n; i++)
     if (rs[i].rank == rs[i - 1].rank) {
       fprintf(stderr, "gcomp-stats: '%s' and '%s' are both rank %.0f: files of two jobs?\n",
               rs[i - 1].path, rs[i].path, rs[i].rank);
+      free(rs);
       return 2;
     }
 

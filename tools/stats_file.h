@@ -5,11 +5,13 @@
 #define GCOMP_STATS_FILE_H
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* "key": number, its first occurrence in text; 0 when found */
+/* "key": number, its first occurrence in text: 0 when found, -1 when absent or not a
+ * number, -2 when a number out of range or not finite (1e999, nan) */
 static inline int stats_number(const char *text, const char *key, double *out) {
   char pat[64];
   snprintf(pat, sizeof pat, "\"%s\":", key);
@@ -18,7 +20,8 @@ static inline int stats_number(const char *text, const char *key, double *out) {
   char *end;
   errno = 0;
   double v = strtod(p + strlen(pat), &end);
-  if (errno || end == p + strlen(pat)) return -1;
+  if (end == p + strlen(pat)) return -1;
+  if (errno == ERANGE || !isfinite(v)) return -2;
   *out = v;
   return 0;
 }

@@ -86,6 +86,36 @@ for bad in "-n 4x" "-n 2 --nodes 1y" "-n 2 --grace z"; do
   "$run" $bad -- true >"$out" 2>&1; rc=$?
   [ $rc = 2 ] || { echo "FAIL: gcomp-run $bad: exit $rc"; cat "$out"; fails=1; }
 done
+"$run" -n 2 --netns bogus -- true >"$out" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "netns 'bogus' is not auto, on or off" "$out" ||
+  { echo "FAIL: --netns bogus: exit $rc"; cat "$out"; fails=1; }
+
+# 6. a reader that goes away (gcomp-run ... | head -1) does not kill gcomp-run before it
+# tears the namespaces down (SIGPIPE used to)
+rm -f "$out.pid"
+( "$run" -n 2 --nodes 2 --tag-output -- sh -c 'yes | head -c 1000000; sleep 1' & echo $! >"$out.pid"; wait ) |
+  head -1 >/dev/null
+rpid=$(cat "$out.pid")
+for i in $(seq 100); do kill -0 "$rpid" 2>/dev/null || break; sleep 0.1; done
+l=$(leftovers "$rpid")
+[ -z "$l" ] || { echo "FAIL: left behind after the reader went away: $l"; fails=1; }
+rm -f "$out.pid"
+
+# 7. 256 nodes, the most gcomp-run takes: every node has an address (a /24 gave node 254
+# the broadcast address and node 255 none), and rank 255's output is read while the others
+# still run (its pipes were left out of the poll set, so 100 KB filled them and it hung)
+flag="$out.flag"
+rm -f "$flag"
+"$run" -n 256 --nodes 256 --netns on --tag-output -- sh -c '
+  if [ "$GCOMP_RANK" = 255 ]; then
+    ip -o -4 addr show | grep -q "10.213.1.0/16" && echo last-node-addressed
+    seq 1 20000; touch "$0"
+  else
+    for i in $(seq 150); do [ -e "$0" ] && exit 0; sleep 0.1; done; exit 3
+  fi' "$flag" >"$out" 2>&1; rc=$?
+[ $rc = 0 ] && grep -q "^\[255\] last-node-addressed" "$out" && grep -q "^\[255\] 20000$" "$out" ||
+  { echo "FAIL: 256 emulated nodes: exit $rc"; grep -v "^\[255\] [0-9]" "$out" | tail -5; fails=1; }
+rm -f "$flag"
 
 echo "fabric_netns: $([ $fails = 0 ] && echo passed || echo FAILED)"
 exit $fails

@@ -43,11 +43,14 @@ out=$("$plan" --from-stats "$stats" 2>&1); rc=$?
 
 # bad arguments: exit 2, the token named
 for args in "--bytes abc" "--nodes 1,x" "--links 1,2,3" "--ranks-per-node 0" "--ranks-per-node 8x" \
-    "--codec-ratio 0.5" "--frobnicate 1"; do
+    "--codec-ratio 0.5" "--frobnicate 1" "--links nan,10,20,1" "--links 1,10,20,1junk"; do
   out=$("$plan" $args 2>&1); rc=$?
   tok=${args#* }; [ "$args" = "--frobnicate 1" ] && tok=--frobnicate
   [ "$args" = "--codec-ratio 0.5" ] && tok=--codec-gbps
   [ $rc = 2 ] && echo "$out" | grep -q -- "$tok" || fail "'$args': rc $rc, message: $out"
 done
+# ranks per node x nodes past int: refused (it printed negative rank counts)
+out=$("$plan" --ranks-per-node 4096 --nodes 600000,1048576 2>&1); rc=$?
+[ $rc = 2 ] && echo "$out" | grep -q "ranks: at most" || fail "4096 x 600000 ranks: rc $rc: $out"
 echo "plan_cli: $([ $fails = 0 ] && echo passed || echo FAILED)"
 exit $fails

@@ -46,6 +46,13 @@ echo "$out" | grep -q "'$dir/bad.json' is not a GCOMP_STATS file" || fail "gcomp
 cp "$dir/st-1-0.json" "$dir/again.json"
 out=$("$stats" "$dir/st-1-0.json" "$dir/again.json" 2>&1) && fail "gcomp-stats took rank 0 twice"
 echo "$out" | grep -q "are both rank 0" || fail "gcomp-stats, one rank twice: $out"
+# numbers out of range, or not a rank (1e999 read as "no rank"; two nan ranks were a table)
+sed 's/"rank": 0,/"rank": 1e999,/' "$dir/st-1-0.json" >"$dir/huge.json"
+out=$("$stats" "$dir/huge.json" 2>&1) && fail "gcomp-stats took rank 1e999"
+echo "$out" | grep -q "\"rank\" is out of range or not a finite number" || fail "gcomp-stats, 1e999: $out"
+sed 's/"rank": 0,/"rank": 1.5,/' "$dir/st-1-0.json" >"$dir/half.json"
+out=$("$stats" "$dir/half.json" 2>&1) && fail "gcomp-stats took rank 1.5"
+echo "$out" | grep -q "is not a rank" || fail "gcomp-stats, rank 1.5: $out"
 
 # a window that differs between ranks: refused at creation, naming the variable
 out=$("$run" -n 2 -- bash -c 'GCOMP_SKEW_WINDOW=$((8 + GCOMP_RANK)) exec "$0" allreduce -b 8 -e 8 -n 1 --rounds 1' \
@@ -57,6 +64,11 @@ for args in "--rounds abc" "--rounds 17" "-n 0" "-b 1M -e 8" "--delay-ms 0"; do
   # shellcheck disable=SC2086
   out=$("$bench" allreduce $args 2>&1) && fail "gcomp-bench allreduce $args ran"
   echo "$out" | grep -qE "is not a number in|must be at least" || fail "gcomp-bench allreduce $args: $out"
+done
+for args in "kernels --size 64x" "kernels --size -1" "kernels --size 100"; do   # 64x was 4 KiB
+  # shellcheck disable=SC2086
+  out=$("$bench" $args 2>&1) && fail "gcomp-bench $args ran"
+  echo "$out" | grep -q "is not a size in" || fail "gcomp-bench $args: $out"
 done
 for args in "p2p --reps abc" "p2p --iters -1" "kernels --reps 0"; do
   # shellcheck disable=SC2086
