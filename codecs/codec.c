@@ -1,4 +1,5 @@
 /* The public codec API: a pipeline (kind [+ef] [+lossless stage]) inside a checked frame. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,7 +51,13 @@ size_t gcomp_codec_spec(const gcomp_codec *codec, char *buf, size_t buf_size) {
   return gcomp_spec_print(&codec->spec, buf, buf_size);
 }
 
+/* Counts whose payload size would wrap size_t (no buffer that large can exist). */
+static int count_too_large(size_t count) {
+  return count > (SIZE_MAX - GCOMP_FRAME_HEADER - 64) / sizeof(float);
+}
+
 size_t gcomp_codec_max_encoded_size(const gcomp_codec *codec, size_t count) {
+  if (!codec || count_too_large(count)) return SIZE_MAX;   /* no buffer holds it */
   /* a stage's output is only kept when it is smaller than its input */
   return GCOMP_FRAME_HEADER + codec->spec.kind->max_payload(&codec->spec.cfg, count);
 }
@@ -77,6 +84,8 @@ int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, size_t coun
                  size_t dst_capacity, size_t *dst_len) {
   GCOMP_FAIL_IF(!codec || !dst || !dst_len || (!src && count), GCOMP_ERR_INVALID,
                 "gcomp_encode: NULL argument");
+  GCOMP_FAIL_IF(count_too_large(count), GCOMP_ERR_INVALID,
+                "gcomp_encode: %zu values are more than any buffer can hold", count);
   gcomp_codec *c = codec;
   size_t max = gcomp_codec_max_encoded_size(c, count);
   GCOMP_FAIL_IF(dst_capacity < max, GCOMP_ERR_NOMEM,
@@ -97,7 +106,10 @@ int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, size_t coun
     uint8_t *raw = c->scratch;
     size_t raw_len;
     GCOMP_CHECK(encode_payload(c, &ctx, key, src, count, raw, raw_max, &raw_len));
-    /* the stage must beat the raw payload by at least a byte, or the payload goes raw */
+    /* the stage must beat the raw payload by at least a byte, or the payload goes raw; that
+     * is no failure, so the caller's last error detail survives it */
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", gcomp_last_error());
     uint8_t sflags = 0;
     int s = raw_len > 1 ? gcomp_stage_encode(st, &c->spec.stage_cfg, c->spec.kind->elem_bytes,
                                              raw, raw_len, frame + GCOMP_FRAME_HEADER,
@@ -107,7 +119,7 @@ int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, size_t coun
       info.stage = st->id;
       info.flags |= sflags;
     } else if (s == GCOMP_ERR_NOMEM) {
-      gcomp_error_clear();
+      gcomp_error_restore(GCOMP_OK, saved);
       memcpy(frame + GCOMP_FRAME_HEADER, raw, raw_len);
       len = raw_len;
     } else {
@@ -130,6 +142,8 @@ static int decode_frame(const gcomp_codec *c, const void *src, size_t src_len, f
                         size_t count, int add) {
   GCOMP_FAIL_IF(!c || (!src && src_len) || (!dst && count), GCOMP_ERR_INVALID,
                 "gcomp_decode: NULL argument");
+  GCOMP_FAIL_IF(count_too_large(count), GCOMP_ERR_INVALID,
+                "gcomp_decode: %zu values are more than any buffer can hold", count);
   gcomp_frame_info info;
   GCOMP_CHECK(gcomp_frame_open(src, src_len, &info));
   const gcomp_kind *k = c->spec.kind;

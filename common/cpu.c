@@ -43,7 +43,8 @@ unsigned gcomp_cpu_detect(void) {
 }
 
 gcomp_isa gcomp_isa_best_level(unsigned f) {
-  const unsigned avx2 = GCOMP_CPU_AVX2 | GCOMP_CPU_F16C | GCOMP_CPU_FMA;
+  /* the avx2 kernels are built with -mavx2 -mf16c -mfma -mbmi2: all four or none */
+  const unsigned avx2 = GCOMP_CPU_AVX2 | GCOMP_CPU_F16C | GCOMP_CPU_FMA | GCOMP_CPU_BMI2;
   const unsigned avx512 = avx2 | GCOMP_CPU_AVX512F | GCOMP_CPU_AVX512BW | GCOMP_CPU_AVX512VL;
   if ((f & avx512) == avx512) return GCOMP_ISA_AVX512;
   if ((f & avx2) == avx2) return GCOMP_ISA_AVX2;
@@ -94,6 +95,17 @@ int gcomp_cpu_select(void) {
 }
 
 gcomp_isa gcomp_isa_level(void) { return selected; }
-const char *gcomp_cpu_features(void) { return feature_text; }
-const char *gcomp_isa_selected(void) { return gcomp_isa_name(selected); }
-const char *gcomp_isa_best(void) { return gcomp_isa_name(gcomp_isa_best_level(features)); }
+/* the public getters initialise the library first, as every other entry point does (before,
+ * they answered "" and "base" on any CPU until something else had) */
+const char *gcomp_cpu_features(void) {
+  (void)gcomp_init();
+  return feature_text;
+}
+const char *gcomp_isa_selected(void) {
+  (void)gcomp_init();
+  return gcomp_isa_name(selected);
+}
+const char *gcomp_isa_best(void) {
+  (void)gcomp_init();
+  return gcomp_isa_name(gcomp_isa_best_level(features));
+}

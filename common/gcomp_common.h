@@ -82,8 +82,8 @@ enum {
   GCOMP_SUB_SHIM = 1u << 6,
   GCOMP_SUB_ALL = 0x7fu
 };
-extern int gcomp_log_level;
-extern unsigned gcomp_log_subsys;
+extern _Atomic int gcomp_log_level;
+extern _Atomic unsigned gcomp_log_subsys;
 
 void gcomp_log_emit(int level, unsigned subsys, const char *file, int line, const char *fmt, ...)
     GCOMP_PRINTF(5, 6);

@@ -8,8 +8,8 @@
 
 #include "gcomp_common.h"
 
-int gcomp_log_level = GCOMP_LOG_WARN;
-unsigned gcomp_log_subsys = GCOMP_SUB_ALL;
+_Atomic int gcomp_log_level = GCOMP_LOG_WARN;   /* atomic: set at init, read by every thread */
+_Atomic unsigned gcomp_log_subsys = GCOMP_SUB_ALL;
 
 static FILE *log_file;   /* NULL: stderr */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -28,6 +28,7 @@ static int parse_subsys(const char *text, unsigned *mask) {
   char buf[256];
   snprintf(buf, sizeof buf, "%s", text);
   char *save = NULL;
+  int named = 0;
   for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     int neg = tok[0] == '^';
     if (neg) tok++;
@@ -40,7 +41,12 @@ static int parse_subsys(const char *text, unsigned *mask) {
                   "reduce,fabric,tuning,env,shim; ^name excludes)", text, tok);
     if (neg) *mask = (*mask ? *mask : GCOMP_SUB_ALL) & ~bit;
     else *mask |= bit;
+    named++;
   }
+  /* an empty list would silence every message, warnings included */
+  GCOMP_FAIL_IF(!named, GCOMP_ERR_INVALID,
+                "GCOMP_DEBUG_SUBSYS='%s' names no subsystem (valid: all,init,codec,reduce,fabric,"
+                "tuning,env,shim; ^name excludes)", text);
   return GCOMP_OK;
 }
 

@@ -89,8 +89,9 @@ static int parse_value(const pdef *d, const char *text, int64_t *out) {
     errno = 0;
     char *end = NULL;
     long long v = strtoll(text, &end, 10);
+    int none = end == text;   /* before the trailing blanks: ' ' alone is no number */
     while (end && isspace((unsigned char)*end)) end++;
-    GCOMP_FAIL_IF(errno || end == text || *end != '\0', GCOMP_ERR_INVALID,
+    GCOMP_FAIL_IF(errno || none || *end != '\0', GCOMP_ERR_INVALID,
                   "%s='%s' is not an integer", d->name, text);
     parse_range(d->extra, &lo, &hi);
     GCOMP_FAIL_IF(v < lo || v > hi, GCOMP_ERR_INVALID,
@@ -209,7 +210,9 @@ int gcomp_param_load(void) {
 void gcomp_param_report(void) {
   warn_unknown();
   for (int i = 0; i < GCOMP_P_COUNT_; i++)
-    if (vals[i].text) GCOMP_INFO(GCOMP_SUB_ENV, "%s=%s", defs[i].name, vals[i].text);
+    if (vals[i].text)   /* the job's secret is set or not, never printed */
+      GCOMP_INFO(GCOMP_SUB_ENV, "%s=%s", defs[i].name,
+                 i == GCOMP_P_JOB_TOKEN ? "(set, not shown)" : vals[i].text);
 }
 
 int64_t gcomp_param_int(gcomp_param_id id) { return vals[id].ival; }
@@ -231,11 +234,13 @@ const char *gcomp_env_foreign(const char *name) {
 int gcomp_param_count(void) { return GCOMP_P_COUNT_; }
 
 int gcomp_param_describe(int i, gcomp_param_info *out) {
+  (void)gcomp_init();   /* the values as the environment set them, and no race with init */
   GCOMP_FAIL_IF(i < 0 || i >= GCOMP_P_COUNT_ || !out, GCOMP_ERR_INVALID,
                 "parameter index %d out of range [0, %d)", i, GCOMP_P_COUNT_);
   out->name = defs[i].name;
   out->type = type_name(defs[i].type);
-  out->value = gcomp_param_str((gcomp_param_id)i);
+  out->value = i == GCOMP_P_JOB_TOKEN && vals[i].text ? "(set, not shown)"
+                                                      : gcomp_param_str((gcomp_param_id)i);
   out->dflt = defs[i].dflt;
   out->help = defs[i].help;
   out->is_set = vals[i].text != NULL;

@@ -5,6 +5,7 @@
  * fixed-size records (node identity, then fabric addresses). Anything that can allgather
  * (an MPI communicator, for the shim) can replace it: see gcomp_oob in transport.h. */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
@@ -42,10 +43,21 @@ static int parse_int_var(const char *name, const char *text, long lo, long hi, i
   char *end = NULL;
   errno = 0;
   long v = strtol(text, &end, 10);
-  GCOMP_FAIL_IF(errno || end == text || *end != '\0' || v < lo || v > hi, GCOMP_ERR_BOOTSTRAP,
+  int none = end == text;
+  while (end && isspace((unsigned char)*end)) end++;   /* as the parameter registry reads it */
+  GCOMP_FAIL_IF(errno || none || *end != '\0' || v < lo || v > hi, GCOMP_ERR_BOOTSTRAP,
                 "%s='%s' is not an integer in [%ld, %ld]", name, text, lo, hi);
   *out = (int)v;
   return GCOMP_OK;
+}
+
+/* GCOMP_RANK, GCOMP_SIZE, GCOMP_LOCAL_RANK set to -1, their documented default, mean unset */
+static const char *unless_default(const char *text) {
+  if (!text) return NULL;
+  char *end = NULL;
+  long v = strtol(text, &end, 10);
+  while (end && isspace((unsigned char)*end)) end++;
+  return end != text && *end == '\0' && v == -1 ? NULL : text;
 }
 
 typedef struct {
@@ -110,7 +122,8 @@ int gcomp_boot_env_parse(gcomp_env_lookup lookup, void *ctx, const char *hostnam
     out->source = use->source;
   }
   const launcher_vars *g = &launchers[0];
-  const char *gr = lookup(g->rank, ctx), *gs = lookup(g->size, ctx), *gl = lookup(g->local_rank, ctx);
+  const char *gr = unless_default(lookup(g->rank, ctx)), *gs = unless_default(lookup(g->size, ctx)),
+             *gl = unless_default(lookup(g->local_rank, ctx));
   if (gr) GCOMP_CHECK(parse_int_var(g->rank, gr, 0, 1 << 20, &out->rank));
   if (gs) GCOMP_CHECK(parse_int_var(g->size, gs, 1, 1 << 20, &out->size));
   if (gl) GCOMP_CHECK(parse_int_var(g->local_rank, gl, 0, 1 << 20, &out->local_rank));

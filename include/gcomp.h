@@ -137,7 +137,8 @@ GCOMP_API void gcomp_codec_destroy(gcomp_codec *codec);
  * (excluding the NUL), like snprintf. */
 GCOMP_API size_t gcomp_codec_spec(const gcomp_codec *codec, char *buf, size_t buf_size);
 
-/* Upper bound, in bytes, of the frame gcomp_encode() produces for `count` floats. */
+/* Upper bound, in bytes, of the frame gcomp_encode() produces for `count` floats (SIZE_MAX
+ * for a count no buffer could hold: gcomp_encode refuses it). */
 GCOMP_API size_t gcomp_codec_max_encoded_size(const gcomp_codec *codec, size_t count);
 
 /* Encodes count fp32 values into one frame at dst (dst_capacity bytes; use

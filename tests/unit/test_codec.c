@@ -222,6 +222,48 @@ static void test_param_word_checked(void **state) {
   }
 }
 
+/* Sizes that wrap size_t: the sizing call says no buffer is large enough (it returned 36
+ * for 2^62 + 1 floats, and the encode then passed its room check). */
+static void test_huge_counts_refused(void **state) {
+  const char *specs[] = {"none", "bf16", "topk:ratio=0.1", "none+zstd"};
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    gcomp_codec *c;
+    assert_int_equal(gcomp_codec_create(specs[i], &c), GCOMP_OK);
+    size_t huge = ((size_t)1 << 62) + 1;
+    assert_true(gcomp_codec_max_encoded_size(c, huge) == SIZE_MAX);
+    float x = 1;
+    uint8_t buf[64];
+    size_t len;
+    assert_int_equal(gcomp_encode(c, 0, &x, huge, buf, SIZE_MAX, &len), GCOMP_ERR_INVALID);
+    assert_int_equal(gcomp_decode(c, buf, sizeof buf, &x, huge), GCOMP_ERR_INVALID);
+    gcomp_codec_destroy(c);
+  }
+}
+
+/* A stage that does not pay is no failure: the last error's detail survives the encode
+ * (the header promises it until the next failing call; the encode used to clear it). */
+static void test_last_error_survives_raw_fallback(void **state) {
+  gcomp_codec *bad = NULL, *z;
+  assert_int_equal(gcomp_codec_create("fp16:scael=none", &bad), GCOMP_ERR_INVALID);
+  char before[256];
+  snprintf(before, sizeof before, "%s", gcomp_last_error());
+  assert_non_null(strstr(before, "scael"));
+  assert_int_equal(gcomp_codec_create("none+zstd", &z), GCOMP_OK);
+  float noise[512];
+  uint32_t h = 12345;
+  for (int i = 0; i < 512; i++) {   /* random bits: incompressible, so the payload goes raw */
+    h = h * 1664525u + 1013904223u;
+    uint32_t b = h ^ (h >> 13) * 0x9e3779b1u;   /* every bit random, exponents included */
+    memcpy(&noise[i], &b, 4);
+  }
+  uint8_t frame[4096];
+  size_t len;
+  assert_int_equal(gcomp_encode(z, 0, noise, 512, frame, sizeof frame, &len), GCOMP_OK);
+  assert_int_equal(frame[6], GCOMP_STAGE_NONE);   /* it did go raw */
+  assert_string_equal(gcomp_last_error(), before);
+  gcomp_codec_destroy(z);
+}
+
 static void test_encode_checks_capacity(void **state) {
   gcomp_codec *c;
   assert_int_equal(gcomp_codec_create("none", &c), GCOMP_OK);
@@ -280,6 +322,8 @@ int main(void) {
       cmocka_unit_test(test_corrupt_frames_rejected),
       cmocka_unit_test(test_encode_checks_capacity),
       cmocka_unit_test(test_zero_count_null_buffers),
+      cmocka_unit_test(test_huge_counts_refused),
+      cmocka_unit_test(test_last_error_survives_raw_fallback),
       cmocka_unit_test(test_param_word_checked),
       cmocka_unit_test(test_stats_and_nonfinite),
       cmocka_unit_test(test_ef_key_shape_change),

@@ -130,6 +130,43 @@ static void test_param_invalid(void **state) {
   expect_bad("GCOMP_DEBUG", "loud", "none|warn|info|trace");
   expect_bad("GCOMP_ISA", "sse9", "auto|base|avx2|avx512");
   expect_bad("GCOMP_DEBUG_SUBSYS", "codec,netwrk", "netwrk");
+  /* a value that is all blanks is no number (it read as 0: straggler detection off) */
+  expect_bad("GCOMP_SKEW_WINDOW", " ", "not an integer");
+  expect_bad("GCOMP_TIMEOUT_MS", "\t", "not an integer");
+  /* an empty subsystem list silenced every message, warnings included */
+  expect_bad("GCOMP_DEBUG_SUBSYS", "", "names no subsystem");
+  expect_bad("GCOMP_DEBUG_SUBSYS", ",", "names no subsystem");
+  clear_env();
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+}
+
+/* The job's secret is never printed: not in the info log of set variables, not by
+ * gcomp_param_describe (gcomp-info -e). */
+static void test_job_token_not_shown(void **state) {
+  char path[] = "/tmp/gcomp-log-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  setenv("GCOMP_DEBUG_FILE", path, 1);
+  setenv("GCOMP_DEBUG", "info", 1);
+  setenv("GCOMP_JOB_TOKEN", "s3cret-job-token", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  gcomp_log_close();
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  static char buf[1 << 16];
+  buf[fread(buf, 1, sizeof buf - 1, f)] = '\0';
+  fclose(f);
+  assert_non_null(strstr(buf, "GCOMP_JOB_TOKEN=(set, not shown)"));
+  assert_null(strstr(buf, "s3cret"));
+  for (int i = 0; i < gcomp_param_count(); i++) {
+    gcomp_param_info p;
+    assert_int_equal(gcomp_param_describe(i, &p), GCOMP_OK);
+    if (strcmp(p.name, "GCOMP_JOB_TOKEN") == 0) assert_string_equal(p.value, "(set, not shown)");
+    assert_null(strstr(p.value, "s3cret"));
+  }
+  assert_string_equal(gcomp_param_str(GCOMP_P_JOB_TOKEN), "s3cret-job-token");   /* still used */
+  unlink(path);
   clear_env();
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
 }
@@ -199,8 +236,11 @@ static void test_isa_levels(void **state) {
   gcomp_isa best = gcomp_isa_best_level(f);
   assert_int_equal(gcomp_isa_best_level(0), GCOMP_ISA_BASE);
   assert_int_equal(gcomp_isa_best_level(GCOMP_CPU_AVX2), GCOMP_ISA_BASE); /* needs F16C+FMA too */
+  /* the avx2 kernels are built with BMI2 too: a CPU without it gets base */
   assert_int_equal(gcomp_isa_best_level(GCOMP_CPU_AVX2 | GCOMP_CPU_F16C | GCOMP_CPU_FMA),
-                   GCOMP_ISA_AVX2);
+                   GCOMP_ISA_BASE);
+  assert_int_equal(gcomp_isa_best_level(GCOMP_CPU_AVX2 | GCOMP_CPU_F16C | GCOMP_CPU_FMA |
+                                        GCOMP_CPU_BMI2), GCOMP_ISA_AVX2);
 
   setenv("GCOMP_ISA", "base", 1);
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
@@ -227,6 +267,14 @@ static void test_isa_levels(void **state) {
 }
 
 int main(void) {
+  /* before anything initialised the library: the CPU getters answer for this CPU (they
+   * said "base" and "" until something else had called gcomp_init) */
+  if (strcmp(gcomp_isa_best(), gcomp_isa_name(gcomp_isa_best_level(gcomp_cpu_detect()))) != 0 ||
+      (gcomp_cpu_detect() && !gcomp_cpu_features()[0])) {
+    fprintf(stderr, "CPU getters before gcomp_init: best %s, features '%s'\n", gcomp_isa_best(),
+            gcomp_cpu_features());
+    return 1;
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_status_codes_fixed, setup),
       cmocka_unit_test_setup(test_error_detail_and_trace, setup),
@@ -237,6 +285,7 @@ int main(void) {
       cmocka_unit_test_setup(test_log_file_pattern_and_levels, setup),
       cmocka_unit_test_setup(test_log_checks_level_first, setup),
       cmocka_unit_test_setup(test_isa_levels, setup),
+      cmocka_unit_test_setup(test_job_token_not_shown, setup),
   };
   return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

@@ -86,6 +86,19 @@ static void test_gcomp_overrides_and_default(void **state) {
   assert_int_equal(e.rank, 0);
   assert_int_equal(e.size, 1);
   assert_string_equal(e.root_host, "");
+  /* -1, the documented default, means unset (gcomp_init accepted it, and bootstrap then
+   * refused it); trailing blanks read as the parameter registry reads them */
+  const char *dflt[] = {"GCOMP_RANK", "-1", "GCOMP_SIZE", "-1", "GCOMP_LOCAL_RANK", "-1",
+                        "RANK", "1", "WORLD_SIZE", "2", "GCOMP_ROOT", "h:1", NULL};
+  if (parse(dflt, &e) != GCOMP_OK) fail_msg("%s", gcomp_last_error());
+  assert_int_equal(e.rank, 1);
+  assert_int_equal(e.size, 2);
+  assert_string_equal(e.source, "torchrun");
+  const char *blank[] = {"GCOMP_RANK", "1 ", "GCOMP_SIZE", "2\t", "GCOMP_ROOT", "h:1", NULL};
+  if (parse(blank, &e) != GCOMP_OK) fail_msg("%s", gcomp_last_error());
+  assert_int_equal(e.rank, 1);
+  const char *empty[] = {"GCOMP_RANK", " ", "GCOMP_SIZE", "2", "GCOMP_ROOT", "h:1", NULL};
+  assert_int_equal(parse(empty, &e), GCOMP_ERR_BOOTSTRAP);
 }
 
 static void test_errors_name_the_variable(void **state) {
