@@ -15,7 +15,7 @@ GCOMP_PARAM(DEBUG_FILE, STR, "", "",
 
 /* kernels */
 GCOMP_PARAM(ISA, ENUM, "auto", "auto|base|avx2|avx512",
-            "kernel level: auto picks the best the CPU has; asking for more than it has is an error")
+            "kernel level: auto picks the best this build has kernels for (at most avx2); asking for more than the CPU has is an error")
 
 /* codecs and planning */
 GCOMP_PARAM(CODEC, STR, "none", "",
@@ -30,7 +30,7 @@ GCOMP_PARAM(SEGMENT_BYTES, SIZE, "16m", "4096:1099511627776",
 GCOMP_PARAM(SHM_BYTES, SIZE, "256k", "0:1099511627776",
             "bytes per rank and round of the node's shared segment: the shm algorithm and hier's in-node halves (0: no segment)")
 GCOMP_PARAM(ALPHA_BETA, STR, "", "",
-            "skip calibration: 'intra_alpha_us,intra_GBps,inter_alpha_us,inter_GBps'")
+            "skip calibration: 'intra_alpha_us,intra_GBps,inter_alpha_us,inter_GBps[,shm_alpha_us,shm_GBps]'")
 
 /* measurement */
 GCOMP_PARAM(STATS, STR, "", "",

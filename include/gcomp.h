@@ -51,8 +51,9 @@ typedef enum {
 GCOMP_API const char *gcomp_strerror(int status);
 
 /* Returns the detail of the last failure in the calling thread ("" when none), e.g.
- * "codec spec 'fp16:scael=none': unknown parameter 'scael' (valid: scale, round, seed)
- *  [codecs/spec.c:120]". The pointer stays valid until the next failing call in this thread. */
+ * "codec spec 'fp16:scael=none': fp16: unknown parameter 'scael' (valid: scale, round, seed)
+ *  [codecs/cast.c:58] <- ...". The pointer stays valid until the next failing call in this
+ * thread. */
 GCOMP_API const char *gcomp_last_error(void);
 
 /* Returns "MAJOR.MINOR.PATCH". */
@@ -239,7 +240,8 @@ GCOMP_API int gcomp_comm_destroy(gcomp_comm *comm);
 /* Sums (or reduces with op) count elements of dtype over all ranks; every rank receives
  * the result in recvbuf. sendbuf == recvbuf is in place. count may be 0.
  *
- * codec: NULL uses GCOMP_CODEC (default "none"); a codec applies only to float32 SUM and
+ * codec: NULL uses GCOMP_CODEC (default "none") across nodes and GCOMP_INTRA_CODEC on a
+ * communicator of one node; a codec applies only to float32 SUM and
  * AVG calls of at least GCOMP_CODEC_MIN_BYTES, and only when the planner predicts it pays;
  * other calls run uncompressed. key names the tensor for error feedback. The algorithm is
  * chosen per call by the cost model, or by GCOMP_ALGO. For a fixed rank count, placement,

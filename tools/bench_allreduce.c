@@ -411,7 +411,7 @@ static int cmd_allreduce(int argc, char **argv) {
               "  a fixed amount of CPU work that takes T ms alone)\n"
               "  --delay-rank R --delay-ms T: rank R sleeps T ms before each timed call (a\n"
               "  straggler); the last line names the rank the detector found arriving last\n");
-      return strcmp(a, "-h") ? 2 : 0;
+      return strcmp(a, "-h") && strcmp(a, "--help") ? 2 : 0;
     }
   }
   g_opts = &o;

@@ -151,7 +151,7 @@ static int cmd_kernels(int argc, char **argv) {
                       "suites:");
       for (int s = 0; s < nsuites; s++) fprintf(stderr, " %s", suites[s].name);
       fprintf(stderr, "\n");
-      return strcmp(argv[i], "-h") ? 2 : 0;
+      return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
     }
   }
   if (kb.count < 1024) kb.count = 1024;
