@@ -1,4 +1,5 @@
 /* What libfabric offers here: its version and the providers usable for tagged RDM. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -6,11 +7,16 @@
 
 #include "gcomp_common.h"
 
-const char *gcomp_fabric_version(void) {
-  static char text[32];
+static char version_text[32];
+static void make_version_text(void) {
   uint32_t v = fi_version();
-  snprintf(text, sizeof text, "%u.%u", FI_MAJOR(v), FI_MINOR(v));
-  return text;
+  snprintf(version_text, sizeof version_text, "%u.%u", FI_MAJOR(v), FI_MINOR(v));
+}
+
+const char *gcomp_fabric_version(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;   /* callers in several threads */
+  pthread_once(&once, make_version_text);
+  return version_text;
 }
 
 size_t gcomp_fabric_providers(char *buf, size_t buf_size) {

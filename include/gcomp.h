@@ -91,7 +91,7 @@ GCOMP_API const char *gcomp_cpu_features(void);
 GCOMP_API const char *gcomp_isa_selected(void);
 GCOMP_API const char *gcomp_isa_best(void);
 
-/* The libfabric version gcomp runs against ("1.17.0"), and the providers that offer
+/* The libfabric version gcomp runs against ("1.17"), and the providers that offer
  * tagged RDM endpoints on this machine, space-separated ("shm tcp;ofi_rxm net"); the
  * latter returns the length it needs, like snprintf. */
 GCOMP_API const char *gcomp_fabric_version(void);

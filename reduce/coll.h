@@ -36,10 +36,14 @@ typedef struct gcomp_coll {
    * gcomp_coll_inplace first. */
   const uint8_t *src;
   /* gcomp_coll_exchange with dst: 1 puts the received data first in the reduction
-   * (received op mine), 0 (the default) mine first. Where two ranks both reduce the same
-   * pair (recursive doubling) the lower takes 0 and the higher 1: one operand order on
-   * both, so min/max of +0 and -0, and NaN payloads, come out the same bits on both. */
+   * (received op mine, in the scratch, then copied into place: one more pass over the
+   * segment), 0 (the default) mine first. Where two ranks both reduce the same pair
+   * (recursive doubling) the lower takes 0 and the higher 1: the same kernel on the same
+   * operands on both, so min/max of +0 and -0, and NaN payloads, come out the same bits.
+   * Only floating-point data needs it (float_data): integer results do not depend on
+   * operand order. */
   int recv_first;
+  int float_data;
   uint8_t *tmp;              /* receive scratch, tmp_cap bytes, owned by the communicator */
   size_t tmp_cap;
   uint8_t **tmp_owner;       /* the communicator's own pointer and size, kept in step */

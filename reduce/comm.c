@@ -652,7 +652,8 @@ static int allreduce_now(gcomp_comm *comm, const void *sendbuf, void *recvbuf, s
                   .reduce = gcomp_reduce_kernel(wt, op), .tmp = comm->tmp,
                   .tmp_cap = comm->tmp_cap, .tmp_owner = &comm->tmp, .tmp_owner_cap = &comm->tmp_cap,
                   .seg_bytes = comm->seg_bytes, .stats = &comm->stats,
-                  .plan = &in, .world = comm->world, .shm = comm->shm};
+                  .plan = &in, .world = comm->world, .shm = comm->shm,
+                  .float_data = wt == GCOMP_FLOAT32 || wt == GCOMP_FLOAT64};
   if (algo->compressed) c.codec = codec, c.codec2 = ci->second;
   c.key = key;
   /* GCOMP_INTRA_CODEC inside the nodes of a hierarchical call, under the same rules as any

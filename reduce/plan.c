@@ -1,5 +1,6 @@
 /* The algorithm table and the alpha-beta-gamma cost model that picks from it per call. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -201,14 +202,18 @@ const gcomp_algo *gcomp_algo_find(const char *name) {
   return NULL;
 }
 
-const char *gcomp_algo_names(void) {
-  static char names[128];
-  if (names[0]) return names;
+static char algo_names[128];
+static void build_algo_names(void) {
   for (int i = 0; i < NALGOS; i++) {
-    size_t len = strlen(names);
-    snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", algos[i]->name);
+    size_t len = strlen(algo_names);
+    snprintf(algo_names + len, sizeof algo_names - len, "%s%s", len ? ", " : "", algos[i]->name);
   }
-  return names;
+}
+
+const char *gcomp_algo_names(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;   /* error messages of concurrent creates */
+  pthread_once(&once, build_algo_names);
+  return algo_names;
 }
 
 int gcomp_algo_count(void) { return NALGOS; }

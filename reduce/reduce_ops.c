@@ -47,8 +47,10 @@ DEFINE_OPS(double, f64)
 DEFINE_INT_OPS(int32_t, uint32_t, i32)
 DEFINE_INT_OPS(int64_t, uint64_t, i64)
 
-/* Float MIN/MAX propagate NaN and are commutative (so both sides of an exchange agree):
- * a NaN operand makes the result a+b, which is NaN. */
+/* Float MIN/MAX propagate NaN: a NaN operand makes the result a+b, which is NaN. They are
+ * commutative in value but not in bits (min of +0 and -0, which NaN's payload): where two
+ * ranks reduce the same pair, both must pass the operands in one order (gcomp_coll's
+ * recv_first). */
 #define DEFINE_FMINMAX(T, suffix)                                                            \
   static void min_##suffix(void *restrict d, const void *restrict s, size_t n) {           \
     T *restrict a = d;                                                                       \

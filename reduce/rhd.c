@@ -106,7 +106,7 @@ int gcomp_rd_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t
     for (int d = 1; d < p; d *= 2, k++)
     {
       const uint8_t *from = c->src ? c->src : buf;
-      c->recv_first = (v & d) != 0;
+      c->recv_first = c->float_data && (v & d) != 0;
       int st = gcomp_coll_exchange(c, vrank_to_rank(g, p, v ^ d), phase, (unsigned)k, from,
                                    bytes, NULL, bytes, buf, c->src);
       c->recv_first = 0;

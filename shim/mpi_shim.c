@@ -32,8 +32,8 @@ enum {
   FALL_COMM,       /* not MPI_COMM_WORLD nor congruent to it */
   FALL_DTYPE,      /* a datatype with no gcomp equivalent (derived, unsigned, 16-bit, ...) */
   FALL_OP,         /* an op other than MPI_SUM/MIN/MAX/PROD (user ops included) */
-  FALL_ARGS,       /* a negative count, recvbuf MPI_IN_PLACE, aliased or NULL buffers: MPI
-                      reports the error */
+  FALL_ARGS,       /* a negative count, recvbuf MPI_IN_PLACE, aliased buffers: MPI reports
+                      the error; NULL buffers: the shim reports MPI_ERR_BUFFER itself */
   FALL_IALLREDUCE, /* MPI_Iallreduce: not mapped (gcomp_iallreduce would need an MPI generalized request) */
   FALL_COUNT_
 };
@@ -301,13 +301,21 @@ SHIM_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Da
   gcomp_dtype dt;
   gcomp_op gop;
   int why = -1;
+  if (count > 0 && (!sendbuf || !recvbuf)) {
+    /* Open MPI 4.1 does not check for NULL and crashes; gcomp would refuse it. Report it as
+     * MPI would report a bad buffer, and touch neither (gcomp stays usable). */
+    __atomic_fetch_add(&shim.fell[FALL_ARGS], 1, __ATOMIC_RELAXED);
+    GCOMP_WARN(GCOMP_SUB_SHIM, "rank %d: MPI_Allreduce of %d elements with a NULL %s buffer",
+               shim.rank, count, recvbuf ? "send" : "receive");
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_BUFFER);
+    return MPI_ERR_BUFFER;
+  }
   /* the same answer on every rank: MPI requires matching comm, type and op */
   if (!shim.comm) why = FALL_OFF;
   else if (!is_world(comm)) why = FALL_COMM;
   /* errors MPI reports and gcomp would not see (MPI_IN_PLACE as recvbuf is the address 1;
    * aliased buffers without MPI_IN_PLACE are erroneous in MPI) */
-  else if (count < 0 || recvbuf == MPI_IN_PLACE || (count > 0 && (!recvbuf || !sendbuf)) ||
-           (count > 0 && sendbuf == recvbuf))
+  else if (count < 0 || recvbuf == MPI_IN_PLACE || (count > 0 && sendbuf == recvbuf))
     why = FALL_ARGS;
   else if (!map_dtype(datatype, &dt)) why = FALL_DTYPE;
   else if (!map_op(op, &gop)) why = FALL_OP;

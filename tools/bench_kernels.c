@@ -133,8 +133,8 @@ static int cmd_kernels(int argc, char **argv) {
     if (!strcmp(argv[i], "--json")) kb.json = 1;
     else if (!strcmp(argv[i], "--size") && i + 1 < argc) {
       int64_t v = 0;   /* 64m, 1g, 4096 ... */
-      if (gcomp_parse_size(argv[++i], &v) != 0 || v < 4096 || v > ((int64_t)1 << 36)) {
-        fprintf(stderr, "gcomp-bench kernels: --size '%s' is not a size in [4k, 64g] (e.g. 64m)\n",
+      if (gcomp_parse_size(argv[++i], &v) != 0 || v < 1 || v > ((int64_t)1 << 36)) {
+        fprintf(stderr, "gcomp-bench kernels: --size '%s' is not a size in [1, 64g] (e.g. 64m)\n",
                 argv[i]);
         return 2;
       }

@@ -65,7 +65,7 @@ for args in "--rounds abc" "--rounds 17" "-n 0" "-b 1M -e 8" "--delay-ms 0"; do
   out=$("$bench" allreduce $args 2>&1) && fail "gcomp-bench allreduce $args ran"
   echo "$out" | grep -qE "is not a number in|must be at least" || fail "gcomp-bench allreduce $args: $out"
 done
-for args in "kernels --size 64x" "kernels --size -1" "kernels --size 100"; do   # 64x was 4 KiB
+for args in "kernels --size 64x" "kernels --size -1" "kernels --size 0"; do   # 64x was 4 KiB
   # shellcheck disable=SC2086
   out=$("$bench" $args 2>&1) && fail "gcomp-bench $args ran"
   echo "$out" | grep -q "is not a size in" || fail "gcomp-bench $args: $out"

@@ -12,10 +12,11 @@
  *                      results must be within bf16's error of the exact sums, and some must
  *                      differ from them (so a lossy codec really ran).
  *
- *   shim_check badbuf  erroneous buffer arguments MPI reports (recvbuf MPI_IN_PLACE, send and
- *                      receive buffers aliased without MPI_IN_PLACE), under MPI_ERRORS_RETURN:
- *                      each returns an error, nothing crashes, and ordinary calls after them
- *                      still give exact sums.
+ *   shim_check badbuf [shim]  erroneous buffer arguments MPI reports (recvbuf MPI_IN_PLACE,
+ *                      send and receive buffers aliased without MPI_IN_PLACE), under
+ *                      MPI_ERRORS_RETURN: each returns an error, nothing crashes, and ordinary
+ *                      calls after them still give exact sums. With "shim" also NULL buffers
+ *                      (Open MPI alone crashes on those; the shim reports MPI_ERR_BUFFER).
  *
  *   shim_check silent [return]   the last rank goes silent (sleeps 60 s) before its first
  *                      MPI_Allreduce; the others call it. Run with a short GCOMP_TIMEOUT_MS:
@@ -338,14 +339,19 @@ static void silent(int errors_return) {
   MPI_Abort(MPI_COMM_WORLD, 3);   /* the silent rank will not finish: end the job */
 }
 
-static void badbuf(void) {
+static void badbuf(int under_shim) {
   enum { N = 1000 };
   float a[N], b[N];
   for (int i = 0; i < N; i++) a[i] = (float)(i + rank);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   int rc1 = MPI_Allreduce(a, MPI_IN_PLACE, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   int rc2 = MPI_Allreduce(a, a, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  /* NULL buffers: Open MPI alone crashes on them; under the shim they are an error */
+  int rc3 = under_shim ? MPI_Allreduce(a, NULL, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) : 1;
+  int rc4 = under_shim ? MPI_Allreduce(NULL, b, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) : 1;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  if (rc3 == MPI_SUCCESS || rc4 == MPI_SUCCESS)
+    fail("NULL buffer accepted", "float", "sum", N, 0, 0, 0, 1);
   if (rc1 == MPI_SUCCESS) fail("recvbuf MPI_IN_PLACE accepted", "float", "sum", N, 0, 0, 0, 1);
   if (rc2 == MPI_SUCCESS) fail("aliased buffers accepted", "float", "sum", N, 0, 0, 0, 1);
   for (int step = 0; step < 3; step++) {   /* the communicator still serves */
@@ -376,7 +382,7 @@ int main(int argc, char **argv) {
   } else if (!strcmp(mode, "lossy")) {
     lossy();
   } else if (!strcmp(mode, "badbuf")) {
-    badbuf();
+    badbuf(argc > 2 && !strcmp(argv[2], "shim"));
   } else if (!strcmp(mode, "silent")) {
     silent(argc > 2 && !strcmp(argv[2], "return"));
   } else {
