@@ -152,20 +152,63 @@ static int even_local(const gcomp_transport *t) {
   return local;
 }
 
-/* Straggler detection's window, the same on every rank: a rank that exchanged at other
- * calls than its peers would wait for messages that never come. The same exchange agrees on
- * the traces' time origin: the earliest rank's birth in CLOCK_REALTIME (microseconds are
- * exact in a double), so that every rank's trace shares one time axis (exactly on one host,
- * as well as the hosts' clocks agree across hosts). */
+/* 52 bits of FNV-1a over n bytes: exact in a double */
+static double hash52(const void *p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+  return (double)(h >> 12);
+}
+
+static double spec_hash(const gcomp_codec *c) {
+  char spec[256] = "none";
+  if (c) gcomp_codec_spec(c, spec, sizeof spec);
+  return hash52(spec, strlen(spec));
+}
+
+/* What every rank must hold alike, agreed in one exchange at creation. A rank that differs
+ * would plan other algorithms or codecs than its peers: it waits for messages that never
+ * come, or (a codec inside the node on one node only, another GCOMP_CODEC_MIN_BYTES) ends
+ * the call with other bytes and no error. The window also fixes when straggler detection
+ * exchanges. The same exchange agrees on the traces' time origin: the earliest rank's birth
+ * in CLOCK_REALTIME (microseconds are exact in a double), so that every rank's trace shares
+ * one time axis (exactly on one host, as well as the hosts' clocks agree across hosts). */
 static int skew_setup(gcomp_comm *comm) {
   int window = (int)gcomp_param_int(GCOMP_P_SKEW_WINDOW);
   if (comm->t->size > 1) {
-    double w[3] = {window, -window, -comm->born_real_us};
-    GCOMP_CHECK(internal_max(comm, w, 3, 0xfffffau));
-    GCOMP_FAIL_IF(w[0] != -w[1], GCOMP_ERR_INVALID,
-                  "GCOMP_SKEW_WINDOW differs between ranks (from %.0f to %.0f): it must be equal",
-                  -w[1], w[0]);
-    comm->epoch_real_us = -w[2];
+    const char *algo = gcomp_param_str(GCOMP_P_ALGO);
+    /* link figures given by GCOMP_ALPHA_BETA as parsed (calibrated ones are agreed anyway) */
+    double links[6] = {comm->model.intra.alpha_s, comm->model.intra.beta_spb,
+                       comm->model.inter.alpha_s, comm->model.inter.beta_spb,
+                       comm->model.shm_alpha, comm->model.shm_spb};
+    int given = gcomp_param_is_set(GCOMP_P_ALPHA_BETA);
+    static const char *const names[] = {
+        "GCOMP_SKEW_WINDOW", "GCOMP_CODEC", "GCOMP_INTRA_CODEC", "GCOMP_CODEC_MIN_BYTES",
+        "GCOMP_ALGO", "GCOMP_CHUNK_BYTES", "GCOMP_SHM_BYTES", "GCOMP_ALPHA_BETA"};
+    enum { K = sizeof names / sizeof *names };
+    double v[K] = {window,
+                   spec_hash(comm->default_codec),
+                   spec_hash(comm->intra_codec),
+                   (double)gcomp_param_int(GCOMP_P_CODEC_MIN_BYTES),
+                   hash52(algo, strlen(algo)),
+                   (double)gcomp_param_int(GCOMP_P_CHUNK_BYTES),
+                   (double)gcomp_param_int(GCOMP_P_SHM_BYTES),
+                   given ? hash52(links, sizeof links) : -1};
+    double w[2 * K + 1];
+    for (int i = 0; i < K; i++) w[2 * i] = v[i], w[2 * i + 1] = -v[i];
+    w[2 * K] = -comm->born_real_us;
+    GCOMP_CHECK(internal_max(comm, w, 2 * K + 1, 0xfffffau));
+    for (int i = 0; i < K; i++) {
+      if (w[2 * i] == -w[2 * i + 1]) continue;
+      int number = i == 0 || i == 3 || i == 5 || i == 6;   /* the others are hashes */
+      if (number)
+        GCOMP_FAIL(GCOMP_ERR_INVALID, "%s differs between ranks (from %.0f to %.0f): it must be "
+                   "equal on every rank", names[i], -w[2 * i + 1], w[2 * i]);
+      GCOMP_FAIL(GCOMP_ERR_INVALID, "%s differs between ranks (this rank: '%s'): it must be "
+                 "equal on every rank", names[i],
+                 i == 1 ? gcomp_param_str(GCOMP_P_CODEC) : i == 2 ? gcomp_param_str(GCOMP_P_INTRA_CODEC)
+                 : i == 4 ? algo : gcomp_param_str(GCOMP_P_ALPHA_BETA));
+    }
+    comm->epoch_real_us = -w[2 * K];
   }
   return gcomp_skew_init(&comm->skew, window, comm->t->size);
 }
@@ -402,7 +445,9 @@ static int measure_codec(gcomp_comm *comm, codec_info *ci) {
   size_t cap = gcomp_codec_max_encoded_size(probe, N);
   uint8_t *frame = malloc(cap);
   int st = x && y && frame ? GCOMP_OK : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "codec probe");
-  double f[2] = {0, 0};
+  /* encode+decode time, wire ratio, and the spec (max and -min: every rank must measure the
+   * same codec, or the ranks called with different ones) */
+  double f[4] = {0, 0, spec_hash(probe), -spec_hash(probe)};
   if (st == GCOMP_OK) {
     uint64_t s = 0x2545f4914f6cdd1dull;
     for (int i = 0; i < N; i++) {
@@ -426,7 +471,10 @@ static int measure_codec(gcomp_comm *comm, codec_info *ci) {
   gcomp_codec_destroy(probe);
   free(x), free(y), free(frame);
   GCOMP_CHECK(st);
-  GCOMP_CHECK(internal_max(comm, f, 2, 0xfffffcu));
+  GCOMP_CHECK(internal_max(comm, f, 4, 0xfffffcu));
+  GCOMP_FAIL_IF(f[2] != -f[3], GCOMP_ERR_INVALID,
+                "ranks call with different codecs (this rank: '%s'): every rank must pass the "
+                "same codec spec to the same call", ci->spec);
   ci->spb = f[0];
   ci->ratio = f[1];
   return GCOMP_OK;
@@ -456,12 +504,28 @@ static int codec_lookup(gcomp_comm *comm, gcomp_codec *codec, codec_info **out) 
     memmove(ef, next ? next : ef + strlen(ef), strlen(next ? next : ef + strlen(ef)) + 1);
   }
   GCOMP_CHECK(gcomp_codec_create(ci->sparse ? "none" : second, &ci->second));
+  /* the entry counts only once measured: a failed measurement must not leave a codec that
+   * later calls would plan with (ratio 0: every call quietly uncompressed) */
+  int st = measure_codec(comm, ci);
+  if (st < 0) {
+    gcomp_codec_destroy(ci->second);
+    ci->second = NULL;
+    return gcomp_error_trace(st, __FILE__, __LINE__);
+  }
   comm->ncodecs++;
-  GCOMP_CHECK(measure_codec(comm, ci));
   GCOMP_INFO(GCOMP_SUB_TUNING, "codec %s: wire ratio %.4f, encode+decode %.2f GB/s, second stage %s",
              spec, ci->ratio, 1e-9 / ci->spb, ci->sparse ? "none" : second);
   *out = ci;
   return GCOMP_OK;
+}
+
+/* A collective failed part-way: the ranks no longer agree on where they are, so the
+ * communicator refuses every later call at once (GCOMP_ERR_PEER naming this failure). */
+static int mark_broken(gcomp_comm *comm, int st) {
+  comm->broken = 1;
+  snprintf(comm->broken_why, sizeof comm->broken_why, "%s: %s", gcomp_strerror(st),
+           gcomp_last_error());
+  return gcomp_error_trace(st, __FILE__, __LINE__);
 }
 
 /* ---- stats and traces ------------------------------------------------------------------ */
@@ -636,7 +700,8 @@ static int allreduce_now(gcomp_comm *comm, const void *sendbuf, void *recvbuf, s
   } else if (codec && (int64_t)in.bytes < gcomp_param_int(GCOMP_P_CODEC_MIN_BYTES)) {
     GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: %zu B < GCOMP_CODEC_MIN_BYTES", in.bytes);
   } else if (codec) {
-    GCOMP_CHECK(codec_lookup(comm, codec, &ci));
+    int st = codec_lookup(comm, codec, &ci);   /* collective the first time: a failure breaks */
+    if (st < 0) return mark_broken(comm, st);
     in.ratio = ci->ratio;
     in.codec_spb = ci->spb;
     in.sparse = ci->sparse;
@@ -662,19 +727,15 @@ static int allreduce_now(gcomp_comm *comm, const void *sendbuf, void *recvbuf, s
       (op == GCOMP_SUM || op == GCOMP_AVG) &&
       (int64_t)in.bytes >= gcomp_param_int(GCOMP_P_CODEC_MIN_BYTES)) {
     codec_info *intra;
-    GCOMP_CHECK(codec_lookup(comm, comm->intra_codec, &intra));
+    int st = codec_lookup(comm, comm->intra_codec, &intra);
+    if (st < 0) return mark_broken(comm, st);
     c.intra = comm->intra_codec, c.intra2 = intra->second;
   }
   c.reduce3 = gcomp_reduce3_kernel(wt, op);
   if (work == recvbuf && sendbuf != recvbuf) c.src = sendbuf;   /* out of place */
   comm->last_algo = algo->name;
   int st = algo->run(&c, work, count);
-  if (st < 0) {
-    comm->broken = 1;
-    snprintf(comm->broken_why, sizeof comm->broken_why, "%s: %s", gcomp_strerror(st),
-             gcomp_last_error());
-    return gcomp_error_trace(st, __FILE__, __LINE__);
-  }
+  if (st < 0) return mark_broken(comm, st);
 
   if (op == GCOMP_AVG) finish_avg(work, count, wt, comm->t->size);
   if (wt == GCOMP_FLOAT32) {

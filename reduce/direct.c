@@ -9,11 +9,17 @@
 
 #include "coll.h"
 
-uint64_t gcomp_shard_key(uint64_t key, uint64_t salt, int part) {
-  uint64_t h = key ^ (salt + 0x9e3779b97f4a7c15ull + ((uint64_t)(unsigned)part << 32));
+static uint64_t mix64(uint64_t h) {
+  h += 0x9e3779b97f4a7c15ull;
   h ^= h >> 30, h *= 0xbf58476d1ce4e5b9ull;
   h ^= h >> 27, h *= 0x94d049bb133111ebull;
   return h ^ (h >> 31);
+}
+
+/* Each input mixed in turn: XORing them first made key k with salt s collide with key
+ * k ^ s with salt 0 (tensor 0 of a hierarchical call shared tensor 256's residual). */
+uint64_t gcomp_shard_key(uint64_t key, uint64_t salt, int part) {
+  return mix64(mix64(mix64(key) ^ salt) ^ (uint64_t)(unsigned)part);
 }
 
 static double elapsed(uint64_t t0) { return (double)(gcomp_now_ns() - t0) * 1e-9; }

@@ -58,6 +58,19 @@ echo "$out" | grep -q "is not a rank" || fail "gcomp-stats, rank 1.5: $out"
 out=$("$run" -n 2 -- bash -c 'GCOMP_SKEW_WINDOW=$((8 + GCOMP_RANK)) exec "$0" allreduce -b 8 -e 8 -n 1 --rounds 1' \
   "$bench" 2>&1) && fail "ranks with different windows ran"
 echo "$out" | grep -q "GCOMP_SKEW_WINDOW differs between ranks" || fail "no clear error: $out"
+# so is every setting the ranks must share (a codec inside the node on one node only, or
+# another GCOMP_CODEC_MIN_BYTES, ended calls with different bytes and no error)
+for v in 'GCOMP_CODEC_MIN_BYTES=$((1000 + GCOMP_RANK))' \
+         'GCOMP_INTRA_CODEC=$([ "$GCOMP_RANK" = 1 ] && echo bf16 || echo none)' \
+         'GCOMP_CODEC=$([ "$GCOMP_RANK" = 1 ] && echo bf16 || echo fp16)' \
+         'GCOMP_ALGO=$([ "$GCOMP_RANK" = 1 ] && echo ring || echo auto)' \
+         'GCOMP_ALPHA_BETA=$([ "$GCOMP_RANK" = 1 ] && echo 1,10,20,1 || echo 1,10,20,2)'; do
+  name=${v%%=*}
+  # shellcheck disable=SC2016
+  out=$("$run" -n 2 --nodes 2 -- bash -c "export $v; exec \"\$0\" allreduce -b 8 -e 8 -n 1 --rounds 1" \
+    "$bench" 2>&1) && fail "ranks with different $name ran"
+  echo "$out" | grep -q "$name differs between ranks" || fail "$name: no clear error: $out"
+done
 
 # gcomp-bench allreduce refuses bad numbers, naming them, instead of running something else
 for args in "--rounds abc" "--rounds 17" "-n 0" "-b 1M -e 8" "--delay-ms 0"; do

@@ -649,6 +649,76 @@ static void test_mismatched_counts(void **state) {
   force_algo(NULL);
 }
 
+/* Ranks that pass different codecs to one call: an error on every rank, naming it, at the
+ * codec's first use; and the communicator is then broken (the failed measurement used to
+ * leave a codec entry behind, so the next call planned uncompressed and waited out a
+ * whole timeout instead of failing at once). */
+typedef struct {
+  gcomp_transport *t;
+  const char *spec;
+  int st, st2;
+  double ms2;
+  char error[1024], error2[1024];
+} codec_job;
+
+static void *codec_main(void *arg) {
+  codec_job *j = arg;
+  gcomp_comm *comm = NULL;
+  gcomp_codec *codec = NULL;
+  float *x = calloc(100000, sizeof *x);
+  j->st = gcomp_comm_from_transport(j->t, 0, &comm);
+  if (j->st == GCOMP_OK) j->st = gcomp_codec_create(j->spec, &codec);
+  if (j->st == GCOMP_OK)
+    j->st = gcomp_allreduce(comm, x, x, 100000, GCOMP_FLOAT32, GCOMP_SUM, codec, 1);
+  snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
+  uint64_t t0 = gcomp_now_ns();
+  if (comm) j->st2 = gcomp_allreduce(comm, x, x, 100000, GCOMP_FLOAT32, GCOMP_SUM, codec, 1);
+  j->ms2 = (double)(gcomp_now_ns() - t0) / 1e6;
+  snprintf(j->error2, sizeof j->error2, "%s", gcomp_last_error());
+  gcomp_codec_destroy(codec);
+  free(x);
+  gcomp_comm_destroy(comm);
+  return NULL;
+}
+
+static void test_mismatched_codecs(void **state) {
+  setenv("GCOMP_TIMEOUT_MS", "2000", 1);
+  setenv("GCOMP_CODEC_MIN_BYTES", "0", 1);
+  force_algo("direct");
+  gcomp_transport *t[2];
+  assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+  codec_job j[2] = {{.t = t[0], .spec = "bf16"}, {.t = t[1], .spec = "fp16"}};
+  run_ranks(2, codec_main, j, sizeof *j);
+  for (int r = 0; r < 2; r++) gcomp_transport_destroy(t[r]);
+  for (int r = 0; r < 2; r++) {
+    if (j[r].st != GCOMP_ERR_INVALID || !strstr(j[r].error, "ranks call with different codecs"))
+      fail_msg("rank %d: %d '%s'", r, j[r].st, j[r].error);
+    if (j[r].st2 != GCOMP_ERR_PEER || j[r].ms2 > 500)
+      fail_msg("rank %d: second call %d after %.0f ms: '%s'", r, j[r].st2, j[r].ms2, j[r].error2);
+  }
+  unsetenv("GCOMP_TIMEOUT_MS");
+  unsetenv("GCOMP_CODEC_MIN_BYTES");
+  force_algo(NULL);
+}
+
+/* Error-feedback residuals are keyed by (tensor key, salt, part): no two inputs alike may
+ * share a slot (key k with salt s once collided with key k ^ s with salt 0). */
+static void test_shard_keys_distinct(void **state) {
+  assert_true(gcomp_shard_key(0, 0x100, 0) != gcomp_shard_key(0x100, 0, 0));
+  assert_true(gcomp_shard_key(0, 0, 1) != gcomp_shard_key((uint64_t)1 << 32, 0, 0));
+  assert_true(gcomp_shard_key(0, 0x101, 0) != gcomp_shard_key(1, 0x100, 0));
+  /* a small exhaustive check over keys, salts and parts a model uses */
+  enum { NK = 600, NS = 6, NP = 4 };
+  static uint64_t seen[NK * NS * NP];
+  size_t n = 0;
+  for (uint64_t k = 0; k < NK; k++)
+    for (uint64_t s = 0; s < NS; s++)
+      for (int p = 0; p < NP; p++) seen[n++] = gcomp_shard_key(k, s ? 0x100 + s - 1 : 0, p);
+  for (size_t i = 0; i < n; i++)
+    for (size_t m = i + 1; m < n; m++)
+      if (seen[i] == seen[m]) fail_msg("shard keys %zu and %zu collide", i, m);
+}
+
 static void test_nonblocking_errors(void **state) {
   silent_job jobs[2];
   run_silent_pair("rd", nb_silent_main, jobs);
@@ -840,6 +910,8 @@ int main(void) {
       cmocka_unit_test(test_shm),
       cmocka_unit_test(test_shm_silent_peer),
       cmocka_unit_test(test_nonblocking),
+      cmocka_unit_test(test_mismatched_codecs),
+      cmocka_unit_test(test_shard_keys_distinct),
       cmocka_unit_test(test_nonblocking_errors),
       cmocka_unit_test(test_broken_after_failure),
       cmocka_unit_test(test_mismatched_counts),
