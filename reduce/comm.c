@@ -172,7 +172,7 @@ static double spec_hash(const gcomp_codec *c) {
  * exchanges. The same exchange agrees on the traces' time origin: the earliest rank's birth
  * in CLOCK_REALTIME (microseconds are exact in a double), so that every rank's trace shares
  * one time axis (exactly on one host, as well as the hosts' clocks agree across hosts). */
-static int skew_setup(gcomp_comm *comm) {
+static int agree_at_creation(gcomp_comm *comm) {
   int window = (int)gcomp_param_int(GCOMP_P_SKEW_WINDOW);
   if (comm->t->size > 1) {
     const char *algo = gcomp_param_str(GCOMP_P_ALGO);
@@ -350,7 +350,7 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
     comm->model.shm_slot = gcomp_shm_slot_bytes(comm->shm);
     if (!gcomp_param_is_set(GCOMP_P_ALPHA_BETA)) st = calibrate_shm(comm);
   }
-  if (st == GCOMP_OK) st = skew_setup(comm);
+  if (st == GCOMP_OK) st = agree_at_creation(comm);
   if (st < 0) {
     comm->own = 0;   /* the caller keeps the transport on failure */
     gcomp_comm_destroy(comm);
@@ -591,7 +591,7 @@ static void write_stats(const gcomp_comm *comm) {
 }
 
 /* Chrome trace-event format: one complete ("X") event per call on this rank's track. Times
- * count from the job's epoch (see skew_setup), so the ranks' files merge into one
+ * count from the job's epoch (see agree_at_creation), so the ranks' files merge into one
  * timeline. */
 static void write_trace(const gcomp_comm *comm) {
   const char *pattern = gcomp_param_str(GCOMP_P_TRACE);
