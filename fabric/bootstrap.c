@@ -129,6 +129,9 @@ int gcomp_boot_env_parse(gcomp_env_lookup lookup, void *ctx, const char *hostnam
   if (gl) GCOMP_CHECK(parse_int_var(g->local_rank, gl, 0, 1 << 20, &out->local_rank));
   if (gr || gs) out->source = "GCOMP";
   GCOMP_FAIL_IF(gr && !gs && !use, GCOMP_ERR_BOOTSTRAP, "GCOMP_RANK is set but GCOMP_SIZE is not");
+  /* without it every process would be rank 0 of the job */
+  GCOMP_FAIL_IF(gs && !gr && !use && out->size > 1, GCOMP_ERR_BOOTSTRAP,
+                "GCOMP_SIZE is set but GCOMP_RANK is not");
   GCOMP_FAIL_IF(out->rank >= out->size, GCOMP_ERR_BOOTSTRAP,
                 "rank %d is not below size %d (from %s variables)", out->rank, out->size,
                 out->source);
@@ -154,7 +157,10 @@ int gcomp_boot_env_parse(gcomp_env_lookup lookup, void *ctx, const char *hostnam
     GCOMP_FAIL_IF(strlen(maddr) >= sizeof out->root_host, GCOMP_ERR_BOOTSTRAP,
                   "MASTER_ADDR is too long");
     strcpy(out->root_host, maddr);
-    GCOMP_CHECK(parse_int_var("MASTER_PORT", mport, 1, 65535, &out->root_port));
+    /* MASTER_PORT itself is torch's: torchrun's agent (or init_process_group) already runs
+     * its store there, so gcomp meets on the next port */
+    GCOMP_CHECK(parse_int_var("MASTER_PORT", mport, 1, 65534, &out->root_port));
+    out->root_port++;
   } else if (out->size > 1) {
     GCOMP_FAIL(GCOMP_ERR_BOOTSTRAP,
                "rank %d of %d (from %s variables): no rendezvous address; set GCOMP_ROOT=host:port "
@@ -352,9 +358,22 @@ static int rv_connect(rendezvous *rv, const gcomp_boot_env *env, uint64_t dl) {
     int g = getaddrinfo(env->root_host, port, &hints, &res);
     if (g == 0) {
       for (struct addrinfo *a = res; a; a = a->ai_next) {
-        int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                        a->ai_protocol);
         if (fd < 0) continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+        /* non-blocking, bounded by the deadline: a root whose SYNs are dropped would hold a
+         * blocking connect for the kernel's retries (about two minutes) */
+        int c = connect(fd, a->ai_addr, a->ai_addrlen);
+        if (c != 0 && errno == EINPROGRESS) {
+          struct pollfd pfd = {fd, POLLOUT, 0};
+          int left = ms_left(dl);
+          int pr = left ? poll(&pfd, 1, left < 1000 ? left : 1000) : 0;
+          int err = 0;
+          socklen_t el = sizeof err;
+          if (pr == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0) c = 0;
+          else errno = pr == 1 ? (err ? err : ECONNREFUSED) : ETIMEDOUT;
+        }
+        if (c == 0) {
           freeaddrinfo(res);
           int one = 1;
           setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -398,8 +417,12 @@ static int rv_join(rendezvous *rv, const gcomp_boot_env *env, uint64_t dl) {
 }
 
 /* Reads one hello; returns the admitted rank, or -1 after refusing (and logging) it. */
-static int rv_admit(rendezvous *rv, const gcomp_boot_env *env, int fd, const char *from) {
-  uint64_t dl = gcomp_now_ns() + 2000000000ull;   /* a stranger cannot stall us for long */
+static int rv_admit(rendezvous *rv, const gcomp_boot_env *env, int fd, const char *from,
+                    uint64_t job_dl) {
+  /* the hello has started to arrive (rv_serve polls for it): the rest gets 2 s, and never
+   * more than the job's deadline, so a stranger cannot stall us for long */
+  uint64_t dl = gcomp_now_ns() + 2000000000ull;
+  if (dl > job_dl) dl = job_dl;
   uint32_t magic = 0, ver = 0, rank = 0, size = 0, tl = 0;
   char token[RV_MAX_TOKEN + 1];
   char why[400] = "";
@@ -422,10 +445,10 @@ static int rv_admit(rendezvous *rv, const gcomp_boot_env *env, int fd, const cha
   token[*why ? 0 : tl] = '\0';
   if (!*why && (tl != strlen(env->token) || memcmp(token, env->token, tl) != 0))
     snprintf(why, sizeof why, "wrong job token (GCOMP_JOB_TOKEN) for rank %u", rank);
-  if (!*why && (int)size != env->size)
+  if (!*why && size != (uint32_t)env->size)
     snprintf(why, sizeof why, "rank %u says the job has %u ranks, the root has %d", rank, size,
              env->size);
-  if (!*why && (rank == 0 || (int)rank >= env->size))
+  if (!*why && (rank == 0 || rank >= (uint32_t)env->size))   /* unsigned: 0xffffffff too */
     snprintf(why, sizeof why, "rank %u is not a valid non-root rank of %d", rank, env->size);
   if (!*why && rv->peer_fd[rank] >= 0)
     snprintf(why, sizeof why, "duplicate rank %u (already admitted)", rank);
@@ -475,28 +498,78 @@ static int rv_listen(const gcomp_boot_env *env, const char *where) {
   return fd;
 }
 
+/* Connections accepted whose hello has not begun: they wait side by side, so a connection
+ * that sends nothing delays no one (one at a time, two silent ones failed a job whose
+ * ranks had all arrived). Each gets 2 s to begin. */
+enum { RV_PENDING = 128 };
+typedef struct {
+  int fd;
+  uint64_t until;
+  char from[80];
+} rv_pending;
+
 static int rv_serve(rendezvous *rv, const gcomp_boot_env *env, uint64_t dl) {
   int lfd = rv_listen(env, rv->where);
   if (lfd < 0) return lfd;
-  int admitted = 0;
+  rv_pending *pend = calloc(RV_PENDING, sizeof *pend);
+  if (!pend) {
+    close(lfd);
+    GCOMP_FAIL(GCOMP_ERR_NOMEM, "rendezvous: pending connections");
+  }
+  struct pollfd pfd[1 + RV_PENDING];
+  int admitted = 0, np = 0;
   while (admitted < env->size - 1) {
-    struct pollfd pfd = {lfd, POLLIN, 0};
+    uint64_t now = gcomp_now_ns();
+    for (int i = 0; i < np;)   /* connections that never began their hello */
+      if (now >= pend[i].until) {
+        GCOMP_WARN(GCOMP_SUB_FABRIC, "rendezvous at %s: dropped connection from %s: sent "
+                   "nothing for 2 s", rv->where, pend[i].from);
+        close(pend[i].fd);
+        pend[i] = pend[--np];
+      } else {
+        i++;
+      }
     int left = ms_left(dl);
-    int pr = left ? poll(&pfd, 1, left) : 0;
+    if (left == 0) break;
+    for (int i = 0; i < np; i++) {
+      int until = (int)((pend[i].until - now) / 1000000u) + 1;
+      if (until < left) left = until;
+    }
+    pfd[0] = (struct pollfd){lfd, POLLIN, 0};
+    for (int i = 0; i < np; i++) pfd[1 + i] = (struct pollfd){pend[i].fd, POLLIN, 0};
+    int pr = poll(pfd, (nfds_t)(1 + np), left);
     if (pr < 0 && errno == EINTR) continue;
-    if (pr <= 0) break;
+    if (pr < 0) break;
+    /* hellos that began: read them (newest last, so removal keeps indices valid) */
+    for (int i = np - 1; i >= 0; i--) {
+      if (!pfd[1 + i].revents) continue;
+      rv_pending p = pend[i];
+      pend[i] = pend[--np];
+      if (rv_admit(rv, env, p.fd, p.from, dl) >= 0) admitted++;
+    }
+    if (!(pfd[0].revents & POLLIN)) continue;
     struct sockaddr_storage sa;
     socklen_t sl = sizeof sa;
     int fd = accept4(lfd, (struct sockaddr *)&sa, &sl, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?", from[NI_MAXHOST + NI_MAXSERV + 2];
+    if (np == RV_PENDING) {   /* a flood: the oldest waiting connection makes room */
+      GCOMP_WARN(GCOMP_SUB_FABRIC, "rendezvous at %s: dropped connection from %s: too many "
+                 "connections waiting", rv->where, pend[0].from);
+      close(pend[0].fd);
+      pend[0] = pend[--np];
+    }
+    char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
     getnameinfo((struct sockaddr *)&sa, sl, host, sizeof host, serv, sizeof serv,
                 NI_NUMERICHOST | NI_NUMERICSERV);
-    snprintf(from, sizeof from, "%s:%s", host, serv);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (rv_admit(rv, env, fd, from) >= 0) admitted++;
+    pend[np].fd = fd;
+    pend[np].until = gcomp_now_ns() + 2000000000ull;
+    snprintf(pend[np].from, sizeof pend[np].from, "%s:%s", host, serv);
+    np++;
   }
+  for (int i = 0; i < np; i++) close(pend[i].fd);
+  free(pend);
   close(lfd);
   if (admitted < env->size - 1) {
     char missing[400];

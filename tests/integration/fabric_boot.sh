@@ -40,13 +40,22 @@ expect_boot() {
   [ "$ranks" = "$(seq -s ' ' 0 $((n - 1))) " ] && ok "$name ($n ranks)" || bad "$name: ranks seen: $ranks"
 }
 
-# 1. torchrun's variables
+# 1. torchrun's variables: gcomp meets on MASTER_PORT + 1 (torch's store holds MASTER_PORT,
+# here a listener standing in for it)
 p=$(port)
+python3 -c 'import socket,sys,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("", int(sys.argv[1]))); s.listen(8); time.sleep(30)' \
+  "$((p - 1))" 2>/dev/null &
+store=$!
+sleep 0.2
+pids=()
 for r in 0 1; do
-  env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$p GCOMP_JOB_TOKEN=t1 \
+  env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$((p - 1)) GCOMP_JOB_TOKEN=t1 \
     "$prog" boot >"$tmp/torch.$r" 2>&1 &
+  pids+=($!)
 done
-wait
+wait "${pids[@]}"
+kill $store 2>/dev/null
+wait $store 2>/dev/null
 expect_boot torchrun "$tmp/torch.0" "$tmp/torch.1"
 
 # 2. PMI's and 3. Slurm's (with GCOMP_ROOT: neither gives an address)

@@ -38,7 +38,7 @@ static void test_torchrun(void **state) {
   assert_int_equal(e.size, 8);
   assert_int_equal(e.local_rank, 1);
   assert_string_equal(e.root_host, "10.0.0.5");
-  assert_int_equal(e.root_port, 29500);
+  assert_int_equal(e.root_port, 29501);   /* MASTER_PORT itself holds torch's store */
   assert_string_equal(e.node_id, "host-a");
   assert_string_equal(e.source, "torchrun");
   assert_string_equal(e.token, "");
@@ -99,6 +99,10 @@ static void test_gcomp_overrides_and_default(void **state) {
   assert_int_equal(e.rank, 1);
   const char *empty[] = {"GCOMP_RANK", " ", "GCOMP_SIZE", "2", "GCOMP_ROOT", "h:1", NULL};
   assert_int_equal(parse(empty, &e), GCOMP_ERR_BOOTSTRAP);
+  /* a size without a rank made every process rank 0 of the job */
+  const char *size_only[] = {"GCOMP_SIZE", "2", "GCOMP_ROOT", "h:1", NULL};
+  assert_int_equal(parse(size_only, &e), GCOMP_ERR_BOOTSTRAP);
+  assert_non_null(strstr(gcomp_last_error(), "GCOMP_SIZE is set but GCOMP_RANK is not"));
 }
 
 static void test_errors_name_the_variable(void **state) {
@@ -199,6 +203,82 @@ static void test_rendezvous_wrong_token(void **state) {
   assert_non_null(strstr(a[1].err, "rank 2"));
 }
 
+/* Strangers at the rendezvous of a job without a token (mpirun, srun, torchrun set none):
+ * a hello claiming rank 0xffffffff (read as -1, it passed the range check and indexed the
+ * table 16 GB away), and connections that send nothing (read one at a time, two of them
+ * made the real rank miss the deadline). The job must still start. */
+static int stranger(int port, int hello, uint32_t rank) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < 100 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0; i++) {
+    close(fd);
+    usleep(10000);
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+  }
+  if (hello) {
+    uint32_t w[5] = {htonl(0x47435256u), htonl(1), htonl(rank), htonl(2), htonl(0)};
+    if (write(fd, w, sizeof w) != (ssize_t)sizeof w) return -1;
+    char buf[256];
+    (void)!read(fd, buf, sizeof buf);   /* the refusal */
+    close(fd);
+    return -1;
+  }
+  return fd;   /* silent: kept open */
+}
+
+static void test_rendezvous_strangers(void **state) {
+  int port = test_port();
+  rv_arg a[2];
+  memset(a, 0, sizeof a);
+  for (int r = 0; r < 2; r++) {
+    a[r].env.rank = r, a[r].env.size = 2, a[r].env.local_rank = -1;
+    snprintf(a[r].env.root_host, sizeof a[r].env.root_host, "127.0.0.1");
+    a[r].env.root_port = port;
+  }
+  pthread_t th[2];
+  pthread_create(&th[0], NULL, rv_main, &a[0]);
+  usleep(50000);
+  stranger(port, 1, 0xffffffffu);
+  stranger(port, 1, 7);
+  int s1 = stranger(port, 0, 0), s2 = stranger(port, 0, 0);
+  pthread_create(&th[1], NULL, rv_main, &a[1]);
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  close(s1), close(s2);
+  for (int r = 0; r < 2; r++)
+    if (a[r].status != 0) fail_msg("rank %d: %s", r, a[r].err);
+  assert_int_equal(a[0].table[1], 101);
+}
+
+/* A root that never answers (its SYNs dropped: a full accept queue here) is a timeout
+ * within GCOMP_TIMEOUT_MS, not a connect() blocked for the kernel's two minutes. */
+static void test_rendezvous_unanswered_root(void **state) {
+  int port = test_port();
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+  assert_int_equal(listen(lfd, 0), 0);
+  int fill[4];   /* fill the accept queue so that further SYNs are dropped */
+  for (int i = 0; i < 4; i++) {
+    fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    (void)!connect(fill[i], (struct sockaddr *)&sa, sizeof sa);
+  }
+  usleep(100000);
+  rv_arg a;
+  memset(&a, 0, sizeof a);
+  a.env.rank = 1, a.env.size = 2, a.env.local_rank = -1;
+  snprintf(a.env.root_host, sizeof a.env.root_host, "127.0.0.1");
+  a.env.root_port = port;
+  uint64_t t0 = gcomp_now_ns();
+  rv_main(&a);   /* 1500 ms */
+  double ms = (double)(gcomp_now_ns() - t0) / 1e6;
+  for (int i = 0; i < 4; i++) close(fill[i]);
+  close(lfd);
+  assert_int_not_equal(a.status, 0);
+  if (ms > 5000) fail_msg("the join took %.0f ms against a 1500 ms timeout: %s", ms, a.err);
+}
+
 int main(void) {
   gcomp_init();
   const struct CMUnitTest tests[] = {
@@ -208,6 +288,8 @@ int main(void) {
       cmocka_unit_test(test_errors_name_the_variable),
       cmocka_unit_test(test_rendezvous_allgather),
       cmocka_unit_test(test_rendezvous_wrong_token),
+      cmocka_unit_test(test_rendezvous_strangers),
+      cmocka_unit_test(test_rendezvous_unanswered_root),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
