@@ -52,6 +52,10 @@ static double all_max(gcomp_comm *comm, double v) {
   return v;
 }
 
+/* Elements found wrong over the whole run (every rank agrees on it): the exit status says
+ * so, so that a script running the benchmark (scripts/demo) cannot carry on past them. */
+static size_t bench_wrong;
+
 /* Values whose sum over any rank count is exact in fp32, so #wrong can be exact. */
 static void fill(float *x, size_t n, int rank, unsigned salt) {
   for (size_t i = 0; i < n; i++) x[i] = (float)((int)((i * 7 + (size_t)rank * 13 + salt) % 64) - 32);
@@ -203,6 +207,7 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
     if (codec) wrong_oop = wrong_ip = 0;   /* lossy: the error column says how far off */
     wrong_oop = (size_t)all_max(comm, (double)wrong_oop);
     wrong_ip = (size_t)all_max(comm, (double)wrong_ip);
+    bench_wrong += wrong_oop + wrong_ip;
     qsort(t_oop, (size_t)o->rounds, sizeof(double), cmp_d);
     qsort(t_ip, (size_t)o->rounds, sizeof(double), cmp_d);
     double to = t_oop[o->rounds / 2], ti = t_ip[o->rounds / 2];
@@ -479,6 +484,11 @@ static int cmd_allreduce(int argc, char **argv) {
 #ifdef GCOMP_BENCH_MPI
   if (o.mpi) MPI_Finalize();
 #endif
+  if (st == GCOMP_OK && bench_wrong) {
+    fprintf(stderr, "gcomp-bench allreduce: %zu wrong element(s) in the #wrong columns\n",
+            bench_wrong);
+    return 1;
+  }
   return st < 0 ? 1 : 0;
 }
 
