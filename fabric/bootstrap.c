@@ -505,7 +505,7 @@ enum { RV_PENDING = 128 };
 typedef struct {
   int fd;
   uint64_t until;
-  char from[80];
+  char from[96];   /* numeric host (at most 46 for IPv6) and port */
 } rv_pending;
 
 static int rv_serve(rendezvous *rv, const gcomp_boot_env *env, uint64_t dl) {
@@ -558,7 +558,7 @@ static int rv_serve(rendezvous *rv, const gcomp_boot_env *env, uint64_t dl) {
       close(pend[0].fd);
       pend[0] = pend[--np];
     }
-    char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
+    char host[64] = "?", serv[16] = "?";   /* numeric: INET6_ADDRSTRLEN is 46 */
     getnameinfo((struct sockaddr *)&sa, sl, host, sizeof host, serv, sizeof serv,
                 NI_NUMERICHOST | NI_NUMERICSERV);
     int one = 1;
