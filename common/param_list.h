@@ -50,7 +50,7 @@ GCOMP_PARAM(NODE_ID, STR, "", "", "node identity (overrides the host name; for e
 GCOMP_PARAM(RANK, INT, "-1", "-1:1048576", "this process's rank (else from launcher variables)")
 GCOMP_PARAM(SIZE, INT, "-1", "-1:1048576", "number of ranks (else from launcher variables)")
 GCOMP_PARAM(LOCAL_RANK, INT, "-1", "-1:1048576", "rank within the node (else derived)")
-GCOMP_PARAM(ROOT, STR, "", "", "rendezvous address host:port (else MASTER_ADDR:MASTER_PORT)")
+GCOMP_PARAM(ROOT, STR, "", "", "rendezvous address host:port (else MASTER_ADDR on port MASTER_PORT + 1)")
 GCOMP_PARAM(JOB_TOKEN, STR, "", "", "secret every rank presents at the rendezvous (set by the launcher)")
 GCOMP_PARAM(CHUNK_BYTES, SIZE, "4m", "1:1099511627776",
             "large messages move in chunks of this size, pipelined (equal on all ranks); tcp;ofi_rxm sends them eagerly")

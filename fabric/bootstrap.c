@@ -520,19 +520,10 @@ static int rv_serve(rendezvous *rv, const gcomp_boot_env *env, uint64_t dl) {
   int admitted = 0, np = 0;
   while (admitted < env->size - 1) {
     uint64_t now = gcomp_now_ns();
-    for (int i = 0; i < np;)   /* connections that never began their hello */
-      if (now >= pend[i].until) {
-        GCOMP_WARN(GCOMP_SUB_FABRIC, "rendezvous at %s: dropped connection from %s: sent "
-                   "nothing for 2 s", rv->where, pend[i].from);
-        close(pend[i].fd);
-        pend[i] = pend[--np];
-      } else {
-        i++;
-      }
     int left = ms_left(dl);
     if (left == 0) break;
-    for (int i = 0; i < np; i++) {
-      int until = (int)((pend[i].until - now) / 1000000u) + 1;
+    for (int i = 0; i < np; i++) {   /* wake for the earliest expiry (0: one is due) */
+      int until = pend[i].until <= now ? 0 : (int)((pend[i].until - now) / 1000000u) + 1;
       if (until < left) left = until;
     }
     pfd[0] = (struct pollfd){lfd, POLLIN, 0};
@@ -540,12 +531,22 @@ static int rv_serve(rendezvous *rv, const gcomp_boot_env *env, uint64_t dl) {
     int pr = poll(pfd, (nfds_t)(1 + np), left);
     if (pr < 0 && errno == EINTR) continue;
     if (pr < 0) break;
-    /* hellos that began: read them (newest last, so removal keeps indices valid) */
+    /* hellos that began: read them; connections that stayed idle past their 2 s: drop
+     * them (only those poll found idle: a hello that arrived while another was being read
+     * is read, not dropped). From the end, so removal keeps indices valid. */
+    now = gcomp_now_ns();
     for (int i = np - 1; i >= 0; i--) {
-      if (!pfd[1 + i].revents) continue;
+      int ready = pr > 0 && pfd[1 + i].revents;
+      if (!ready && now < pend[i].until) continue;
       rv_pending p = pend[i];
       pend[i] = pend[--np];
-      if (rv_admit(rv, env, p.fd, p.from, dl) >= 0) admitted++;
+      if (ready) {
+        if (rv_admit(rv, env, p.fd, p.from, dl) >= 0) admitted++;
+      } else {
+        GCOMP_WARN(GCOMP_SUB_FABRIC, "rendezvous at %s: dropped connection from %s: sent "
+                   "nothing for 2 s", rv->where, p.from);
+        close(p.fd);
+      }
     }
     if (!(pfd[0].revents & POLLIN)) continue;
     struct sockaddr_storage sa;
@@ -553,10 +554,13 @@ static int rv_serve(rendezvous *rv, const gcomp_boot_env *env, uint64_t dl) {
     int fd = accept4(lfd, (struct sockaddr *)&sa, &sl, SOCK_CLOEXEC);
     if (fd < 0) continue;
     if (np == RV_PENDING) {   /* a flood: the oldest waiting connection makes room */
+      int old = 0;
+      for (int i = 1; i < np; i++)
+        if (pend[i].until < pend[old].until) old = i;
       GCOMP_WARN(GCOMP_SUB_FABRIC, "rendezvous at %s: dropped connection from %s: too many "
-                 "connections waiting", rv->where, pend[0].from);
-      close(pend[0].fd);
-      pend[0] = pend[--np];
+                 "connections waiting", rv->where, pend[old].from);
+      close(pend[old].fd);
+      pend[old] = pend[--np];
     }
     char host[64] = "?", serv[16] = "?";   /* numeric: INET6_ADDRSTRLEN is 46 */
     getnameinfo((struct sockaddr *)&sa, sl, host, sizeof host, serv, sizeof serv,

@@ -159,10 +159,30 @@ static double hash52(const void *p, size_t n) {
   return (double)(h >> 12);
 }
 
+/* The codec as the wire and the planner see it: its canonical spec without seed= (a seed
+ * only decorrelates one rank's stochastic rounding or sampling; frames describe themselves,
+ * so ranks may pick different seeds) */
 static double spec_hash(const gcomp_codec *c) {
-  char spec[256] = "none";
+  char spec[256] = "none", out[256];
   if (c) gcomp_codec_spec(c, spec, sizeof spec);
-  return hash52(spec, strlen(spec));
+  size_t o = 0;
+  for (const char *p = spec; *p;) {
+    size_t n = strcspn(p, ":,+");
+    int seed = (p == spec ? 0 : (p[-1] == ':' || p[-1] == ',')) && !strncmp(p, "seed=", 5);
+    if (!seed && o + n + 1 < sizeof out) {
+      memcpy(out + o, p, n);
+      o += n;
+    }
+    p += n;
+    if (*p) {
+      if (!seed && o + 1 < sizeof out) out[o++] = *p;
+      else if (seed && *p == '+' && o && (out[o - 1] == ',' || out[o - 1] == ':'))
+        out[o - 1] = '+';   /* the separator before the seed gives way to the stage's */
+      p++;
+    }
+  }
+  while (o && (out[o - 1] == ',' || out[o - 1] == ':')) o--;   /* a seed that came last */
+  return hash52(out, o);
 }
 
 /* What every rank must hold alike, agreed in one exchange at creation. A rank that differs

@@ -250,6 +250,81 @@ static void test_rendezvous_strangers(void **state) {
   assert_int_equal(a[0].table[1], 101);
 }
 
+/* A rank-1 stand-in: connects at once, sends its hello later, and returns the root's
+ * admission status (0: admitted; -1: the connection was dropped). */
+static int raw_connect(int port) {
+  int fd = -1;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < 100; i++) {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
+    close(fd);
+    usleep(10000);
+  }
+  return -1;
+}
+
+static long raw_hello(int fd) {
+  uint32_t w[5] = {htonl(0x47435256u), htonl(1), htonl(1), htonl(2), htonl(0)};
+  if (write(fd, w, sizeof w) != (ssize_t)sizeof w) return -1;
+  uint32_t st;
+  ssize_t k = read(fd, &st, 4);
+  return k == 4 ? (long)ntohl(st) : -1;
+}
+
+static void *root_long(void *p) {   /* rank 0 with a 6 s timeout */
+  rv_arg *a = p;
+  gcomp_oob *oob = NULL;
+  a->status = gcomp_rendezvous_open(&a->env, 6000, &oob);
+  if (oob) oob->close(oob);
+  return NULL;
+}
+
+static void start_root(rv_arg *a, int port, pthread_t *th) {
+  memset(a, 0, sizeof *a);
+  a->env.rank = 0, a->env.size = 2, a->env.local_rank = -1;
+  snprintf(a->env.root_host, sizeof a->env.root_host, "127.0.0.1");
+  a->env.root_port = port;
+  pthread_create(th, NULL, root_long, a);
+  usleep(50000);
+}
+
+/* A rank whose hello arrives while the root reads a stranger's half hello (2 s) is read
+ * afterwards, not dropped as silent; and in a flood of silent connections the oldest go
+ * first, never a rank that just connected. */
+static void test_rendezvous_late_hello_and_flood(void **state) {
+  int port = test_port();
+  rv_arg root;
+  pthread_t th;
+  start_root(&root, port, &th);
+  int r1 = raw_connect(port);
+  int half = raw_connect(port);
+  usleep(100000);
+  assert_int_equal(write(half, "G", 1), 1);   /* stalls the root's read for 2 s */
+  usleep(300000);
+  long st = raw_hello(r1);   /* arrives during that read; r1's own 2 s run out meanwhile */
+  close(half);
+  close(r1);
+  pthread_join(th, NULL);
+  if (st != 0) fail_msg("rank 1 behind a half hello: status %ld (dropped?)", st);
+
+  port = test_port();
+  start_root(&root, port, &th);
+  int silent[130];
+  for (int i = 0; i < 128; i++) silent[i] = raw_connect(port);
+  usleep(100000);
+  r1 = raw_connect(port);
+  usleep(50000);
+  silent[128] = raw_connect(port), silent[129] = raw_connect(port);   /* two more evictions */
+  usleep(100000);
+  st = raw_hello(r1);
+  for (int i = 0; i < 130; i++) close(silent[i]);
+  close(r1);
+  pthread_join(th, NULL);
+  if (st != 0) fail_msg("rank 1 in a flood: status %ld (evicted?)", st);
+}
+
 /* A root that never answers (its SYNs dropped: a full accept queue here) is a timeout
  * within GCOMP_TIMEOUT_MS, not a connect() blocked for the kernel's two minutes. */
 static void test_rendezvous_unanswered_root(void **state) {
@@ -290,6 +365,7 @@ int main(void) {
       cmocka_unit_test(test_rendezvous_wrong_token),
       cmocka_unit_test(test_rendezvous_strangers),
       cmocka_unit_test(test_rendezvous_unanswered_root),
+      cmocka_unit_test(test_rendezvous_late_hello_and_flood),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
