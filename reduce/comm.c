@@ -685,12 +685,12 @@ static int allreduce_now(gcomp_comm *comm, const void *sendbuf, void *recvbuf, s
   if (comm->seq >= 0xfffff0u) comm->seq = 1;   /* keep clear of the calibration tags */
   comm->stats.calls++;
   comm->stats.bytes += count * es;
-  if (count == 0) return GCOMP_OK;
   /* after a collective failed part-way the ranks no longer agree on which messages belong
    * to which call: fail at once, as NCCL does with an aborted communicator, instead of
-   * waiting out another timeout per call */
+   * waiting out another timeout per call (empty calls too: "every later call") */
   GCOMP_FAIL_IF(comm->broken, GCOMP_ERR_PEER,
                 "communicator unusable since an earlier allreduce failed: %s", comm->broken_why);
+  if (count == 0) return GCOMP_OK;
 
   /* the working buffer: recvbuf itself, or an fp32 copy of 16-bit floats */
   gcomp_dtype wt = dtype;

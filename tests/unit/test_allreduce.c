@@ -656,7 +656,7 @@ static void test_mismatched_counts(void **state) {
 typedef struct {
   gcomp_transport *t;
   const char *spec;
-  int st, st2;
+  int st, st2, st3;
   double ms2;
   char error[1024], error2[1024];
 } codec_job;
@@ -675,6 +675,7 @@ static void *codec_main(void *arg) {
   if (comm) j->st2 = gcomp_allreduce(comm, x, x, 100000, GCOMP_FLOAT32, GCOMP_SUM, codec, 1);
   j->ms2 = (double)(gcomp_now_ns() - t0) / 1e6;
   snprintf(j->error2, sizeof j->error2, "%s", gcomp_last_error());
+  if (comm) j->st3 = gcomp_allreduce(comm, x, x, 0, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
   gcomp_codec_destroy(codec);
   free(x);
   gcomp_comm_destroy(comm);
@@ -695,6 +696,7 @@ static void test_mismatched_codecs(void **state) {
       fail_msg("rank %d: %d '%s'", r, j[r].st, j[r].error);
     if (j[r].st2 != GCOMP_ERR_PEER || j[r].ms2 > 500)
       fail_msg("rank %d: second call %d after %.0f ms: '%s'", r, j[r].st2, j[r].ms2, j[r].error2);
+    assert_int_equal(j[r].st3, GCOMP_ERR_PEER);   /* an empty call too (it returned OK) */
   }
   /* seeds may differ: they only decorrelate each rank's stochastic rounding or sampling,
    * and the frames describe themselves */
