@@ -140,25 +140,39 @@ static void test_param_invalid(void **state) {
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
 }
 
-/* The job's secret is never printed: not in the info log of set variables, not by
- * gcomp_param_describe (gcomp-info -e). */
-static void test_job_token_not_shown(void **state) {
-  char path[] = "/tmp/gcomp-log-XXXXXX";
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+/* Initialises with the variables already set and the log going to a fresh file (path: a
+ * "/tmp/gcomp-log-XXXXXX" buffer, unlinked by the caller); returns the log's text. */
+static const char *log_of_init(char *path) {
   int fd = mkstemp(path);
   assert_true(fd >= 0);
   close(fd);
   setenv("GCOMP_DEBUG_FILE", path, 1);
-  setenv("GCOMP_DEBUG", "info", 1);
-  setenv("GCOMP_JOB_TOKEN", "s3cret-job-token", 1);
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
   gcomp_log_close();
-  FILE *f = fopen(path, "r");
-  assert_non_null(f);
-  static char buf[1 << 16];
-  buf[fread(buf, 1, sizeof buf - 1, f)] = '\0';
-  fclose(f);
-  assert_non_null(strstr(buf, "GCOMP_JOB_TOKEN=(set, not shown)"));
-  assert_null(strstr(buf, "s3cret"));
+  const char *log = slurp(path);
+  assert_non_null(log);
+  return log;
+}
+
+/* The job's secret is never printed: not in the info log of set variables, not by
+ * gcomp_param_describe (gcomp-info -e). */
+static void test_job_token_not_shown(void **state) {
+  char path[] = "/tmp/gcomp-log-XXXXXX";
+  setenv("GCOMP_DEBUG", "info", 1);
+  setenv("GCOMP_JOB_TOKEN", "s3cret-job-token", 1);
+  const char *log = log_of_init(path);
+  assert_non_null(strstr(log, "GCOMP_JOB_TOKEN=(set, not shown)"));
+  assert_null(strstr(log, "s3cret"));
   for (int i = 0; i < gcomp_param_count(); i++) {
     gcomp_param_info p;
     assert_int_equal(gcomp_param_describe(i, &p), GCOMP_OK);
@@ -171,28 +185,11 @@ static void test_job_token_not_shown(void **state) {
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
 }
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return NULL;
-  static char buf[1 << 16];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = '\0';
-  fclose(f);
-  return buf;
-}
-
 static void test_unknown_variable_warns_with_suggestion(void **state) {
   char path[] = "/tmp/gcomp-log-XXXXXX";
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  close(fd);
-  setenv("GCOMP_DEBUG_FILE", path, 1);
   setenv("GCOMP_CODEK", "fp16", 1);
   setenv("GCOMP_ZZZZZZZZZZZZ", "1", 1);
-  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
-  gcomp_log_close();
-  const char *log = slurp(path);
-  assert_non_null(log);
+  const char *log = log_of_init(path);
   assert_non_null(strstr(log, "unknown variable GCOMP_CODEK ignored; did you mean GCOMP_CODEC?"));
   assert_non_null(strstr(log, "unknown variable GCOMP_ZZZZZZZZZZZZ ignored (gcomp-info"));
   assert_null(strstr(log, "GCOMP_DEBUG_FILE ignored"));
