@@ -89,6 +89,9 @@ typedef struct {
                            or mpirun; workers = the job's size) instead of W threads */
   const char *algo;     /* GCOMP_ALGO for codec runs ("auto": the planner); the baseline
                            always runs uncompressed with the planner's dense choice */
+  int rotate;           /* 0 (default); k > 0: rank w trains as worker (w + k) mod W, on
+                           that worker's shard and minibatch stream: the same job with its
+                           workers placed on the ranks in another order (a noise-floor twin) */
   int momentum_correction;   /* GCOMP_CV_MC_*: what a top-k codec with +ef whose ef stage
                            names no momentum runs as (see gcomp_cv_plan_codec) */
 } gcomp_cv_train_cfg;
@@ -195,6 +198,42 @@ void gcomp_cv_run_free(gcomp_cv_run *run);
  * never depends on a noisy calibration. */
 int gcomp_cv_setup_env(long long codec_min_bytes, const char *alpha_beta);
 
+/* ---- the noise floor ------------------------------------------------------------------ */
+/* How far fp32 training moves from the baseline when nothing changes but the order in which
+ * the allreduce adds the workers' gradients. Twin k is the baseline run again, uncompressed,
+ * with the workers placed on the ranks rotated by k (cfg->rotate): every step the same W
+ * gradients, added in another order, as when a scheduler places the same job's processes
+ * differently. Its deviation from the baseline is what rounding alone does to this run. On
+ * short runs it is near zero; on long non-convex runs trajectories part from rounding
+ * alone, and a fixed tolerance would flag `none` itself.
+ *
+ * From n twins the floor of each metric is a 99% prediction bound for one more fp32 run:
+ * t(n) * sqrt(mean of the twins' squared deviations), t(n) Student's two-sided 99% quantile
+ * with n degrees of freedom (gcomp_cv_floor_factor: 5.84 for 3 twins; the bound is wide
+ * because 3 samples say little about a spread). A codec fails a metric when it deviates by
+ * more than the tolerance plus the floor (gcomp_cv_judge). */
+enum { GCOMP_CV_MAX_TWINS = 8 };
+typedef struct {
+  int n;                            /* twins the floor is measured from (0: no floor) */
+  int rotations[GCOMP_CV_MAX_TWINS];
+  double acc_pts;                   /* test accuracy, points */
+  double loss_rel;                  /* final training loss, relative to the baseline's */
+  double gap_rel;                   /* loss-curve mean relative gap */
+  double drift;                     /* final parameter drift */
+} gcomp_cv_floor;
+
+/* t(n) above; NAN outside 1..GCOMP_CV_MAX_TWINS. */
+double gcomp_cv_floor_factor(int n);
+/* The rotations of n twins for W workers: 1, 2, 3, ..., skipping W/2 when W is a power of
+ * two (rhd and rd pair ranks r and r XOR 2^i, and rotating by W/2 is such a relabeling: the
+ * same sums, bitwise). GCOMP_ERR_INVALID when W has fewer than n distinct rotations. */
+int gcomp_cv_twin_rotations(int W, int n, int out[GCOMP_CV_MAX_TWINS]);
+/* The floor from finished twins (fp32 runs trained with `base` as their baseline, twin i
+ * with cfg->rotate = rotations[i]); a twin that failed or has no finite metrics is an
+ * error (GCOMP_ERR_INVALID, naming it). */
+int gcomp_cv_floor_measure(const gcomp_cv_run *base, const gcomp_cv_run *twins,
+                           const int *rotations, int n, gcomp_cv_floor *out);
+
 /* ---- tolerances and verdicts ----------------------------------------------------------- */
 typedef struct {
   double acc_pts;    /* test accuracy may be at most this many points below the baseline */
@@ -222,9 +261,12 @@ typedef struct {
                         parameter moved in the run, and that the verdict depends on the
                         run's length and schedule (empty otherwise) */
   gcomp_cv_tol tol;
+  gcomp_cv_floor floor;   /* the noise floor the verdict allowed for (n 0: none) */
 } gcomp_cv_verdict;
+/* floor NULL (or n 0): the tolerances alone. With a floor each limit is the tolerance plus
+ * the floor's figure for that metric. */
 void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gcomp_cv_tol *tol,
-                    gcomp_cv_verdict *v);
+                    const gcomp_cv_floor *floor, gcomp_cv_verdict *v);
 
 /* ---- reports --------------------------------------------------------------------------- */
 typedef struct {
@@ -235,6 +277,9 @@ typedef struct {
   gcomp_cv_run *runs;
   gcomp_cv_verdict *verdicts;
   int *must_fail;    /* [nruns]: this codec is expected to be flagged */
+  int ntwins;        /* the noise floor's fp32 twins (0: no floor) */
+  gcomp_cv_run *twins;
+  gcomp_cv_floor floor;
 } gcomp_cv_problem;
 
 typedef struct {

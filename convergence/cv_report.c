@@ -64,6 +64,17 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
     fprintf(f, "  %-26s %10.5f %8s %8.2f %7s %9s %9s %8.1e %9.0f %7s  %s\n", "baseline (fp32)",
             b->final_loss, "", b->final_acc * 100, "", "", "", b->relerr_mean,
             (double)b->wire_bytes / W / b->steps, "1.00", "");
+    for (int t = 0; t < pr->ntwins; t++) {   /* the noise floor's yardsticks, not judged */
+      const gcomp_cv_run *x = &pr->twins[t];
+      if (x->status < 0) {
+        fprintf(f, "  %-26s ERROR: %s\n", x->spec, x->error);
+        continue;
+      }
+      fprintf(f, "  %-26s %10.5f %+7.2f%% %8.2f %+7.2f %8.2f%% %9.2e %8.1e %9.0f %7.2f  %s\n",
+              x->spec, x->final_loss, (x->final_loss / b->final_loss - 1) * 100, x->final_acc * 100,
+              (x->final_acc - b->final_acc) * 100, x->curve_gap * 100, x->final_drift,
+              x->relerr_mean, (double)x->wire_bytes / W / x->steps, ratio_of(b, x), "(floor)");
+    }
     for (int i = 0; i < pr->nruns; i++) {
       const gcomp_cv_run *x = &pr->runs[i];
       const gcomp_cv_verdict *v = &pr->verdicts[i];
@@ -76,6 +87,14 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
               (x->final_acc - b->final_acc) * 100, x->curve_gap * 100, x->final_drift,
               x->relerr_mean, (double)x->wire_bytes / W / x->steps, ratio_of(b, x),
               verdict_word(v, pr->must_fail[i]));
+    }
+    if (pr->floor.n > 0) {
+      const gcomp_cv_floor *fl = &pr->floor;
+      fprintf(f, "  noise floor (99%% bound from %d fp32 twins, ranks rotated by", fl->n);
+      for (int t = 0; t < fl->n; t++) fprintf(f, "%s %d", t ? "," : "", fl->rotations[t]);
+      fprintf(f, "), added to every tolerance: accuracy %.2f points, final loss %.2f%%, curve "
+              "gap %.2f%%, drift %.3g\n", fl->acc_pts, fl->loss_rel * 100, fl->gap_rel * 100,
+              fl->drift);
     }
     /* sparsifying codecs: how often each parameter moved at all */
     for (int i = 0; i < pr->nruns; i++) {
@@ -150,6 +169,18 @@ static void json_array(FILE *f, const double *v, int n) {
     json_num(f, v[i]);
   }
   fputc(']', f);
+}
+
+/* {"rotations":[...],"acc_points":...}: the noise floor a verdict allowed for */
+static void json_floor(FILE *f, const gcomp_cv_floor *fl) {
+  fputs("{\"rotations\":[", f);
+  for (int t = 0; t < fl->n; t++) fprintf(f, "%s%d", t ? "," : "", fl->rotations[t]);
+  fputs("],\"acc_points\":", f);
+  json_num(f, fl->acc_pts);
+  json_field(f, "loss_rel", fl->loss_rel);
+  json_field(f, "gap_rel", fl->gap_rel);
+  json_field(f, "drift", fl->drift);
+  fputc('}', f);
 }
 
 static void json_run(FILE *f, const gcomp_cv_run *b, const gcomp_cv_run *r) {
@@ -232,6 +263,16 @@ static int write_json(const char *path, const gcomp_cv_report *r) {
     fprintf(f, ",\"model\":\"%s\",\"parameters\":%zu,\"baseline\":", gcomp_cv_model_name(pr->model),
             pr->base.nparams);
     json_run(f, &pr->base, &pr->base);
+    if (pr->ntwins > 0) {   /* the noise floor and the twins it was measured from */
+      fputs(",\"noise_floor\":", f);
+      json_floor(f, &pr->floor);
+      fputs(",\"twins\":[", f);
+      for (int t = 0; t < pr->ntwins; t++) {
+        if (t) fputc(',', f);
+        json_run(f, &pr->base, &pr->twins[t]);
+      }
+      fputc(']', f);
+    }
     fputs(",\"codecs\":[", f);
     for (int i = 0; i < pr->nruns; i++) {
       const gcomp_cv_verdict *v = &pr->verdicts[i];
@@ -247,7 +288,12 @@ static int write_json(const char *path, const gcomp_cv_report *r) {
       json_num(f, v->tol.gap_rel);
       fputs(",\"drift\":", f);
       json_num(f, v->tol.drift);
-      fputs("},\"why\":", f);
+      fputs("},\"noise_floor\":", f);
+      if (v->floor.n > 0)
+        json_floor(f, &v->floor);
+      else
+        fputs("null", f);
+      fputs(",\"why\":", f);
       json_str(f, v->why);
       fputs(",\"hint\":", f);
       json_str(f, v->hint);

@@ -170,10 +170,77 @@ static void add_why(gcomp_cv_verdict *v, const char *fmt, ...) {
   va_end(ap);
 }
 
+int gcomp_cv_twin_rotations(int W, int n, int out[GCOMP_CV_MAX_TWINS]) {
+  GCOMP_FAIL_IF(n < 0 || n > GCOMP_CV_MAX_TWINS, GCOMP_ERR_INVALID,
+                "%d noise-floor twins (at most %d)", n, GCOMP_CV_MAX_TWINS);
+  int pow2 = W > 0 && (W & (W - 1)) == 0, k = 0;
+  for (int r = 1; r < W && k < n; r++)
+    if (!(pow2 && 2 * r == W)) out[k++] = r;
+  GCOMP_FAIL_IF(k < n, GCOMP_ERR_INVALID, "%d workers have %d ways to rotate the ranks that "
+                "change the sums, fewer than the %d noise-floor twins asked for", W, k, n);
+  return k;
+}
+
+/* Student's t, two-sided 99%, by degrees of freedom 1..GCOMP_CV_MAX_TWINS */
+static const double t99[GCOMP_CV_MAX_TWINS] = {63.657, 9.925, 5.841, 4.604,
+                                               4.032,  3.707, 3.499, 3.355};
+
+double gcomp_cv_floor_factor(int n) {
+  return n >= 1 && n <= GCOMP_CV_MAX_TWINS ? t99[n - 1] : NAN;
+}
+
+int gcomp_cv_floor_measure(const gcomp_cv_run *base, const gcomp_cv_run *twins,
+                           const int *rotations, int n, gcomp_cv_floor *out) {
+  memset(out, 0, sizeof *out);
+  GCOMP_FAIL_IF(n < 1 || n > GCOMP_CV_MAX_TWINS, GCOMP_ERR_INVALID,
+                "%d noise-floor twins (1 to %d)", n, GCOMP_CV_MAX_TWINS);
+  double ss[4] = {0, 0, 0, 0};   /* sums of squared deviations: acc, loss, gap, drift */
+  for (int i = 0; i < n; i++) {
+    const gcomp_cv_run *t = &twins[i];
+    GCOMP_FAIL_IF(t->status < 0, GCOMP_ERR_INVALID,
+                  "noise-floor twin (ranks rotated by %d) failed: %s", rotations[i], t->error);
+    double acc = (t->final_acc - base->final_acc) * 100;
+    double dl = t->final_loss - base->final_loss;
+    double loss = dl == 0 ? 0 : dl / base->final_loss;   /* 0 / 0 is no deviation */
+    const double x[4] = {acc, loss, t->curve_gap, t->final_drift};
+    for (int m = 0; m < 4; m++) {
+      /* a NaN must not hide in the floor */
+      GCOMP_FAIL_IF(!isfinite(x[m]), GCOMP_ERR_INVALID, "noise-floor twin (ranks rotated by %d) "
+                    "has no finite metrics", rotations[i]);
+      ss[m] += x[m] * x[m];
+    }
+    out->rotations[i] = rotations[i];
+  }
+  /* n twins' deviations estimate fp32's own spread with n degrees of freedom; Student's t
+   * turns that into a bound a further fp32 run would exceed once in a hundred */
+  double k = gcomp_cv_floor_factor(n);
+  out->acc_pts = k * sqrt(ss[0] / n);
+  out->loss_rel = k * sqrt(ss[1] / n);
+  out->gap_rel = k * sqrt(ss[2] / n);
+  out->drift = k * sqrt(ss[3] / n);
+  out->n = n;
+  return GCOMP_OK;
+}
+
+/* " + noise floor 0.70" when there is a floor: the limit the metric was held to */
+static const char *floor_part(char *buf, size_t n, const gcomp_cv_floor *fl, double x,
+                              const char *fmt) {
+  buf[0] = '\0';
+  if (fl && fl->n > 0) {
+    char num[32];
+    snprintf(num, sizeof num, fmt, x);
+    snprintf(buf, n, " + noise floor %s", num);
+  }
+  return buf;
+}
+
 void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gcomp_cv_tol *tol,
-                    gcomp_cv_verdict *v) {
+                    const gcomp_cv_floor *floor, gcomp_cv_verdict *v) {
   memset(v, 0, sizeof *v);
   v->tol = *tol;
+  if (floor && floor->n > 0) v->floor = *floor;
+  const gcomp_cv_floor *fl = &v->floor;   /* all zero without a floor */
+  char fp[64];
   if (run->status < 0) {
     v->pass = -1;
     snprintf(v->why, sizeof v->why, "run failed: %.480s", run->error);
@@ -196,30 +263,37 @@ void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gco
    * difference in points carries binary rounding (1620/2000 - 1610/2000 is 0.5000000000000004
    * points), so the comparison allows for that much and no more */
   double drop = (base->final_acc - run->final_acc) * 100;
-  if (drop > tol->acc_pts + 1e-9) {
+  double lim = tol->acc_pts + fl->acc_pts;
+  if (drop > lim + 1e-9) {
     v->pass = 0;
-    add_why(v, "test accuracy %.2f%% is %.2f points below the baseline's %.2f%% (tolerance %.2f, "
+    add_why(v, "test accuracy %.2f%% is %.2f points below the baseline's %.2f%% (tolerance %.2f%s, "
             "exceeded by %.2f)", run->final_acc * 100, drop, base->final_acc * 100, tol->acc_pts,
-            drop - tol->acc_pts);
+            floor_part(fp, sizeof fp, fl, fl->acc_pts, "%.2f"), drop - lim);
   }
   /* a loss difference equal to the tolerance is within it too (1.1 / 1.0 - 1 is
    * 0.10000000000000009) */
   double lrel = (run->final_loss - base->final_loss) / base->final_loss;
-  if (lrel > tol->loss_rel + 1e-12) {
+  lim = tol->loss_rel + fl->loss_rel;
+  if (lrel > lim + 1e-12) {
     v->pass = 0;
-    add_why(v, "final training loss %.5g is %.2f%% above the baseline's %.5g (tolerance %.2f%%, "
+    add_why(v, "final training loss %.5g is %.2f%% above the baseline's %.5g (tolerance %.2f%%%s, "
             "exceeded by %.2f points)", run->final_loss, lrel * 100, base->final_loss,
-            tol->loss_rel * 100, (lrel - tol->loss_rel) * 100);
+            tol->loss_rel * 100, floor_part(fp, sizeof fp, fl, fl->loss_rel * 100, "%.2f%%"),
+            (lrel - lim) * 100);
   }
-  if (run->curve_gap > tol->gap_rel || isnan(run->curve_gap)) {
+  lim = tol->gap_rel + fl->gap_rel;
+  if (run->curve_gap > lim || isnan(run->curve_gap)) {
     v->pass = 0;
-    add_why(v, "loss curve's mean relative gap %.2f%% exceeds tolerance %.2f%% by %.2f points",
-            run->curve_gap * 100, tol->gap_rel * 100, (run->curve_gap - tol->gap_rel) * 100);
+    add_why(v, "loss curve's mean relative gap %.2f%% exceeds tolerance %.2f%%%s by %.2f points",
+            run->curve_gap * 100, tol->gap_rel * 100,
+            floor_part(fp, sizeof fp, fl, fl->gap_rel * 100, "%.2f%%"),
+            (run->curve_gap - lim) * 100);
   }
-  if (run->final_drift > tol->drift) {
+  lim = tol->drift + fl->drift;
+  if (run->final_drift > lim) {
     v->pass = 0;
-    add_why(v, "parameter drift %.3g exceeds tolerance %.3g by %.3g", run->final_drift, tol->drift,
-            run->final_drift - tol->drift);
+    add_why(v, "parameter drift %.3g exceeds tolerance %.3g%s by %.3g", run->final_drift,
+            tol->drift, floor_part(fp, sizeof fp, fl, fl->drift, "%.3g"), run->final_drift - lim);
   }
   if (!run->replicas_equal) {
     v->pass = 0;
@@ -235,5 +309,5 @@ void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gco
     snprintf(v->hint, sizeof v->hint, "each parameter moved %.1f times in %d steps on average; "
              "with error feedback a sparsifier catches up over runs long against 1/ratio "
              "with a decaying learning rate, so judge it at your job's --steps and "
-             "--lr-schedule", run->moved_frac * run->steps, run->steps);
+             "--lr-schedule (a long run with --noise-floor)", run->moved_frac * run->steps, run->steps);
 }

@@ -369,8 +369,11 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
     st = gcomp_codec_create(s->spec, &codec);
     if (st < 0) fail_worker(s, w, st, "creating the codec");
   }
-  /* shard: every W-th training row from w; minibatches sampled without replacement */
-  int nshard = (d->ntrain - w + W - 1) / W;
+  /* the worker this rank plays: itself, or with a rotation (a noise-floor twin) another's
+   * shard and minibatch stream, so the same W gradients are added in another rank order */
+  int id = (int)(((long long)w + cfg->rotate) % W);
+  /* shard: every W-th training row from id; minibatches sampled without replacement */
+  int nshard = (d->ntrain - id + W - 1) / W;
   if (nshard < 1) nshard = 1;
   int *order = malloc((size_t)nshard * sizeof *order);
   float *theta = malloc(np * sizeof *theta), *vel = calloc(np, sizeof *vel);
@@ -386,8 +389,8 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
   if (!s->real) pthread_barrier_wait(&s->bar);
   if (atomic_load(&s->failed)) goto out;
 
-  for (int i = 0; i < nshard; i++) order[i] = (w + i * W) % d->ntrain;
-  gcomp_cv_rng rng = gcomp_cv_rng_make(cfg->seed, 0x100 + (uint64_t)w);
+  for (int i = 0; i < nshard; i++) order[i] = (id + i * W) % d->ntrain;
+  gcomp_cv_rng rng = gcomp_cv_rng_make(cfg->seed, 0x100 + (uint64_t)id);
   gcomp_cv_shuffle(&rng, order, nshard);
   int pos = 0, e = 0;
   const char *algo = "";
@@ -586,6 +589,7 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
                 "workers %d out of range [1, 1024]", cfg->workers);
   GCOMP_FAIL_IF(cfg->steps < 1 || cfg->batch < 1, GCOMP_ERR_INVALID, "steps %d and batch %d must be >= 1",
                 cfg->steps, cfg->batch);
+  GCOMP_FAIL_IF(cfg->rotate < 0, GCOMP_ERR_INVALID, "rotation %d must be >= 0", cfg->rotate);
   GCOMP_FAIL_IF(model->nin != data->nfeat || model->nout != data->nclass, GCOMP_ERR_INVALID,
                 "model shape %dx%d does not fit data %dx%d", model->nin, model->nout, data->nfeat,
                 data->nclass);

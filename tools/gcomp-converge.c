@@ -78,6 +78,13 @@ static void usage(FILE *f) {
     "                        (unless --must-fail is given) test_biased and topk:ratio=0.001\n"
     "                        as codecs that must be flagged\n"
     "tolerances (defaults in README.md; later rules win)\n"
+    "  --noise-floor N       for long runs, where trajectories part from rounding alone:\n"
+    "                        train the baseline N (2..8; 3 recommended) more times with\n"
+    "                        the workers placed on the ranks rotated by 1, 2, 3, ... (not\n"
+    "                        W/2 for a power-of-two W: the same sums), the same fp32\n"
+    "                        gradients added in other orders. Each limit becomes the\n"
+    "                        tolerance + a 99%% bound on such a twin's deviation (Student's\n"
+    "                        t(N) x their rms; README). Default 0: no floor\n"
     "  --tol 'PATTERN k=v,...'  keys acc (points), loss, gap (fractions), drift; 'inf' disables\n"
     "  --tolerances FILE     one such rule per line, # comments\n"
     "  --list-tolerances     print the tolerance each codec gets, then exit\n"
@@ -134,6 +141,17 @@ static unsigned long long whole(const char *opt, const char *v, unsigned long lo
 
 static int file_exists(const char *p) { return p && access(p, R_OK) == 0; }
 
+/* One noise-floor twin: the baseline's run again, uncompressed, with the workers placed on
+ * the ranks rotated by `rot`. */
+static void train_twin(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *d,
+                       const gcomp_cv_model *m, int rot, const gcomp_cv_run *base,
+                       gcomp_cv_run *out) {
+  gcomp_cv_train_cfg c = *cfg;
+  c.rotate = rot;
+  gcomp_cv_train(&c, d, m, NULL, base, out);   /* a failure stays in out->status and error */
+  snprintf(out->spec, sizeof out->spec, "fp32, ranks rotated %d", rot);
+}
+
 int main(int argc, char **argv) {
   gcomp_cv_train_cfg cfg;
   gcomp_cv_train_defaults(&cfg);
@@ -146,12 +164,12 @@ int main(int argc, char **argv) {
   int progress = isatty(2), ci = 0;
   double test_frac = 0.2, synth_cond = 30;
   uint64_t split_seed = 12345;
-  int nseeds = 1;
+  int nseeds = 1, noise_floor = 0;
   enum { O_CODEC = 256, O_MUSTFAIL, O_ALGO, O_MINB, O_AB, O_TASK, O_DATA, O_DIGITS, O_MODEL,
          O_HIDDEN, O_CLASSES, O_TFRAC, O_SSEED, O_SDIM, O_SCOND, O_SN, O_WORKERS, O_STEPS,
          O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_EVAL, O_OP, O_CI, O_TOL, O_TOLF, O_LTOL, O_JSON,
          O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP, O_PROBLEM, O_REAL, O_PERLAYER, O_MCORR,
-         O_LRS, O_SEEDS };
+         O_LRS, O_SEEDS, O_FLOOR };
   static const struct option opts[] = {
       {"codec", 1, 0, O_CODEC},       {"must-fail", 1, 0, O_MUSTFAIL}, {"algo", 1, 0, O_ALGO},
       {"min-bytes", 1, 0, O_MINB},    {"alpha-beta", 1, 0, O_AB},     {"task", 1, 0, O_TASK},
@@ -168,6 +186,7 @@ int main(int argc, char **argv) {
       {"problem", 1, 0, O_PROBLEM},   {"real", 0, 0, O_REAL},
       {"per-layer", 0, 0, O_PERLAYER}, {"momentum-correction", 1, 0, O_MCORR},
       {"lr-schedule", 1, 0, O_LRS},   {"seeds", 1, 0, O_SEEDS},
+      {"noise-floor", 1, 0, O_FLOOR},
       {0, 0, 0, 0}};
   int eval_set = 0;
   for (int o; (o = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
@@ -215,6 +234,13 @@ int main(int argc, char **argv) {
     case O_WD: cfg.weight_decay = num("--weight-decay", optarg, 0, 1); break;
     case O_SEED: cfg.seed = whole("--seed", optarg, 0, UINT64_MAX - 1000); break;
     case O_SEEDS: nseeds = (int)whole("--seeds", optarg, 1, 1000); break;
+    case O_FLOOR:
+      noise_floor = (int)whole("--noise-floor", optarg, 0, GCOMP_CV_MAX_TWINS);
+      if (noise_floor == 1) {   /* t(1) = 64: one twin says nothing about a spread */
+        fprintf(stderr, "gcomp-converge: --noise-floor needs 2 or more twins (3 recommended), or 0\n");
+        return 2;
+      }
+      break;
     case O_EVAL:
       cfg.eval_every = (int)whole("--eval-every", optarg, 1, 100000000ull);
       eval_set = 1;
@@ -269,6 +295,11 @@ int main(int argc, char **argv) {
   cfg.algo = algo;
   cfg.nseeds = nseeds;
 
+  int rots[GCOMP_CV_MAX_TWINS];   /* simulated: the worker count is known now, say it early */
+  if (noise_floor && !cfg.real && gcomp_cv_twin_rotations(cfg.workers, noise_floor, rots) < 0) {
+    fprintf(stderr, "gcomp-converge: --noise-floor: %s\n", gcomp_last_error());
+    return 2;
+  }
   int st = gcomp_cv_setup_env(min_bytes, alpha_beta);
   if (st < 0) {
     fprintf(stderr, "gcomp-converge: %s\n", gcomp_last_error());
@@ -448,6 +479,17 @@ int main(int argc, char **argv) {
         }
         continue;
       }
+      /* the noise floor: the baseline again with the ranks rotated by 1..N */
+      int twin_rot[GCOMP_CV_MAX_TWINS];
+      if (noise_floor && gcomp_cv_twin_rotations(pr->base.workers, noise_floor, twin_rot) < 0) {
+        fprintf(stderr, "gcomp-converge: %s: --noise-floor: %s\n", label, gcomp_last_error());
+        errors++;
+      } else if (noise_floor) {
+        pr->ntwins = noise_floor;
+        pr->twins = calloc((size_t)pr->ntwins, sizeof *pr->twins);
+        for (int t = 0; t < pr->ntwins; t++)
+          train_twin(&cfg, &data[d], &shaped[p], twin_rot[t], &pr->base, &pr->twins[t]);
+      }
       for (int i = 0; i < nrun; i++) {
         const char *spec = i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n];
         pr->must_fail[i] = i >= codecs.n;
@@ -468,6 +510,15 @@ int main(int argc, char **argv) {
           }
           if (stk >= 0) gcomp_cv_run_free(&run_k);
         }
+        for (int t = 0; t < pr->ntwins; t++) {   /* the same rotations as seed 0's twins */
+          if (stk >= 0) train_twin(&cfg, &data[d], &shaped[p], twin_rot[t], &base_k, &run_k);
+          else run_k = base_k, run_k.status = stk;
+          if (gcomp_cv_run_merge(&pr->twins[t], &run_k, k) < 0) {
+            fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
+            errors++;
+          }
+          if (stk >= 0) gcomp_cv_run_free(&run_k);
+        }
         if (gcomp_cv_run_merge(&pr->base, &base_k, k) < 0) {
           fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
           errors++;
@@ -475,12 +526,22 @@ int main(int argc, char **argv) {
         gcomp_cv_run_free(&base_k);
       }
       cfg.seed = seed0;
+      gcomp_cv_floor *floor = NULL;
+      if (pr->ntwins > 0) {
+        if (gcomp_cv_floor_measure(&pr->base, pr->twins, twin_rot, pr->ntwins, &pr->floor) < 0) {
+          /* without its floor a verdict would be the short-run one, silently: an error */
+          fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
+          errors++;
+        } else {
+          floor = &pr->floor;
+        }
+      }
       for (int i = 0; i < nrun; i++) {
         const char *spec = i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n];
         gcomp_cv_run *run = &pr->runs[i];
         st = run->status;
         gcomp_cv_tol tol = gcomp_cv_tol_for(ts, spec, run->canon);
-        gcomp_cv_judge(&pr->base, run, &tol, &pr->verdicts[i]);
+        gcomp_cv_judge(&pr->base, run, &tol, floor, &pr->verdicts[i]);
         if (st < 0) {
           fprintf(stderr, "gcomp-converge: %s: the library refused or failed: %s\n", label,
                   run->error);
@@ -525,6 +586,8 @@ int main(int argc, char **argv) {
   for (int p = 0; p < nprob; p++) {
     gcomp_cv_run_free(&probs[p].base);
     for (int i = 0; i < probs[p].nruns; i++) gcomp_cv_run_free(&probs[p].runs[i]);
+    for (int t = 0; t < probs[p].ntwins; t++) gcomp_cv_run_free(&probs[p].twins[t]);
+    free(probs[p].twins);
     free(probs[p].runs);
     free(probs[p].verdicts);
     free(probs[p].must_fail);

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # gcomp-converge --real (4 processes under gcomp-run, libfabric shm) must reproduce the
 # simulated run (4 threads over the loopback transport) bitwise: the same curves, minibatch
-# losses, gradient errors and wire bytes, for the baseline and every codec.
+# losses, gradient errors and wire bytes, for the baseline, every codec and the noise
+# floor's twins (ranks rotated by 1 and 3: a rotation must mean the same in both modes).
 # usage: real_vs_sim.sh GCOMP_RUN GCOMP_CONVERGE WORKDIR
 set -euo pipefail
 run=$1 conv=$2 dir=$3
 mkdir -p "$dir"
 args=(--problem gmm/softmax --problem gmm/mlp --steps 60 --synth-n 2000 --no-progress --quiet
-      --codec bf16 --codec 'topk:ratio=0.01+ef' --codec none+ef)
+      --codec bf16 --codec 'topk:ratio=0.01+ef' --codec none+ef --noise-floor 2)
 # verdicts do not matter here (60 steps are short): exit status 1 is fine, 2 (an error) is not
 rc=0; "$run" -n 4 -- "$conv" --real "${args[@]}" --json "$dir/real.json" 2>"$dir/real.log" || rc=$?
 [ "$rc" -le 1 ] || { cat "$dir/real.log"; echo "real_vs_sim: --real run failed ($rc)"; exit 1; }
@@ -20,6 +21,9 @@ assert real["config"]["workers"] == sim["config"]["workers"] == 4, "worker count
 n = 0
 for pr, ps in zip(real["problems"], sim["problems"]):
     pairs = [(pr["baseline"], ps["baseline"])] + [(a["run"], b["run"]) for a, b in zip(pr["codecs"], ps["codecs"])]
+    assert len(pr["twins"]) == len(ps["twins"]) == 2 and pr["noise_floor"] == ps["noise_floor"]
+    assert pr["noise_floor"]["rotations"] == [1, 3], pr["noise_floor"]
+    pairs += list(zip(pr["twins"], ps["twins"]))
     for a, b in pairs:
         where = "%s/%s %s" % (pr["task"], pr["model"], a["spec"])
         assert "error" not in a and "error" not in b, where + ": " + a.get("error", b.get("error", ""))
@@ -28,6 +32,6 @@ for pr, ps in zip(real["problems"], sim["problems"]):
         for key in ("wire_bytes", "final_loss", "final_drift", "replicas_equal"):
             assert a[key] == b[key], "%s: %s %r vs %r" % (where, key, a[key], b[key])
         n += 1
-assert n == 8, "expected 8 runs, compared %d" % n
+assert n == 12, "expected 12 runs, compared %d" % n
 print("real_vs_sim: %d runs identical between --real (4 processes) and simulated (4 threads)" % n)
 PY

@@ -52,7 +52,7 @@ static void run_ok(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *d, const 
 static gcomp_cv_verdict judge_default(const gcomp_cv_run *base, const gcomp_cv_run *run) {
   gcomp_cv_tol tol = gcomp_cv_tol_for(NULL, run->spec, run->canon);
   gcomp_cv_verdict v;
-  gcomp_cv_judge(base, run, &tol, &v);
+  gcomp_cv_judge(base, run, &tol, NULL, &v);
   return v;
 }
 
@@ -448,7 +448,7 @@ static void test_unknown_codec(void **state) {
   assert_non_null(strstr(run.error, "bogus"));
   gcomp_cv_verdict v;
   gcomp_cv_tol tol = gcomp_cv_tol_for(NULL, run.spec, run.canon);
-  gcomp_cv_judge(&base, &run, &tol, &v);
+  gcomp_cv_judge(&base, &run, &tol, NULL, &v);
   assert_int_equal(v.pass, -1);
   gcomp_cv_run_free(&run);
   assert_int_equal(gcomp_cv_train(&cfg, &d, &m, "none+ef:bad=1", &base, &run), GCOMP_ERR_INVALID);
@@ -497,10 +497,10 @@ static void test_tolerance_rules(void **state) {
     gcomp_cv_run x = {.final_loss = 1.0, .final_acc = 1610 / 2000.0, .replicas_equal = 1};
     gcomp_cv_tol half = {0.5, INFINITY, INFINITY, INFINITY};
     gcomp_cv_verdict vv;
-    gcomp_cv_judge(&b, &x, &half, &vv);
+    gcomp_cv_judge(&b, &x, &half, NULL, &vv);
     if (vv.pass != 1) fail_msg("a 0.5-point drop against a 0.5-point tolerance: %s", vv.why);
     x.final_acc = 1609 / 2000.0;
-    gcomp_cv_judge(&b, &x, &half, &vv);
+    gcomp_cv_judge(&b, &x, &half, NULL, &vv);
     assert_int_equal(vv.pass, 0);
   }
 
@@ -509,16 +509,16 @@ static void test_tolerance_rules(void **state) {
   gcomp_cv_run run = {.final_loss = 1.03, .final_acc = 0.893, .replicas_equal = 1};
   gcomp_cv_tol tol = {0.5, 0.01, INFINITY, INFINITY};
   gcomp_cv_verdict v;
-  gcomp_cv_judge(&base, &run, &tol, &v);
+  gcomp_cv_judge(&base, &run, &tol, NULL, &v);
   assert_int_equal(v.pass, 0);
   assert_non_null(strstr(v.why, "test accuracy"));
   assert_non_null(strstr(v.why, "exceeded by 0.20"));
   assert_non_null(strstr(v.why, "3.00% above"));
   run.final_acc = 0.899, run.final_loss = 1.005;
-  gcomp_cv_judge(&base, &run, &tol, &v);
+  gcomp_cv_judge(&base, &run, &tol, NULL, &v);
   assert_int_equal(v.pass, 1);
   run.replicas_equal = 0;
-  gcomp_cv_judge(&base, &run, &tol, &v);
+  gcomp_cv_judge(&base, &run, &tol, NULL, &v);
   assert_int_equal(v.pass, 0);
   assert_string_equal(v.hint, "");   /* no coverage figures: not a sparsifier */
 
@@ -528,14 +528,14 @@ static void test_tolerance_rules(void **state) {
     gcomp_cv_run b1 = {.final_loss = 1.0, .final_acc = 0.9, .replicas_equal = 1};
     gcomp_cv_run x1 = {.final_loss = 1.1, .final_acc = 0.9, .replicas_equal = 1};
     gcomp_cv_tol ten = {INFINITY, 0.10, INFINITY, INFINITY};
-    gcomp_cv_judge(&b1, &x1, &ten, &v);
+    gcomp_cv_judge(&b1, &x1, &ten, NULL, &v);
     if (v.pass != 1) fail_msg("a 10%% loss rise against a 10%% tolerance: %s", v.why);
     x1.final_loss = 1.1001;
-    gcomp_cv_judge(&b1, &x1, &ten, &v);
+    gcomp_cv_judge(&b1, &x1, &ten, NULL, &v);
     assert_int_equal(v.pass, 0);
     /* a baseline that diverged is no reference: an error, not a pass or a codec's failure */
     b1.final_loss = NAN;
-    gcomp_cv_judge(&b1, &x1, &ten, &v);
+    gcomp_cv_judge(&b1, &x1, &ten, NULL, &v);
     assert_int_equal(v.pass, -1);
     assert_non_null(strstr(v.why, "baseline itself diverged"));
   }
@@ -547,27 +547,159 @@ static void test_tolerance_rules(void **state) {
   snprintf(sp.spec, sizeof sp.spec, "topk:ratio=0.001+ef");
   snprintf(sp.canon, sizeof sp.canon, "topk:ratio=0.001,exact=0+ef:momentum=0.9");
   gcomp_cv_tol topk = {1.0, 0.10, INFINITY, INFINITY};
-  gcomp_cv_judge(&base, &sp, &topk, &v);
+  gcomp_cv_judge(&base, &sp, &topk, NULL, &v);
   assert_int_equal(v.pass, 0);
   if (!strstr(v.hint, "moved 5.2 times in 600 steps")) fail_msg("hint: '%s'", v.hint);
   snprintf(sp.canon, sizeof sp.canon, "topk:ratio=0.001,exact=0");
-  gcomp_cv_judge(&base, &sp, &topk, &v);
+  gcomp_cv_judge(&base, &sp, &topk, NULL, &v);
   assert_int_equal(v.pass, 0);
   assert_string_equal(v.hint, "");
   snprintf(sp.canon, sizeof sp.canon, "topk:ratio=0.001,exact=0+ef");
   sp.final_loss = 1.05;
-  gcomp_cv_judge(&base, &sp, &topk, &v);
+  gcomp_cv_judge(&base, &sp, &topk, NULL, &v);
   assert_int_equal(v.pass, 1);
   assert_string_equal(v.hint, "");
   sp.final_loss = 1.2, sp.moved_frac = 1.0;
-  gcomp_cv_judge(&base, &sp, &topk, &v);
+  gcomp_cv_judge(&base, &sp, &topk, NULL, &v);
   assert_int_equal(v.pass, 0);
   assert_string_equal(v.hint, "");
+}
+
+/* ---- the noise floor ------------------------------------------------------------------------ */
+/* Each metric's floor is t(n) times the root mean square of the twins' deviations (either
+ * direction), and a verdict's limit is the tolerance plus it; without a floor (NULL or n 0)
+ * verdicts are the tolerances'. */
+static void test_noise_floor_verdicts(void **state) {
+  (void)state;
+  gcomp_cv_run base = {.final_loss = 1.0, .final_acc = 0.80, .replicas_equal = 1};
+  gcomp_cv_run tw[3] = {
+      {.final_loss = 1.04, .final_acc = 0.806, .curve_gap = 0.01, .final_drift = 0.2},
+      {.final_loss = 0.93, .final_acc = 0.797, .curve_gap = 0.03, .final_drift = 0.1},
+      {.final_loss = 1.0, .final_acc = 0.80, .curve_gap = 0.0, .final_drift = 0.0}};
+  const int rot[3] = {1, 2, 3};
+  gcomp_cv_floor fl;
+  assert_int_equal(gcomp_cv_floor_measure(&base, tw, rot, 3, &fl), GCOMP_OK);
+  assert_int_equal(fl.n, 3);
+  /* by hand: t(3) = 5.841; rms of (+0.6, -0.3, 0) points = sqrt(0.15); of (+4%, -7%, 0) =
+   * sqrt(0.0065 / 3); of gaps (1%, 3%, 0) = sqrt(0.001 / 3); of drifts (0.2, 0.1, 0) */
+  assert_true(fabs(gcomp_cv_floor_factor(3) - 5.841) < 1e-12);
+  assert_true(fabs(fl.acc_pts - 5.841 * sqrt(0.15)) < 1e-9);
+  assert_true(fabs(fl.loss_rel - 5.841 * sqrt(0.0065 / 3)) < 1e-9);
+  assert_true(fabs(fl.gap_rel - 5.841 * sqrt(0.001 / 3)) < 1e-9);
+  assert_true(fabs(fl.drift - 5.841 * sqrt(0.05 / 3)) < 1e-9);
+  assert_true(fl.rotations[0] == 1 && fl.rotations[2] == 3);
+  assert_true(isnan(gcomp_cv_floor_factor(0)) && isnan(gcomp_cv_floor_factor(9)));
+  assert_true(gcomp_cv_floor_factor(8) < gcomp_cv_floor_factor(2));   /* more twins, tighter */
+
+  /* outside the tolerances alone, inside tolerance + floor on every metric */
+  gcomp_cv_tol tol = {1.0, 0.10, 0.02, 0.1};
+  gcomp_cv_run run = {.final_acc = 0.80 - (tol.acc_pts + fl.acc_pts - 0.01) / 100,
+                      .final_loss = 1.0 + tol.loss_rel + fl.loss_rel - 0.001,
+                      .curve_gap = tol.gap_rel + fl.gap_rel - 0.001,
+                      .final_drift = tol.drift + fl.drift - 0.001, .replicas_equal = 1};
+  gcomp_cv_verdict v;
+  gcomp_cv_judge(&base, &run, &tol, NULL, &v);
+  assert_int_equal(v.pass, 0);
+  assert_null(strstr(v.why, "noise floor"));
+  assert_int_equal(v.floor.n, 0);
+  gcomp_cv_floor none = {0};
+  gcomp_cv_verdict v0;
+  gcomp_cv_judge(&base, &run, &tol, &none, &v0);   /* an empty floor is no floor */
+  assert_string_equal(v0.why, v.why);
+  gcomp_cv_judge(&base, &run, &tol, &fl, &v);
+  if (v.pass != 1) fail_msg("within tolerance + floor, but: %s", v.why);
+  assert_int_equal(v.floor.n, 3);
+  /* each metric alone just past its limit fails, naming tolerance, floor and margin */
+  gcomp_cv_run r2 = run;
+  r2.final_acc -= 0.02 / 100;
+  gcomp_cv_judge(&base, &r2, &tol, &fl, &v);
+  assert_int_equal(v.pass, 0);
+  if (!strstr(v.why, "tolerance 1.00 + noise floor 2.26, exceeded by 0.01")) fail_msg("%s", v.why);
+  r2 = run, r2.final_loss += 0.002;
+  gcomp_cv_judge(&base, &r2, &tol, &fl, &v);
+  assert_int_equal(v.pass, 0);
+  if (!strstr(v.why, "tolerance 10.00% + noise floor 27.19%, exceeded by 0.10 points"))
+    fail_msg("%s", v.why);
+  r2 = run, r2.curve_gap += 0.002;
+  gcomp_cv_judge(&base, &r2, &tol, &fl, &v);
+  assert_int_equal(v.pass, 0);
+  if (!strstr(v.why, "noise floor 10.66%")) fail_msg("%s", v.why);
+  r2 = run, r2.final_drift += 0.002;
+  gcomp_cv_judge(&base, &r2, &tol, &fl, &v);
+  assert_int_equal(v.pass, 0);
+  if (!strstr(v.why, "tolerance 0.1 + noise floor 0.754")) fail_msg("%s", v.why);
+  /* the floor never excuses replicas that differ */
+  r2 = run, r2.replicas_equal = 0;
+  gcomp_cv_judge(&base, &r2, &tol, &fl, &v);
+  assert_int_equal(v.pass, 0);
+
+  /* a baseline loss of 0 with a twin at 0 is no deviation; a failed or NaN twin is an
+   * error naming its rotation, never a smaller floor */
+  gcomp_cv_run zb = {.final_loss = 0, .final_acc = 1}, zt = {.final_loss = 0, .final_acc = 1};
+  assert_int_equal(gcomp_cv_floor_measure(&zb, &zt, rot, 1, &fl), GCOMP_OK);
+  assert_true(fl.loss_rel == 0);
+  tw[1].status = GCOMP_ERR_PEER;
+  snprintf(tw[1].error, sizeof tw[1].error, "rank 3 went away");
+  assert_int_equal(gcomp_cv_floor_measure(&base, tw, rot, 3, &fl), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "rotated by 2"));
+  assert_non_null(strstr(gcomp_last_error(), "rank 3 went away"));
+  tw[1].status = GCOMP_OK, tw[1].final_drift = NAN;
+  assert_int_equal(gcomp_cv_floor_measure(&base, tw, rot, 3, &fl), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "rotated by 2"));
+  assert_int_equal(gcomp_cv_floor_measure(&base, tw, rot, GCOMP_CV_MAX_TWINS + 1, &fl),
+                   GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_cv_floor_measure(&base, tw, rot, 0, &fl), GCOMP_ERR_INVALID);
+}
+
+/* A twin trains on the same data as the baseline, only with the workers on other ranks:
+ * the first step's losses are the same W minibatches, and the parameters part only by
+ * summation order (not at all would mean the rotation did nothing). */
+static void test_noise_floor_twins(void **state) {
+  (void)state;
+  gcomp_cv_data d;
+  make_gmm(&d, 1000);
+  gcomp_cv_model m;
+  make_model(&m, "mlp", &d);
+  gcomp_cv_train_cfg cfg;
+  base_cfg(&cfg, 100);
+  gcomp_cv_run base, tw;
+  run_ok(&cfg, &d, &m, NULL, NULL, &base);
+  int rots[GCOMP_CV_MAX_TWINS];
+  assert_int_equal(gcomp_cv_twin_rotations(cfg.workers, 6, rots), 6);
+  for (int i = 0; i < 6; i++) {
+    int rot = rots[i];
+    gcomp_cv_train_cfg c = cfg;
+    c.rotate = rot;
+    run_ok(&c, &d, &m, NULL, &base, &tw);
+    if (fabs(tw.step_loss[0] - base.step_loss[0]) > 1e-12 * base.step_loss[0])
+      fail_msg("rotation %d: first-step loss %.17g, baseline %.17g: not the same minibatches",
+               rot, tw.step_loss[0], base.step_loss[0]);
+    if (!(tw.final_drift > 0 && tw.final_drift < 1e-4))
+      fail_msg("rotation %d: drift %g after 100 steps (wanted rounding only, above 0)", rot,
+               tw.final_drift);
+    assert_true(fabs(tw.final_acc - base.final_acc) <= 0.0021);   /* a test row or so */
+    gcomp_cv_run_free(&tw);
+  }
+  /* 8 workers rotate 6 ways that change the sums (not by 4: rhd's pairs), 6 workers 5 */
+  assert_int_equal(gcomp_cv_twin_rotations(8, 7, rots), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "8 workers have 6 ways"));
+  assert_true(rots[2] == 3 && rots[3] == 5);
+  assert_int_equal(gcomp_cv_twin_rotations(6, 5, rots), 5);
+  assert_int_equal(rots[4], 5);
+  assert_int_equal(gcomp_cv_twin_rotations(1, 1, rots), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_cv_twin_rotations(8, 0, rots), 0);
+  cfg.rotate = -1;
+  assert_int_equal(gcomp_cv_train(&cfg, &d, &m, NULL, &base, &tw), GCOMP_ERR_INVALID);
+  gcomp_cv_run_free(&tw);
+  gcomp_cv_run_free(&base);
+  gcomp_cv_data_free(&d);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tolerance_rules),
+      cmocka_unit_test(test_noise_floor_verdicts),
+      cmocka_unit_test(test_noise_floor_twins),
       cmocka_unit_test(test_bad_csv),
       cmocka_unit_test(test_digits_loads),
       cmocka_unit_test(test_unknown_codec),
