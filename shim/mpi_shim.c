@@ -33,7 +33,7 @@ enum {
   FALL_DTYPE,      /* a datatype with no gcomp equivalent (derived, unsigned, 16-bit, ...) */
   FALL_OP,         /* an op other than MPI_SUM/MIN/MAX/PROD (user ops included) */
   FALL_ARGS,       /* a negative count, recvbuf MPI_IN_PLACE, aliased buffers: MPI reports
-                      the error; NULL buffers: the shim reports MPI_ERR_BUFFER itself */
+                      the error (NULL buffers never reach MPI: shim.refused) */
   FALL_IALLREDUCE, /* MPI_Iallreduce: not mapped (gcomp_iallreduce would need an MPI generalized request) */
   FALL_COUNT_
 };
@@ -49,6 +49,7 @@ static struct {
   pthread_mutex_t lock;  /* one communicator, one thread at a time */
   uint64_t served, served_bytes;
   uint64_t fell[FALL_COUNT_];
+  uint64_t refused;      /* NULL buffers: answered MPI_ERR_BUFFER by the shim, neither side ran */
 } shim = {.comm = NULL, .world = MPI_COMM_NULL, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- bootstrap -------------------------------------------------------------------------- */
@@ -221,7 +222,7 @@ SHIM_API int MPI_Finalize(void) {
   if (shim.world != MPI_COMM_NULL) {
     GCOMP_INFO(GCOMP_SUB_SHIM, "rank %d: %llu MPI_Allreduce through gcomp (%llu bytes); to MPI: "
                "%llu (gcomp off %llu, other communicator %llu, datatype %llu, op %llu, "
-               "bad arguments %llu, MPI_Iallreduce %llu)", shim.rank,
+               "bad arguments %llu, MPI_Iallreduce %llu); refused (NULL buffers): %llu", shim.rank,
                (unsigned long long)shim.served, (unsigned long long)shim.served_bytes,
                (unsigned long long)(shim.fell[FALL_OFF] + shim.fell[FALL_COMM] +
                                     shim.fell[FALL_DTYPE] + shim.fell[FALL_OP] +
@@ -229,7 +230,7 @@ SHIM_API int MPI_Finalize(void) {
                (unsigned long long)shim.fell[FALL_OFF], (unsigned long long)shim.fell[FALL_COMM],
                (unsigned long long)shim.fell[FALL_DTYPE], (unsigned long long)shim.fell[FALL_OP],
                (unsigned long long)shim.fell[FALL_ARGS],
-               (unsigned long long)shim.fell[FALL_IALLREDUCE]);
+               (unsigned long long)shim.fell[FALL_IALLREDUCE], (unsigned long long)shim.refused);
     /* collective over the transport; writes GCOMP_STATS and GCOMP_TRACE */
     gcomp_comm_destroy(shim.comm);
     shim.comm = NULL;
@@ -304,7 +305,7 @@ SHIM_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Da
   if (count > 0 && (!sendbuf || !recvbuf)) {
     /* Open MPI 4.1 does not check for NULL and crashes; gcomp would refuse it. Report it as
      * MPI would report a bad buffer, and touch neither (gcomp stays usable). */
-    __atomic_fetch_add(&shim.fell[FALL_ARGS], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&shim.refused, 1, __ATOMIC_RELAXED);
     GCOMP_WARN(GCOMP_SUB_SHIM, "rank %d: MPI_Allreduce of %d elements with a NULL %s buffer",
                shim.rank, count, recvbuf ? "send" : "receive");
     PMPI_Comm_call_errhandler(comm, MPI_ERR_BUFFER);
