@@ -89,9 +89,10 @@ typedef struct {
                            or mpirun; workers = the job's size) instead of W threads */
   const char *algo;     /* GCOMP_ALGO for codec runs ("auto": the planner); the baseline
                            always runs uncompressed with the planner's dense choice */
-  int rotate;           /* 0 (default); k > 0: rank w trains as worker (w + k) mod W, on
-                           that worker's shard and minibatch stream: the same job with its
-                           workers placed on the ranks in another order (a noise-floor twin) */
+  int placement;        /* 0 (default); k > 0: rank w trains as worker
+                           gcomp_cv_placed_worker(k, W, w), on that worker's shard and
+                           minibatch stream: the same job with its workers placed on the
+                           ranks in another order (a noise-floor twin) */
   int momentum_correction;   /* GCOMP_CV_MC_*: what a top-k codec with +ef whose ef stage
                            names no momentum runs as (see gcomp_cv_plan_codec) */
 } gcomp_cv_train_cfg;
@@ -200,39 +201,54 @@ int gcomp_cv_setup_env(long long codec_min_bytes, const char *alpha_beta);
 
 /* ---- the noise floor ------------------------------------------------------------------ */
 /* How far fp32 training moves from the baseline when nothing changes but the order in which
- * the allreduce adds the workers' gradients. Twin k is the baseline run again, uncompressed,
- * with the workers placed on the ranks rotated by k (cfg->rotate): every step the same W
- * gradients, added in another order, as when a scheduler places the same job's processes
- * differently. Its deviation from the baseline is what rounding alone does to this run. On
- * short runs it is near zero; on long non-convex runs trajectories part from rounding
- * alone, and a fixed tolerance would flag `none` itself.
+ * the allreduce adds the workers' gradients. A twin is the baseline run again, uncompressed,
+ * with the workers placed on the ranks in a shuffled order (cfg->placement): every step the
+ * same W gradients, added in another order, as when a scheduler places the same job's
+ * processes differently. Its deviation from the baseline is what rounding alone does to
+ * this run. On short runs it is near zero; on long non-convex runs trajectories part from
+ * rounding alone, and a fixed tolerance would flag `none` itself.
  *
- * From n twins the floor of each metric is a 99% prediction bound for one more fp32 run:
- * t(n) * sqrt(mean of the twins' squared deviations), t(n) Student's two-sided 99% quantile
- * with n degrees of freedom (gcomp_cv_floor_factor: 5.84 for 3 twins; the bound is wide
- * because 3 samples say little about a spread). A codec fails a metric when it deviates by
- * more than the tolerance plus the floor (gcomp_cv_judge). */
+ * From n twins (n >= 2) each metric gets a bound that one more fp32 run stays under with
+ * probability 99% if the twins' deviations are normal (Student's t, one-sided, t99(df)):
+ *   accuracy drop, loss rise (signed, centred on the baseline):
+ *       t99(n) * sqrt(mean of the twins' squared deviations)
+ *   curve gap, drift (amounts, >= 0):
+ *       mean + t99(n - 1) * sd * sqrt(1 + 1/n)   (a prediction bound for a new amount)
+ * The twins share the baseline, which makes the first bound somewhat conservative. A codec
+ * fails a metric when it deviates by more than the tolerance plus the floor (gcomp_cv_judge). */
 enum { GCOMP_CV_MAX_TWINS = 8 };
 typedef struct {
   int n;                            /* twins the floor is measured from (0: no floor) */
-  int rotations[GCOMP_CV_MAX_TWINS];
+  int placements[GCOMP_CV_MAX_TWINS];
   double acc_pts;                   /* test accuracy, points */
   double loss_rel;                  /* final training loss, relative to the baseline's */
   double gap_rel;                   /* loss-curve mean relative gap */
   double drift;                     /* final parameter drift */
 } gcomp_cv_floor;
 
-/* t(n) above; NAN outside 1..GCOMP_CV_MAX_TWINS. */
-double gcomp_cv_floor_factor(int n);
-/* The rotations of n twins for W workers: 1, 2, 3, ..., skipping W/2 when W is a power of
- * two (rhd and rd pair ranks r and r XOR 2^i, and rotating by W/2 is such a relabeling: the
- * same sums, bitwise). GCOMP_ERR_INVALID when W has fewer than n distinct rotations. */
-int gcomp_cv_twin_rotations(int W, int n, int out[GCOMP_CV_MAX_TWINS]);
-/* The floor from finished twins (fp32 runs trained with `base` as their baseline, twin i
- * with cfg->rotate = rotations[i]); a twin that failed or has no finite metrics is an
- * error (GCOMP_ERR_INVALID, naming it). */
+/* Student's t one-sided 99% quantile for df = 1..GCOMP_CV_MAX_TWINS; NAN outside. */
+double gcomp_cv_t99(int df);
+
+/* The worker rank `rank` plays under placement k of W workers: a seeded shuffle (0: rank). */
+int gcomp_cv_placed_worker(int placement, int W, int rank);
+
+/* Trains n (2..GCOMP_CV_MAX_TWINS) fp32 twins of `base`, a finished baseline of the same
+ * cfg, data and model, into twins[0..n). fixed 0: tries placements 1, 2, 3, ... and keeps
+ * the first n whose final parameters differ bitwise from the baseline's and from each other
+ * (an algorithm can add a shuffled order in the same pairs: rhd's butterfly does for some),
+ * giving up after 4n + 8 tries; placements[] receives them. fixed 1: trains exactly
+ * placements[0..n) (another seed's twins) and requires the same. GCOMP_ERR_INVALID, with
+ * nothing left in twins, when n distinct twins cannot be had, a twin failed, or its
+ * workers' replicas differ. */
+int gcomp_cv_train_twins(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
+                         const gcomp_cv_model *model, const gcomp_cv_run *base, int n, int fixed,
+                         int *placements, gcomp_cv_run *twins);
+
+/* The floor from n >= 2 finished twins of `base` (twin i trained with placements[i]).
+ * GCOMP_ERR_INVALID when the baseline has no finite final metrics, or a twin failed or has
+ * none (naming it). */
 int gcomp_cv_floor_measure(const gcomp_cv_run *base, const gcomp_cv_run *twins,
-                           const int *rotations, int n, gcomp_cv_floor *out);
+                           const int *placements, int n, gcomp_cv_floor *out);
 
 /* ---- tolerances and verdicts ----------------------------------------------------------- */
 typedef struct {

@@ -90,8 +90,8 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
     }
     if (pr->floor.n > 0) {
       const gcomp_cv_floor *fl = &pr->floor;
-      fprintf(f, "  noise floor (99%% bound from %d fp32 twins, ranks rotated by", fl->n);
-      for (int t = 0; t < fl->n; t++) fprintf(f, "%s %d", t ? "," : "", fl->rotations[t]);
+      fprintf(f, "  noise floor (99%% bound from %d fp32 twins, placements", fl->n);
+      for (int t = 0; t < fl->n; t++) fprintf(f, "%s %d", t ? "," : "", fl->placements[t]);
       fprintf(f, "), added to every tolerance: accuracy %.2f points, final loss %.2f%%, curve "
               "gap %.2f%%, drift %.3g\n", fl->acc_pts, fl->loss_rel * 100, fl->gap_rel * 100,
               fl->drift);
@@ -171,10 +171,10 @@ static void json_array(FILE *f, const double *v, int n) {
   fputc(']', f);
 }
 
-/* {"rotations":[...],"acc_points":...}: the noise floor a verdict allowed for */
+/* {"placements":[...],"acc_points":...}: the noise floor a verdict allowed for */
 static void json_floor(FILE *f, const gcomp_cv_floor *fl) {
-  fputs("{\"rotations\":[", f);
-  for (int t = 0; t < fl->n; t++) fprintf(f, "%s%d", t ? "," : "", fl->rotations[t]);
+  fputs("{\"placements\":[", f);
+  for (int t = 0; t < fl->n; t++) fprintf(f, "%s%d", t ? "," : "", fl->placements[t]);
   fputs("],\"acc_points\":", f);
   json_num(f, fl->acc_pts);
   json_field(f, "loss_rel", fl->loss_rel);
@@ -265,7 +265,10 @@ static int write_json(const char *path, const gcomp_cv_report *r) {
     json_run(f, &pr->base, &pr->base);
     if (pr->ntwins > 0) {   /* the noise floor and the twins it was measured from */
       fputs(",\"noise_floor\":", f);
-      json_floor(f, &pr->floor);
+      if (pr->floor.n > 0)   /* a floor that could not be measured is none, not zero */
+        json_floor(f, &pr->floor);
+      else
+        fputs("null", f);
       fputs(",\"twins\":[", f);
       for (int t = 0; t < pr->ntwins; t++) {
         if (t) fputc(',', f);

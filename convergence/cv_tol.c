@@ -170,54 +170,51 @@ static void add_why(gcomp_cv_verdict *v, const char *fmt, ...) {
   va_end(ap);
 }
 
-int gcomp_cv_twin_rotations(int W, int n, int out[GCOMP_CV_MAX_TWINS]) {
-  GCOMP_FAIL_IF(n < 0 || n > GCOMP_CV_MAX_TWINS, GCOMP_ERR_INVALID,
-                "%d noise-floor twins (at most %d)", n, GCOMP_CV_MAX_TWINS);
-  int pow2 = W > 0 && (W & (W - 1)) == 0, k = 0;
-  for (int r = 1; r < W && k < n; r++)
-    if (!(pow2 && 2 * r == W)) out[k++] = r;
-  GCOMP_FAIL_IF(k < n, GCOMP_ERR_INVALID, "%d workers have %d ways to rotate the ranks that "
-                "change the sums, fewer than the %d noise-floor twins asked for", W, k, n);
-  return k;
-}
+/* Student's t, one-sided 99%, by degrees of freedom 1..GCOMP_CV_MAX_TWINS */
+static const double t99[GCOMP_CV_MAX_TWINS] = {31.821, 6.965, 4.541, 3.747,
+                                               3.365,  3.143, 2.998, 2.896};
 
-/* Student's t, two-sided 99%, by degrees of freedom 1..GCOMP_CV_MAX_TWINS */
-static const double t99[GCOMP_CV_MAX_TWINS] = {63.657, 9.925, 5.841, 4.604,
-                                               4.032,  3.707, 3.499, 3.355};
-
-double gcomp_cv_floor_factor(int n) {
-  return n >= 1 && n <= GCOMP_CV_MAX_TWINS ? t99[n - 1] : NAN;
+double gcomp_cv_t99(int df) {
+  return df >= 1 && df <= GCOMP_CV_MAX_TWINS ? t99[df - 1] : NAN;
 }
 
 int gcomp_cv_floor_measure(const gcomp_cv_run *base, const gcomp_cv_run *twins,
-                           const int *rotations, int n, gcomp_cv_floor *out) {
+                           const int *placements, int n, gcomp_cv_floor *out) {
   memset(out, 0, sizeof *out);
-  GCOMP_FAIL_IF(n < 1 || n > GCOMP_CV_MAX_TWINS, GCOMP_ERR_INVALID,
-                "%d noise-floor twins (1 to %d)", n, GCOMP_CV_MAX_TWINS);
-  double ss[4] = {0, 0, 0, 0};   /* sums of squared deviations: acc, loss, gap, drift */
+  GCOMP_FAIL_IF(n < 2 || n > GCOMP_CV_MAX_TWINS, GCOMP_ERR_INVALID,
+                "%d noise-floor twins (2 to %d)", n, GCOMP_CV_MAX_TWINS);
+  GCOMP_FAIL_IF(base->status < 0 || !isfinite(base->final_acc) || !isfinite(base->final_loss),
+                GCOMP_ERR_INVALID, "no noise floor: the baseline has no finite final metrics");
+  double ss[2] = {0, 0};                 /* acc, loss: sums of squares */
+  double amt[2][GCOMP_CV_MAX_TWINS];     /* gap, drift of each twin */
   for (int i = 0; i < n; i++) {
     const gcomp_cv_run *t = &twins[i];
     GCOMP_FAIL_IF(t->status < 0, GCOMP_ERR_INVALID,
-                  "noise-floor twin (ranks rotated by %d) failed: %s", rotations[i], t->error);
+                  "noise-floor twin (placement %d) failed: %s", placements[i], t->error);
     double acc = (t->final_acc - base->final_acc) * 100;
     double dl = t->final_loss - base->final_loss;
     double loss = dl == 0 ? 0 : dl / base->final_loss;   /* 0 / 0 is no deviation */
     const double x[4] = {acc, loss, t->curve_gap, t->final_drift};
-    for (int m = 0; m < 4; m++) {
-      /* a NaN must not hide in the floor */
-      GCOMP_FAIL_IF(!isfinite(x[m]), GCOMP_ERR_INVALID, "noise-floor twin (ranks rotated by %d) "
-                    "has no finite metrics", rotations[i]);
-      ss[m] += x[m] * x[m];
-    }
-    out->rotations[i] = rotations[i];
+    for (int m = 0; m < 4; m++)   /* a NaN must not hide in the floor */
+      GCOMP_FAIL_IF(!isfinite(x[m]), GCOMP_ERR_INVALID, "noise-floor twin (placement %d) has "
+                    "no finite metrics", placements[i]);
+    ss[0] += acc * acc, ss[1] += loss * loss;
+    amt[0][i] = x[2], amt[1][i] = x[3];
+    out->placements[i] = placements[i];
   }
-  /* n twins' deviations estimate fp32's own spread with n degrees of freedom; Student's t
-   * turns that into a bound a further fp32 run would exceed once in a hundred */
-  double k = gcomp_cv_floor_factor(n);
-  out->acc_pts = k * sqrt(ss[0] / n);
-  out->loss_rel = k * sqrt(ss[1] / n);
-  out->gap_rel = k * sqrt(ss[2] / n);
-  out->drift = k * sqrt(ss[3] / n);
+  /* signed deviations around the baseline: n degrees of freedom */
+  out->acc_pts = gcomp_cv_t99(n) * sqrt(ss[0] / n);
+  out->loss_rel = gcomp_cv_t99(n) * sqrt(ss[1] / n);
+  /* amounts: mean and spread estimated, n - 1 degrees of freedom */
+  double b[2];
+  for (int m = 0; m < 2; m++) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < n; i++) mean += amt[m][i] / n;
+    for (int i = 0; i < n; i++) var += (amt[m][i] - mean) * (amt[m][i] - mean) / (n - 1);
+    b[m] = mean + gcomp_cv_t99(n - 1) * sqrt(var) * sqrt(1 + 1.0 / n);
+  }
+  out->gap_rel = b[0];
+  out->drift = b[1];
   out->n = n;
   return GCOMP_OK;
 }

@@ -369,9 +369,9 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
     st = gcomp_codec_create(s->spec, &codec);
     if (st < 0) fail_worker(s, w, st, "creating the codec");
   }
-  /* the worker this rank plays: itself, or with a rotation (a noise-floor twin) another's
+  /* the worker this rank plays: itself, or under a placement (a noise-floor twin) another's
    * shard and minibatch stream, so the same W gradients are added in another rank order */
-  int id = (int)(((long long)w + cfg->rotate) % W);
+  int id = gcomp_cv_placed_worker(cfg->placement, W, w);
   /* shard: every W-th training row from id; minibatches sampled without replacement */
   int nshard = (d->ntrain - id + W - 1) / W;
   if (nshard < 1) nshard = 1;
@@ -589,7 +589,8 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
                 "workers %d out of range [1, 1024]", cfg->workers);
   GCOMP_FAIL_IF(cfg->steps < 1 || cfg->batch < 1, GCOMP_ERR_INVALID, "steps %d and batch %d must be >= 1",
                 cfg->steps, cfg->batch);
-  GCOMP_FAIL_IF(cfg->rotate < 0, GCOMP_ERR_INVALID, "rotation %d must be >= 0", cfg->rotate);
+  GCOMP_FAIL_IF(cfg->placement < 0, GCOMP_ERR_INVALID, "placement %d must be >= 0",
+                cfg->placement);
   GCOMP_FAIL_IF(model->nin != data->nfeat || model->nout != data->nclass, GCOMP_ERR_INVALID,
                 "model shape %dx%d does not fit data %dx%d", model->nin, model->nout, data->nfeat,
                 data->nclass);
@@ -751,4 +752,81 @@ int gcomp_cv_train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
     if (!run->error[0]) snprintf(run->error, sizeof run->error, "%s", gcomp_last_error());
   }
   return st;
+}
+
+int gcomp_cv_placed_worker(int placement, int W, int rank) {
+  if (placement <= 0 || W < 2) return rank;
+  int perm[1024];   /* W <= 1024 (gcomp_cv_train checks) */
+  for (int i = 0; i < W; i++) perm[i] = i;
+  gcomp_cv_rng r = gcomp_cv_rng_make((uint64_t)placement, 0x706c616365ull);   /* "place" */
+  gcomp_cv_shuffle(&r, perm, W);
+  return perm[rank];
+}
+
+/* the same final parameters, bitwise: the same sums at every step */
+static int same_theta(const gcomp_cv_run *a, const gcomp_cv_run *b) {
+  return a->theta && b->theta && a->nparams == b->nparams &&
+         memcmp(a->theta, b->theta, a->nparams * sizeof(float)) == 0;
+}
+
+int gcomp_cv_train_twins(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
+                         const gcomp_cv_model *model, const gcomp_cv_run *base, int n, int fixed,
+                         int *placements, gcomp_cv_run *twins) {
+  GCOMP_FAIL_IF(!cfg || !data || !model || !base || !placements || !twins, GCOMP_ERR_INVALID,
+                "gcomp_cv_train_twins: NULL argument");
+  GCOMP_FAIL_IF(n < 2 || n > GCOMP_CV_MAX_TWINS, GCOMP_ERR_INVALID,
+                "%d noise-floor twins: 2 to %d (one says nothing about a spread)", n,
+                GCOMP_CV_MAX_TWINS);
+  GCOMP_FAIL_IF(base->status < 0 || !base->theta, GCOMP_ERR_INVALID,
+                "noise-floor twins need a finished baseline");
+  memset(twins, 0, (size_t)n * sizeof *twins);
+  int have = 0, tries = fixed ? n : 4 * n + 8, st = GCOMP_OK;
+  char err[600] = "";
+  for (int k = 0; k < tries && have < n; k++) {
+    gcomp_cv_train_cfg c = *cfg;
+    c.placement = fixed ? placements[k] : k + 1;
+    gcomp_cv_run *t = &twins[have];
+    st = gcomp_cv_train(&c, data, model, NULL, base, t);
+    snprintf(t->spec, sizeof t->spec, "fp32, placement %d", c.placement);
+    if (st < 0) {
+      snprintf(err, sizeof err, "noise-floor twin (placement %d) failed: %s", c.placement,
+               t->error);
+      break;
+    }
+    if (!t->replicas_equal) {   /* fp32 whose ranks disagree: a library bug, never a yardstick */
+      st = GCOMP_ERR_INVALID;
+      snprintf(err, sizeof err, "noise-floor twin (placement %d): the workers' replicas differ",
+               c.placement);
+      break;
+    }
+    /* a placement the algorithm adds in the same pairs as the baseline or an earlier twin
+     * (a butterfly's tree ignores some permutations) repeats it bitwise: no new sample */
+    int dup = same_theta(t, base) ? 0 : -1;
+    for (int j = 0; dup < 0 && j < have; j++)
+      if (same_theta(t, &twins[j])) dup = j + 1;
+    if (dup >= 0) {
+      if (fixed) {
+        st = GCOMP_ERR_INVALID;
+        snprintf(err, sizeof err, "noise-floor twin (placement %d) repeats %s bitwise for seed "
+                 "%llu", c.placement, dup == 0 ? "the baseline" : twins[dup - 1].spec,
+                 (unsigned long long)cfg->seed);
+        break;
+      }
+      gcomp_cv_run_free(t);
+      continue;
+    }
+    placements[have++] = c.placement;
+  }
+  if (st == GCOMP_OK && have < n) {
+    st = GCOMP_ERR_INVALID;
+    snprintf(err, sizeof err, "%d workers gave %d distinct fp32 orders in %d placements, fewer "
+             "than the %d noise-floor twins asked for (the algorithm adds them in few distinct "
+             "trees; ask for fewer)", base->workers, have, tries, n);
+  }
+  if (st < 0) {
+    for (int j = 0; j <= have && j < n; j++) gcomp_cv_run_free(&twins[j]);
+    return gcomp_error_set(st == GCOMP_ERR_INVALID ? st : GCOMP_ERR_INVALID, __FILE__, __LINE__,
+                           "%s", err);
+  }
+  return GCOMP_OK;
 }

@@ -80,11 +80,11 @@ static void usage(FILE *f) {
     "tolerances (defaults in README.md; later rules win)\n"
     "  --noise-floor N       for long runs, where trajectories part from rounding alone:\n"
     "                        train the baseline N (2..8; 3 recommended) more times with\n"
-    "                        the workers placed on the ranks rotated by 1, 2, 3, ... (not\n"
-    "                        W/2 for a power-of-two W: the same sums), the same fp32\n"
-    "                        gradients added in other orders. Each limit becomes the\n"
-    "                        tolerance + a 99%% bound on such a twin's deviation (Student's\n"
-    "                        t(N) x their rms; README). Default 0: no floor\n"
+    "                        the workers placed on the ranks in shuffled orders: the same\n"
+    "                        fp32 gradients added in other orders (each twin checked to\n"
+    "                        differ bitwise). Each limit becomes the tolerance + a bound one\n"
+    "                        more such run stays under with 99%% probability (Student's t;\n"
+    "                        README). Default 0: no floor\n"
     "  --tol 'PATTERN k=v,...'  keys acc (points), loss, gap (fractions), drift; 'inf' disables\n"
     "  --tolerances FILE     one such rule per line, # comments\n"
     "  --list-tolerances     print the tolerance each codec gets, then exit\n"
@@ -140,17 +140,6 @@ static unsigned long long whole(const char *opt, const char *v, unsigned long lo
 }
 
 static int file_exists(const char *p) { return p && access(p, R_OK) == 0; }
-
-/* One noise-floor twin: the baseline's run again, uncompressed, with the workers placed on
- * the ranks rotated by `rot`. */
-static void train_twin(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *d,
-                       const gcomp_cv_model *m, int rot, const gcomp_cv_run *base,
-                       gcomp_cv_run *out) {
-  gcomp_cv_train_cfg c = *cfg;
-  c.rotate = rot;
-  gcomp_cv_train(&c, d, m, NULL, base, out);   /* a failure stays in out->status and error */
-  snprintf(out->spec, sizeof out->spec, "fp32, ranks rotated %d", rot);
-}
 
 int main(int argc, char **argv) {
   gcomp_cv_train_cfg cfg;
@@ -295,9 +284,9 @@ int main(int argc, char **argv) {
   cfg.algo = algo;
   cfg.nseeds = nseeds;
 
-  int rots[GCOMP_CV_MAX_TWINS];   /* simulated: the worker count is known now, say it early */
-  if (noise_floor && !cfg.real && gcomp_cv_twin_rotations(cfg.workers, noise_floor, rots) < 0) {
-    fprintf(stderr, "gcomp-converge: --noise-floor: %s\n", gcomp_last_error());
+  if (noise_floor && !cfg.real && cfg.workers < 3) {   /* a + b is b + a: no other order */
+    fprintf(stderr, "gcomp-converge: --noise-floor needs 3 or more workers (%d add in one order)\n",
+            cfg.workers);
     return 2;
   }
   int st = gcomp_cv_setup_env(min_bytes, alpha_beta);
@@ -479,16 +468,27 @@ int main(int argc, char **argv) {
         }
         continue;
       }
-      /* the noise floor: the baseline again with the ranks rotated by 1..N */
-      int twin_rot[GCOMP_CV_MAX_TWINS];
-      if (noise_floor && gcomp_cv_twin_rotations(pr->base.workers, noise_floor, twin_rot) < 0) {
-        fprintf(stderr, "gcomp-converge: %s: --noise-floor: %s\n", label, gcomp_last_error());
-        errors++;
-      } else if (noise_floor) {
+      /* the noise floor: the baseline again with the workers placed in other orders */
+      int twin_pl[GCOMP_CV_MAX_TWINS];
+      if (noise_floor) {
+        pr->twins = calloc((size_t)noise_floor, sizeof *pr->twins);
+        if (gcomp_cv_train_twins(&cfg, &data[d], &shaped[p], &pr->base, noise_floor, 0, twin_pl,
+                                 pr->twins) < 0) {
+          /* verdicts without the floor asked for would be the short-run ones: none at all */
+          if (!follower)
+            fprintf(stderr, "gcomp-converge: %s: --noise-floor: %s\n", label, gcomp_last_error());
+          errors++;
+          for (int i = 0; i < nrun; i++) {
+            pr->runs[i].status = GCOMP_ERR_INVALID;
+            snprintf(pr->runs[i].spec, sizeof pr->runs[i].spec, "%s",
+                     i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n]);
+            snprintf(pr->runs[i].error, sizeof pr->runs[i].error, "no noise floor");
+            pr->verdicts[i].pass = -1;
+            pr->must_fail[i] = i >= codecs.n;
+          }
+          continue;
+        }
         pr->ntwins = noise_floor;
-        pr->twins = calloc((size_t)pr->ntwins, sizeof *pr->twins);
-        for (int t = 0; t < pr->ntwins; t++)
-          train_twin(&cfg, &data[d], &shaped[p], twin_rot[t], &pr->base, &pr->twins[t]);
       }
       for (int i = 0; i < nrun; i++) {
         const char *spec = i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n];
@@ -510,14 +510,23 @@ int main(int argc, char **argv) {
           }
           if (stk >= 0) gcomp_cv_run_free(&run_k);
         }
-        for (int t = 0; t < pr->ntwins; t++) {   /* the same rotations as seed 0's twins */
-          if (stk >= 0) train_twin(&cfg, &data[d], &shaped[p], twin_rot[t], &base_k, &run_k);
-          else run_k = base_k, run_k.status = stk;
-          if (gcomp_cv_run_merge(&pr->twins[t], &run_k, k) < 0) {
-            fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
-            errors++;
+        if (pr->ntwins > 0 && pr->twins[0].status >= 0) {   /* seed 0's placements */
+          gcomp_cv_run tw_k[GCOMP_CV_MAX_TWINS];
+          int stt = stk < 0 ? stk
+                    : gcomp_cv_train_twins(&cfg, &data[d], &shaped[p], &base_k, pr->ntwins, 1,
+                                           twin_pl, tw_k);
+          if (stt < 0) {   /* the floor is then an error (gcomp_cv_floor_measure names it) */
+            pr->twins[0].status = stt;
+            snprintf(pr->twins[0].error, sizeof pr->twins[0].error, "seed %llu: %s",
+                     (unsigned long long)cfg.seed, stk < 0 ? "its baseline failed" : gcomp_last_error());
           }
-          if (stk >= 0) gcomp_cv_run_free(&run_k);
+          for (int t = 0; stt >= 0 && t < pr->ntwins; t++) {
+            if (gcomp_cv_run_merge(&pr->twins[t], &tw_k[t], k) < 0) {
+              fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
+              errors++;
+            }
+          }
+          for (int t = 0; stt >= 0 && t < pr->ntwins; t++) gcomp_cv_run_free(&tw_k[t]);
         }
         if (gcomp_cv_run_merge(&pr->base, &base_k, k) < 0) {
           fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
@@ -528,9 +537,9 @@ int main(int argc, char **argv) {
       cfg.seed = seed0;
       gcomp_cv_floor *floor = NULL;
       if (pr->ntwins > 0) {
-        if (gcomp_cv_floor_measure(&pr->base, pr->twins, twin_rot, pr->ntwins, &pr->floor) < 0) {
+        if (gcomp_cv_floor_measure(&pr->base, pr->twins, twin_pl, pr->ntwins, &pr->floor) < 0) {
           /* without its floor a verdict would be the short-run one, silently: an error */
-          fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
+          if (!follower) fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
           errors++;
         } else {
           floor = &pr->floor;

@@ -111,22 +111,24 @@ grep -q "(momentum correction off)" "$dir/out9" && ! grep -q "ran as" "$dir/out9
 nf=(--problem gmm/mlp --steps 60 --synth-n 1000 --no-progress --codec none --must-fail test_biased)
 "$conv" "${nf[@]}" --noise-floor 2 --seeds 2 --json "$dir/nf.json" >"$dir/out15" 2>&1 \
   || { cat "$dir/out15"; fail "--noise-floor 2: exit $?"; }
-grep -q "fp32, ranks rotated 2 .*(floor)" "$dir/out15" \
-  && grep -q "noise floor (99% bound from 2 fp32 twins, ranks rotated by 1, 2), added to every tolerance" "$dir/out15" \
+grep -q "fp32, placement [0-9]* .*(floor)" "$dir/out15" \
+  && grep -q "noise floor (99% bound from 2 fp32 twins, placements [0-9]*, [0-9]*), added to every tolerance" "$dir/out15" \
   && grep -q "flagged as expected test_biased: .*+ noise floor" "$dir/out15" \
   || { cat "$dir/out15"; fail "--noise-floor: no twins, floor or floor in the verdict"; }
 expect2 "--noise-floor 9" "--noise-floor '9' is not a whole number in \[0, 8\]" "${nf[@]}" --noise-floor 9
-expect2 "--noise-floor 7 of 8" "8 workers have 6 ways to rotate" "${nf[@]}" --noise-floor 7
 expect2 "--noise-floor 1" "needs 2 or more twins" "${nf[@]}" --noise-floor 1
+expect2 "--noise-floor with 2 workers" "needs 3 or more workers" "${nf[@]}" --noise-floor 2 --workers 2
 python3 - "$dir" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1] + "/nf.json"))["problems"][0]
 fl, tw = p["noise_floor"], p["twins"]
-assert fl["rotations"] == [1, 2] and len(tw) == 2, fl
-assert [t["spec"] for t in tw] == ["fp32, ranks rotated 1", "fp32, ranks rotated 2"], tw
+assert len(fl["placements"]) == len(tw) == 2 and fl["placements"][0] != fl["placements"][1], fl
+assert [t["spec"] for t in tw] == ["fp32, placement %d" % k for k in fl["placements"]], tw
 assert all(len(t["seed_final_test_acc"]) == 2 for t in tw), tw   # merged like codecs
-rms = (sum(t["final_drift"] ** 2 for t in tw) / 2) ** 0.5   # t(2) = 9.925
-assert abs(fl["drift"] - 9.925 * rms) <= 1e-6 * fl["drift"] and 0 < fl["drift"] < 1e-3, fl
+d = [t["final_drift"] for t in tw]   # mean + t99(1) sd sqrt(1 + 1/2), t99(1) = 31.821
+m, sd = sum(d) / 2, abs(d[0] - d[1]) / 2 ** 0.5
+assert abs(fl["drift"] - (m + 31.821 * sd * 1.5 ** 0.5)) <= 1e-6 * fl["drift"], fl
+assert 0 < fl["drift"] < 1e-3, fl
 for c in p["codecs"]:
     assert c["noise_floor"] == fl, c["noise_floor"]
 PY

@@ -566,9 +566,10 @@ static void test_tolerance_rules(void **state) {
 }
 
 /* ---- the noise floor ------------------------------------------------------------------------ */
-/* Each metric's floor is t(n) times the root mean square of the twins' deviations (either
- * direction), and a verdict's limit is the tolerance plus it; without a floor (NULL or n 0)
- * verdicts are the tolerances'. */
+/* Accuracy and loss floors are t99(n) times the rms of the twins' signed deviations; gap and
+ * drift floors a prediction bound on the amount, mean + t99(n-1) sd sqrt(1 + 1/n). A
+ * verdict's limit is the tolerance plus the floor; without a floor (NULL or n 0) verdicts
+ * are the tolerances'. */
 static void test_noise_floor_verdicts(void **state) {
   (void)state;
   gcomp_cv_run base = {.final_loss = 1.0, .final_acc = 0.80, .replicas_equal = 1};
@@ -576,20 +577,21 @@ static void test_noise_floor_verdicts(void **state) {
       {.final_loss = 1.04, .final_acc = 0.806, .curve_gap = 0.01, .final_drift = 0.2},
       {.final_loss = 0.93, .final_acc = 0.797, .curve_gap = 0.03, .final_drift = 0.1},
       {.final_loss = 1.0, .final_acc = 0.80, .curve_gap = 0.0, .final_drift = 0.0}};
-  const int rot[3] = {1, 2, 3};
+  const int pl[3] = {1, 2, 4};
   gcomp_cv_floor fl;
-  assert_int_equal(gcomp_cv_floor_measure(&base, tw, rot, 3, &fl), GCOMP_OK);
+  assert_int_equal(gcomp_cv_floor_measure(&base, tw, pl, 3, &fl), GCOMP_OK);
   assert_int_equal(fl.n, 3);
-  /* by hand: t(3) = 5.841; rms of (+0.6, -0.3, 0) points = sqrt(0.15); of (+4%, -7%, 0) =
-   * sqrt(0.0065 / 3); of gaps (1%, 3%, 0) = sqrt(0.001 / 3); of drifts (0.2, 0.1, 0) */
-  assert_true(fabs(gcomp_cv_floor_factor(3) - 5.841) < 1e-12);
-  assert_true(fabs(fl.acc_pts - 5.841 * sqrt(0.15)) < 1e-9);
-  assert_true(fabs(fl.loss_rel - 5.841 * sqrt(0.0065 / 3)) < 1e-9);
-  assert_true(fabs(fl.gap_rel - 5.841 * sqrt(0.001 / 3)) < 1e-9);
-  assert_true(fabs(fl.drift - 5.841 * sqrt(0.05 / 3)) < 1e-9);
-  assert_true(fl.rotations[0] == 1 && fl.rotations[2] == 3);
-  assert_true(isnan(gcomp_cv_floor_factor(0)) && isnan(gcomp_cv_floor_factor(9)));
-  assert_true(gcomp_cv_floor_factor(8) < gcomp_cv_floor_factor(2));   /* more twins, tighter */
+  /* by hand, with t99(3) = 4.541 and t99(2) = 6.965 (one-sided Student's t tables):
+   * accuracy (+0.6, -0.3, 0) points: rms sqrt(0.15); loss (+4%, -7%, 0): rms sqrt(0.0065/3);
+   * gaps (1%, 3%, 0): mean 1/75, sd sqrt(7/30000); drifts (0.2, 0.1, 0): mean 0.1, sd 0.1 */
+  assert_true(fabs(gcomp_cv_t99(3) - 4.541) < 1e-12 && fabs(gcomp_cv_t99(2) - 6.965) < 1e-12);
+  assert_true(fabs(fl.acc_pts - 4.541 * sqrt(0.15)) < 1e-9);
+  assert_true(fabs(fl.loss_rel - 4.541 * sqrt(0.0065 / 3)) < 1e-9);
+  assert_true(fabs(fl.gap_rel - (1.0 / 75 + 6.965 * sqrt(7.0 / 30000) * sqrt(4.0 / 3))) < 1e-9);
+  assert_true(fabs(fl.drift - (0.1 + 6.965 * 0.1 * sqrt(4.0 / 3))) < 1e-9);
+  assert_true(fl.placements[0] == 1 && fl.placements[2] == 4);
+  assert_true(isnan(gcomp_cv_t99(0)) && isnan(gcomp_cv_t99(9)));
+  assert_true(gcomp_cv_t99(8) < gcomp_cv_t99(2));   /* more twins, tighter */
 
   /* outside the tolerances alone, inside tolerance + floor on every metric */
   gcomp_cv_tol tol = {1.0, 0.10, 0.02, 0.1};
@@ -614,83 +616,128 @@ static void test_noise_floor_verdicts(void **state) {
   r2.final_acc -= 0.02 / 100;
   gcomp_cv_judge(&base, &r2, &tol, &fl, &v);
   assert_int_equal(v.pass, 0);
-  if (!strstr(v.why, "tolerance 1.00 + noise floor 2.26, exceeded by 0.01")) fail_msg("%s", v.why);
+  if (!strstr(v.why, "tolerance 1.00 + noise floor 1.76, exceeded by 0.01")) fail_msg("%s", v.why);
   r2 = run, r2.final_loss += 0.002;
   gcomp_cv_judge(&base, &r2, &tol, &fl, &v);
   assert_int_equal(v.pass, 0);
-  if (!strstr(v.why, "tolerance 10.00% + noise floor 27.19%, exceeded by 0.10 points"))
+  if (!strstr(v.why, "tolerance 10.00% + noise floor 21.14%, exceeded by 0.10 points"))
     fail_msg("%s", v.why);
   r2 = run, r2.curve_gap += 0.002;
   gcomp_cv_judge(&base, &r2, &tol, &fl, &v);
   assert_int_equal(v.pass, 0);
-  if (!strstr(v.why, "noise floor 10.66%")) fail_msg("%s", v.why);
+  if (!strstr(v.why, "noise floor 13.62%")) fail_msg("%s", v.why);
   r2 = run, r2.final_drift += 0.002;
   gcomp_cv_judge(&base, &r2, &tol, &fl, &v);
   assert_int_equal(v.pass, 0);
-  if (!strstr(v.why, "tolerance 0.1 + noise floor 0.754")) fail_msg("%s", v.why);
+  if (!strstr(v.why, "tolerance 0.1 + noise floor 0.904")) fail_msg("%s", v.why);
   /* the floor never excuses replicas that differ */
   r2 = run, r2.replicas_equal = 0;
   gcomp_cv_judge(&base, &r2, &tol, &fl, &v);
   assert_int_equal(v.pass, 0);
 
-  /* a baseline loss of 0 with a twin at 0 is no deviation; a failed or NaN twin is an
-   * error naming its rotation, never a smaller floor */
-  gcomp_cv_run zb = {.final_loss = 0, .final_acc = 1}, zt = {.final_loss = 0, .final_acc = 1};
-  assert_int_equal(gcomp_cv_floor_measure(&zb, &zt, rot, 1, &fl), GCOMP_OK);
-  assert_true(fl.loss_rel == 0);
+  /* a baseline loss of 0 with twins at 0 is no deviation; a failed or NaN twin is an error
+   * naming its placement, a baseline without finite metrics one naming the baseline, and
+   * fewer than 2 twins none at all: never a smaller floor */
+  gcomp_cv_run zb = {.final_loss = 0, .final_acc = 1};
+  gcomp_cv_run zt[2] = {{.final_loss = 0, .final_acc = 1}, {.final_loss = 0, .final_acc = 1}};
+  assert_int_equal(gcomp_cv_floor_measure(&zb, zt, pl, 2, &fl), GCOMP_OK);
+  assert_true(fl.loss_rel == 0 && fl.acc_pts == 0);
   tw[1].status = GCOMP_ERR_PEER;
   snprintf(tw[1].error, sizeof tw[1].error, "rank 3 went away");
-  assert_int_equal(gcomp_cv_floor_measure(&base, tw, rot, 3, &fl), GCOMP_ERR_INVALID);
-  assert_non_null(strstr(gcomp_last_error(), "rotated by 2"));
+  assert_int_equal(gcomp_cv_floor_measure(&base, tw, pl, 3, &fl), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "placement 2"));
   assert_non_null(strstr(gcomp_last_error(), "rank 3 went away"));
+  assert_int_equal(fl.n, 0);
   tw[1].status = GCOMP_OK, tw[1].final_drift = NAN;
-  assert_int_equal(gcomp_cv_floor_measure(&base, tw, rot, 3, &fl), GCOMP_ERR_INVALID);
-  assert_non_null(strstr(gcomp_last_error(), "rotated by 2"));
-  assert_int_equal(gcomp_cv_floor_measure(&base, tw, rot, GCOMP_CV_MAX_TWINS + 1, &fl),
+  assert_int_equal(gcomp_cv_floor_measure(&base, tw, pl, 3, &fl), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "placement 2"));
+  tw[1].final_drift = 0.1;
+  gcomp_cv_run nb = base;
+  nb.final_loss = NAN;
+  assert_int_equal(gcomp_cv_floor_measure(&nb, tw, pl, 3, &fl), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "baseline"));
+  assert_int_equal(gcomp_cv_floor_measure(&base, tw, pl, GCOMP_CV_MAX_TWINS + 1, &fl),
                    GCOMP_ERR_INVALID);
-  assert_int_equal(gcomp_cv_floor_measure(&base, tw, rot, 0, &fl), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_cv_floor_measure(&base, tw, pl, 1, &fl), GCOMP_ERR_INVALID);
+}
+
+static int theta_equal(const gcomp_cv_run *a, const gcomp_cv_run *b) {
+  return memcmp(a->theta, b->theta, a->nparams * sizeof(float)) == 0;
 }
 
 /* A twin trains on the same data as the baseline, only with the workers on other ranks:
  * the first step's losses are the same W minibatches, and the parameters part only by
- * summation order (not at all would mean the rotation did nothing). */
+ * summation order. Twins differ bitwise from the baseline and from each other (a placement
+ * that adds in the same pairs is skipped), and a placement is a permutation. */
 static void test_noise_floor_twins(void **state) {
   (void)state;
+  for (int W = 1; W <= 33; W += 4)
+    for (int k = 0; k < 4; k++) {
+      int seen[40] = {0};
+      for (int r = 0; r < W; r++) {
+        int id = gcomp_cv_placed_worker(k, W, r);
+        assert_true(id >= 0 && id < W && !seen[id]);
+        seen[id] = 1;
+        if (k == 0) assert_int_equal(id, r);
+      }
+    }
   gcomp_cv_data d;
   make_gmm(&d, 1000);
   gcomp_cv_model m;
   make_model(&m, "mlp", &d);
   gcomp_cv_train_cfg cfg;
   base_cfg(&cfg, 100);
-  gcomp_cv_run base, tw;
+  gcomp_cv_run base, tw[3], again[3];
+  int pl[3];
   run_ok(&cfg, &d, &m, NULL, NULL, &base);
-  int rots[GCOMP_CV_MAX_TWINS];
-  assert_int_equal(gcomp_cv_twin_rotations(cfg.workers, 6, rots), 6);
-  for (int i = 0; i < 6; i++) {
-    int rot = rots[i];
-    gcomp_cv_train_cfg c = cfg;
-    c.rotate = rot;
-    run_ok(&c, &d, &m, NULL, &base, &tw);
-    if (fabs(tw.step_loss[0] - base.step_loss[0]) > 1e-12 * base.step_loss[0])
-      fail_msg("rotation %d: first-step loss %.17g, baseline %.17g: not the same minibatches",
-               rot, tw.step_loss[0], base.step_loss[0]);
-    if (!(tw.final_drift > 0 && tw.final_drift < 1e-4))
-      fail_msg("rotation %d: drift %g after 100 steps (wanted rounding only, above 0)", rot,
-               tw.final_drift);
-    assert_true(fabs(tw.final_acc - base.final_acc) <= 0.0021);   /* a test row or so */
-    gcomp_cv_run_free(&tw);
+  if (gcomp_cv_train_twins(&cfg, &d, &m, &base, 3, 0, pl, tw) != GCOMP_OK)
+    fail_msg("twins: %s", gcomp_last_error());
+  for (int i = 0; i < 3; i++) {
+    if (fabs(tw[i].step_loss[0] - base.step_loss[0]) > 1e-12 * base.step_loss[0])
+      fail_msg("placement %d: first-step loss %.17g, baseline %.17g: not the same minibatches",
+               pl[i], tw[i].step_loss[0], base.step_loss[0]);
+    if (!(tw[i].final_drift > 0 && tw[i].final_drift < 1e-4))
+      fail_msg("placement %d: drift %g after 100 steps (wanted rounding only, above 0)", pl[i],
+               tw[i].final_drift);
+    assert_true(fabs(tw[i].final_acc - base.final_acc) <= 0.0021);   /* a test row or so */
+    assert_false(theta_equal(&tw[i], &base));
+    for (int j = 0; j < i; j++) assert_false(theta_equal(&tw[i], &tw[j]));
+    assert_non_null(strstr(tw[i].spec, "fp32, placement"));
   }
-  /* 8 workers rotate 6 ways that change the sums (not by 4: rhd's pairs), 6 workers 5 */
-  assert_int_equal(gcomp_cv_twin_rotations(8, 7, rots), GCOMP_ERR_INVALID);
-  assert_non_null(strstr(gcomp_last_error(), "8 workers have 6 ways"));
-  assert_true(rots[2] == 3 && rots[3] == 5);
-  assert_int_equal(gcomp_cv_twin_rotations(6, 5, rots), 5);
-  assert_int_equal(rots[4], 5);
-  assert_int_equal(gcomp_cv_twin_rotations(1, 1, rots), GCOMP_ERR_INVALID);
-  assert_int_equal(gcomp_cv_twin_rotations(8, 0, rots), 0);
-  cfg.rotate = -1;
-  assert_int_equal(gcomp_cv_train(&cfg, &d, &m, NULL, &base, &tw), GCOMP_ERR_INVALID);
-  gcomp_cv_run_free(&tw);
+  /* the same placements again (another seed's twins use them so): the same runs */
+  if (gcomp_cv_train_twins(&cfg, &d, &m, &base, 3, 1, pl, again) != GCOMP_OK)
+    fail_msg("fixed twins: %s", gcomp_last_error());
+  for (int i = 0; i < 3; i++) assert_true(theta_equal(&tw[i], &again[i]));
+  for (int i = 0; i < 3; i++) gcomp_cv_run_free(&again[i]);
+  /* fixed placements that repeat each other are refused, not counted twice */
+  int twice[2] = {pl[0], pl[0]};
+  assert_int_equal(gcomp_cv_train_twins(&cfg, &d, &m, &base, 2, 1, twice, again), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "repeats"));
+  for (int i = 0; i < 3; i++) gcomp_cv_run_free(&tw[i]);
+  gcomp_cv_run_free(&base);
+
+  /* two workers add in one order whatever their places: no twin can be had */
+  cfg.workers = 2;
+  run_ok(&cfg, &d, &m, NULL, NULL, &base);
+  assert_int_equal(gcomp_cv_train_twins(&cfg, &d, &m, &base, 2, 0, pl, tw), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "2 workers gave 0 distinct fp32 orders"));
+  gcomp_cv_run_free(&base);
+  /* four workers under a butterfly (rhd, rd) pair up in 3 ways: 2 twins, never 3 */
+  cfg.workers = 4;
+  run_ok(&cfg, &d, &m, NULL, NULL, &base);
+  if (!strcmp(base.algo, "rhd") || !strcmp(base.algo, "rd")) {
+    assert_int_equal(gcomp_cv_train_twins(&cfg, &d, &m, &base, 3, 0, pl, tw), GCOMP_ERR_INVALID);
+    assert_non_null(strstr(gcomp_last_error(), "4 workers gave 2 distinct fp32 orders"));
+    assert_int_equal(gcomp_cv_train_twins(&cfg, &d, &m, &base, 2, 0, pl, tw), GCOMP_OK);
+    for (int i = 0; i < 2; i++) gcomp_cv_run_free(&tw[i]);
+  } else {
+    print_message("4 workers ran %s, not a butterfly: the 3-pairing case is not checked\n",
+                  base.algo);
+  }
+  assert_int_equal(gcomp_cv_train_twins(&cfg, &d, &m, &base, 1, 0, pl, tw), GCOMP_ERR_INVALID);
+  cfg.placement = -1;
+  assert_int_equal(gcomp_cv_train(&cfg, &d, &m, NULL, &base, &tw[0]), GCOMP_ERR_INVALID);
+  gcomp_cv_run_free(&tw[0]);
   gcomp_cv_run_free(&base);
   gcomp_cv_data_free(&d);
 }
