@@ -229,17 +229,20 @@ typedef struct {
 /* Student's t one-sided 99% quantile for df = 1..GCOMP_CV_MAX_TWINS; NAN outside. */
 double gcomp_cv_t99(int df);
 
-/* The worker rank `rank` plays under placement k of W workers: a seeded shuffle (0: rank). */
+/* The worker rank `rank` plays under placement k of W workers: a seeded shuffle (0: rank);
+ * -1 when rank is not in [0, W) or memory ran out. */
 int gcomp_cv_placed_worker(int placement, int W, int rank);
 
 /* Trains n (2..GCOMP_CV_MAX_TWINS) fp32 twins of `base`, a finished baseline of the same
- * cfg, data and model, into twins[0..n). fixed 0: tries placements 1, 2, 3, ... and keeps
- * the first n whose final parameters differ bitwise from the baseline's and from each other
- * (an algorithm can add a shuffled order in the same pairs: rhd's butterfly does for some),
- * giving up after 4n + 8 tries; placements[] receives them. fixed 1: trains exactly
- * placements[0..n) (another seed's twins) and requires the same. GCOMP_ERR_INVALID, with
- * nothing left in twins, when n distinct twins cannot be had, a twin failed, or its
- * workers' replicas differ. */
+ * cfg, data and model whose workers agree (replicas_equal), with 3 or more workers, into
+ * twins[0..n). fixed 0: tries placements 1, 2, 3, ... and keeps the first n whose final
+ * parameters differ bitwise from the baseline's and from each other (an algorithm can add
+ * a shuffled order in the same pairs: rhd's butterfly does for some), giving up after
+ * 4n + 8 tries; a 2-step probe of each placement skips the ones whose first steps repeat
+ * the baseline's or a kept twin's, so only distinct ones train the whole run; placements[]
+ * receives the kept ones. fixed 1: trains exactly placements[0..n) (another seed's twins)
+ * and requires the same. GCOMP_ERR_INVALID, with nothing left in twins, when n distinct
+ * twins cannot be had, a twin failed, or its workers' replicas differ. */
 int gcomp_cv_train_twins(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
                          const gcomp_cv_model *model, const gcomp_cv_run *base, int n, int fixed,
                          int *placements, gcomp_cv_run *twins);
@@ -293,6 +296,7 @@ typedef struct {
   gcomp_cv_run *runs;
   gcomp_cv_verdict *verdicts;
   int *must_fail;    /* [nruns]: this codec is expected to be flagged */
+  int floor_wanted;  /* --noise-floor was asked for (the floor may still have failed) */
   int ntwins;        /* the noise floor's fp32 twins (0: no floor) */
   gcomp_cv_run *twins;
   gcomp_cv_floor floor;

@@ -263,7 +263,7 @@ static int write_json(const char *path, const gcomp_cv_report *r) {
     fprintf(f, ",\"model\":\"%s\",\"parameters\":%zu,\"baseline\":", gcomp_cv_model_name(pr->model),
             pr->base.nparams);
     json_run(f, &pr->base, &pr->base);
-    if (pr->ntwins > 0) {   /* the noise floor and the twins it was measured from */
+    if (pr->floor_wanted) {   /* the noise floor and the twins it was measured from */
       fputs(",\"noise_floor\":", f);
       if (pr->floor.n > 0)   /* a floor that could not be measured is none, not zero */
         json_floor(f, &pr->floor);

@@ -184,7 +184,7 @@ int gcomp_cv_floor_measure(const gcomp_cv_run *base, const gcomp_cv_run *twins,
   GCOMP_FAIL_IF(n < 2 || n > GCOMP_CV_MAX_TWINS, GCOMP_ERR_INVALID,
                 "%d noise-floor twins (2 to %d)", n, GCOMP_CV_MAX_TWINS);
   GCOMP_FAIL_IF(base->status < 0 || !isfinite(base->final_acc) || !isfinite(base->final_loss),
-                GCOMP_ERR_INVALID, "no noise floor: the baseline has no finite final metrics");
+                GCOMP_ERR_INVALID, "the baseline has no finite final metrics (it diverged)");
   double ss[2] = {0, 0};                 /* acc, loss: sums of squares */
   double amt[2][GCOMP_CV_MAX_TWINS];     /* gap, drift of each twin */
   for (int i = 0; i < n; i++) {

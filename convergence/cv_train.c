@@ -371,7 +371,8 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
   }
   /* the worker this rank plays: itself, or under a placement (a noise-floor twin) another's
    * shard and minibatch stream, so the same W gradients are added in another rank order */
-  int id = gcomp_cv_placed_worker(cfg->placement, W, w);
+  int id = gcomp_cv_placed_worker(cfg->placement, W, w), placed = id >= 0;
+  if (!placed) id = w;   /* out of memory: reported with the buffers below */
   /* shard: every W-th training row from id; minibatches sampled without replacement */
   int nshard = (d->ntrain - id + W - 1) / W;
   if (nshard < 1) nshard = 1;
@@ -382,7 +383,7 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
   int *yb = malloc((size_t)B * sizeof *yb);
   float *scratch = malloc(gcomp_cv_model_scratch(s->m, B) * sizeof *scratch);
   double *exact = w == 0 || s->real ? malloc((np + 1) * sizeof *exact) : NULL;
-  if (st == GCOMP_OK && (!order || !theta || !vel || !grad || !xb || !yb || !scratch ||
+  if (st == GCOMP_OK && (!placed || !order || !theta || !vel || !grad || !xb || !yb || !scratch ||
                          ((w == 0 || s->real) && !exact)))
     st = fail_worker(s, w, gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "worker"), "memory");
   /* everyone meets once, so a failed creation stops all ranks before the first collective */
@@ -755,18 +756,38 @@ int gcomp_cv_train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
 }
 
 int gcomp_cv_placed_worker(int placement, int W, int rank) {
+  if (W < 1 || rank < 0 || rank >= W) return -1;
   if (placement <= 0 || W < 2) return rank;
-  int perm[1024];   /* W <= 1024 (gcomp_cv_train checks) */
+  int *perm = malloc((size_t)W * sizeof *perm);   /* a --real job may have any size */
+  if (!perm) return -1;
   for (int i = 0; i < W; i++) perm[i] = i;
   gcomp_cv_rng r = gcomp_cv_rng_make((uint64_t)placement, 0x706c616365ull);   /* "place" */
   gcomp_cv_shuffle(&r, perm, W);
-  return perm[rank];
+  int id = perm[rank];
+  free(perm);
+  return id;
 }
 
 /* the same final parameters, bitwise: the same sums at every step */
 static int same_theta(const gcomp_cv_run *a, const gcomp_cv_run *b) {
   return a->theta && b->theta && a->nparams == b->nparams &&
          memcmp(a->theta, b->theta, a->nparams * sizeof(float)) == 0;
+}
+
+/* A few steps of placement k, to see whether it adds in a new order before paying for the
+ * whole run. Its replicas must agree: in --real mode every rank decides on its own copy. */
+enum { PROBE_STEPS = 2 };
+static int probe(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
+                 const gcomp_cv_model *model, int placement, gcomp_cv_run *out) {
+  gcomp_cv_train_cfg c = *cfg;
+  c.placement = placement;
+  c.steps = cfg->steps < PROBE_STEPS ? cfg->steps : PROBE_STEPS;
+  c.eval_every = 1;
+  c.progress = 0;
+  int st = gcomp_cv_train(&c, data, model, NULL, NULL, out);
+  GCOMP_FAIL_IF(st == GCOMP_OK && !out->replicas_equal, GCOMP_ERR_INVALID,
+                "placement %d's probe: the workers' replicas differ", placement);
+  return st;
 }
 
 int gcomp_cv_train_twins(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
@@ -777,14 +798,39 @@ int gcomp_cv_train_twins(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *dat
   GCOMP_FAIL_IF(n < 2 || n > GCOMP_CV_MAX_TWINS, GCOMP_ERR_INVALID,
                 "%d noise-floor twins: 2 to %d (one says nothing about a spread)", n,
                 GCOMP_CV_MAX_TWINS);
-  GCOMP_FAIL_IF(base->status < 0 || !base->theta, GCOMP_ERR_INVALID,
-                "noise-floor twins need a finished baseline");
+  /* replicas_equal is agreed by all ranks in --real mode, the copies compared below are not:
+   * with a baseline whose replicas differ, ranks could choose different twins and hang */
+  GCOMP_FAIL_IF(base->status < 0 || !base->theta || !base->replicas_equal, GCOMP_ERR_INVALID,
+                "noise-floor twins need a finished baseline whose workers agree");
+  GCOMP_FAIL_IF(!isfinite(base->final_loss) || !isfinite(base->final_acc), GCOMP_ERR_INVALID,
+                "the baseline diverged (final training loss %g): no noise floor to measure",
+                base->final_loss);
+  GCOMP_FAIL_IF(base->workers < 3, GCOMP_ERR_INVALID, "noise-floor twins need 3 or more "
+                "workers: %d add in one order wherever they sit", base->workers);
   memset(twins, 0, (size_t)n * sizeof *twins);
+  gcomp_cv_run probes[GCOMP_CV_MAX_TWINS + 1];   /* [0] the baseline's, then the kept ones' */
+  memset(probes, 0, sizeof probes);
   int have = 0, tries = fixed ? n : 4 * n + 8, st = GCOMP_OK;
   char err[600] = "";
-  for (int k = 0; k < tries && have < n; k++) {
+  if (!fixed && (st = probe(cfg, data, model, 0, &probes[0])) < 0)
+    snprintf(err, sizeof err, "the baseline's probe failed: %s", gcomp_last_error());
+  for (int k = 0; st == GCOMP_OK && k < tries && have < n; k++) {
     gcomp_cv_train_cfg c = *cfg;
     c.placement = fixed ? placements[k] : k + 1;
+    if (!fixed) {   /* same sums in the first steps: the same tree, most likely; skip it */
+      gcomp_cv_run *pr = &probes[have + 1];
+      if ((st = probe(cfg, data, model, c.placement, pr)) < 0) {
+        snprintf(err, sizeof err, "placement %d's probe failed: %s", c.placement,
+                 gcomp_last_error());
+        break;
+      }
+      int seen = 0;
+      for (int j = 0; !seen && j <= have; j++) seen = same_theta(pr, &probes[j]);
+      if (seen) {
+        gcomp_cv_run_free(pr);
+        continue;
+      }
+    }
     gcomp_cv_run *t = &twins[have];
     st = gcomp_cv_train(&c, data, model, NULL, base, t);
     snprintf(t->spec, sizeof t->spec, "fp32, placement %d", c.placement);
@@ -813,10 +859,12 @@ int gcomp_cv_train_twins(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *dat
         break;
       }
       gcomp_cv_run_free(t);
+      gcomp_cv_run_free(&probes[have + 1]);
       continue;
     }
     placements[have++] = c.placement;
   }
+  for (int j = 0; j <= GCOMP_CV_MAX_TWINS; j++) gcomp_cv_run_free(&probes[j]);
   if (st == GCOMP_OK && have < n) {
     st = GCOMP_ERR_INVALID;
     snprintf(err, sizeof err, "%d workers gave %d distinct fp32 orders in %d placements, fewer "
@@ -825,8 +873,7 @@ int gcomp_cv_train_twins(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *dat
   }
   if (st < 0) {
     for (int j = 0; j <= have && j < n; j++) gcomp_cv_run_free(&twins[j]);
-    return gcomp_error_set(st == GCOMP_ERR_INVALID ? st : GCOMP_ERR_INVALID, __FILE__, __LINE__,
-                           "%s", err);
+    return gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__, "%s", err);
   }
   return GCOMP_OK;
 }

@@ -141,6 +141,15 @@ static unsigned long long whole(const char *opt, const char *v, unsigned long lo
 
 static int file_exists(const char *p) { return p && access(p, R_OK) == 0; }
 
+/* A problem whose noise floor could not be had gets no verdicts: each an ERROR saying why. */
+static void no_verdicts(gcomp_cv_problem *pr, const char *why) {
+  for (int i = 0; i < pr->nruns; i++) {
+    memset(&pr->verdicts[i], 0, sizeof pr->verdicts[i]);
+    pr->verdicts[i].pass = -1;
+    snprintf(pr->verdicts[i].why, sizeof pr->verdicts[i].why, "no noise floor: %s", why);
+  }
+}
+
 int main(int argc, char **argv) {
   gcomp_cv_train_cfg cfg;
   gcomp_cv_train_defaults(&cfg);
@@ -284,6 +293,10 @@ int main(int argc, char **argv) {
   cfg.algo = algo;
   cfg.nseeds = nseeds;
 
+  if (noise_floor == 2 && !quiet)
+    fprintf(stderr, "gcomp-converge: note: with 2 twins the curve-gap and drift floors sit 39 "
+            "standard deviations of 2 samples above their mean (t99(1) = 31.8): 3 or more "
+            "twins make those two checks bite\n");
   if (noise_floor && !cfg.real && cfg.workers < 3) {   /* a + b is b + a: no other order */
     fprintf(stderr, "gcomp-converge: --noise-floor needs 3 or more workers (%d add in one order)\n",
             cfg.workers);
@@ -470,22 +483,25 @@ int main(int argc, char **argv) {
       }
       /* the noise floor: the baseline again with the workers placed in other orders */
       int twin_pl[GCOMP_CV_MAX_TWINS];
+      pr->floor_wanted = noise_floor > 0;
       if (noise_floor) {
         pr->twins = calloc((size_t)noise_floor, sizeof *pr->twins);
         if (gcomp_cv_train_twins(&cfg, &data[d], &shaped[p], &pr->base, noise_floor, 0, twin_pl,
                                  pr->twins) < 0) {
-          /* verdicts without the floor asked for would be the short-run ones: none at all */
-          if (!follower)
-            fprintf(stderr, "gcomp-converge: %s: --noise-floor: %s\n", label, gcomp_last_error());
+          /* the codecs are not run: without the floor asked for, their verdicts would be the
+           * short-run ones */
+          char why[400];
+          snprintf(why, sizeof why, "%s", gcomp_last_error());
+          if (!follower) fprintf(stderr, "gcomp-converge: %s: --noise-floor: %s\n", label, why);
           errors++;
           for (int i = 0; i < nrun; i++) {
             pr->runs[i].status = GCOMP_ERR_INVALID;
             snprintf(pr->runs[i].spec, sizeof pr->runs[i].spec, "%s",
                      i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n]);
-            snprintf(pr->runs[i].error, sizeof pr->runs[i].error, "no noise floor");
-            pr->verdicts[i].pass = -1;
+            snprintf(pr->runs[i].error, sizeof pr->runs[i].error, "not run: no noise floor");
             pr->must_fail[i] = i >= codecs.n;
           }
+          no_verdicts(pr, why);
           continue;
         }
         pr->ntwins = noise_floor;
@@ -535,16 +551,17 @@ int main(int argc, char **argv) {
         gcomp_cv_run_free(&base_k);
       }
       cfg.seed = seed0;
-      gcomp_cv_floor *floor = NULL;
-      if (pr->ntwins > 0) {
-        if (gcomp_cv_floor_measure(&pr->base, pr->twins, twin_pl, pr->ntwins, &pr->floor) < 0) {
-          /* without its floor a verdict would be the short-run one, silently: an error */
-          if (!follower) fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
-          errors++;
-        } else {
-          floor = &pr->floor;
-        }
+      if (pr->ntwins > 0 &&
+          gcomp_cv_floor_measure(&pr->base, pr->twins, twin_pl, pr->ntwins, &pr->floor) < 0) {
+        /* without its floor a verdict would be the short-run one, silently: none at all */
+        char why[400];
+        snprintf(why, sizeof why, "%s", gcomp_last_error());
+        if (!follower) fprintf(stderr, "gcomp-converge: %s: --noise-floor: %s\n", label, why);
+        errors++;
+        no_verdicts(pr, why);
+        continue;
       }
+      const gcomp_cv_floor *floor = pr->ntwins > 0 ? &pr->floor : NULL;
       for (int i = 0; i < nrun; i++) {
         const char *spec = i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n];
         gcomp_cv_run *run = &pr->runs[i];

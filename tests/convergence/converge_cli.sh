@@ -117,6 +117,19 @@ grep -q "fp32, placement [0-9]* .*(floor)" "$dir/out15" \
   || { cat "$dir/out15"; fail "--noise-floor: no twins, floor or floor in the verdict"; }
 expect2 "--noise-floor 9" "--noise-floor '9' is not a whole number in \[0, 8\]" "${nf[@]}" --noise-floor 9
 expect2 "--noise-floor 1" "needs 2 or more twins" "${nf[@]}" --noise-floor 1
+# a floor that cannot be had: no verdicts (ERROR, saying why), null in the JSON, exit 2
+expect2 "3 twins of 4 workers" "ERROR none: no noise floor: 4 workers gave 2 distinct fp32 orders" \
+  "${nf[@]}" --noise-floor 3 --workers 4 --json "$dir/nf4.json"
+expect2 "floor of a diverged baseline" "ERROR none: no noise floor: the baseline diverged" \
+  "${nf[@]}" --noise-floor 3 --lr 1000 --json "$dir/nfdiv.json"
+python3 - "$dir" <<'PY'
+import json, sys
+for name in ("nf4", "nfdiv"):
+    p = json.load(open(sys.argv[1] + "/%s.json" % name))["problems"][0]
+    assert p["noise_floor"] is None and p["twins"] == [], (name, p.get("noise_floor"))
+    assert all(c["verdict"] == "error" and c["why"].startswith("no noise floor: ") for c in p["codecs"])
+PY
+[ $? -eq 0 ] || fail "--noise-floor failure JSON"
 expect2 "--noise-floor with 2 workers" "needs 3 or more workers" "${nf[@]}" --noise-floor 2 --workers 2
 python3 - "$dir" <<'PY'
 import json, sys

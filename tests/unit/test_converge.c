@@ -720,7 +720,7 @@ static void test_noise_floor_twins(void **state) {
   cfg.workers = 2;
   run_ok(&cfg, &d, &m, NULL, NULL, &base);
   assert_int_equal(gcomp_cv_train_twins(&cfg, &d, &m, &base, 2, 0, pl, tw), GCOMP_ERR_INVALID);
-  assert_non_null(strstr(gcomp_last_error(), "2 workers gave 0 distinct fp32 orders"));
+  assert_non_null(strstr(gcomp_last_error(), "3 or more workers"));
   gcomp_cv_run_free(&base);
   /* four workers under a butterfly (rhd, rd) pair up in 3 ways: 2 twins, never 3 */
   cfg.workers = 4;
@@ -730,9 +730,8 @@ static void test_noise_floor_twins(void **state) {
     assert_non_null(strstr(gcomp_last_error(), "4 workers gave 2 distinct fp32 orders"));
     assert_int_equal(gcomp_cv_train_twins(&cfg, &d, &m, &base, 2, 0, pl, tw), GCOMP_OK);
     for (int i = 0; i < 2; i++) gcomp_cv_run_free(&tw[i]);
-  } else {
-    print_message("4 workers ran %s, not a butterfly: the 3-pairing case is not checked\n",
-                  base.algo);
+  } else {   /* the planner's figures are fixed (gcomp_cv_setup_env): this is a change */
+    fail_msg("4 workers ran %s, not a butterfly: revisit the 3-pairing case", base.algo);
   }
   assert_int_equal(gcomp_cv_train_twins(&cfg, &d, &m, &base, 1, 0, pl, tw), GCOMP_ERR_INVALID);
   cfg.placement = -1;
