@@ -281,7 +281,14 @@ typedef struct {
                         run's length and schedule (empty otherwise) */
   gcomp_cv_tol tol;
   gcomp_cv_floor floor;   /* the noise floor the verdict allowed for (n 0: none) */
+  unsigned coarse;        /* GCOMP_CV_M_* bits: metrics whose floor exceeds the tolerance.
+                             fp32 itself does not repeat that closely on this run, so the
+                             verdict bounds the codec's effect there by tolerance + floor,
+                             not by the tolerance (a pass says less; a must-fail may escape) */
 } gcomp_cv_verdict;
+enum { GCOMP_CV_M_ACC = 1, GCOMP_CV_M_LOSS = 2, GCOMP_CV_M_GAP = 4, GCOMP_CV_M_DRIFT = 8 };
+/* "accuracy, final loss" for coarse bits (into buf) */
+const char *gcomp_cv_metric_names(unsigned bits, char *buf, size_t n);
 /* floor NULL (or n 0): the tolerances alone. With a floor each limit is the tolerance plus
  * the floor's figure for that metric. */
 void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gcomp_cv_tol *tol,

@@ -96,6 +96,20 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
               "gap %.2f%%, drift %.3g\n", fl->acc_pts, fl->loss_rel * 100, fl->gap_rel * 100,
               fl->drift);
     }
+    /* codecs whose tolerance is finer than this run can resolve */
+    int ncoarse = 0;
+    for (int i = 0; i < pr->nruns; i++) ncoarse += pr->verdicts[i].coarse != 0;
+    if (ncoarse) {
+      fprintf(f, "  resolution: fp32 itself varies beyond the tolerance here, so these verdicts "
+              "bound the effect by tolerance + floor:");
+      for (int i = 0, k = 0; i < pr->nruns; i++) {
+        char names[64];
+        if (pr->verdicts[i].coarse)
+          fprintf(f, "%s %s (%s)", k++ ? ";" : "", pr->runs[i].spec,
+                  gcomp_cv_metric_names(pr->verdicts[i].coarse, names, sizeof names));
+      }
+      fputc('\n', f);
+    }
     /* sparsifying codecs: how often each parameter moved at all */
     for (int i = 0; i < pr->nruns; i++) {
       const gcomp_cv_run *x = &pr->runs[i];
@@ -300,6 +314,9 @@ static int write_json(const char *path, const gcomp_cv_report *r) {
       json_str(f, v->why);
       fputs(",\"hint\":", f);
       json_str(f, v->hint);
+      char names[64];   /* metrics the run cannot resolve to the tolerance (floor above it) */
+      fputs(",\"coarse\":", f);
+      json_str(f, gcomp_cv_metric_names(v->coarse, names, sizeof names));
       fputc('}', f);
     }
     fputs("]}", f);
@@ -376,6 +393,12 @@ static int write_junit(const char *path, const gcomp_cv_report *r) {
                  x->final_drift, x->relerr_mean, v->pass ? "" : "; flagged: ");
         xml_str(f, line);
         if (!v->pass) xml_str(f, v->why);
+        if (v->coarse) {
+          char names[64];
+          snprintf(line, sizeof line, "; fp32 itself varies beyond the tolerance on %s: bounded by "
+                   "tolerance + noise floor", gcomp_cv_metric_names(v->coarse, names, sizeof names));
+          xml_str(f, line);
+        }
         fputs("</system-out>\n  </testcase>\n", f);
       }
     }

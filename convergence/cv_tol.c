@@ -178,6 +178,19 @@ double gcomp_cv_t99(int df) {
   return df >= 1 && df <= GCOMP_CV_MAX_TWINS ? t99[df - 1] : NAN;
 }
 
+const char *gcomp_cv_metric_names(unsigned bits, char *buf, size_t n) {
+  static const char *const names[4] = {"accuracy", "final loss", "curve gap", "drift"};
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int m = 0; m < 4 && n; m++)
+    if (bits & (1u << m)) {
+      int w = snprintf(buf + len, n - len, "%s%s", len ? ", " : "", names[m]);
+      if (w < 0 || (size_t)w >= n - len) break;
+      len += (size_t)w;
+    }
+  return buf;
+}
+
 int gcomp_cv_floor_measure(const gcomp_cv_run *base, const gcomp_cv_run *twins,
                            const int *placements, int n, gcomp_cv_floor *out) {
   memset(out, 0, sizeof *out);
@@ -238,6 +251,13 @@ void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gco
   if (floor && floor->n > 0) v->floor = *floor;
   const gcomp_cv_floor *fl = &v->floor;   /* all zero without a floor */
   char fp[64];
+  /* a floor above the tolerance: the run cannot resolve that tolerance (said, not judged) */
+  if (fl->n > 0) {
+    const double f[4] = {fl->acc_pts, fl->loss_rel, fl->gap_rel, fl->drift};
+    const double t[4] = {tol->acc_pts, tol->loss_rel, tol->gap_rel, tol->drift};
+    for (int m = 0; m < 4; m++)
+      if (isfinite(t[m]) && f[m] > t[m]) v->coarse |= 1u << m;
+  }
   if (run->status < 0) {
     v->pass = -1;
     snprintf(v->why, sizeof v->why, "run failed: %.480s", run->error);

@@ -597,10 +597,16 @@ int main(int argc, char **argv) {
       if (v->pass == 0 && !probs[p].must_fail[i])
         fprintf(stderr, "gcomp-converge: FAIL %s/%s %s: %s\n", probs[p].task,
                 gcomp_cv_model_name(probs[p].model), probs[p].runs[i].spec, v->why);
-      else if (v->pass == 1 && probs[p].must_fail[i])
+      else if (v->pass == 1 && probs[p].must_fail[i]) {
+        char names[64];
         fprintf(stderr, "gcomp-converge: FAIL %s/%s %s: expected to exceed its tolerance, but "
-                "stayed within it\n", probs[p].task, gcomp_cv_model_name(probs[p].model),
-                probs[p].runs[i].spec);
+                "stayed within it%s%s%s\n", probs[p].task, gcomp_cv_model_name(probs[p].model),
+                probs[p].runs[i].spec,
+                v->coarse ? " (the noise floor exceeds its tolerance on " : "",
+                v->coarse ? gcomp_cv_metric_names(v->coarse, names, sizeof names) : "",
+                v->coarse ? ": this run cannot resolve that; use a decaying learning rate or "
+                            "more seeds)" : "");
+      }
     }
   int rc = errors ? 2 : failures ? 1 : 0;
   if (follower) rc = errors ? 2 : 0;   /* rank 0 judges */

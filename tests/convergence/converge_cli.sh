@@ -117,6 +117,21 @@ grep -q "fp32, placement [0-9]* .*(floor)" "$dir/out15" \
   || { cat "$dir/out15"; fail "--noise-floor: no twins, floor or floor in the verdict"; }
 expect2 "--noise-floor 9" "--noise-floor '9' is not a whole number in \[0, 8\]" "${nf[@]}" --noise-floor 9
 expect2 "--noise-floor 1" "needs 2 or more twins" "${nf[@]}" --noise-floor 1
+# a run fp32 itself does not repeat (a large constant rate on a small MLP): the floor is
+# wide, the table says which verdicts it cannot resolve, and a must-fail that escapes is
+# told why (here test_biased escapes, exit 1; on other hardware the chaotic run may differ,
+# so the escape itself is not required)
+"$conv" --problem gmm/mlp --synth-n 1000 --hidden 16 --batch 8 --steps 1500 --lr 0.5 \
+  --no-progress --codec none --must-fail test_biased --noise-floor 3 --json "$dir/coarse.json" \
+  >"$dir/out16" 2>&1; rc=$?
+[ "$rc" -le 1 ] && grep -q "^  resolution: fp32 itself varies beyond the tolerance here.*none (accuracy" "$dir/out16" \
+  || { cat "$dir/out16"; fail "coarse floor: exit $rc, or no resolution line"; }
+if grep -q " MISSED$" "$dir/out16"; then
+  grep -q "FAIL gmm/mlp test_biased: expected to exceed .*(the noise floor exceeds its tolerance on accuracy" "$dir/out16" \
+    || { cat "$dir/out16"; fail "an escape on a coarse run without the reason"; }
+fi
+python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['problems'][0]['codecs']; assert c[0]['coarse'].startswith('accuracy'), c[0]['coarse']" "$dir/coarse.json" \
+  || fail "coarse in the JSON"
 # a floor that cannot be had: no verdicts (ERROR, saying why), null in the JSON, exit 2
 expect2 "3 twins of 4 workers" "ERROR none: no noise floor: 4 workers gave 2 distinct fp32 orders" \
   "${nf[@]}" --noise-floor 3 --workers 4 --json "$dir/nf4.json"

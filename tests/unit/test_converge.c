@@ -611,6 +611,20 @@ static void test_noise_floor_verdicts(void **state) {
   gcomp_cv_judge(&base, &run, &tol, &fl, &v);
   if (v.pass != 1) fail_msg("within tolerance + floor, but: %s", v.why);
   assert_int_equal(v.floor.n, 3);
+  /* every floor here exceeds its tolerance: each metric is marked coarse, and named */
+  assert_int_equal(v.coarse, GCOMP_CV_M_ACC | GCOMP_CV_M_LOSS | GCOMP_CV_M_GAP | GCOMP_CV_M_DRIFT);
+  char names[64];
+  assert_string_equal(gcomp_cv_metric_names(v.coarse, names, sizeof names),
+                      "accuracy, final loss, curve gap, drift");
+  assert_int_equal(v0.coarse, 0);   /* no floor, nothing coarse */
+  {
+    gcomp_cv_tol wide = {5.0, INFINITY, 1.0, 0.05};   /* off is never coarse */
+    gcomp_cv_verdict vw;
+    gcomp_cv_judge(&base, &run, &wide, &fl, &vw);
+    assert_int_equal(vw.coarse, GCOMP_CV_M_DRIFT);
+    assert_string_equal(gcomp_cv_metric_names(vw.coarse, names, sizeof names), "drift");
+    assert_string_equal(gcomp_cv_metric_names(0, names, sizeof names), "");
+  }
   /* each metric alone just past its limit fails, naming tolerance, floor and margin */
   gcomp_cv_run r2 = run;
   r2.final_acc -= 0.02 / 100;
