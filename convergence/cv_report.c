@@ -384,6 +384,12 @@ static int write_junit(const char *path, const gcomp_cv_report *r) {
       } else if ((v->pass == 1) == (pr->must_fail[i] != 0)) {
         fputs(">\n    <failure message=\"", f);
         xml_str(f, pr->must_fail[i] ? "expected to exceed its tolerance, but passed" : v->why);
+        if (v->coarse) {   /* the run could not resolve the tolerance: say so where it failed */
+          char names[64], line[160];
+          snprintf(line, sizeof line, " (the noise floor exceeds its tolerance on %s)",
+                   gcomp_cv_metric_names(v->coarse, names, sizeof names));
+          xml_str(f, line);
+        }
         fputs("\"/>\n  </testcase>\n", f);
       } else {
         fputs(">\n    <system-out>", f);

@@ -181,11 +181,15 @@ double gcomp_cv_t99(int df) {
 const char *gcomp_cv_metric_names(unsigned bits, char *buf, size_t n) {
   static const char *const names[4] = {"accuracy", "final loss", "curve gap", "drift"};
   size_t len = 0;
+  if (!n) return buf;
   buf[0] = '\0';
-  for (int m = 0; m < 4 && n; m++)
+  for (int m = 0; m < 4; m++)
     if (bits & (1u << m)) {
       int w = snprintf(buf + len, n - len, "%s%s", len ? ", " : "", names[m]);
-      if (w < 0 || (size_t)w >= n - len) break;
+      if (w < 0 || (size_t)w >= n - len) {   /* whole names only */
+        buf[len] = '\0';
+        break;
+      }
       len += (size_t)w;
     }
   return buf;
@@ -196,8 +200,9 @@ int gcomp_cv_floor_measure(const gcomp_cv_run *base, const gcomp_cv_run *twins,
   memset(out, 0, sizeof *out);
   GCOMP_FAIL_IF(n < 2 || n > GCOMP_CV_MAX_TWINS, GCOMP_ERR_INVALID,
                 "%d noise-floor twins (2 to %d)", n, GCOMP_CV_MAX_TWINS);
-  GCOMP_FAIL_IF(base->status < 0 || !isfinite(base->final_acc) || !isfinite(base->final_loss),
-                GCOMP_ERR_INVALID, "the baseline has no finite final metrics (it diverged)");
+  GCOMP_FAIL_IF(base->status < 0, GCOMP_ERR_INVALID, "the baseline failed: %s", base->error);
+  GCOMP_FAIL_IF(!isfinite(base->final_acc) || !isfinite(base->final_loss), GCOMP_ERR_INVALID,
+                "the baseline has no finite final metrics (it diverged)");
   double ss[2] = {0, 0};                 /* acc, loss: sums of squares */
   double amt[2][GCOMP_CV_MAX_TWINS];     /* gap, drift of each twin */
   for (int i = 0; i < n; i++) {
@@ -251,13 +256,6 @@ void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gco
   if (floor && floor->n > 0) v->floor = *floor;
   const gcomp_cv_floor *fl = &v->floor;   /* all zero without a floor */
   char fp[64];
-  /* a floor above the tolerance: the run cannot resolve that tolerance (said, not judged) */
-  if (fl->n > 0) {
-    const double f[4] = {fl->acc_pts, fl->loss_rel, fl->gap_rel, fl->drift};
-    const double t[4] = {tol->acc_pts, tol->loss_rel, tol->gap_rel, tol->drift};
-    for (int m = 0; m < 4; m++)
-      if (isfinite(t[m]) && f[m] > t[m]) v->coarse |= 1u << m;
-  }
   if (run->status < 0) {
     v->pass = -1;
     snprintf(v->why, sizeof v->why, "run failed: %.480s", run->error);
@@ -271,6 +269,13 @@ void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gco
     return;
   }
   v->pass = 1;
+  /* a floor above the tolerance: the run cannot resolve that tolerance (said, not judged) */
+  if (fl->n > 0) {
+    const double f[4] = {fl->acc_pts, fl->loss_rel, fl->gap_rel, fl->drift};
+    const double t[4] = {tol->acc_pts, tol->loss_rel, tol->gap_rel, tol->drift};
+    for (int m = 0; m < 4; m++)
+      if (isfinite(t[m]) && f[m] > t[m]) v->coarse |= 1u << m;
+  }
   if (!isfinite(run->final_loss)) {
     v->pass = 0;
     add_why(v, "final training loss is %g (diverged)", run->final_loss);

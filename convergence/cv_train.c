@@ -802,9 +802,12 @@ int gcomp_cv_train_twins(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *dat
    * with a baseline whose replicas differ, ranks could choose different twins and hang */
   GCOMP_FAIL_IF(base->status < 0 || !base->theta || !base->replicas_equal, GCOMP_ERR_INVALID,
                 "noise-floor twins need a finished baseline whose workers agree");
-  GCOMP_FAIL_IF(!isfinite(base->final_loss) || !isfinite(base->final_acc), GCOMP_ERR_INVALID,
-                "the baseline diverged (final training loss %g): no noise floor to measure",
-                base->final_loss);
+  /* diverged: decided on the parameters, which every rank holds alike (in --real mode only
+   * rank 0 evaluates the loss, so deciding on it would split the ranks) */
+  int finite = 1;
+  for (size_t i = 0; finite && i < base->nparams; i++) finite = isfinite(base->theta[i]);
+  GCOMP_FAIL_IF(!finite, GCOMP_ERR_INVALID,
+                "the baseline diverged (non-finite parameters): no noise floor to measure");
   GCOMP_FAIL_IF(base->workers < 3, GCOMP_ERR_INVALID, "noise-floor twins need 3 or more "
                 "workers: %d add in one order wherever they sit", base->workers);
   memset(twins, 0, (size_t)n * sizeof *twins);

@@ -84,7 +84,7 @@ static void usage(FILE *f) {
     "                        fp32 gradients added in other orders (each twin checked to\n"
     "                        differ bitwise). Each limit becomes the tolerance + a bound one\n"
     "                        more such run stays under with 99%% probability (Student's t;\n"
-    "                        README). Default 0: no floor\n"
+    "                        README). Needs 3 or more workers. Default 0: no floor\n"
     "  --tol 'PATTERN k=v,...'  keys acc (points), loss, gap (fractions), drift; 'inf' disables\n"
     "  --tolerances FILE     one such rule per line, # comments\n"
     "  --list-tolerances     print the tolerance each codec gets, then exit\n"
@@ -463,6 +463,7 @@ int main(int argc, char **argv) {
       snprintf(label, sizeof label, "%s/%s", data[d].name, gcomp_cv_model_name(&shaped[p]));
       cfg.label = label;
       uint64_t seed0 = cfg.seed;
+      pr->floor_wanted = noise_floor > 0;   /* null in the JSON when it cannot be had */
       st = gcomp_cv_train(&cfg, &data[d], &shaped[p], NULL, NULL, &pr->base);
       if (cfg.real) {   /* the job's size is the worker count; only rank 0 reports */
         cfg.workers = pr->base.workers;
@@ -483,7 +484,6 @@ int main(int argc, char **argv) {
       }
       /* the noise floor: the baseline again with the workers placed in other orders */
       int twin_pl[GCOMP_CV_MAX_TWINS];
-      pr->floor_wanted = noise_floor > 0;
       if (noise_floor) {
         pr->twins = calloc((size_t)noise_floor, sizeof *pr->twins);
         if (gcomp_cv_train_twins(&cfg, &data[d], &shaped[p], &pr->base, noise_floor, 0, twin_pl,

@@ -132,6 +132,15 @@ if grep -q " MISSED$" "$dir/out16"; then
 fi
 python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['problems'][0]['codecs']; assert c[0]['coarse'].startswith('accuracy'), c[0]['coarse']" "$dir/coarse.json" \
   || fail "coarse in the JSON"
+# the same told deterministically: a drift tolerance of 0 is finer than any floor, so none
+# as a must-fail escapes (its drift is rounding, inside the twins' bound), and stderr and
+# the JUnit failure say that the run cannot resolve it
+"$conv" "${nf[@]}" --must-fail none --tol 'none drift=0' --noise-floor 3 --junit "$dir/esc.xml" \
+  >"$dir/out17" 2>&1; rc=$?
+[ "$rc" -eq 1 ] && grep -q "^  resolution: .*none (drift)" "$dir/out17" \
+  && grep -q "FAIL gmm/mlp none: expected to exceed its tolerance, but stayed within it (the noise floor exceeds its tolerance on drift: this run cannot resolve that" "$dir/out17" \
+  && grep -q 'failure message="expected to exceed its tolerance, but passed (the noise floor exceeds its tolerance on drift)"' "$dir/esc.xml" \
+  || { cat "$dir/out17"; fail "an escape on a coarse drift: exit $rc, or no reason"; }
 # a floor that cannot be had: no verdicts (ERROR, saying why), null in the JSON, exit 2
 expect2 "3 twins of 4 workers" "ERROR none: no noise floor: 4 workers gave 2 distinct fp32 orders" \
   "${nf[@]}" --noise-floor 3 --workers 4 --json "$dir/nf4.json"

@@ -35,3 +35,11 @@ for pr, ps in zip(real["problems"], sim["problems"]):
 assert n == 12, "expected 12 runs, compared %d" % n
 print("real_vs_sim: %d runs identical between --real (4 processes) and simulated (4 threads)" % n)
 PY
+
+# --real with a baseline that diverges: every rank refuses the noise floor together (the
+# decision rests on parameters all ranks share, not on rank 0's loss): exit 2, no hang
+rc=0; timeout 120 "$run" -n 4 -- "$conv" --real --problem gmm/mlp --steps 60 --synth-n 1000 \
+  --no-progress --codec none --noise-floor 2 --lr 1000 >"$dir/div.log" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] && grep -q "no noise floor: the baseline diverged" "$dir/div.log" \
+  || { cat "$dir/div.log"; echo "real_vs_sim: diverged baseline with --noise-floor: exit $rc"; exit 1; }
+echo "real_vs_sim: a diverged baseline ends every rank's floor together"

@@ -624,6 +624,17 @@ static void test_noise_floor_verdicts(void **state) {
     assert_int_equal(vw.coarse, GCOMP_CV_M_DRIFT);
     assert_string_equal(gcomp_cv_metric_names(vw.coarse, names, sizeof names), "drift");
     assert_string_equal(gcomp_cv_metric_names(0, names, sizeof names), "");
+    /* whole names only when the buffer is short; nothing written when it is empty */
+    assert_string_equal(gcomp_cv_metric_names(15, names, 12), "accuracy");
+    names[0] = 'x';
+    gcomp_cv_metric_names(15, names, 0);
+    assert_int_equal(names[0], 'x');
+    /* a failed run is an ERROR, not a coarse verdict */
+    gcomp_cv_run failed = run;
+    failed.status = GCOMP_ERR_PEER;
+    gcomp_cv_judge(&base, &failed, &tol, &fl, &vw);
+    assert_int_equal(vw.pass, -1);
+    assert_int_equal(vw.coarse, 0);
   }
   /* each metric alone just past its limit fails, naming tolerance, floor and margin */
   gcomp_cv_run r2 = run;
