@@ -402,7 +402,8 @@ static int write_junit(const char *path, const gcomp_cv_report *r) {
         if (v->coarse) {
           char names[64];
           snprintf(line, sizeof line, "; fp32 itself varies beyond the tolerance on %s: bounded by "
-                   "tolerance + noise floor", gcomp_cv_metric_names(v->coarse, names, sizeof names));
+                   "tolerance + noise floor",
+                   gcomp_cv_metric_names(v->coarse, names, sizeof names));
           xml_str(f, line);
         }
         fputs("</system-out>\n  </testcase>\n", f);

@@ -331,5 +331,6 @@ void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gco
     snprintf(v->hint, sizeof v->hint, "each parameter moved %.1f times in %d steps on average; "
              "with error feedback a sparsifier catches up over runs long against 1/ratio "
              "with a decaying learning rate, so judge it at your job's --steps and "
-             "--lr-schedule (a long run with --noise-floor)", run->moved_frac * run->steps, run->steps);
+             "--lr-schedule (a long run with --noise-floor)", run->moved_frac * run->steps,
+             run->steps);
 }

@@ -235,7 +235,8 @@ int main(int argc, char **argv) {
     case O_FLOOR:
       noise_floor = (int)whole("--noise-floor", optarg, 0, GCOMP_CV_MAX_TWINS);
       if (noise_floor == 1) {   /* t(1) = 64: one twin says nothing about a spread */
-        fprintf(stderr, "gcomp-converge: --noise-floor needs 2 or more twins (3 recommended), or 0\n");
+        fprintf(stderr,
+                "gcomp-converge: --noise-floor needs 2 or more twins (3 recommended), or 0\n");
         return 2;
       }
       break;
@@ -534,7 +535,8 @@ int main(int argc, char **argv) {
           if (stt < 0) {   /* the floor is then an error (gcomp_cv_floor_measure names it) */
             pr->twins[0].status = stt;
             snprintf(pr->twins[0].error, sizeof pr->twins[0].error, "seed %llu: %s",
-                     (unsigned long long)cfg.seed, stk < 0 ? "its baseline failed" : gcomp_last_error());
+                     (unsigned long long)cfg.seed,
+                     stk < 0 ? "its baseline failed" : gcomp_last_error());
           }
           for (int t = 0; stt >= 0 && t < pr->ntwins; t++) {
             if (gcomp_cv_run_merge(&pr->twins[t], &tw_k[t], k) < 0) {

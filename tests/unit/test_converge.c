@@ -736,7 +736,8 @@ static void test_noise_floor_twins(void **state) {
   for (int i = 0; i < 3; i++) gcomp_cv_run_free(&again[i]);
   /* fixed placements that repeat each other are refused, not counted twice */
   int twice[2] = {pl[0], pl[0]};
-  assert_int_equal(gcomp_cv_train_twins(&cfg, &d, &m, &base, 2, 1, twice, again), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_cv_train_twins(&cfg, &d, &m, &base, 2, 1, twice, again),
+                   GCOMP_ERR_INVALID);
   assert_non_null(strstr(gcomp_last_error(), "repeats"));
   for (int i = 0; i < 3; i++) gcomp_cv_run_free(&tw[i]);
   gcomp_cv_run_free(&base);
