@@ -445,7 +445,9 @@ static int write_svg(const char *path, const gcomp_cv_report *r) {
   GCOMP_FAIL_IF(!f, GCOMP_ERR_INVALID, "%s: cannot write: %s", path, strerror(errno));
   int cols = r->nproblems > 1 ? 2 : 1, rows = (r->nproblems + cols - 1) / cols;
   int ncodec = r->nproblems ? r->problems[0].nruns : 0;
-  int legend_h = 22 * ((ncodec + 2) / 3 + 1) + 10;
+  int twins = 0;   /* any problem with noise-floor twins: drawn thin and grey, one legend entry */
+  for (int p = 0; p < r->nproblems; p++) twins |= r->problems[p].ntwins > 0;
+  int legend_h = 22 * ((ncodec + twins + 2) / 3 + 1) + 10;
   int width = cols * PW, height = rows * PH + legend_h + 30;
   fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
           "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n"
@@ -457,8 +459,8 @@ static int write_svg(const char *path, const gcomp_cv_report *r) {
     const gcomp_cv_problem *pr = &r->problems[p];
     int px = (p % cols) * PW, py = 24 + (p / cols) * PH;
     double lo = INFINITY, hi = -INFINITY;
-    for (int i = -1; i < pr->nruns; i++) {
-      const gcomp_cv_run *x = i < 0 ? &pr->base : &pr->runs[i];
+    for (int i = -1 - pr->ntwins; i < pr->nruns; i++) {
+      const gcomp_cv_run *x = i >= 0 ? &pr->runs[i] : i == -1 ? &pr->base : &pr->twins[-2 - i];
       if (x->status < 0) continue;
       for (int e = 0; e < x->neval; e++) {
         double v = x->train_loss[e];
@@ -493,6 +495,8 @@ static int write_svg(const char *path, const gcomp_cv_report *r) {
             py + MT + h + 28);
     fprintf(f, "<text transform=\"translate(%d,%.0f) rotate(-90)\" text-anchor=\"middle\">train "
             "loss</text>\n", px + 14, py + MT + h / 2);
+    for (int t = 0; t < pr->ntwins; t++)   /* under the codecs: the spread fp32 itself has */
+      svg_curve(f, &pr->twins[t], px, py, lo, hi, steps, "#aaa", 1.0, NULL);
     for (int i = 0; i < pr->nruns; i++)
       svg_curve(f, &pr->runs[i], px, py, lo, hi, steps, palette[i % 10], 1.4,
                 pr->must_fail[i] ? "5,3" : NULL);
@@ -513,6 +517,13 @@ static int write_svg(const char *path, const gcomp_cv_report *r) {
     if (pr->runs[i].corrected)   /* what ran, in short: the table and JSON give the spec */
       fprintf(f, " (EF momentum, mask=%d)", strstr(pr->runs[i].canon, "mask=1") != NULL);
     fprintf(f, "%s</text>\n", pr->must_fail[i] ? " (must fail)" : "");
+  }
+  if (twins) {
+    int col = (ncodec + 1) % 3, row = (ncodec + 1) / 3;
+    int x = 20 + col * (width / 3), y = ly + row * 22;
+    fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#aaa\" "
+            "stroke-width=\"1.0\"/><text x=\"%d\" y=\"%d\">fp32 twins (the noise floor)</text>\n",
+            x, x + 30, y, y, x + 36, y + 4);
   }
   fputs("</svg>\n", f);
   int bad = ferror(f);

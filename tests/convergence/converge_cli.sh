@@ -109,8 +109,11 @@ grep -q "(momentum correction off)" "$dir/out9" && ! grep -q "ran as" "$dir/out9
 # --noise-floor: twins in the table and the JSON, the floor in every verdict; too many
 # twins for the workers, or more than 8, is a usage error
 nf=(--problem gmm/mlp --steps 60 --synth-n 1000 --no-progress --codec none --must-fail test_biased)
-"$conv" "${nf[@]}" --noise-floor 2 --seeds 2 --json "$dir/nf.json" >"$dir/out15" 2>&1 \
-  || { cat "$dir/out15"; fail "--noise-floor 2: exit $?"; }
+"$conv" "${nf[@]}" --noise-floor 2 --seeds 2 --json "$dir/nf.json" --plot "$dir/nf.svg" \
+  >"$dir/out15" 2>&1 || { cat "$dir/out15"; fail "--noise-floor 2: exit $?"; }
+# the plot draws the 2 twins thin and grey, with one legend entry
+[ "$(grep -c 'stroke="#aaa"' "$dir/nf.svg")" = 3 ] && grep -q "fp32 twins (the noise floor)" "$dir/nf.svg" \
+  || fail "--noise-floor: the plot lacks the twins"
 grep -q "fp32, placement [0-9]* .*(floor)" "$dir/out15" \
   && grep -q "noise floor (99% bound from 2 fp32 twins, placements [0-9]*, [0-9]*), added to every tolerance" "$dir/out15" \
   && grep -q "flagged as expected test_biased: .*+ noise floor" "$dir/out15" \
