@@ -153,8 +153,9 @@ static void no_verdicts(gcomp_cv_problem *pr, const char *why) {
 int main(int argc, char **argv) {
   gcomp_cv_train_cfg cfg;
   gcomp_cv_train_defaults(&cfg);
-  strlist codecs = {0}, mustfail = {0}, tasks = {0}, datas = {0}, models = {0}, tols = {0},
-          tolfiles = {0}, pairs = {0};
+  /* static: what main holds stays reachable when a usage error returns early, as it does
+   * until exit anyway (the normal path frees it; LeakSanitizer runs the CLI test too) */
+  static strlist codecs, mustfail, tasks, datas, models, tols, tolfiles, pairs;
   const char *json = NULL, *junit = NULL, *plot = NULL, *digits = NULL, *alpha_beta = NULL;
   const char *algo = "auto";
   long long min_bytes = 0;
@@ -309,7 +310,7 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  gcomp_cv_tolset *ts = NULL;
+  static gcomp_cv_tolset *ts;
   if (gcomp_cv_tolset_create(&ts) < 0) return 2;
   for (int i = 0; i < tolfiles.n; i++)
     if (gcomp_cv_tolset_load(ts, tolfiles.v[i]) < 0) {
@@ -386,7 +387,8 @@ int main(int argc, char **argv) {
   }
   if (!tasks.n && !datas.n) push_csv(&tasks, "digits,gmm,teacher");
   int ndata = 0;
-  gcomp_cv_data *data = calloc((size_t)(tasks.n + datas.n), sizeof *data);
+  static gcomp_cv_data *data;
+  data = calloc((size_t)(tasks.n + datas.n), sizeof *data);
   for (int i = 0; i < tasks.n; i++) {
     const char *t = tasks.v[i];
     if (strcmp(t, "digits") == 0) {
@@ -429,7 +431,8 @@ int main(int argc, char **argv) {
     for (int j = 0; j < models.n; j++) seen |= strcmp(models.v[j], mname) == 0;
     if (!seen) push(&models, mname);
   }
-  gcomp_cv_model *mods = calloc((size_t)models.n, sizeof *mods);
+  static gcomp_cv_model *mods;
+  mods = calloc((size_t)models.n, sizeof *mods);
   for (int i = 0; i < models.n; i++)
     if (gcomp_cv_model_parse(models.v[i], hidden, &mods[i]) < 0) {
       fprintf(stderr, "gcomp-converge: %s\n", gcomp_last_error());
@@ -438,8 +441,10 @@ int main(int argc, char **argv) {
 
   /* the runs */
   int nprob = ndata * models.n;
-  gcomp_cv_problem *probs = calloc((size_t)nprob, sizeof *probs);
-  gcomp_cv_model *shaped = calloc((size_t)nprob, sizeof *shaped);
+  static gcomp_cv_problem *probs;
+  static gcomp_cv_model *shaped;
+  probs = calloc((size_t)nprob, sizeof *probs);
+  shaped = calloc((size_t)nprob, sizeof *shaped);
   int errors = 0, failures = 0, nprob_used = 0, follower = 0;
   char label[96];
   for (int d = 0; d < ndata; d++)
