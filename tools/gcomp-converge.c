@@ -141,13 +141,28 @@ static unsigned long long whole(const char *opt, const char *v, unsigned long lo
 
 static int file_exists(const char *p) { return p && access(p, R_OK) == 0; }
 
-/* A problem whose noise floor could not be had gets no verdicts: each an ERROR saying why. */
+/* A problem that cannot be judged (no baseline, no noise floor) gets no verdicts: each an
+ * ERROR saying why. */
 static void no_verdicts(gcomp_cv_problem *pr, const char *why) {
   for (int i = 0; i < pr->nruns; i++) {
     memset(&pr->verdicts[i], 0, sizeof pr->verdicts[i]);
     pr->verdicts[i].pass = -1;
-    snprintf(pr->verdicts[i].why, sizeof pr->verdicts[i].why, "no noise floor: %s", why);
+    snprintf(pr->verdicts[i].why, sizeof pr->verdicts[i].why, "%s", why);
   }
+}
+
+/* ... and when its codecs were not even run, each run says so too. */
+static void not_run(gcomp_cv_problem *pr, const strlist *codecs, const strlist *mustfail,
+                    int status, const char *why) {
+  for (int i = 0; i < pr->nruns; i++) {
+    gcomp_cv_run *r = &pr->runs[i];
+    r->status = status;
+    snprintf(r->spec, sizeof r->spec, "%s",
+             i < codecs->n ? codecs->v[i] : mustfail->v[i - codecs->n]);
+    snprintf(r->error, sizeof r->error, "not run: %s", why);
+    pr->must_fail[i] = i >= codecs->n;
+  }
+  no_verdicts(pr, why);
 }
 
 int main(int argc, char **argv) {
@@ -478,14 +493,9 @@ int main(int argc, char **argv) {
       if (st < 0) {
         fprintf(stderr, "gcomp-converge: %s baseline: %s\n", label, pr->base.error);
         errors++;
-        for (int i = 0; i < nrun; i++) {
-          pr->runs[i].status = st;
-          snprintf(pr->runs[i].spec, sizeof pr->runs[i].spec, "%s",
-                   i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n]);
-          snprintf(pr->runs[i].error, sizeof pr->runs[i].error, "baseline failed");
-          pr->verdicts[i].pass = -1;
-          pr->must_fail[i] = i >= codecs.n;
-        }
+        char why[600];
+        snprintf(why, sizeof why, "baseline failed: %.500s", pr->base.error);
+        not_run(pr, &codecs, &mustfail, st, why);
         continue;
       }
       /* the noise floor: the baseline again with the workers placed in other orders */
@@ -496,18 +506,11 @@ int main(int argc, char **argv) {
                                  pr->twins) < 0) {
           /* the codecs are not run: without the floor asked for, their verdicts would be the
            * short-run ones */
-          char why[400];
-          snprintf(why, sizeof why, "%s", gcomp_last_error());
-          if (!follower) fprintf(stderr, "gcomp-converge: %s: --noise-floor: %s\n", label, why);
+          char why[420];
+          snprintf(why, sizeof why, "no noise floor: %.380s", gcomp_last_error());
+          if (!follower) fprintf(stderr, "gcomp-converge: %s: %s\n", label, why);
           errors++;
-          for (int i = 0; i < nrun; i++) {
-            pr->runs[i].status = GCOMP_ERR_INVALID;
-            snprintf(pr->runs[i].spec, sizeof pr->runs[i].spec, "%s",
-                     i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n]);
-            snprintf(pr->runs[i].error, sizeof pr->runs[i].error, "not run: no noise floor");
-            pr->must_fail[i] = i >= codecs.n;
-          }
-          no_verdicts(pr, why);
+          not_run(pr, &codecs, &mustfail, GCOMP_ERR_INVALID, why);
           continue;
         }
         pr->ntwins = noise_floor;
@@ -561,9 +564,9 @@ int main(int argc, char **argv) {
       if (pr->ntwins > 0 &&
           gcomp_cv_floor_measure(&pr->base, pr->twins, twin_pl, pr->ntwins, &pr->floor) < 0) {
         /* without its floor a verdict would be the short-run one, silently: none at all */
-        char why[400];
-        snprintf(why, sizeof why, "%s", gcomp_last_error());
-        if (!follower) fprintf(stderr, "gcomp-converge: %s: --noise-floor: %s\n", label, why);
+        char why[420];
+        snprintf(why, sizeof why, "no noise floor: %.380s", gcomp_last_error());
+        if (!follower) fprintf(stderr, "gcomp-converge: %s: %s\n", label, why);
         errors++;
         no_verdicts(pr, why);
         continue;

@@ -65,7 +65,10 @@ expect2 "long tolerance line" "longtol.txt:1: line longer than" --codec bf16 --t
 expect2 "--steps 2.9" "'2.9' is not a whole number" "${quick[@]}" --steps 2.9
 expect2 "--workers 1.9" "'1.9' is not a whole number" "${quick[@]}" --workers 1.9
 expect2 "--batch over a shard" "batch 64 is larger than a worker's shard" --task gmm --synth-n 16 \
-  --model softmax --codec bf16 --workers 8 --batch 64 --steps 3 --no-progress
+  --model softmax --codec bf16 --workers 8 --batch 64 --steps 3 --no-progress --json "$dir/nobase.json"
+# ... and the codecs it could not judge say why (JSON and JUnit carry it), not a bare error
+python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['problems'][0]['codecs'][0]; assert c['verdict'] == 'error' and c['why'].startswith('baseline failed: batch 64 is larger'), c['why']" "$dir/nobase.json" \
+  || fail "no reason for the codecs of a failed baseline"
 # --problem picks a --data task by its file's base name
 "$conv" --data "$dir/good.csv" --problem good/softmax --codec bf16 --steps 20 --batch 8 \
   --no-progress --quiet 2>"$dir/err-p"; rc=$?
