@@ -88,6 +88,20 @@ int gcomp_coll_reserve(gcomp_coll *c, size_t bytes);
 /* Waits for reqs, counting the time as waiting. */
 int gcomp_coll_waitall(gcomp_coll *c, int n, gcomp_treq **reqs);
 
+/* Receives that one call posts to one peer at once, at most: segments grow past
+ * c->seg_bytes where more would be needed (one per step remains the floor: the ring's
+ * allgather over more than 257 ranks posts one per step). libfabric 1.17's shm stalls
+ * for good once posted receives and unexpected messages hold all of its receive entries
+ * (1024; see the top of fabric/ofi.c): ring allreduces of 32 MiB on 4 ranks in 8 KiB
+ * segments (1024 per step) stalled in 3 runs of 3, rhd on 8 MiB in 4 KiB in 4 of 4. */
+#define GCOMP_COLL_MAX_POSTED 256
+
+/* Elements per segment for count elements that go to one peer in `batches` rounds of
+ * segments posted at once: c->seg_bytes / esize, or more, so that batches x segments stays
+ * within GCOMP_COLL_MAX_POSTED. It depends only on its arguments, so both ends of a
+ * transfer cut alike. */
+size_t gcomp_coll_seg_elems(const gcomp_coll *c, size_t count, size_t batches);
+
 /* Sends slen bytes to peer while receiving rlen bytes from it, in pipeline segments.
  * dst != NULL: each received segment is reduced into dst as it lands (via c->tmp): dst op=
  * received, or dst = addend + received when addend is given (out of place, sums only);

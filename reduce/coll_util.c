@@ -23,14 +23,25 @@ static void cancel_all(gcomp_coll *c, gcomp_treq **reqs, int n) {
     if (reqs[i]) gcomp_cancel(c->t, reqs[i]), reqs[i] = NULL;
 }
 
+size_t gcomp_coll_seg_elems(const gcomp_coll *c, size_t count, size_t batches) {
+  size_t seg = c->seg_bytes / c->esize ? c->seg_bytes / c->esize : 1;
+  size_t most = GCOMP_COLL_MAX_POSTED / (batches ? batches : 1);
+  if (most < 1) most = 1;
+  if ((count + seg - 1) / seg > most) seg = (count + most - 1) / most;
+  return seg;
+}
+
 /* Sends slen bytes at sbuf to peer and receives rlen bytes from it, both in segments of
- * c->seg_bytes. With dst != NULL every received segment is reduced into dst (the segment
- * lands in c->tmp first); with dst == NULL it lands directly at rbuf. */
+ * c->seg_bytes (or more: gcomp_coll_seg_elems). With dst != NULL every received segment
+ * is reduced into dst (the segment lands in c->tmp first); with dst == NULL it lands
+ * directly at rbuf. */
 int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
                         const uint8_t *sbuf, size_t slen, uint8_t *rbuf, size_t rlen,
                         uint8_t *dst, const uint8_t *addend) {
-  size_t seg = c->seg_bytes - c->seg_bytes % c->esize;
-  if (seg == 0) seg = c->esize;
+  /* one cut for both directions (the peer's slen is this rank's rlen and the other way
+   * round), which the in-place reduction below relies on */
+  size_t most = slen > rlen ? slen : rlen;
+  size_t seg = gcomp_coll_seg_elems(c, (most + c->esize - 1) / c->esize, 1) * c->esize;
   int ns = slen ? (int)((slen + seg - 1) / seg) : 1;
   int nr = rlen ? (int)((rlen + seg - 1) / seg) : 1;
   if (dst) {

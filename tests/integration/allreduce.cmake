@@ -62,6 +62,17 @@ set_tests_properties(integration.allreduce.mismatch.shm-provider PROPERTIES TIME
 set_tests_properties(integration.allreduce.mismatch.tcp PROPERTIES TIMEOUT 60 ENVIRONMENT
   "GCOMP_TIMEOUT_MS=5000;GCOMP_ALGO=ring")
 
+# large calls in small segments: each step's segments to one peer were all posted at once,
+# more receives than libfabric 1.17's shm has entries for, and every rank stalled (ring:
+# 32 MiB in 8 KiB segments, 3 runs of 3; rhd: 8 MiB in 4 KiB, 4 of 4). Segments now grow
+# to keep under GCOMP_COLL_MAX_POSTED.
+gcomp_ar_test(integration.allreduce.shm.ring-many-segments 4 1 ring big 8388608)
+set_tests_properties(integration.allreduce.shm.ring-many-segments PROPERTIES ENVIRONMENT
+  "GCOMP_TIMEOUT_MS=10000;GCOMP_ALGO=ring;GCOMP_SEGMENT_BYTES=8192")
+gcomp_ar_test(integration.allreduce.shm.rhd-many-segments 4 1 rhd big 2097152)
+set_tests_properties(integration.allreduce.shm.rhd-many-segments PROPERTIES ENVIRONMENT
+  "GCOMP_TIMEOUT_MS=10000;GCOMP_ALGO=rhd;GCOMP_SEGMENT_BYTES=4096")
+
 # straggler detection: a rank that sleeps before every call is named by every rank
 add_test(NAME integration.allreduce.straggler
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/straggler.sh ${GCOMP_AR_RUN} $<TARGET_FILE:gcomp-bench>

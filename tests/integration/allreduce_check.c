@@ -2,6 +2,8 @@
  *   allreduce_check dense         every dtype x op x awkward count, exact reference
  *   allreduce_check codecs        bf16 / fp16 / top-k+ef: bounded error, identical ranks
  *   allreduce_check kill VICTIM   VICTIM SIGKILLs itself mid-run; the others must fail in time
+ *   allreduce_check big COUNT     float32 sums of COUNT elements (small integers: exact),
+ *                                 with whatever GCOMP_ALGO / GCOMP_SEGMENT_BYTES the test sets
  * Exit 0 when every check passed; prints "allreduce_check: rank R: ..." lines. */
 #include <math.h>
 #include <signal.h>
@@ -157,6 +159,38 @@ static int dense(gcomp_comm *comm) {
   return 0;
 }
 
+/* Large calls, out of place and in place, twice each. With small segments they used to
+ * post more receives to one peer than libfabric 1.17's shm has entries for, which stalled
+ * every rank until the timeout. */
+static int big(gcomp_comm *comm, size_t n) {
+  float *in = malloc(n * sizeof *in + 1), *out = malloc(n * sizeof *out + 1);
+  if (!in || !out) {
+    free(in), free(out);
+    return fail("allocating");
+  }
+  size_t wrong = 0;
+  for (int call = 0; call < 4 && !wrong; call++) {
+    for (size_t i = 0; i < n; i++) in[i] = (float)((i * 7u + (size_t)rank_ * 3u + (size_t)call) % 1000u);
+    float *src = call & 1 ? out : in;
+    if (call & 1) memcpy(out, in, n * sizeof *in);
+    if (gcomp_allreduce(comm, src, out, n, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0)) {
+      free(in), free(out);
+      return fail(call & 1 ? "big allreduce in place" : "big allreduce");
+    }
+    for (size_t i = 0; i < n; i++) {
+      double want = 0;
+      for (int r = 0; r < size_; r++) want += (double)((i * 7u + (size_t)r * 3u + (size_t)call) % 1000u);
+      if ((double)out[i] != want && wrong++ == 0)
+        printf("allreduce_check: rank %d: FAILED big call %d: [%zu] = %g, want %g\n", rank_, call, i,
+               out[i], want);
+    }
+  }
+  free(in), free(out);
+  printf("allreduce_check: rank %d: big: 4 calls of %zu floats by %s, %zu wrong\n", rank_, n,
+         gcomp_comm_last_algo(comm), wrong);
+  return wrong ? 1 : 0;
+}
+
 static int codecs(gcomp_comm *comm) {
   static const char *specs[] = {"bf16", "fp16", "topk:ratio=0.01+ef", "bf16+ef+zstd"};
   size_t n = (1u << 20) + 3;
@@ -269,6 +303,7 @@ int main(int argc, char **argv) {
   int rc = 2;
   if (!strcmp(argv[1], "dense")) rc = dense(comm);
   else if (!strcmp(argv[1], "codecs")) rc = codecs(comm);
+  else if (!strcmp(argv[1], "big") && argc > 2) rc = big(comm, (size_t)strtoull(argv[2], NULL, 0));
   else if (!strcmp(argv[1], "kill") && argc > 2) rc = kill_run(comm, atoi(argv[2]));
   else if (!strcmp(argv[1], "mismatch")) rc = mismatch_run(comm);
   if (rc != 3) gcomp_comm_destroy(comm);   /* after a failure the peers are gone */
