@@ -14,7 +14,15 @@
  * The receiver posts only the first chunk, learns len and seq from its completion, then
  * posts the rest: receives never need to know the length in advance, and continuation
  * chunks of different messages can never match each other (FI_ORDER_SAS keeps chunks of
- * one message in order). Up to OFI_WINDOW chunks of a request are in flight at once. */
+ * one message in order). Up to OFI_WINDOW chunks of a request are in flight at once.
+ *
+ * Receive entries: posted receives and unexpected messages share the provider's entries
+ * (rx_attr->size, 1024 on shm). On libfabric 1.17's shm, once they are all taken (receives
+ * waiting for later messages, messages whose receives are not posted yet) the message at
+ * the head of its queue, often the next chunk of one already matched, finds none and is
+ * never taken, and no receive can be posted either: a stall for good, which the timeout
+ * turns into an error that says the provider never took the receive. The collectives
+ * post at most GCOMP_COLL_MAX_POSTED receives to one peer at once (reduce/coll.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -509,15 +517,19 @@ static int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) 
                op_name(r), r->peer, (int)t->cards[r->peer].pid, t->cards[r->peer].host);
     else if (idle / 1000000u >= (uint64_t)tp->timeout_ms) {
       char where[96];
+      const char *why = "the peer is stalled, or in another call: do all ranks make the same "
+                        "calls with the same counts?";
       if (r->op == OP_SEND)
         snprintf(where, sizeof where, "%zu of %zu bytes handed to the provider", r->next_off, r->cap);
-      else if (!r->first_done)
+      else if (!r->first_posted) {
+        snprintf(where, sizeof where, "the provider never took the receive");
+        why = "its receive queue stays full of posted receives and unexpected messages";
+      } else if (!r->first_done)
         snprintf(where, sizeof where, "nothing arrived");
       else
         snprintf(where, sizeof where, "%zu of %zu bytes arrived", r->done_bytes, r->total);
       req_fail(r, GCOMP_ERR_TIMEOUT, "%s rank %d over %s: no progress within GCOMP_TIMEOUT_MS=%d "
-               "(%s; the peer is stalled, or in another call: do all ranks make the same calls "
-               "with the same counts?)", op_name(r), r->peer, r->ep->prov, tp->timeout_ms, where);
+               "(%s; %s)", op_name(r), r->peer, r->ep->prov, tp->timeout_ms, where, why);
     }
   }
   if (r->status < 0) {

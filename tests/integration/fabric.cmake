@@ -63,3 +63,10 @@ set_tests_properties(integration.fabric.bad_provider PROPERTIES LABELS integrati
   ENVIRONMENT "GCOMP_PROVIDER=nosuchprov;GCOMP_TIMEOUT_MS=20000"
   # whichever rank fails first says so; gcomp-run may stop the other before it prints
   PASS_REGULAR_EXPRESSION "\\[[01]\\] fabric_p2p: transport: GCOMP_ERR_UNSUPPORTED: [^\n]*provider 'nosuchprov' \\(inter-node\\)[^\n]*GCOMP_PROVIDER selects another")
+
+# a receive the provider never takes (its receive queue is full: FI_SHM_RX_SIZE entries, all
+# posted) times out saying so
+gcomp_fabric_test(integration.fabric.rxfull 60
+  ${GCOMP_FABRIC_RUN} -n 2 --tag-output -- ${GCOMP_FABRIC_P2P} rxfull 100)
+set_tests_properties(integration.fabric.rxfull PROPERTIES ENVIRONMENT
+  "GCOMP_TIMEOUT_MS=1500;FI_SHM_RX_SIZE=64")
