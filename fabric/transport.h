@@ -42,6 +42,9 @@
 #define GCOMP_TAG_MASK ((UINT64_C(1) << GCOMP_TAG_BITS) - 1)
 #define GCOMP_TAG_SEQ_BITS 24   /* seq wraps modulo 2^24 */
 #define GCOMP_TAG_STEP_BITS 32
+/* The libfabric transport keeps up to this many chunks of one message in flight at once,
+ * besides its first chunk (fabric/ofi.c) */
+#define GCOMP_TRANSPORT_WINDOW 8
 
 static inline uint64_t gcomp_tag(uint32_t seq, uint32_t step) {
   return ((uint64_t)(seq & ((1u << GCOMP_TAG_SEQ_BITS) - 1)) << GCOMP_TAG_STEP_BITS) | step;

@@ -60,7 +60,7 @@ static int post_recv(ring_state *r, unsigned phase, int s, int chunk, int j, uin
                      len * r->c->esize, &r->rreq[s * r->nseg + j]);
 }
 
-/* batches: how many steps' receives are posted at once (see GCOMP_COLL_MAX_POSTED) */
+/* batches: how many steps' receives are posted at once (see GCOMP_COLL_MAX_ENTRIES) */
 static int setup(ring_state *r, gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
                  int batches) {
   memset(r, 0, sizeof *r);

@@ -64,14 +64,18 @@ set_tests_properties(integration.allreduce.mismatch.tcp PROPERTIES TIMEOUT 60 EN
 
 # large calls in small segments: each step's segments to one peer were all posted at once,
 # more receives than libfabric 1.17's shm has entries for, and every rank stalled (ring:
-# 32 MiB in 8 KiB segments, 3 runs of 3; rhd: 8 MiB in 4 KiB, 4 of 4). Segments now grow
-# to keep under GCOMP_COLL_MAX_POSTED.
+# 32 MiB in 8 KiB segments, 3 runs of 3; rhd: 8 MiB in 4 KiB, 4 of 4; rhd in 64 KiB
+# segments of 16 KiB chunks, 2 of 2, even with 256 segments). Segments now grow to keep the
+# chunks in flight under GCOMP_COLL_MAX_ENTRIES.
 gcomp_ar_test(integration.allreduce.shm.ring-many-segments 4 1 ring big 8388608)
 set_tests_properties(integration.allreduce.shm.ring-many-segments PROPERTIES ENVIRONMENT
   "GCOMP_TIMEOUT_MS=10000;GCOMP_ALGO=ring;GCOMP_SEGMENT_BYTES=8192")
 gcomp_ar_test(integration.allreduce.shm.rhd-many-segments 4 1 rhd big 2097152)
 set_tests_properties(integration.allreduce.shm.rhd-many-segments PROPERTIES ENVIRONMENT
   "GCOMP_TIMEOUT_MS=10000;GCOMP_ALGO=rhd;GCOMP_SEGMENT_BYTES=4096")
+gcomp_ar_test(integration.allreduce.shm.rhd-many-chunks 4 1 rhd big 8388608)
+set_tests_properties(integration.allreduce.shm.rhd-many-chunks PROPERTIES ENVIRONMENT
+  "GCOMP_TIMEOUT_MS=10000;GCOMP_ALGO=rhd;GCOMP_SEGMENT_BYTES=65536;GCOMP_CHUNK_BYTES=16384")
 
 # straggler detection: a rank that sleeps before every call is named by every rank
 add_test(NAME integration.allreduce.straggler

@@ -186,8 +186,13 @@ static int big(gcomp_comm *comm, size_t n) {
     }
   }
   free(in), free(out);
+  const char *algo = gcomp_comm_last_algo(comm), *want = getenv("GCOMP_ALGO");
   printf("allreduce_check: rank %d: big: 4 calls of %zu floats by %s, %zu wrong\n", rank_, n,
-         gcomp_comm_last_algo(comm), wrong);
+         algo, wrong);
+  if (want && strcmp(want, "auto") != 0 && strcmp(algo, want) != 0) {
+    printf("allreduce_check: rank %d: FAILED big: ran %s, not GCOMP_ALGO=%s\n", rank_, algo, want);
+    return 1;
+  }
   return wrong ? 1 : 0;
 }
 
@@ -290,7 +295,7 @@ static int kill_run(gcomp_comm *comm, int victim) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
-    fprintf(stderr, "usage: allreduce_check dense|codecs|kill VICTIM|mismatch\n");
+    fprintf(stderr, "usage: allreduce_check dense|codecs|big COUNT|kill VICTIM|mismatch\n");
     return 2;
   }
   gcomp_comm *comm;
