@@ -20,9 +20,11 @@
  * (rx_attr->size, 1024 on shm). On libfabric 1.17's shm, once they are all taken (receives
  * waiting for later messages, messages whose receives are not posted yet) the message at
  * the head of its queue, often the next chunk of one already matched, finds none and is
- * never taken, and no receive can be posted either: a stall for good, which the timeout
- * turns into an error that says the provider never took the receive. The collectives
- * post at most GCOMP_COLL_MAX_POSTED receives to one peer at once (reduce/coll.h). */
+ * never taken, and no receive can be posted either: a stall for good. The timeout turns it
+ * into GCOMP_ERR_TIMEOUT, which on a rank whose endpoint is wedged says that the provider
+ * keeps refusing receives (its peers, only waiting, say the peer is stalled). The
+ * collectives keep the chunks in flight between two ranks under GCOMP_COLL_MAX_ENTRIES
+ * (reduce/coll.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -43,7 +45,7 @@
 #include "gcomp_common.h"
 #include "transport.h"
 
-#define OFI_WINDOW 8
+#define OFI_WINDOW GCOMP_TRANSPORT_WINDOW
 #define KIND_SHIFT GCOMP_TAG_BITS
 #define KIND_FIRST (UINT64_C(1) << KIND_SHIFT)
 #define KIND_CONT (UINT64_C(2) << KIND_SHIFT)
@@ -142,6 +144,7 @@ typedef struct {
   gcomp_treq *fifo_head[2], *fifo_tail[2];
   int ready;                /* setup finished: destroy says goodbye first */
   int failed;               /* an operation failed: goodbyes are brief */
+  uint64_t recv_refused_ns; /* when the provider last refused to take a receive */
   char host[64];
   char pidns[64];
 } ofi_transport;
@@ -279,6 +282,7 @@ static void req_post(ofi_transport *t, gcomp_treq *r) {
       s->req = NULL;
     }
     if (is_backpressure(rc)) {
+      if (r->op == OP_RECV) t->recv_refused_ns = gcomp_now_ns();
       if (r->first_posted) {
         r->want_post = 1;
         t->npost_pending++;
@@ -519,12 +523,16 @@ static int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) 
       char where[96];
       const char *why = "the peer is stalled, or in another call: do all ranks make the same "
                         "calls with the same counts?";
+      /* an endpoint whose receive entries are all taken (see the top) refuses every receive */
+      if (t->recv_refused_ns && now - t->recv_refused_ns < 1000000000ull)
+        why = "the provider keeps refusing receives: posted receives and unexpected messages "
+              "hold all its receive entries (too many messages in flight, or ranks in "
+              "different calls?)";
       if (r->op == OP_SEND)
         snprintf(where, sizeof where, "%zu of %zu bytes handed to the provider", r->next_off, r->cap);
-      else if (!r->first_posted) {
+      else if (!r->first_posted)
         snprintf(where, sizeof where, "the provider never took the receive");
-        why = "its receive queue stays full of posted receives and unexpected messages";
-      } else if (!r->first_done)
+      else if (!r->first_done)
         snprintf(where, sizeof where, "nothing arrived");
       else
         snprintf(where, sizeof where, "%zu of %zu bytes arrived", r->done_bytes, r->total);

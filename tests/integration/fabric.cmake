@@ -64,9 +64,9 @@ set_tests_properties(integration.fabric.bad_provider PROPERTIES LABELS integrati
   # whichever rank fails first says so; gcomp-run may stop the other before it prints
   PASS_REGULAR_EXPRESSION "\\[[01]\\] fabric_p2p: transport: GCOMP_ERR_UNSUPPORTED: [^\n]*provider 'nosuchprov' \\(inter-node\\)[^\n]*GCOMP_PROVIDER selects another")
 
-# a receive the provider never takes (its receive queue is full: FI_SHM_RX_SIZE entries, all
-# posted) times out saying so
+# receives on an endpoint whose receive entries are all taken (FI_SHM_RX_SIZE of them, all
+# posted) time out saying that the provider keeps refusing receives
 gcomp_fabric_test(integration.fabric.rxfull 60
   ${GCOMP_FABRIC_RUN} -n 2 --tag-output -- ${GCOMP_FABRIC_P2P} rxfull 100)
 set_tests_properties(integration.fabric.rxfull PROPERTIES ENVIRONMENT
-  "GCOMP_TIMEOUT_MS=1500;FI_SHM_RX_SIZE=64")
+  "GCOMP_TIMEOUT_MS=3000;FI_SHM_RX_SIZE=64")

@@ -8,8 +8,9 @@
  *                                the others must fail (exit 3) within GCOMP_TIMEOUT_MS
  *   fabric_p2p stall VICTIM      the same, but VICTIM stops (SIGSTOP): a silent peer, a timeout
  *   fabric_p2p rxfull N          2 ranks: rank 0 posts N receives rank 1 never sends (more than
- *                                FI_SHM_RX_SIZE): the last must time out saying the provider
- *                                never took it
+ *                                FI_SHM_RX_SIZE): the first and the last must time out saying
+ *                                the provider keeps refusing receives; then N messages that
+ *                                rank 1 does send must all arrive
  *   fabric_p2p netns BYTES       rank 0 sends BYTES to the last rank; both check that their
  *                                FI_TCP_IFACE counters (/proc/net/dev) moved at least that much
  * Exit 0 on success, 1 on a failed check, 2 on usage errors, 3 for the expected failure. */
@@ -142,15 +143,15 @@ static int mode_p2p(gcomp_transport *t, size_t max_bytes, int check_trunc) {
     free(os[i]);
     free(orv[i]);
   }
-  /* 3b: a flood of sends posted before any receive: the provider's queues fill up
-   * (-FI_EAGAIN is backpressure, retried by progress) and messages arrive unexpected.
-   * When some node holds two ranks (shm), 1000 messages: libfabric 1.17's shm endpoint
-   * has 1024 receive entries (FI_SHM_RX_SIZE), shared by posted receives and unexpected
-   * messages, and a flood of 3000 left it, about once in 60 runs with two other fabric
-   * jobs looping beside it, with every entry taken and none coming back: the receiver
-   * could neither post a receive nor take the next message (its log: "not enough space
-   * to post recv", "Error getting rx_entry"), a deadlock only the timeout ended. 1000 ran
-   * 534 times under the same load without one. */
+  /* 3b: a flood of sends posted before any receive: messages arrive unexpected, and over
+   * tcp the provider's queues fill up (-FI_EAGAIN is backpressure, retried by progress;
+   * 'rxfull' covers the retry over shm). When some node holds two ranks (shm), 1000
+   * messages: libfabric 1.17's shm endpoint has 1024 receive entries (FI_SHM_RX_SIZE),
+   * shared by posted receives and unexpected messages, and a flood of 3000 left it, about
+   * once in 60 runs with two other fabric jobs looping beside it, with every entry taken
+   * and none coming back: the receiver could neither post a receive nor take the next
+   * message (its log: "not enough space to post recv", "Error getting rx_entry"), a
+   * deadlock only the timeout ended. 1000 ran 534 times under the same load without one. */
   const int FLOOD = t->nnodes < t->size ? 1000 : 3000;   /* the same on every rank */
   gcomp_treq **fq = calloc(2 * FLOOD, sizeof *fq);
   uint8_t *fs = malloc((size_t)FLOOD * 300), *fr = malloc((size_t)FLOOD * 300);
@@ -237,32 +238,63 @@ static int mode_kill(gcomp_transport *t, int victim, int sig) {
 }
 
 /* Rank 0 posts more receives from rank 1 than the provider has receive entries (the test
- * sets FI_SHM_RX_SIZE) and rank 1 sends none of them: the last one must time out and say
- * that the provider never took it, not that "nothing arrived". Then both ranks still meet. */
+ * sets FI_SHM_RX_SIZE) and rank 1 sends none of them. The first (posted: nothing arrives)
+ * and the last (never taken by the provider) must each time out, and say that the
+ * provider keeps refusing receives. Then rank 1 does send N messages to N fresh receives:
+ * those beyond the entries wait in the transport, are posted as entries free up (the
+ * retry after a refusal), and all arrive, in order. */
 static int mode_rxfull(gcomp_transport *t, int nrecv) {
+  EXPECT(nrecv >= 2, "rxfull needs 2 receives or more, not %d", nrecv);
   if (me == 0) {
     gcomp_treq **rq = calloc((size_t)nrecv, sizeof *rq);
     uint8_t *buf = calloc((size_t)nrecv, 8);
     for (int i = 0; i < nrecv; i++)
       CHECK(gcomp_irecv(t, 1, gcomp_tag(8, (uint32_t)i), buf + 8 * i, 8, &rq[i]));
-    uint64_t t0 = gcomp_now_ns();
-    int s = gcomp_wait(t, rq[nrecv - 1], NULL);
-    double ms = (double)(gcomp_now_ns() - t0) / 1e6;
-    const char *msg = gcomp_last_error();
-    printf("fabric_p2p: rank 0: receive %d of %d after %.0f ms: %s: %s\n", nrecv, nrecv, ms,
-           gcomp_strerror(s), msg);
-    EXPECT(s == GCOMP_ERR_TIMEOUT, "the unpostable receive gave %s, expected GCOMP_ERR_TIMEOUT",
-           gcomp_strerror(s));
-    EXPECT(strstr(msg, "the provider never took the receive") != NULL,
-           "the timeout does not say that the provider never took the receive: %s", msg);
-    for (int i = 0; i < nrecv - 1; i++) CHECK(gcomp_cancel(t, rq[i]));
+    static const char *const where[2] = {"nothing arrived", "the provider never took the receive"};
+    for (int k = 0; k < 2; k++) {
+      int i = k ? nrecv - 1 : 0;
+      uint64_t t0 = gcomp_now_ns();
+      int s = gcomp_wait(t, rq[i], NULL);
+      rq[i] = NULL;   /* the failed wait has freed it */
+      double ms = (double)(gcomp_now_ns() - t0) / 1e6;
+      const char *msg = gcomp_last_error();
+      printf("fabric_p2p: rank 0: receive %d of %d after %.0f ms: %s: %s\n", i + 1, nrecv, ms,
+             gcomp_strerror(s), msg);
+      EXPECT(s == GCOMP_ERR_TIMEOUT, "receive %d gave %s, expected GCOMP_ERR_TIMEOUT", i + 1,
+             gcomp_strerror(s));
+      EXPECT(strstr(msg, where[k]) != NULL, "receive %d: the timeout does not say '%s': %s",
+             i + 1, where[k], msg);
+      EXPECT(strstr(msg, "the provider keeps refusing receives") != NULL,
+             "receive %d: the timeout does not say that the provider keeps refusing receives: %s",
+             i + 1, msg);
+    }
+    for (int i = 0; i < nrecv; i++) CHECK(gcomp_cancel(t, rq[i]));
+    memset(buf, 0xff, (size_t)nrecv * 8);
+    for (int i = 0; i < nrecv; i++)
+      CHECK(gcomp_irecv(t, 1, gcomp_tag(9, 0), buf + 8 * i, 8, &rq[i]));
+    CHECK(gcomp_waitall(t, nrecv, rq, NULL));
+    for (int i = 0; i < nrecv; i++) {
+      uint64_t v;
+      memcpy(&v, buf + 8 * i, 8);
+      EXPECT(v == (uint64_t)i, "message %d of %d after the refusals carried %llu", i, nrecv,
+             (unsigned long long)v);
+    }
+    printf("fabric_p2p: rank 0: then %d messages arrived in order\n", nrecv);
     free(rq);
     free(buf);
   } else {
-    /* out of the way until rank 0's receive has timed out (after GCOMP_TIMEOUT_MS), and
-     * back well before rank 0's wait for the meeting below would time out too */
-    const char *ms = getenv("GCOMP_TIMEOUT_MS");
-    usleep((useconds_t)(3 * (ms ? atoi(ms) : 0) / 2) * 1000u);
+    /* out of the way until both of rank 0's receives have timed out, and back well before
+     * rank 0's waits below would time out too */
+    usleep((useconds_t)(5 * t->timeout_ms / 2) * 1000u);
+    gcomp_treq **sq = calloc((size_t)nrecv, sizeof *sq);
+    uint64_t *v = calloc((size_t)nrecv, sizeof *v);
+    for (int i = 0; i < nrecv; i++) {
+      v[i] = (uint64_t)i;
+      CHECK(gcomp_isend(t, 0, gcomp_tag(9, 0), &v[i], 8, &sq[i]));
+    }
+    CHECK(gcomp_waitall(t, nrecv, sq, NULL));
+    free(sq);
+    free(v);
   }
   uint8_t z = 0;
   gcomp_treq *bq[2];
