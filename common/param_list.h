@@ -27,7 +27,7 @@ GCOMP_PARAM(CODEC_MIN_BYTES, SIZE, "65536", "0:1099511627776",
 GCOMP_PARAM(ALGO, STR, "auto", "", "allreduce algorithm: auto (cost model) or a name from gcomp-info")
 GCOMP_PARAM(SEGMENT_BYTES, SIZE, "16m", "4096:1099511627776",
             "pipeline segment of the ring and pairwise steps (each one message; shm copies whole messages best); "
-            "grown so that at most 256 chunks (GCOMP_CHUNK_BYTES) are in flight to one peer at once")
+            "grown so that the chunks a step posts to one peer stay within a budget of 256")
 GCOMP_PARAM(SHM_BYTES, SIZE, "256k", "0:1099511627776",
             "bytes per rank and round of the node's shared segment: the shm algorithm and hier's in-node halves (0: no segment)")
 GCOMP_PARAM(ALPHA_BETA, STR, "", "",

@@ -21,10 +21,10 @@
  * waiting for later messages, messages whose receives are not posted yet) the message at
  * the head of its queue, often the next chunk of one already matched, finds none and is
  * never taken, and no receive can be posted either: a stall for good. The timeout turns it
- * into GCOMP_ERR_TIMEOUT, which on a rank whose endpoint is wedged says that the provider
- * keeps refusing receives (its peers, only waiting, say the peer is stalled). The
- * collectives keep the chunks in flight between two ranks under GCOMP_COLL_MAX_ENTRIES
- * (reduce/coll.h). */
+ * into GCOMP_ERR_TIMEOUT; when the rank's provider refused a receive in the last second,
+ * the message adds that (a wedged endpoint with nothing left to post says nothing more).
+ * The collectives budget the chunks they keep in flight to one peer (GCOMP_COLL_MAX_ENTRIES
+ * in reduce/coll.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -75,6 +75,7 @@ typedef struct ofi_ep {
   struct fid_ep *ep;
   size_t inject, chunk;
   size_t first;             /* bytes of a message's first chunk (see the top) */
+  uint64_t recv_refused_ns; /* when the provider last refused to take a receive here */
   int mr_local;
   char name[MAX_NAME];
   size_t namelen;
@@ -107,7 +108,7 @@ struct gcomp_treq {
   struct gcomp_treq *next, *prev;
   /* a request is reused without clearing what follows: slots are free whenever it is */
   ofi_slot slot[OFI_WINDOW];
-  char err[320];
+  char err[512];
 };
 #define REQ_HEADER_BYTES offsetof(struct gcomp_treq, slot)
 #define MAX_SPARE_REQS 128
@@ -144,7 +145,6 @@ typedef struct {
   gcomp_treq *fifo_head[2], *fifo_tail[2];
   int ready;                /* setup finished: destroy says goodbye first */
   int failed;               /* an operation failed: goodbyes are brief */
-  uint64_t recv_refused_ns; /* when the provider last refused to take a receive */
   char host[64];
   char pidns[64];
 } ofi_transport;
@@ -282,7 +282,7 @@ static void req_post(ofi_transport *t, gcomp_treq *r) {
       s->req = NULL;
     }
     if (is_backpressure(rc)) {
-      if (r->op == OP_RECV) t->recv_refused_ns = gcomp_now_ns();
+      if (r->op == OP_RECV) e->recv_refused_ns = gcomp_now_ns();
       if (r->first_posted) {
         r->want_post = 1;
         t->npost_pending++;
@@ -521,13 +521,12 @@ static int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) 
                op_name(r), r->peer, (int)t->cards[r->peer].pid, t->cards[r->peer].host);
     else if (idle / 1000000u >= (uint64_t)tp->timeout_ms) {
       char where[96];
-      const char *why = "the peer is stalled, or in another call: do all ranks make the same "
-                        "calls with the same counts?";
-      /* an endpoint whose receive entries are all taken (see the top) refuses every receive */
-      if (t->recv_refused_ns && now - t->recv_refused_ns < 1000000000ull)
-        why = "the provider keeps refusing receives: posted receives and unexpected messages "
-              "hold all its receive entries (too many messages in flight, or ranks in "
-              "different calls?)";
+      /* an endpoint whose receive entries are all taken (see the top) refuses receives */
+      const char *refusing = r->ep->recv_refused_ns && now - r->ep->recv_refused_ns < 1000000000ull
+                                 ? "; and this rank's provider keeps refusing receives: posted "
+                                   "receives and unexpected messages may hold all its receive "
+                                   "entries (too many messages in flight?)"
+                                 : "";
       if (r->op == OP_SEND)
         snprintf(where, sizeof where, "%zu of %zu bytes handed to the provider", r->next_off, r->cap);
       else if (!r->first_posted)
@@ -537,7 +536,9 @@ static int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) 
       else
         snprintf(where, sizeof where, "%zu of %zu bytes arrived", r->done_bytes, r->total);
       req_fail(r, GCOMP_ERR_TIMEOUT, "%s rank %d over %s: no progress within GCOMP_TIMEOUT_MS=%d "
-               "(%s; %s)", op_name(r), r->peer, r->ep->prov, tp->timeout_ms, where, why);
+               "(%s; the peer is stalled, or in another call: do all ranks make the same calls "
+               "with the same counts?%s)", op_name(r), r->peer, r->ep->prov, tp->timeout_ms, where,
+               refusing);
     }
   }
   if (r->status < 0) {
@@ -734,6 +735,13 @@ static int ep_open(ofi_ep *e, const char *role, const char *prov, int nranks) {
   if (info->ep_attr->max_msg_size && e->chunk > info->ep_attr->max_msg_size)
     e->chunk = info->ep_attr->max_msg_size;
   if (!e->chunk) e->chunk = 1;
+  /* shm completes a send of up to its inject size at once, whether or not the receiver has
+   * taken it: chunks that small would escape the window (OFI_WINDOW) and pile up at the
+   * receiver unmatched. rhd on 4 ranks with GCOMP_CHUNK_BYTES=4096 stalled so, 2 runs of 2
+   * (see "Receive entries" at the top). So over shm chunks are at least twice that size. */
+  if (!strcmp(info->fabric_attr->prov_name, "shm") && e->inject > 0 && e->chunk < 2 * e->inject &&
+      (!info->ep_attr->max_msg_size || 2 * e->inject <= info->ep_attr->max_msg_size))
+    e->chunk = 2 * e->inject;
   e->first = e->chunk;
   if (!strcmp(info->fabric_attr->prov_name, "shm") && e->inject > 0 && e->inject < e->chunk)
     e->first = e->inject;

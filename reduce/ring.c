@@ -183,7 +183,9 @@ int gcomp_ring_reduce_scatter(gcomp_coll *c, const gcomp_group *g, uint8_t *buf,
   if (g->n == 1 || count == 0 || !c->reduce3) gcomp_coll_inplace(c, buf, count);
   if (g->n == 1 || count == 0) return GCOMP_OK;
   ring_state r;
-  /* receives of two steps are posted at once */
+  /* receives of two steps are posted at once (the left neighbour may send further ahead:
+   * over libfabric 1.17's shm, with segments of more than GCOMP_TRANSPORT_WINDOW chunks,
+   * that can stall; see bench/RESULTS.md, "Small segments over shm") */
   GCOMP_CHECK(setup(&r, c, g, buf, count, g->n > 2 ? 2 : 1));
   int st = gcomp_coll_reserve(c, 2 * (size_t)r.nseg * r.seg * c->esize);
   r.phase = phase;
