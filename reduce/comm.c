@@ -203,7 +203,8 @@ static int agree_at_creation(gcomp_comm *comm) {
     int given = gcomp_param_is_set(GCOMP_P_ALPHA_BETA);
     static const char *const names[] = {
         "GCOMP_SKEW_WINDOW", "GCOMP_CODEC", "GCOMP_INTRA_CODEC", "GCOMP_CODEC_MIN_BYTES",
-        "GCOMP_ALGO", "GCOMP_CHUNK_BYTES", "GCOMP_SHM_BYTES", "GCOMP_ALPHA_BETA"};
+        "GCOMP_ALGO", "GCOMP_CHUNK_BYTES", "GCOMP_SHM_BYTES", "GCOMP_ALPHA_BETA",
+        "GCOMP_SEGMENT_BYTES"};
     enum { K = sizeof names / sizeof *names };
     double v[K] = {window,
                    spec_hash(comm->default_codec),
@@ -212,14 +213,15 @@ static int agree_at_creation(gcomp_comm *comm) {
                    hash52(algo, strlen(algo)),
                    (double)gcomp_param_int(GCOMP_P_CHUNK_BYTES),
                    (double)gcomp_param_int(GCOMP_P_SHM_BYTES),
-                   given ? hash52(links, sizeof links) : -1};
+                   given ? hash52(links, sizeof links) : -1,
+                   (double)gcomp_param_int(GCOMP_P_SEGMENT_BYTES)};
     double w[2 * K + 1];
     for (int i = 0; i < K; i++) w[2 * i] = v[i], w[2 * i + 1] = -v[i];
     w[2 * K] = -comm->born_real_us;
     GCOMP_CHECK(internal_max(comm, w, 2 * K + 1, 0xfffffau));
     for (int i = 0; i < K; i++) {
       if (w[2 * i] == -w[2 * i + 1]) continue;
-      int number = i == 0 || i == 3 || i == 5 || i == 6;   /* the others are hashes */
+      int number = i == 0 || i == 3 || i == 5 || i == 6 || i == 8;   /* the others are hashes */
       if (number)
         GCOMP_FAIL(GCOMP_ERR_INVALID, "%s differs between ranks (from %.0f to %.0f): it must be "
                    "equal on every rank", names[i], -w[2 * i + 1], w[2 * i]);

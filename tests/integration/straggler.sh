@@ -64,7 +64,8 @@ for v in 'GCOMP_CODEC_MIN_BYTES=$((1000 + GCOMP_RANK))' \
          'GCOMP_INTRA_CODEC=$([ "$GCOMP_RANK" = 1 ] && echo bf16 || echo none)' \
          'GCOMP_CODEC=$([ "$GCOMP_RANK" = 1 ] && echo bf16 || echo fp16)' \
          'GCOMP_ALGO=$([ "$GCOMP_RANK" = 1 ] && echo ring || echo auto)' \
-         'GCOMP_ALPHA_BETA=$([ "$GCOMP_RANK" = 1 ] && echo 1,10,20,1 || echo 1,10,20,2)'; do
+         'GCOMP_ALPHA_BETA=$([ "$GCOMP_RANK" = 1 ] && echo 1,10,20,1 || echo 1,10,20,2)' \
+         'GCOMP_SEGMENT_BYTES=$((65536 + 4096 * GCOMP_RANK))'; do
   name=${v%%=*}
   # shellcheck disable=SC2016
   out=$("$run" -n 2 --nodes 2 -- bash -c "export $v; exec \"\$0\" allreduce -b 8 -e 8 -n 1 --rounds 1" \
