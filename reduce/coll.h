@@ -92,19 +92,20 @@ int gcomp_coll_waitall(gcomp_coll *c, int n, gcomp_treq **reqs);
  * segment is a first chunk plus up to GCOMP_TRANSPORT_WINDOW chunks of GCOMP_CHUNK_BYTES,
  * and segments grow past c->seg_bytes where more would be needed (one segment per step
  * remains the floor, which the ring's allgather reaches above 129 ranks, or above 29 with
- * segments of 8 chunks or more). libfabric 1.17's shm
- * stalls for good once posted receives and unexpected messages hold all of its 1024
- * receive entries (see the top of fabric/ofi.c). Measured on 4 ranks, in segments x
- * chunks per segment: 1024 x 2 (ring, 32 MiB in 8 KiB segments) stalled 3 runs of 3,
- * 1024 x 1 (rhd, 8 MiB in 4 KiB) 4 of 4, 256 x 5 (rhd, 64 KiB segments, 16 KiB chunks)
- * 2 of 2; 256 x 3 passed, and so did 512 x 2. */
+ * segments of 8 chunks or more). libfabric 1.17's shm stalls for good once posted
+ * receives and unexpected messages hold all of its 1024 receive entries (see the top of
+ * fabric/ofi.c). Measured on 4 ranks, in segments x chunks per segment: 1024 x 2 (ring,
+ * 32 MiB in 8 KiB segments) stalled 3 runs of 3, 1024 x 1 (rhd, 8 MiB in 4 KiB) 4 of 4,
+ * 256 x 5 (rhd, 64 KiB segments, 16 KiB chunks) 2 of 2; 256 x 3 passed, and so did
+ * 512 x 2. A budget, not a bound on what is in flight: a left neighbour in the ring's
+ * reduce-scatter may send further ahead than the steps posted (ring.c). */
 #define GCOMP_COLL_MAX_ENTRIES 256
 
 /* Elements per segment for count elements that go to one peer in `batches` rounds of
  * segments posted at once: c->seg_bytes / esize, or more, so that batches x segments x
  * provider messages per segment stays within GCOMP_COLL_MAX_ENTRIES. It depends only on
- * its arguments and GCOMP_CHUNK_BYTES (equal on all ranks), so both ends of a transfer
- * cut alike. */
+ * its arguments, GCOMP_SEGMENT_BYTES and GCOMP_CHUNK_BYTES (both compared across ranks
+ * when a communicator is created), so both ends of a transfer cut alike. */
 size_t gcomp_coll_seg_elems(const gcomp_coll *c, size_t count, size_t batches);
 
 /* Sends slen bytes to peer while receiving rlen bytes from it, in pipeline segments.
