@@ -67,20 +67,18 @@ set_tests_properties(integration.allreduce.mismatch.tcp PROPERTIES TIMEOUT 60 EN
 # 32 MiB in 8 KiB segments, 3 runs of 3; rhd: 8 MiB in 4 KiB, 4 of 4; rhd in 64 KiB
 # segments of 16 KiB chunks, 2 of 2, even with 256 segments). Segments now grow to keep the
 # chunks in flight under GCOMP_COLL_MAX_ENTRIES.
-gcomp_ar_test(integration.allreduce.shm.ring-many-segments 4 1 ring big 8388608)
-set_tests_properties(integration.allreduce.shm.ring-many-segments PROPERTIES ENVIRONMENT
-  "GCOMP_TIMEOUT_MS=10000;GCOMP_ALGO=ring;GCOMP_SEGMENT_BYTES=8192")
-gcomp_ar_test(integration.allreduce.shm.rhd-many-segments 4 1 rhd big 2097152)
-set_tests_properties(integration.allreduce.shm.rhd-many-segments PROPERTIES ENVIRONMENT
-  "GCOMP_TIMEOUT_MS=10000;GCOMP_ALGO=rhd;GCOMP_SEGMENT_BYTES=4096")
-gcomp_ar_test(integration.allreduce.shm.rhd-many-chunks 4 1 rhd big 8388608)
-set_tests_properties(integration.allreduce.shm.rhd-many-chunks PROPERTIES ENVIRONMENT
-  "GCOMP_TIMEOUT_MS=10000;GCOMP_ALGO=rhd;GCOMP_SEGMENT_BYTES=65536;GCOMP_CHUNK_BYTES=16384")
+# 4 ranks on one node, `allreduce_check big COUNT` with ALGO forced and the settings in ENV
+function(gcomp_ar_big name algo count env)
+  gcomp_ar_test(${name} 4 1 ${algo} big ${count})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "GCOMP_TIMEOUT_MS=10000;GCOMP_ALGO=${algo};${env}")
+endfunction()
+gcomp_ar_big(integration.allreduce.shm.ring-many-segments ring 8388608 "GCOMP_SEGMENT_BYTES=8192")
+gcomp_ar_big(integration.allreduce.shm.rhd-many-segments rhd 2097152 "GCOMP_SEGMENT_BYTES=4096")
+gcomp_ar_big(integration.allreduce.shm.rhd-many-chunks rhd 8388608
+  "GCOMP_SEGMENT_BYTES=65536;GCOMP_CHUNK_BYTES=16384")
 # chunks no larger than shm's inject size complete at the sender at once and escaped the
 # window: stalled 2 of 2 (found by the second review); over shm chunks are now >= 8 KiB
-gcomp_ar_test(integration.allreduce.shm.rhd-small-chunks 4 1 rhd big 4194304)
-set_tests_properties(integration.allreduce.shm.rhd-small-chunks PROPERTIES ENVIRONMENT
-  "GCOMP_TIMEOUT_MS=10000;GCOMP_ALGO=rhd;GCOMP_CHUNK_BYTES=4096")
+gcomp_ar_big(integration.allreduce.shm.rhd-small-chunks rhd 4194304 "GCOMP_CHUNK_BYTES=4096")
 
 # straggler detection: a rank that sleeps before every call is named by every rank
 add_test(NAME integration.allreduce.straggler
