@@ -1,13 +1,16 @@
 /* gcomp-run: the local launcher.
  *
- *   gcomp-run -n N [--nodes M] [--inter-node-rate RATE] [--tag-output] [--grace MS]
+ *   gcomp-run -n N [--nodes M] [--map-by slot|node] [--inter-node-rate RATE]
+ *             [--node-rate NODE=RATE]... [--tag-output] [--grace MS]
  *             [--netns auto|on|off] -- PROGRAM [ARGS...]
  *
- * Starts N ranks of PROGRAM split over M emulated nodes (blocks of consecutive ranks),
+ * Starts N ranks of PROGRAM split over M emulated nodes (blocks of consecutive ranks, or
+ * round-robin with --map-by node as Open MPI's option does),
  * with GCOMP_RANK, GCOMP_SIZE, GCOMP_LOCAL_RANK, GCOMP_NODE_ID, GCOMP_ROOT and a random
  * GCOMP_JOB_TOKEN. As root with M > 1, each node runs in its own network namespace, joined
  * to the others by a veth link to a private bridge (optionally rate limited with tbf), and
- * the ranks' tcp provider is pinned to that link (FI_TCP_IFACE); everything is removed on
+ * the ranks' tcp provider is pinned to that link (FI_TCP_IFACE); --node-rate gives one
+ * node's link its own rate (a slow node, for diagnosis tests); everything is removed on
  * exit, on Ctrl-C, and, after a crash of gcomp-run itself, by the next gcomp-run.
  * Forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT, returns the first non-zero exit status (128+N
  * for a rank killed by signal N), and kills the remaining ranks when one fails. */
@@ -168,7 +171,51 @@ static int rate_ok(const char *rate) {
   return 0;
 }
 
-static int netns_setup(int nodes, const char *rate) {
+/* --node-rate NODE=RATE: NODE is a node index (0..M-1) or its GCOMP_NODE_ID ("node1").
+ * Every rate is checked before anything is set up; a node named twice is an error (which
+ * rate was meant?). rates[k] receives the rate of node k, the others keep the default. */
+static int node_rates(char *const *args, int nargs, int nodes, const char **rates) {
+  const char *given[256] = {0};
+  for (int a = 0; a < nargs; a++) {
+    const char *arg = args[a], *eq = strchr(arg, '=');
+    char node[32];
+    size_t len = eq ? (size_t)(eq - arg) : 0;
+    if (!eq || !len || len >= sizeof node || !rate_ok(eq + 1)) {
+      say("--node-rate '%s' is not NODE=RATE (a node index or id, and a rate such as 200mbit)",
+          arg);
+      return -1;
+    }
+    memcpy(node, arg, len);
+    node[len] = '\0';
+    int k = whole(strncmp(node, "node", 4) == 0 ? node + 4 : node);
+    if (k < 0 || k >= nodes) {
+      say("--node-rate '%s': there is no node '%s' (nodes are 0..%d, or node0..node%d)", arg,
+          node, nodes - 1, nodes - 1);
+      return -1;
+    }
+    if (given[k]) {
+      say("--node-rate: node %d is given twice ('%s' and '%s')", k, given[k], arg);
+      return -1;
+    }
+    given[k] = arg;
+    rates[k] = eq + 1;
+  }
+  return 0;
+}
+
+/* Which node each rank runs on: consecutive blocks (--map-by slot, the default) or
+ * round-robin over the nodes (--map-by node: rank r on node r % M, as Open MPI places
+ * them), and its index among the node's ranks. */
+static void place_ranks(rank_proc *p, int n, int nodes, int round_robin) {
+  int count[256] = {0};
+  for (int r = 0; r < n; r++) {
+    p[r].node = round_robin ? r % nodes : (int)((long)r * nodes / n);
+    p[r].local_rank = count[p[r].node]++;
+  }
+}
+
+/* rates[k]: node k's link rate (--node-rate, else --inter-node-rate), NULL: no limit */
+static int netns_setup(int nodes, const char *const *rates) {
   clean_stale();
   if (run("ip link add gcb%ld type bridge", job_id) != 0) {
     say("cannot create a bridge (ip link add type bridge failed)");
@@ -196,6 +243,7 @@ static int netns_setup(int nodes, const char *rate) {
       say("setting up the veth link of node %d failed", k);
       return -1;
     }
+    const char *rate = rates[k];
     if (rate && (run("tc qdisc add dev gch%ld-%d root tbf rate %s burst 256kb latency 100ms", job_id,
                      k, rate) ||
                  run("ip netns exec gcomp-%ld-%d tc qdisc add dev gcn%ld-%d root tbf rate %s "
@@ -238,12 +286,17 @@ static void make_token(char *out, size_t n) {
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: gcomp-run -n N [--nodes M] [--inter-node-rate RATE] [--tag-output]\n"
-          "                 [--grace MS] [--netns auto|on|off] [-v] -- PROGRAM [ARGS...]\n"
+          "usage: gcomp-run -n N [--nodes M] [--map-by slot|node] [--inter-node-rate RATE]\n"
+          "                 [--node-rate NODE=RATE]... [--tag-output] [--grace MS]\n"
+          "                 [--netns auto|on|off] [-v] -- PROGRAM [ARGS...]\n"
           "  -n N                  number of ranks\n"
           "  --nodes M             emulated nodes (ranks are split in consecutive blocks); as root\n"
           "                        each node gets its own network namespace and veth link\n"
+          "  --map-by slot|node    slot (default): consecutive blocks of ranks per node; node:\n"
+          "                        round-robin, rank r on node r %% M (as Open MPI's option)\n"
           "  --inter-node-rate R   limit each node's link with tc tbf (e.g. 1gbit, 500mbit)\n"
+          "  --node-rate NODE=R    limit node NODE's link (index or id: 1, node1) to R instead;\n"
+          "                        repeatable, one node each\n"
           "  --tag-output          prefix every output line with [rank]\n"
           "  --grace MS            when a rank fails, let the others run MS milliseconds before\n"
           "                        killing them (default 0)\n"
@@ -314,6 +367,8 @@ static void describe(int rank, const rank_proc *p, char *out, size_t n) {
 int main(int argc, char **argv) {
   int n = 0, nodes = 1, tag = 0, grace_ms = 0, netns_mode = -1;   /* -1 auto */
   const char *rate = NULL;
+  char *node_rate_args[256];
+  int n_node_rates = 0, round_robin = 0;
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
@@ -326,6 +381,19 @@ int main(int argc, char **argv) {
       nodes = whole(argv[++i]);
     } else if (strcmp(a, "--inter-node-rate") == 0 && i + 1 < argc) {
       rate = argv[++i];
+    } else if (strcmp(a, "--node-rate") == 0 && i + 1 < argc) {
+      if (n_node_rates == 256) {
+        say("--node-rate: at most 256 (one per node)");
+        return 2;
+      }
+      node_rate_args[n_node_rates++] = argv[++i];
+    } else if (strcmp(a, "--map-by") == 0 && i + 1 < argc) {
+      const char *v = argv[++i];
+      round_robin = strcmp(v, "node") == 0;
+      if (!round_robin && strcmp(v, "slot") != 0) {
+        say("--map-by '%s' is not slot or node", v);
+        return 2;
+      }
     } else if (strcmp(a, "--tag-output") == 0) {
       tag = 1;
     } else if (strcmp(a, "--grace") == 0 && i + 1 < argc) {
@@ -379,7 +447,11 @@ int main(int argc, char **argv) {
         rate);
     return 2;
   }
+  const char *rates[256];
+  for (int k = 0; k < nodes; k++) rates[k] = rate;
+  if (node_rates(node_rate_args, n_node_rates, nodes, rates) != 0) return 2;
   if (rate && !use_netns) say("--inter-node-rate %s ignored: it needs network namespaces", rate);
+  if (n_node_rates && !use_netns) say("--node-rate ignored: it needs network namespaces");
 
   struct sigaction sa = {0};
   sa.sa_handler = on_signal;
@@ -391,11 +463,11 @@ int main(int argc, char **argv) {
    * usual (restored in the child) */
   signal(SIGPIPE, SIG_IGN);
 
-  if (use_netns && netns_setup(nodes, rate) != 0) {
+  if (use_netns && netns_setup(nodes, rates) != 0) {
     netns_teardown();
     if (netns_mode == 1) return 1;
     say("network namespaces are not available here: emulating %d nodes with GCOMP_NODE_ID "
-        "only%s", nodes, rate ? " (and no rate limit)" : "");
+        "only%s", nodes, rate || n_node_rates ? " (and no rate limit)" : "");
     use_netns = 0;
   }
 
@@ -407,12 +479,8 @@ int main(int argc, char **argv) {
 
   rank_proc *p = calloc((size_t)n, sizeof *p);
   if (!p) return 1;
-  int per_node_count[256] = {0};
-  for (int r = 0; r < n; r++) {
-    p[r].node = (int)((long)r * nodes / n);
-    p[r].local_rank = per_node_count[p[r].node]++;
-    p[r].out_fd = p[r].err_fd = -1;
-  }
+  place_ranks(p, n, nodes, round_robin);
+  for (int r = 0; r < n; r++) p[r].out_fd = p[r].err_fd = -1;
   fflush(NULL);
   int started = 0, failed_start = 0;
   for (int r = 0; r < n && !got_signal; r++) {

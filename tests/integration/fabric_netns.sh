@@ -86,6 +86,16 @@ for bad in "-n 4x" "-n 2 --nodes 1y" "-n 2 --grace z"; do
   "$run" $bad -- true >"$out" 2>&1; rc=$?
   [ $rc = 2 ] || { echo "FAIL: gcomp-run $bad: exit $rc"; cat "$out"; fails=1; }
 done
+# --node-rate: NODE=RATE with a node that exists, each node once, a rate tc takes
+for bad in "5=1gbit" "node2=1gbit" "1=fast" "=1gbit" "1" "x=1gbit" "1=1gbit --node-rate node1=2gbit"; do
+  # shellcheck disable=SC2086
+  "$run" -n 2 --nodes 2 --node-rate $bad -- true >"$out" 2>&1; rc=$?
+  [ $rc = 2 ] && grep -q -- "--node-rate" "$out" ||
+    { echo "FAIL: --node-rate $bad: exit $rc"; cat "$out"; fails=1; }
+done
+"$run" -n 2 --map-by core -- true >"$out" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "map-by 'core' is not slot or node" "$out" ||
+  { echo "FAIL: --map-by core: exit $rc"; cat "$out"; fails=1; }
 "$run" -n 2 --netns bogus -- true >"$out" 2>&1; rc=$?
 [ $rc = 2 ] && grep -q "netns 'bogus' is not auto, on or off" "$out" ||
   { echo "FAIL: --netns bogus: exit $rc"; cat "$out"; fails=1; }
@@ -116,6 +126,16 @@ rm -f "$flag"
 [ $rc = 0 ] && grep -q "^\[255\] last-node-addressed" "$out" && grep -q "^\[255\] 20000$" "$out" ||
   { echo "FAIL: 256 emulated nodes: exit $rc"; grep -v "^\[255\] [0-9]" "$out" | tail -5; fails=1; }
 rm -f "$flag"
+
+# 8. --node-rate: one node's link gets its own rate (both ends of its veth), the others keep
+# --inter-node-rate; --map-by node places rank r on node r % M
+"$run" -n 4 --nodes 2 --map-by node --inter-node-rate 1gbit --node-rate node1=200mbit --tag-output -- \
+  sh -c 'echo "$GCOMP_NODE_ID $GCOMP_LOCAL_RANK $(tc qdisc show | grep -o "rate [0-9]*[MG]bit")"' \
+  >"$out" 2>&1; rc=$?
+for want in "[0] node0 0 rate 1Gbit" "[1] node1 0 rate 200Mbit" "[2] node0 1 rate 1Gbit" \
+            "[3] node1 1 rate 200Mbit"; do
+  grep -qxF "$want" "$out" || { echo "FAIL: --node-rate / --map-by node: no '$want' (exit $rc)"; cat "$out"; fails=1; }
+done
 
 echo "fabric_netns: $([ $fails = 0 ] && echo passed || echo FAILED)"
 exit $fails
