@@ -2,21 +2,11 @@
  * the default rounding mode (no _Float16, no F16C), written branch-free so the compiler
  * can vectorise them for any target. Every SIMD table is tested against these, and these
  * against an independent IEEE reference over all 2^32 inputs. The rules are in cast.h. */
-#include <float.h>
 #include <string.h>
 
 #include "cast.h"
+#include "half.h"
 
-static inline uint32_t f2u(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-static inline float u2f(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
 /* Payload words are little-endian; on little-endian hosts a memcpy is one plain move that
  * the vectoriser can widen. */
 static inline uint32_t load16(const uint8_t *p) {
@@ -41,26 +31,8 @@ static inline void store16(uint8_t *p, uint32_t v) {
 static inline uint32_t shl(uint32_t x, uint32_t c) { return c < 32 ? x << c : 0; }
 static inline uint32_t shr(uint32_t x, uint32_t c) { return c < 32 ? x >> c : 0; }
 
-/* |x| as bits, for x already scaled; returns the fp16 magnitude bits. Written as selects
- * of branch-free arms so compilers can vectorise it with whatever the target has. */
-static inline uint32_t f16_rne_mag(uint32_t a) {
-  uint32_t nan = 0x7e00u | ((a >> 13) & 0x3ffu);                   /* quiet, payload kept */
-  uint32_t nrm = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;  /* >= 2^-14 */
-#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
-  /* below 2^-14: adding 0.5 lines |x| up with the fp16 subnormal grid (ulp(0.5) is 2^-24),
-   * and the add rounds to nearest even, exactly (default rounding mode, no DAZ) */
-  uint32_t sub = f2u(u2f(a) + 0.5f) - 0x3f000000u;
-#else
-  uint32_t s = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u;   /* s in [14, 24] */
-  uint32_t sub = a <= 0x33000000u ? 0 : (m + (1u << (s - 1)) - 1u + ((m >> s) & 1u)) >> s;
-#endif
-  uint32_t h = a >= 0x38800000u ? nrm : sub;
-  h = a >= 0x477ff000u ? 0x7c00u : h;                              /* >= 65520: Inf */
-  return a > 0x7f800000u ? nan : h;
-}
-
 static inline uint32_t f16_sr_mag(uint32_t a, uint32_t r) {
-  if (a >= 0x7f800000u) return f16_rne_mag(a);
+  if (a >= 0x7f800000u) return gcomp_f16_rne_mag(a);
   if (a >= 0x38800000u) {
     uint32_t t = (a + (r >> 19)) & ~0x1fffu;
     return t >= 0x47800000u ? 0x7c00u : (t - 0x38000000u) >> 13;
@@ -84,7 +56,7 @@ static inline uint32_t f16_sr_mag(uint32_t a, uint32_t r) {
 static uint32_t maxabs_base(const float *src, size_t n) {
   uint32_t mx = 0;
   for (size_t i = 0; i < n; i++) {
-    uint32_t a = f2u(src[i]) & 0x7fffffffu;
+    uint32_t a = gcomp_f2u(src[i]) & 0x7fffffffu;
     a = a < 0x7f800000u ? a : 0;
     mx = a > mx ? a : mx;
   }
@@ -96,9 +68,9 @@ static uint32_t f16_enc_base(const float *src, size_t n, uint8_t *dst, float sca
   gcomp_cast_counts k = {0, 0, 0};
   uint32_t mx = 0;
   for (size_t i = 0; i < n; i++) {
-    uint32_t w = f2u(src[i]), a0 = w & 0x7fffffffu;
+    uint32_t w = gcomp_f2u(src[i]), a0 = w & 0x7fffffffu;
     mx = a0 > mx && a0 < 0x7f800000u ? a0 : mx;
-    uint32_t h = f16_rne_mag(f2u(src[i] * scale) & 0x7fffffffu);
+    uint32_t h = gcomp_f16_rne_mag(gcomp_f2u(src[i] * scale) & 0x7fffffffu);
     COUNT(&k, a0, h, 0x7c00u);
     store16(dst + 2 * i, (w >> 16 & 0x8000u) | h);
   }
@@ -110,39 +82,28 @@ static void f16_enc_sr_base(const float *src, size_t n, uint8_t *dst, float scal
                             uint32_t i0, gcomp_cast_counts *c) {
   gcomp_cast_counts k = {0, 0, 0};
   for (size_t i = 0; i < n; i++) {
-    uint32_t w = f2u(src[i]), a0 = w & 0x7fffffffu;
+    uint32_t w = gcomp_f2u(src[i]), a0 = w & 0x7fffffffu;
     uint32_t r = gcomp_cast_rand(key, i0 + (uint32_t)i);
-    uint32_t h = f16_sr_mag(f2u(src[i] * scale) & 0x7fffffffu, r);
+    uint32_t h = f16_sr_mag(gcomp_f2u(src[i] * scale) & 0x7fffffffu, r);
     COUNT(&k, a0, h, 0x7c00u);
     store16(dst + 2 * i, (w >> 16 & 0x8000u) | h);
   }
   c->nonfinite += k.nonfinite, c->overflow += k.overflow, c->underflow += k.underflow;
 }
 
-static inline float f16_to_f32(uint32_t h) {
-  uint32_t sign = (h & 0x8000u) << 16, em = h & 0x7fffu;
-  /* normal: an exact multiply moves the exponent bias 15 -> 127. subnormal: mantissa times
-   * 2^-24, exact, and never through an fp32 denormal (which a thread with DAZ set, e.g.
-   * after torch.set_flush_denormal(True), would read as 0 where vcvtph2ps stays exact) */
-  uint32_t v = em >= 0x400u ? f2u(u2f(em << 13) * 0x1p112f) : f2u((float)em * 0x1p-24f);
-  /* Inf, or NaN made quiet */
-  uint32_t sp = 0x7f800000u | (em & 0x3ffu) << 13 | (em > 0x7c00u ? 0x400000u : 0);
-  return u2f(sign | (em >= 0x7c00u ? sp : v));
-}
-
 static void f16_dec_base(const uint8_t *src, size_t n, float *dst, float inv_scale) {
-  for (size_t i = 0; i < n; i++) dst[i] = f16_to_f32(load16(src + 2 * i)) * inv_scale;
+  for (size_t i = 0; i < n; i++) dst[i] = gcomp_f16_to_f32(load16(src + 2 * i)) * inv_scale;
 }
 
 static void f16_dec_add_base(const uint8_t *src, size_t n, float *acc, float inv_scale) {
-  for (size_t i = 0; i < n; i++) acc[i] += f16_to_f32(load16(src + 2 * i)) * inv_scale;
+  for (size_t i = 0; i < n; i++) acc[i] += gcomp_f16_to_f32(load16(src + 2 * i)) * inv_scale;
 }
 
 static void bf16_enc_base(const float *src, size_t n, uint8_t *dst, gcomp_cast_counts *c) {
   gcomp_cast_counts k = {0, 0, 0};
   for (size_t i = 0; i < n; i++) {
-    uint32_t w = f2u(src[i]), a = w & 0x7fffffffu;
-    uint32_t h = a > 0x7f800000u ? (w >> 16) | 0x40u : (w + 0x7fffu + ((w >> 16) & 1u)) >> 16;
+    uint32_t w = gcomp_f2u(src[i]), a = w & 0x7fffffffu;
+    uint32_t h = gcomp_bf16_rne_bits(w);
     COUNT(&k, a, h & 0x7fffu, 0x7f80u);
     store16(dst + 2 * i, h);
   }
@@ -153,7 +114,7 @@ static void bf16_enc_sr_base(const float *src, size_t n, uint8_t *dst, uint64_t 
                              gcomp_cast_counts *c) {
   gcomp_cast_counts k = {0, 0, 0};
   for (size_t i = 0; i < n; i++) {
-    uint32_t w = f2u(src[i]), a = w & 0x7fffffffu;
+    uint32_t w = gcomp_f2u(src[i]), a = w & 0x7fffffffu;
     uint32_t r = gcomp_cast_rand(key, i0 + (uint32_t)i);
     uint32_t h = a > 0x7f800000u ? (w >> 16) | 0x40u : (w + (r >> 16)) >> 16;
     COUNT(&k, a, h & 0x7fffu, 0x7f80u);
@@ -163,11 +124,11 @@ static void bf16_enc_sr_base(const float *src, size_t n, uint8_t *dst, uint64_t 
 }
 
 static void bf16_dec_base(const uint8_t *src, size_t n, float *dst) {
-  for (size_t i = 0; i < n; i++) dst[i] = u2f(load16(src + 2 * i) << 16);
+  for (size_t i = 0; i < n; i++) dst[i] = gcomp_bf16_to_f32(load16(src + 2 * i));
 }
 
 static void bf16_dec_add_base(const uint8_t *src, size_t n, float *acc) {
-  for (size_t i = 0; i < n; i++) acc[i] += u2f(load16(src + 2 * i) << 16);
+  for (size_t i = 0; i < n; i++) acc[i] += gcomp_bf16_to_f32(load16(src + 2 * i));
 }
 
 const gcomp_cast_kernels gcomp_cast_base = {

@@ -24,6 +24,7 @@
 #include "codec_impl.h"
 #include "ef.h"
 #include "frame.h"
+#include "half.h"
 #include "spec.h"
 
 typedef struct {
@@ -162,21 +163,10 @@ int gcomp_ef_slot(gcomp_ef *ef, uint64_t key, size_t count, float **residual) {
   return GCOMP_OK;
 }
 
-/* bf16 residuals: round to nearest even; a finite value never becomes Inf. */
-static uint16_t bf16_of(float x) {
-  uint32_t b;
-  memcpy(&b, &x, 4);
-  if ((b & 0x7fffffffu) > 0x7f800000u) return 0;   /* residuals are finite; be safe */
-  uint32_t r = (b + 0x7fffu + ((b >> 16) & 1)) >> 16;
-  if ((r & 0x7fffu) == 0x7f80u && (b & 0x7fffffffu) < 0x7f800000u) r -= 1;
-  return (uint16_t)r;
-}
-static float float_of_bf16(uint16_t h) {
-  uint32_t b = (uint32_t)h << 16;
-  float x;
-  memcpy(&x, &b, 4);
-  return x;
-}
+/* bf16 residuals round to nearest even, saturating: a finite value never becomes Inf, and
+ * a NaN (residuals are finite; be safe) becomes 0 (codecs/half.h) */
+static uint16_t bf16_of(float x) { return gcomp_bf16_rne_sat(x); }
+static float float_of_bf16(uint16_t h) { return gcomp_bf16_to_f32(h); }
 
 static int reserve_floats(float **buf, size_t *cap, size_t count, const char *what) {
   if (*cap >= count) return GCOMP_OK;

@@ -24,6 +24,7 @@
 
 #include "codec_impl.h"
 #include "frame.h"
+#include "half.h"
 #include "topk.h"
 
 enum { TOPK_V_FP32 = 0, TOPK_V_BF16 = 1, TOPK_V_FP16 = 2 };
@@ -118,79 +119,33 @@ static size_t topk_max_payload(const gcomp_kind_cfg *cfg, size_t count) {
   return HDR + count * vbytes(c->values);
 }
 
-/* ---- scalar value conversions (round to nearest even) ---------------------------------- */
-static inline uint32_t f2u(float x) {
-  uint32_t b;
-  memcpy(&b, &x, 4);
-  return b;
-}
-static inline float u2f(uint32_t b) {
-  float x;
-  memcpy(&x, &b, 4);
-  return x;
-}
-
-static inline uint16_t to_bf16(float x) {
-  uint32_t b = f2u(x);
-  if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((b >> 16) | 0x40);   /* quiet NaN */
-  return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1)) >> 16);
-}
-static inline float from_bf16(uint16_t h) { return u2f((uint32_t)h << 16); }
-
-/* fp16 saturates: a finite value beyond 65504 becomes +-65504 (counted as an overflow),
- * so with error feedback the excess stays in the residual instead of turning into Inf. */
-static inline uint16_t to_fp16(float x, gcomp_codec_stats *st) {
-  uint32_t b = f2u(x), sign = (b >> 16) & 0x8000u, a = b & 0x7fffffffu;
-  if (a >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u | ((a >> 13) & 0x3ffu) : 0));
-  if (a >= 0x477ff000u) {   /* rounds to >= 65520: beyond the largest finite half */
-    st->overflows++;
-    return (uint16_t)(sign | 0x7bffu);
-  }
-  if (a < 0x38800000u) {    /* result is subnormal (or zero) in fp16 */
-    if (a < 0x33000000u) {  /* below half the smallest subnormal: zero (2^-25 rounds to 0) */
-      st->underflows += a != 0;
-      return (uint16_t)sign;
-    }
-    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
-    unsigned shift = 126 - e;   /* 14..24: value = m * 2^(e-150), unit 2^-24 */
-    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-    q += rem > half || (rem == half && (q & 1));
-    if (q == 0) st->underflows++;
-    return (uint16_t)(sign | q);
-  }
-  uint32_t r = a + 0xfffu + ((a >> 13) & 1);   /* RNE on the 13 dropped bits */
-  return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-}
-static inline float from_fp16(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu;
-  if (e == 0x1f) return u2f(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
-  if (e == 0) return (sign ? -1.0f : 1.0f) * (float)m * 0x1p-24f;
-  return u2f(sign | ((e + 112) << 23) | (m << 13));
-}
-
+/* ---- values (codecs/half.h: fp16 saturates at +-65504, counted as an overflow, so with
+ * error feedback the excess stays in the residual instead of turning into Inf) --------- */
 static inline void put_value(uint8_t *p, float x, int vt, gcomp_codec_stats *st) {
   uint16_t h;
   switch (vt) {
   case TOPK_V_FP32:
-    gcomp_store_le32(p, f2u(x));
+    gcomp_store_le32(p, gcomp_f2u(x));
     return;
   case TOPK_V_BF16:
-    h = to_bf16(x);
-    st->underflows += (h & 0x7fffu) == 0 && (f2u(x) & 0x7fffffffu) != 0;
-    st->overflows += (h & 0x7fffu) == 0x7f80u && (f2u(x) & 0x7fffffffu) < 0x7f800000u;
+    h = gcomp_bf16_rne(x);
+    st->overflows += (h & 0x7fffu) == 0x7f80u && (gcomp_f2u(x) & 0x7fffffffu) < 0x7f800000u;
     break;
   default:
-    h = to_fp16(x, st);
+    h = gcomp_f16_rne_sat(x);
+    st->overflows += (gcomp_f2u(x) & 0x7fffffffu) >= GCOMP_F16_OVERFLOW_MAG &&
+                     (gcomp_f2u(x) & 0x7fffffffu) < 0x7f800000u;
     break;
   }
+  st->underflows += (h & 0x7fffu) == 0 && (gcomp_f2u(x) & 0x7fffffffu) != 0;
   p[0] = (uint8_t)h;
   p[1] = (uint8_t)(h >> 8);
 }
 
 static inline float get_value(const uint8_t *p, int vt) {
-  if (vt == TOPK_V_FP32) return u2f(gcomp_load_le32(p));
+  if (vt == TOPK_V_FP32) return gcomp_u2f(gcomp_load_le32(p));
   uint16_t h = (uint16_t)(p[0] | p[1] << 8);
-  return vt == TOPK_V_BF16 ? from_bf16(h) : from_fp16(h);
+  return vt == TOPK_V_BF16 ? gcomp_bf16_to_f32(h) : gcomp_f16_to_f32(h);
 }
 
 /* What the receiver will see for x. */
@@ -249,7 +204,7 @@ static inline float input_at(const topk_input *in, size_t i) {
 static size_t sample_keys(const topk_input *in, size_t n, size_t want, uint64_t seed,
                           uint32_t *keys) {
   if (want >= n || n < 64) {
-    for (size_t i = 0; i < n; i++) keys[i] = f2u(input_at(in, i)) & 0x7fffffffu;
+    for (size_t i = 0; i < n; i++) keys[i] = gcomp_f2u(input_at(in, i)) & 0x7fffffffu;
     return n;
   }
   size_t lines = n / 16, take = (want + 15) / 16;
@@ -260,10 +215,10 @@ static size_t sample_keys(const topk_input *in, size_t n, size_t want, uint64_t 
     uint32_t *restrict out = keys + 16 * j;
     if (in->src) {
       const float *p = in->src + line * 16;
-      for (size_t e = 0; e < 16; e++) out[e] = f2u(p[e]) & 0x7fffffffu;
+      for (size_t e = 0; e < 16; e++) out[e] = gcomp_f2u(p[e]) & 0x7fffffffu;
     } else {
       const float *g = in->grad + line * 16, *r = in->res + line * 16;
-      for (size_t e = 0; e < 16; e++) out[e] = f2u(g[e] + r[e]) & 0x7fffffffu;
+      for (size_t e = 0; e < 16; e++) out[e] = gcomp_f2u(g[e] + r[e]) & 0x7fffffffu;
     }
   }
   return take * 16;
@@ -313,18 +268,18 @@ static int trim(topk_sel *s, size_t k, uint32_t *cut_out) {
     s->tmp = malloc((s->cap + BLOCK) * sizeof *s->tmp);
     GCOMP_FAIL_IF(!s->keys || !s->tmp, GCOMP_ERR_NOMEM, "topk: selecting among %zu", c);
   }
-  for (size_t i = 0; i < c; i++) s->keys[i] = f2u(s->val[i]) & 0x7fffffffu;
+  for (size_t i = 0; i < c; i++) s->keys[i] = gcomp_f2u(s->val[i]) & 0x7fffffffu;
   uint32_t cut = gcomp_topk_kth_key(s->keys, c, k, s->tmp);
   size_t ties = 0, o = 0;
   if (cut >= GCOMP_TOPK_KEY_INF) {
     cut = GCOMP_TOPK_KEY_INF;
   } else {
     size_t above = 0;
-    for (size_t i = 0; i < c; i++) above += (f2u(s->val[i]) & 0x7fffffffu) > cut;
+    for (size_t i = 0; i < c; i++) above += (gcomp_f2u(s->val[i]) & 0x7fffffffu) > cut;
     ties = k - above;
   }
   for (size_t i = 0; i < c; i++) {
-    uint32_t key = f2u(s->val[i]) & 0x7fffffffu;
+    uint32_t key = gcomp_f2u(s->val[i]) & 0x7fffffffu;
     int keep = key > cut || (key == cut && (cut == GCOMP_TOPK_KEY_INF || ties > 0));
     if (key == cut && keep && cut != GCOMP_TOPK_KEY_INF) ties--;
     if (keep) {
@@ -524,13 +479,13 @@ static int write_sparse(const topk_cfg *cfg, gcomp_enc_ctx *ctx, const uint32_t 
   uint64_t nonfinite = 0;
   if (cfg->values == TOPK_V_FP32) {
     for (size_t j = 0; j < c; j++, p += 4) {
-      uint32_t b = f2u(val[j]);
+      uint32_t b = gcomp_f2u(val[j]);
       nonfinite += (b & 0x7f800000u) == 0x7f800000u;
       gcomp_store_le32(p, b);
     }
   } else {
     for (size_t j = 0; j < c; j++, p += vb) {
-      nonfinite += (f2u(val[j]) & 0x7f800000u) == 0x7f800000u;
+      nonfinite += (gcomp_f2u(val[j]) & 0x7f800000u) == 0x7f800000u;
       put_value(p, val[j], cfg->values, ctx->stats);
     }
   }
@@ -548,7 +503,7 @@ static int write_dense(const topk_cfg *cfg, gcomp_enc_ctx *ctx, const topk_input
   uint8_t *p = dst + HDR;
   for (size_t i = 0; i < n; i++, p += vb) {
     float x = input_at(in, i);
-    ctx->stats->nonfinite_inputs += (f2u(x) & 0x7f800000u) == 0x7f800000u;
+    ctx->stats->nonfinite_inputs += (gcomp_f2u(x) & 0x7f800000u) == 0x7f800000u;
     put_value(p, x, cfg->values, ctx->stats);
     if (res) {
       float r = x - get_value(p, cfg->values);
