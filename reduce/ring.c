@@ -227,9 +227,63 @@ int gcomp_ring_allgather(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size
   return GCOMP_OK;
 }
 
+/* ---- the order around the ring ---------------------------------------------------------- */
+/* Times the ring crosses from one node to another going once around g. */
+static int node_crossings(const gcomp_transport *t, const gcomp_group *g) {
+  int k = 0;
+  for (int i = 0; i < g->n; i++) k += t->node_of[g->ranks[i]] != t->node_of[g->ranks[(i + 1) % g->n]];
+  return k;
+}
+
+/* g's ranks regrouped by node (nodes in order of their index, each node's ranks in g's
+ * order), so that the ring crosses each node boundary once, as over a block placement:
+ * over a round-robin one (--map-by node) every hop of g's own order crosses, and the ring
+ * moves at the inter-node link's pace on every step instead of on one per node (NCCL builds
+ * its rings from the topology for the same reason). *order is NULL when g's order already
+ * crosses no more than that; else the caller frees it. Every rank computes the same order
+ * from the same node table, so the result stays the same on every rank. */
+static int order_by_node(const gcomp_transport *t, const gcomp_group *g, gcomp_group *out,
+                         int **order) {
+  *out = *g;
+  *order = NULL;
+  int *seen = calloc((size_t)t->nnodes, sizeof *seen);
+  GCOMP_FAIL_IF(!seen, GCOMP_ERR_NOMEM, "ring: node table");
+  int nodes = 0;
+  for (int i = 0; i < g->n; i++) nodes += !seen[t->node_of[g->ranks[i]]]++;
+  int k = node_crossings(t, g);
+  if (nodes < 2 || k <= nodes) {
+    free(seen);
+    return GCOMP_OK;
+  }
+  int *ranks = malloc((size_t)g->n * sizeof *ranks);
+  if (!ranks) free(seen);
+  GCOMP_FAIL_IF(!ranks, GCOMP_ERR_NOMEM, "ring: order of %d ranks", g->n);
+  for (int v = 0, at = 0; v < t->nnodes; v++) {   /* seen[v] becomes node v's first slot */
+    int cnt = seen[v];
+    seen[v] = at;
+    at += cnt;
+  }
+  for (int i = 0; i < g->n; i++) {
+    int slot = seen[t->node_of[g->ranks[i]]]++;
+    ranks[slot] = g->ranks[i];
+    if (i == g->me) out->me = slot;
+  }
+  free(seen);
+  out->ranks = ranks;
+  *order = ranks;
+  GCOMP_TRACE(GCOMP_SUB_REDUCE, "ring: %d ranks cross nodes %d times in rank order; by node %d",
+              g->n, k, nodes);
+  return GCOMP_OK;
+}
+
 int gcomp_ring_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
                          unsigned phase) {
-  GCOMP_CHECK(gcomp_ring_reduce_scatter(c, g, buf, count, phase));
-  GCOMP_CHECK(gcomp_ring_allgather(c, g, buf, count, phase + 1));
+  gcomp_group ring;
+  int *order;
+  GCOMP_CHECK(order_by_node(c->t, g, &ring, &order));
+  int st = gcomp_ring_reduce_scatter(c, &ring, buf, count, phase);
+  if (st == GCOMP_OK) st = gcomp_ring_allgather(c, &ring, buf, count, phase + 1);
+  free(order);
+  GCOMP_CHECK(st);
   return GCOMP_OK;
 }
