@@ -322,6 +322,63 @@ GCOMP_API int gcomp_comm_get_skew(const gcomp_comm *comm, gcomp_skew_stats *out)
 GCOMP_API int gcomp_algo_count(void);
 GCOMP_API int gcomp_algo_describe(int i, const char **name, const char **desc);
 
+/* ---------------------------------------------------------------------------------------
+ * The planner's cost model, on paper: what gcomp_allreduce would run, and how long the
+ * alpha-beta-gamma model says it takes, for a job that need not exist (gcomp-plan prints
+ * it). The figures a communicator measured are in its GCOMP_STATS file ("model").
+ * The model prices best cases, so trust its choices more than its absolute times: across a
+ * link it was within 1-10% of measurement, on nodes with more busy ranks than cores it was
+ * 2.6x (2 MiB) to 75x (8 B) optimistic (bench/RESULTS.md), hence `oversubscribed`.
+ * Thread-safe; needs no communicator and no network.
+ * ------------------------------------------------------------------------------------- */
+typedef struct {
+  size_t struct_size;        /* sizeof the struct the caller passes (as for the stats) */
+  uint64_t bytes;            /* payload of one allreduce (fp32) */
+  int nodes;                 /* >= 1 */
+  int ranks_per_node;        /* >= 1, the same on every node */
+  double intra_alpha_s;      /* inside a node: seconds per message (latency) ... */
+  double intra_Bps;          /* ... and bytes per second (bandwidth), > 0 */
+  double inter_alpha_s;      /* between nodes, likewise */
+  double inter_Bps;
+  double reduce_Bps;         /* one rank's fp32 reduction rate, input bytes per second, > 0 */
+  double shm_alpha_s;        /* the shared-memory allreduce of a single node: seconds per
+                                round; 0: not offered (as without its calibration) */
+  double shm_Bps;            /* its rate (> 0 when shm_alpha_s is) */
+  uint64_t shm_slot_bytes;   /* bytes per round; 0: 256 KiB (GCOMP_SHM_BYTES' default) */
+  double codec_ratio;        /* compressed calls: wire bytes per fp32 byte (0 < r <= 1);
+                                0: uncompressed */
+  double codec_Bps;          /* encode + decode rate, fp32 bytes per second (with a ratio) */
+  int codec_sparse;          /* 1: top-k frames, summed without re-encoding */
+  int cores_per_node;        /* cores the node's ranks run on; 0: unknown */
+} gcomp_plan_query;
+
+typedef struct {
+  size_t struct_size;        /* sizeof the struct the caller passes */
+  const char *algo;          /* the algorithm (static string) */
+  double time_s;             /* predicted seconds of one call */
+  double latency_s;          /* of which the latency terms (alpha: per message, per round).
+                                latency_s > time_s / 2: the call is latency-bound, and more
+                                ranks or smaller messages cost it more than bandwidth does */
+  double busbw_Bps;          /* bytes * 2(n-1)/n / time_s (nccl-tests' bus bandwidth) */
+  int oversubscribed;        /* 1 when ranks_per_node > cores_per_node > 0: busy ranks share
+                                cores and wait for the scheduler, which the model does not
+                                see; time_s is then a lower bound, not an estimate */
+} gcomp_plan_result;
+
+/* Sets q's links from text in GCOMP_ALPHA_BETA's format,
+ * "intra_us,intra_GBps,inter_us,inter_GBps[,shm_us,shm_GBps]" (latencies in microseconds,
+ * rates in GB/s); the other fields are left alone. GCOMP_ERR_INVALID naming the text when
+ * malformed (q unchanged). */
+GCOMP_API int gcomp_plan_links(gcomp_plan_query *q, const char *text);
+
+/* Predicts one allreduce of q->bytes over q->nodes x q->ranks_per_node ranks. algo NULL:
+ * the algorithm the planner picks (as gcomp_allreduce with GCOMP_ALGO unset); a name from
+ * gcomp_algo_describe: that one, or GCOMP_ERR_UNSUPPORTED when it cannot serve the query
+ * (hier on one node, shm across nodes, a compressed algorithm without codec figures).
+ * GCOMP_ERR_INVALID names a field out of range or an unknown algorithm. */
+GCOMP_API int gcomp_plan_predict(const gcomp_plan_query *q, const char *algo,
+                                 gcomp_plan_result *out);
+
 #ifdef __cplusplus
 }
 #endif

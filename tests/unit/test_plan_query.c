@@ -1,0 +1,154 @@
+/* gcomp_plan_predict, the planner's cost model as public API: the same choice as the
+ * planner's own, latency terms that are exactly the alpha part of a cost, refusals that
+ * name what is wrong, sized structs that older callers can keep passing. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "coll.h"
+#include "gcomp.h"
+
+static gcomp_plan_query query(uint64_t bytes, int nodes, int local) {
+  gcomp_plan_query q = {.struct_size = sizeof q, .bytes = bytes, .nodes = nodes,
+                        .ranks_per_node = local};
+  q.intra_alpha_s = 1e-6, q.intra_Bps = 10e9;
+  q.inter_alpha_s = 20e-6, q.inter_Bps = 1e9;
+  q.reduce_Bps = 8e9;
+  return q;
+}
+
+static gcomp_plan_result predict(const gcomp_plan_query *q, const char *algo, int want) {
+  gcomp_plan_result r = {.struct_size = sizeof r};
+  int st = gcomp_plan_predict(q, algo, &r);
+  if (st != want) fail_msg("%s: status %d, expected %d: %s", algo ? algo : "planner", st, want,
+                           gcomp_last_error());
+  return r;
+}
+
+static void test_same_choice_as_the_planner(void **state) {
+  (void)state;
+  const uint64_t sizes[] = {8, 4096, 1 << 20, 64u << 20};
+  const int shapes[][2] = {{1, 4}, {2, 2}, {4, 8}, {3, 1}, {16, 8}};
+  for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+      gcomp_plan_query q = query(sizes[s], shapes[k][0], shapes[k][1]);
+      gcomp_plan_result r = predict(&q, NULL, GCOMP_OK);
+      gcomp_plan_in in = {0};
+      in.bytes = (size_t)sizes[s], in.nnodes = shapes[k][0], in.local = shapes[k][1];
+      in.n = in.nnodes * in.local;
+      in.intra = (gcomp_link){1e-6, 1e-10}, in.inter = (gcomp_link){20e-6, 1e-9};
+      in.gamma_spb = 1.0 / 8e9;
+      const gcomp_algo *a = gcomp_plan_pick(&in, NULL);
+      assert_string_equal(r.algo, a->name);
+      assert_true(fabs(r.time_s - a->cost(&in)) <= 1e-12 * r.time_s);
+    }
+}
+
+static void test_latency_terms(void **state) {
+  (void)state;
+  /* the ring over 2 nodes x 4 runs at the inter-node link's pace: 2(n-1) alphas */
+  gcomp_plan_query q = query(1 << 20, 2, 4);
+  gcomp_plan_result r = predict(&q, "ring", GCOMP_OK);
+  assert_string_equal(r.algo, "ring");
+  assert_true(fabs(r.latency_s - 2.0 * 7 * 20e-6) < 1e-12);
+  double bw = 2.0 * 7 / 8 * (1 << 20) / 1e9 + 7.0 / 8 * (1 << 20) / 8e9;
+  assert_true(fabs(r.time_s - (r.latency_s + bw)) < 1e-12);
+  assert_true(fabs(r.busbw_Bps - (double)(1 << 20) / r.time_s * 2 * 7 / 8) < 1e-3);
+  /* hier picks ring or halving/doubling for its shards; still no more than the whole */
+  r = predict(&q, "hier", GCOMP_OK);
+  assert_true(r.latency_s > 0 && r.latency_s < r.time_s);
+  /* 8 bytes: nearly all latency; 1 GiB: nearly none */
+  q.bytes = 8;
+  r = predict(&q, NULL, GCOMP_OK);
+  assert_true(r.latency_s > 0.95 * r.time_s);
+  q.bytes = 1ull << 30;
+  r = predict(&q, NULL, GCOMP_OK);
+  assert_true(r.latency_s < 0.05 * r.time_s);
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  gcomp_plan_query q = query(1 << 20, 1, 4);
+  predict(&q, "hier", GCOMP_ERR_UNSUPPORTED);   /* one node */
+  assert_non_null(strstr(gcomp_last_error(), "hier cannot serve"));
+  predict(&q, "direct", GCOMP_ERR_UNSUPPORTED);   /* no codec figures */
+  assert_non_null(strstr(gcomp_last_error(), "without codec figures"));
+  predict(&q, "shm", GCOMP_ERR_UNSUPPORTED);      /* no shm figures */
+  predict(&q, "bogus", GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "'bogus'"));
+  q.shm_alpha_s = 2e-6, q.shm_Bps = 10e9;
+  assert_string_equal(predict(&q, "shm", GCOMP_OK).algo, "shm");
+  gcomp_plan_query bad = q;
+  bad.nodes = 0;
+  predict(&bad, NULL, GCOMP_ERR_INVALID);
+  bad = q, bad.inter_Bps = 0;
+  predict(&bad, NULL, GCOMP_ERR_INVALID);
+  bad = q, bad.intra_alpha_s = NAN;
+  predict(&bad, NULL, GCOMP_ERR_INVALID);
+  bad = q, bad.codec_ratio = 0.5;   /* without a codec rate */
+  predict(&bad, NULL, GCOMP_ERR_INVALID);
+  bad = q, bad.struct_size = 8;
+  predict(&bad, NULL, GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "struct_size"));
+  gcomp_plan_result r = {0};   /* struct_size unset */
+  assert_int_equal(gcomp_plan_predict(&q, NULL, &r), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_plan_predict(NULL, NULL, &r), GCOMP_ERR_INVALID);
+}
+
+static void test_oversubscribed(void **state) {
+  (void)state;
+  gcomp_plan_query q = query(8, 1, 4);
+  assert_int_equal(predict(&q, NULL, GCOMP_OK).oversubscribed, 0);   /* cores unknown */
+  q.cores_per_node = 2;
+  assert_int_equal(predict(&q, NULL, GCOMP_OK).oversubscribed, 1);
+  q.cores_per_node = 4;
+  assert_int_equal(predict(&q, NULL, GCOMP_OK).oversubscribed, 0);
+}
+
+/* A caller built against the first layout passes smaller structs: nothing past them is
+ * read or written. */
+static void test_first_layout(void **state) {
+  (void)state;
+  size_t result_v1 = offsetof(gcomp_plan_result, oversubscribed) + sizeof(int);
+  unsigned char buf[sizeof(gcomp_plan_result) + 16];
+  memset(buf, 0xab, sizeof buf);
+  gcomp_plan_result *r = (gcomp_plan_result *)(void *)buf;
+  r->struct_size = result_v1;
+  gcomp_plan_query q = query(1 << 20, 2, 2);
+  q.struct_size = offsetof(gcomp_plan_query, cores_per_node) + sizeof(int);
+  assert_int_equal(gcomp_plan_predict(&q, NULL, r), GCOMP_OK);
+  for (size_t i = result_v1; i < sizeof buf; i++) assert_int_equal(buf[i], 0xab);
+  assert_true(r->time_s > 0);
+}
+
+static void test_links_text(void **state) {
+  (void)state;
+  gcomp_plan_query q = query(1, 1, 1);
+  assert_int_equal(gcomp_plan_links(&q, "2,8,40,0.125,0.5,12"), GCOMP_OK);
+  assert_true(fabs(q.intra_alpha_s - 2e-6) < 1e-15 && fabs(q.intra_Bps - 8e9) < 1);
+  assert_true(fabs(q.inter_alpha_s - 40e-6) < 1e-15 && fabs(q.inter_Bps - 0.125e9) < 1);
+  assert_true(fabs(q.shm_alpha_s - 0.5e-6) < 1e-15 && fabs(q.shm_Bps - 12e9) < 1);
+  gcomp_plan_query before = q;
+  assert_int_equal(gcomp_plan_links(&q, "1,2,3"), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "'1,2,3'"));
+  assert_memory_equal(&q, &before, sizeof q);
+  assert_int_equal(gcomp_plan_links(&q, "1,10,20,1"), GCOMP_OK);
+  assert_true(q.shm_alpha_s == 0);   /* four figures: no shm */
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_same_choice_as_the_planner),
+      cmocka_unit_test(test_latency_terms),
+      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_oversubscribed),
+      cmocka_unit_test(test_first_layout),
+      cmocka_unit_test(test_links_text),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
