@@ -1,0 +1,8 @@
+# Diagnosis (gcomp-stats --json findings) from real multi-process runs of a training loop
+# with each failure mode made on purpose, and a clean run that must report none.
+add_executable(diagnose_job ${CMAKE_CURRENT_LIST_DIR}/diagnose_job.c)
+target_link_libraries(diagnose_job PRIVATE gcomp m)
+add_test(NAME integration.diagnose
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/diagnose.sh $<TARGET_FILE:gcomp-run>
+          $<TARGET_FILE:diagnose_job> $<TARGET_FILE:gcomp-stats>)
+set_tests_properties(integration.diagnose PROPERTIES LABELS integration TIMEOUT 180)

@@ -1,0 +1,79 @@
+/* A training loop with the failure modes gcomp-stats diagnoses, made on purpose, started by
+ * gcomp-run over real providers. Each step "computes" (sleeps: time outside gcomp, as a
+ * device would take it) and then allreduces BYTES of floats.
+ *   diagnose_job [--steps N] [--bytes B] [--compute-ms T] [--slow-rank R]
+ *                [--sleep-once R:STEP:SECONDS]
+ *   --slow-rank R         rank R computes twice as long every step (a straggler)
+ *   --sleep-once R:S:SEC  rank R sleeps SEC seconds once, before step S (a checkpoint)
+ * Public API only. Exit 0 when every call succeeded and the sums are right. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gcomp.h"
+
+typedef struct {
+  int steps;
+  size_t bytes;
+  double compute_ms;
+  int slow_rank;
+  int once_rank, once_step;
+  double once_s;
+} job_opts;
+
+static void pause_s(double s) {
+  if (s <= 0) return;
+  struct timespec ts = {(time_t)s, (long)(fmod(s, 1.0) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0) {}
+}
+
+static int parse(int argc, char **argv, job_opts *o) {
+  *o = (job_opts){.steps = 64, .bytes = 1 << 20, .compute_ms = 0, .slow_rank = -1,
+                  .once_rank = -1};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const char *a = argv[i], *v = argv[i + 1];
+    if (!strcmp(a, "--steps")) o->steps = atoi(v);
+    else if (!strcmp(a, "--bytes")) o->bytes = (size_t)atol(v);
+    else if (!strcmp(a, "--compute-ms")) o->compute_ms = atof(v);
+    else if (!strcmp(a, "--slow-rank")) o->slow_rank = atoi(v);
+    else if (!strcmp(a, "--sleep-once")) {
+      if (sscanf(v, "%d:%d:%lf", &o->once_rank, &o->once_step, &o->once_s) != 3) return -1;
+    } else return -1;
+  }
+  return o->steps > 0 && o->bytes >= 4 ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+  job_opts o;
+  if (parse(argc, argv, &o)) {
+    fprintf(stderr, "usage: diagnose_job [--steps N] [--bytes B] [--compute-ms T] "
+                    "[--slow-rank R] [--sleep-once R:STEP:SECONDS]\n");
+    return 2;
+  }
+  gcomp_comm *comm;
+  int st = gcomp_comm_init_env(&comm);
+  if (st != GCOMP_OK) {
+    fprintf(stderr, "diagnose_job: init: %s\n", gcomp_last_error());
+    return 1;
+  }
+  int rank = gcomp_comm_rank(comm), size = gcomp_comm_size(comm);
+  size_t count = o.bytes / 4;
+  float *buf = malloc(count * sizeof *buf);
+  if (!buf) return 1;
+  int bad = 0;
+  for (int s = 0; s < o.steps && st == GCOMP_OK; s++) {
+    double ms = o.compute_ms * (rank == o.slow_rank ? 2 : 1);
+    pause_s(ms * 1e-3);
+    if (rank == o.once_rank && s == o.once_step) pause_s(o.once_s);
+    for (size_t i = 0; i < count; i++) buf[i] = (float)(rank + 1);
+    st = gcomp_allreduce(comm, buf, buf, count, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
+    bad += st == GCOMP_OK && buf[count - 1] != (float)(size * (size + 1) / 2);
+  }
+  if (st != GCOMP_OK) fprintf(stderr, "diagnose_job: rank %d: %s\n", rank, gcomp_last_error());
+  if (bad) fprintf(stderr, "diagnose_job: rank %d: %d wrong sums\n", rank, bad);
+  free(buf);
+  int dst = gcomp_comm_destroy(comm);
+  return st != GCOMP_OK || bad || dst != GCOMP_OK;
+}
