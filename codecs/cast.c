@@ -25,6 +25,7 @@
 
 #include "cast.h"
 #include "codec_impl.h"
+#include "frame.h"
 
 typedef struct {
   int scale;          /* 0: auto, 1: none (fp16 only) */
@@ -117,22 +118,44 @@ static int scale_exponent(uint32_t mbits) {
  * this is one pass over the input where the plain way (max-abs scan, then encode) is two;
  * when the guess is wrong (it would overflow) the frame is encoded again with the exact
  * scale. The result depends only on the frame's values. */
+/* The 16-bit values of one frame block: when the frame is summed as it is written (ctx
+ * given and summing), the kernels run a block at a time and each block is reported while
+ * it is in cache; otherwise in one call (large outputs then stream past the cache). */
+enum { BLOCK_VALUES = GCOMP_FRAME_BLOCK / 2 };
+static size_t piece(const gcomp_enc_ctx *ctx, size_t left) {
+  return ctx && gcomp_enc_summing(ctx) && left > BLOCK_VALUES ? BLOCK_VALUES : left;
+}
+
+static uint32_t f16_enc_frame(const gcomp_cast_kernels *K, const float *src, size_t n,
+                              uint8_t *dst, float scale, gcomp_cast_counts *c,
+                              gcomp_enc_ctx *ctx) {
+  uint32_t mx = 0;
+  for (size_t i = 0, m; i < n; i += m) {
+    m = piece(ctx, n - i);
+    uint32_t v = K->f16_enc(src + i, m, dst + 2 * i, scale, c);
+    mx = v > mx ? v : mx;
+    if (ctx) gcomp_enc_progress(ctx, 2 * (i + m));
+  }
+  return mx;
+}
+
 int gcomp_cast_f16_auto(const gcomp_cast_kernels *K, const float *src, size_t n, uint8_t *dst,
-                        gcomp_cast_counts *c) {
+                        gcomp_cast_counts *c, gcomp_enc_ctx *ctx) {
   uint32_t prefix = n > GCOMP_CAST_AUTO_PREFIX ? K->maxabs(src, GCOMP_CAST_AUTO_PREFIX) : 0;
   if (prefix) {
     int k = scale_exponent(prefix) - GCOMP_CAST_AUTO_HEADROOM;
     gcomp_cast_counts trial = {0, 0, 0};
-    uint32_t m = K->f16_enc(src, n, dst, pow2f(k), &trial);
+    uint32_t m = f16_enc_frame(K, src, n, dst, pow2f(k), &trial, ctx);
     if (k <= scale_exponent(m)) {   /* M * 2^k < 2^15: nothing overflowed */
       c->nonfinite += trial.nonfinite, c->overflow += trial.overflow;
       c->underflow += trial.underflow;
       return k;
     }
     GCOMP_TRACE(GCOMP_SUB_CODEC, "fp16 scale: prefix guess 2^%d overflows, encoding again", k);
+    if (ctx) gcomp_enc_restart(ctx);
   }
   int k = scale_exponent(K->maxabs(src, n));
-  K->f16_enc(src, n, dst, pow2f(k), c);
+  f16_enc_frame(K, src, n, dst, pow2f(k), c, ctx);
   return k;
 }
 
@@ -153,16 +176,18 @@ static void sr_bf16(const gcomp_cast_kernels *K, const float *src, size_t n, uin
                     float scale, uint64_t key, uint32_t i0, gcomp_cast_counts *c) {
   K->bf16_enc_sr(src, n, dst, key, i0, c);
 }
-static void encode_sr(sr_fn fn, const gcomp_cast_kernels *K, const cast_cfg *c, uint64_t seq,
-                      const float *src, size_t count, uint8_t *dst, float scale,
-                      gcomp_cast_counts *cnt) {
+static void encode_sr(sr_fn fn, const gcomp_cast_kernels *K, const cast_cfg *c,
+                      gcomp_enc_ctx *ctx, const float *src, size_t count, uint8_t *dst,
+                      float scale, gcomp_cast_counts *cnt) {
   for (size_t i = 0; i < count;) {
     uint64_t hi = (uint64_t)i >> 32;
     uint64_t end = (hi + 1) << 32;
     size_t n = (uint64_t)count < end ? count - i : (size_t)(end - i);
-    fn(K, src + i, n, dst + 2 * i, scale, gcomp_cast_key(c->seed, seq, (uint32_t)hi),
+    n = piece(ctx, n);
+    fn(K, src + i, n, dst + 2 * i, scale, gcomp_cast_key(c->seed, ctx->seq, (uint32_t)hi),
        (uint32_t)i, cnt);
     i += n;
+    gcomp_enc_progress(ctx, 2 * i);
   }
 }
 
@@ -175,13 +200,13 @@ static int fp16_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const floa
   gcomp_cast_counts cnt = {0, 0, 0};
   int k = 0;
   if (c->round == ROUND_NEAREST && c->scale == SCALE_AUTO) {
-    k = gcomp_cast_f16_auto(K, src, count, dst, &cnt);
+    k = gcomp_cast_f16_auto(K, src, count, dst, &cnt, ctx);
   } else if (c->round == ROUND_NEAREST) {
-    K->f16_enc(src, count, dst, 1.0f, &cnt);
+    f16_enc_frame(K, src, count, dst, 1.0f, &cnt, ctx);
   } else {
     /* the stochastic kernel is compute-bound: a separate max-abs scan costs little */
     if (c->scale == SCALE_AUTO) k = scale_exponent(K->maxabs(src, count));
-    encode_sr(sr_f16, K, c, ctx->seq, src, count, dst, pow2f(k), &cnt);
+    encode_sr(sr_f16, K, c, ctx, src, count, dst, pow2f(k), &cnt);
   }
   add_stats(ctx, &cnt);
   ctx->param = (uint32_t)(uint8_t)(int8_t)k;
@@ -190,7 +215,8 @@ static int fp16_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const floa
 }
 
 static int fp16_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
-                       size_t len, float *restrict dst, size_t count, int add) {
+                       size_t len, float *restrict dst, size_t count, int add,
+                       gcomp_frame_check *chk) {
   GCOMP_FAIL_IF(len / 2 != count || len % 2, GCOMP_ERR_CORRUPT,
                 "fp16: payload of %zu bytes cannot hold %zu fp16 values", len, count);
   int k = (int8_t)(uint8_t)param;
@@ -198,8 +224,13 @@ static int fp16_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t 
                 "fp16: frame parameter 0x%x is not a scale exponent", (unsigned)param);
   const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
   float inv = pow2f(-k);
-  if (add) K->f16_dec_add(src, count, dst, inv);
-  else K->f16_dec(src, count, dst, inv);
+  int stream = 4 * count >= GCOMP_CAST_STREAM_BYTES;
+  for (size_t i = 0, m; i < count; i += m) {   /* a block verified, then decoded */
+    m = count - i < BLOCK_VALUES ? count - i : BLOCK_VALUES;
+    GCOMP_CHECK(gcomp_dec_need(chk, 2 * (i + m)));
+    if (add) K->f16_dec_add(src + 2 * i, m, dst + i, inv);
+    else K->f16_dec_nt(src + 2 * i, m, dst + i, inv, stream);
+  }
   return GCOMP_OK;
 }
 
@@ -210,8 +241,15 @@ static int bf16_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const floa
                 count);
   const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
   gcomp_cast_counts cnt = {0, 0, 0};
-  if (c->round == ROUND_NEAREST) K->bf16_enc(src, count, dst, &cnt);
-  else encode_sr(sr_bf16, K, c, ctx->seq, src, count, dst, 1.0f, &cnt);
+  if (c->round == ROUND_NEAREST) {
+    for (size_t i = 0, m; i < count; i += m) {
+      m = piece(ctx, count - i);
+      K->bf16_enc(src + i, m, dst + 2 * i, &cnt);
+      gcomp_enc_progress(ctx, 2 * (i + m));
+    }
+  } else {
+    encode_sr(sr_bf16, K, c, ctx, src, count, dst, 1.0f, &cnt);
+  }
   add_stats(ctx, &cnt);
   ctx->param = 0;
   *len = count * 2;
@@ -219,14 +257,20 @@ static int bf16_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const floa
 }
 
 static int bf16_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
-                       size_t len, float *restrict dst, size_t count, int add) {
+                       size_t len, float *restrict dst, size_t count, int add,
+                       gcomp_frame_check *chk) {
   GCOMP_FAIL_IF(len / 2 != count || len % 2, GCOMP_ERR_CORRUPT,
                 "bf16: payload of %zu bytes cannot hold %zu bf16 values", len, count);
   GCOMP_FAIL_IF(param != 0, GCOMP_ERR_CORRUPT, "bf16: frame parameter 0x%x should be 0",
                 (unsigned)param);
   const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
-  if (add) K->bf16_dec_add(src, count, dst);
-  else K->bf16_dec(src, count, dst);
+  int stream = 4 * count >= GCOMP_CAST_STREAM_BYTES;
+  for (size_t i = 0, m; i < count; i += m) {
+    m = count - i < BLOCK_VALUES ? count - i : BLOCK_VALUES;
+    GCOMP_CHECK(gcomp_dec_need(chk, 2 * (i + m)));
+    if (add) K->bf16_dec_add(src + 2 * i, m, dst + i);
+    else K->bf16_dec_nt(src + 2 * i, m, dst + i, stream);
+  }
   return GCOMP_OK;
 }
 
@@ -235,6 +279,7 @@ const gcomp_kind gcomp_kind_fp16 = {
     .id = GCOMP_KIND_FP16,
     .keys = "scale, round, seed",
     .elem_bytes = 2,
+    .reads_in_blocks = 1,
     .defaults = cast_defaults,
     .set = fp16_set,
     .validate = fp16_validate,
@@ -250,6 +295,7 @@ const gcomp_kind gcomp_kind_bf16 = {
     .id = GCOMP_KIND_BF16,
     .keys = "round, seed",
     .elem_bytes = 2,
+    .reads_in_blocks = 1,
     .defaults = cast_defaults,
     .set = bf16_set,
     .validate = bf16_validate,

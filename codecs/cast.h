@@ -41,6 +41,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec_impl.h"
+
 typedef struct {
   uint64_t nonfinite;
   uint64_t overflow;
@@ -64,6 +66,10 @@ typedef struct {
   void (*bf16_enc_sr)(const float *src, size_t n, uint8_t *dst, uint64_t key, uint32_t i0,
                       gcomp_cast_counts *c);
   void (*bf16_dec)(const uint8_t *src, size_t n, float *dst);
+  /* As f16_dec and bf16_dec, with non-temporal stores when stream is set rather than when
+   * n is large: a caller that decodes a large frame a block at a time decides for it. */
+  void (*f16_dec_nt)(const uint8_t *src, size_t n, float *dst, float inv_scale, int stream);
+  void (*bf16_dec_nt)(const uint8_t *src, size_t n, float *dst, int stream);
   void (*bf16_dec_add)(const uint8_t *src, size_t n, float *acc);
 } gcomp_cast_kernels;
 
@@ -76,9 +82,10 @@ const gcomp_cast_kernels *gcomp_cast_kernels_get(void);
 /* fp16 scale=auto, round to nearest (codecs/cast.c; the benchmark times it per table):
  * encodes src with a power-of-two scale 2^k such that M * 2^k is in [2^12, 2^15), M the
  * largest finite |src[i]| (exactly [2^14, 2^15) for frames of at most
- * GCOMP_CAST_AUTO_PREFIX elements), and returns k. */
+ * GCOMP_CAST_AUTO_PREFIX elements), and returns k. ctx (NULL: none): the encode of a frame,
+ * told of the output block by block. */
 int gcomp_cast_f16_auto(const gcomp_cast_kernels *K, const float *src, size_t n, uint8_t *dst,
-                        gcomp_cast_counts *c);
+                        gcomp_cast_counts *c, gcomp_enc_ctx *ctx);
 enum { GCOMP_CAST_AUTO_PREFIX = 16384, GCOMP_CAST_AUTO_HEADROOM = 2 };
 
 /* Outputs at least this many bytes are written with non-temporal stores by the SIMD

@@ -325,10 +325,9 @@ static void bf16_enc_sr_avx2(const float *src, size_t n, uint8_t *dst, uint64_t 
 }
 
 /* ---- decoders --------------------------------------------------------------------------- */
-static void f16_dec_avx2(const uint8_t *src, size_t n, float *dst, float inv_scale) {
+static void f16_dec_nt_avx2(const uint8_t *src, size_t n, float *dst, float inv_scale, int nt) {
   const __m256 inv = _mm256_set1_ps(inv_scale);
   size_t i = 0;
-  int nt = streaming(4 * n);
   if (nt) {
     i = head_for(dst, 4, 32, n);
     gcomp_cast_base.f16_dec(src, i, dst, inv_scale);
@@ -346,6 +345,10 @@ static void f16_dec_avx2(const uint8_t *src, size_t n, float *dst, float inv_sca
   for (; i + 8 <= n; i += 8) DECSTEP(0, _mm256_storeu_ps);
 #undef DECSTEP
   gcomp_cast_base.f16_dec(src + 2 * i, n - i, dst + i, inv_scale);
+}
+
+static void f16_dec_avx2(const uint8_t *src, size_t n, float *dst, float inv_scale) {
+  f16_dec_nt_avx2(src, n, dst, inv_scale, streaming(4 * n));
 }
 
 static void f16_dec_add_avx2(const uint8_t *src, size_t n, float *acc, float inv_scale) {
@@ -370,9 +373,8 @@ static inline __m256 bf16_widen8(const uint8_t *p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-static void bf16_dec_avx2(const uint8_t *src, size_t n, float *dst) {
+static void bf16_dec_nt_avx2(const uint8_t *src, size_t n, float *dst, int nt) {
   size_t i = 0;
-  int nt = streaming(4 * n);
   if (nt) {
     i = head_for(dst, 4, 32, n);
     gcomp_cast_base.bf16_dec(src, i, dst);
@@ -384,6 +386,10 @@ static void bf16_dec_avx2(const uint8_t *src, size_t n, float *dst) {
   }
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, bf16_widen8(src + 2 * i));
   gcomp_cast_base.bf16_dec(src + 2 * i, n - i, dst + i);
+}
+
+static void bf16_dec_avx2(const uint8_t *src, size_t n, float *dst) {
+  bf16_dec_nt_avx2(src, n, dst, streaming(4 * n));
 }
 
 static void bf16_dec_add_avx2(const uint8_t *src, size_t n, float *acc) {
@@ -409,4 +415,6 @@ const gcomp_cast_kernels gcomp_cast_avx2 = {
     .bf16_enc_sr = bf16_enc_sr_avx2,
     .bf16_dec = bf16_dec_avx2,
     .bf16_dec_add = bf16_dec_add_avx2,
+    .f16_dec_nt = f16_dec_nt_avx2,
+    .bf16_dec_nt = bf16_dec_nt_avx2,
 };

@@ -95,6 +95,11 @@ static void f16_dec_base(const uint8_t *src, size_t n, float *dst, float inv_sca
   for (size_t i = 0; i < n; i++) dst[i] = gcomp_f16_to_f32(load16(src + 2 * i)) * inv_scale;
 }
 
+static void f16_dec_nt_base(const uint8_t *src, size_t n, float *dst, float inv_scale,
+                            int stream) {
+  f16_dec_base(src, n, dst, inv_scale);
+}
+
 static void f16_dec_add_base(const uint8_t *src, size_t n, float *acc, float inv_scale) {
   for (size_t i = 0; i < n; i++) acc[i] += gcomp_f16_to_f32(load16(src + 2 * i)) * inv_scale;
 }
@@ -127,6 +132,10 @@ static void bf16_dec_base(const uint8_t *src, size_t n, float *dst) {
   for (size_t i = 0; i < n; i++) dst[i] = gcomp_bf16_to_f32(load16(src + 2 * i));
 }
 
+static void bf16_dec_nt_base(const uint8_t *src, size_t n, float *dst, int stream) {
+  bf16_dec_base(src, n, dst);
+}
+
 static void bf16_dec_add_base(const uint8_t *src, size_t n, float *acc) {
   for (size_t i = 0; i < n; i++) acc[i] += gcomp_bf16_to_f32(load16(src + 2 * i));
 }
@@ -142,4 +151,6 @@ const gcomp_cast_kernels gcomp_cast_base = {
     .bf16_enc_sr = bf16_enc_sr_base,
     .bf16_dec = bf16_dec_base,
     .bf16_dec_add = bf16_dec_add_base,
+    .f16_dec_nt = f16_dec_nt_base,
+    .bf16_dec_nt = bf16_dec_nt_base,
 };

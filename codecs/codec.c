@@ -17,6 +17,8 @@ struct gcomp_codec {
   uint8_t *scratch;             /* encode-side payload before the lossless stage */
   size_t scratch_cap;
   uint64_t kind_state;          /* without +ef: the kind's state word (one for all keys) */
+  uint32_t *sums;               /* the frame being encoded: its block checksums */
+  size_t sums_cap;
 };
 
 int gcomp_codec_create(const char *spec, gcomp_codec **out) {
@@ -43,6 +45,7 @@ void gcomp_codec_destroy(gcomp_codec *codec) {
   if (!codec) return;
   gcomp_ef_destroy(codec->ef);
   free(codec->scratch);
+  free(codec->sums);
   free(codec);
 }
 
@@ -51,15 +54,22 @@ size_t gcomp_codec_spec(const gcomp_codec *codec, char *buf, size_t buf_size) {
   return gcomp_spec_print(&codec->spec, buf, buf_size);
 }
 
-/* Counts whose payload size would wrap size_t (no buffer that large can exist). */
-static int count_too_large(size_t count) {
-  return count > (SIZE_MAX - GCOMP_FRAME_HEADER - 64) / sizeof(float);
+/* Counts whose frame size would wrap size_t (no buffer that large can exist; a kind's
+ * payload is at most a little over 4 bytes a value). */
+static int count_too_large(size_t count) { return count > SIZE_MAX / 16; }
+
+static size_t max_payload(const gcomp_codec *codec, size_t count) {
+  return codec->spec.kind->max_payload(&codec->spec.cfg, count);
 }
 
 size_t gcomp_codec_max_encoded_size(const gcomp_codec *codec, size_t count) {
   if (!codec || count_too_large(count)) return SIZE_MAX;   /* no buffer holds it */
   /* a stage's output is only kept when it is smaller than its input */
-  return GCOMP_FRAME_HEADER + codec->spec.kind->max_payload(&codec->spec.cfg, count);
+  return (size_t)gcomp_frame_size(max_payload(codec, count));
+}
+
+void gcomp_enc_restart(gcomp_enc_ctx *ctx) {
+  if (ctx->sums) ctx->sums->done = 0;
 }
 
 static int reserve(uint8_t **buf, size_t *cap, size_t need) {
@@ -80,6 +90,32 @@ static int encode_payload(gcomp_codec *c, gcomp_enc_ctx *ctx, uint64_t key, cons
   return k->encode(&c->spec.cfg, ctx, src, count, dst, cap, len);
 }
 
+/* Runs the lossless stage over the kind's payload raw[0..raw_len) into the frame (or copies
+ * it there raw when the stage does not pay); fills the frame info's stage fields. */
+static int stage_payload(gcomp_codec *c, const uint8_t *raw, size_t raw_len, uint8_t *payload,
+                         gcomp_frame_info *info, size_t *len) {
+  const gcomp_stage *st = c->spec.stage;
+  /* the stage must beat the raw payload by at least a byte, or the payload goes raw; that
+   * is no failure, so the caller's last error detail survives it */
+  char saved[1024];
+  snprintf(saved, sizeof saved, "%s", gcomp_last_error());
+  uint8_t sflags = 0;
+  int s = raw_len > 1 ? gcomp_stage_encode(st, &c->spec.stage_cfg, c->spec.kind->elem_bytes,
+                                           raw, raw_len, payload, raw_len - 1, len, &sflags)
+                      : GCOMP_ERR_NOMEM;
+  if (s == GCOMP_OK) {
+    info->stage = st->id;
+    info->flags |= sflags;
+  } else if (s == GCOMP_ERR_NOMEM) {
+    gcomp_error_restore(GCOMP_OK, saved);
+    memcpy(payload, raw, raw_len);
+    *len = raw_len;
+  } else {
+    return gcomp_error_trace(s, __FILE__, __LINE__);
+  }
+  return GCOMP_OK;
+}
+
 int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, size_t count, void *dst,
                  size_t dst_capacity, size_t *dst_len) {
   GCOMP_FAIL_IF(!codec || !dst || !dst_len || (!src && count), GCOMP_ERR_INVALID,
@@ -91,45 +127,35 @@ int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, size_t coun
   GCOMP_FAIL_IF(dst_capacity < max, GCOMP_ERR_NOMEM,
                 "gcomp_encode: %zu bytes of room, %zu needed for %zu values (see "
                 "gcomp_codec_max_encoded_size)", dst_capacity, max, count);
-  uint8_t *frame = dst;
-  size_t room = dst_capacity - GCOMP_FRAME_HEADER;
+  uint8_t *frame = dst, *payload = frame + GCOMP_FRAME_HEADER;
+  /* the payload's room stops where the largest payload's checksums would start */
+  size_t room = max_payload(c, count);
+  size_t nsums = (size_t)gcomp_frame_nblocks(room);
+  if (c->sums_cap < nsums) {
+    uint32_t *p = realloc(c->sums, nsums * sizeof *p);
+    GCOMP_FAIL_IF(!p, GCOMP_ERR_NOMEM, "gcomp_encode: %zu block checksums", nsums);
+    c->sums = p;
+    c->sums_cap = nsums;
+  }
+  gcomp_frame_sums sums = {.payload = payload, .done = 0, .crc = c->sums};
   gcomp_enc_ctx ctx = {.seq = c->seq, .stats = &c->stats, .param = 0};
   gcomp_frame_info info = {.kind = c->spec.kind->id, .count = count,
                            .flags = c->ef ? GCOMP_FRAME_F_EF : 0};
   size_t len = 0;
-  const gcomp_stage *st = c->spec.stage;
-  if (!st) {
-    GCOMP_CHECK(encode_payload(c, &ctx, key, src, count, frame + GCOMP_FRAME_HEADER, room, &len));
+  if (!c->spec.stage) {
+    ctx.sums = &sums;   /* the kind writes the frame's payload: it sums as it goes */
+    GCOMP_CHECK(encode_payload(c, &ctx, key, src, count, payload, room, &len));
   } else {
-    size_t raw_max = max - GCOMP_FRAME_HEADER;
-    GCOMP_CHECK(reserve(&c->scratch, &c->scratch_cap, raw_max + 1));
-    uint8_t *raw = c->scratch;
+    GCOMP_CHECK(reserve(&c->scratch, &c->scratch_cap, room + 1));
     size_t raw_len;
-    GCOMP_CHECK(encode_payload(c, &ctx, key, src, count, raw, raw_max, &raw_len));
-    /* the stage must beat the raw payload by at least a byte, or the payload goes raw; that
-     * is no failure, so the caller's last error detail survives it */
-    char saved[1024];
-    snprintf(saved, sizeof saved, "%s", gcomp_last_error());
-    uint8_t sflags = 0;
-    int s = raw_len > 1 ? gcomp_stage_encode(st, &c->spec.stage_cfg, c->spec.kind->elem_bytes,
-                                             raw, raw_len, frame + GCOMP_FRAME_HEADER,
-                                             raw_len - 1, &len, &sflags)
-                        : GCOMP_ERR_NOMEM;
-    if (s == GCOMP_OK) {
-      info.stage = st->id;
-      info.flags |= sflags;
-    } else if (s == GCOMP_ERR_NOMEM) {
-      gcomp_error_restore(GCOMP_OK, saved);
-      memcpy(frame + GCOMP_FRAME_HEADER, raw, raw_len);
-      len = raw_len;
-    } else {
-      return gcomp_error_trace(s, __FILE__, __LINE__);
-    }
+    GCOMP_CHECK(encode_payload(c, &ctx, key, src, count, c->scratch, room, &raw_len));
+    GCOMP_CHECK(stage_payload(c, c->scratch, raw_len, payload, &info, &len));
   }
   info.param = ctx.param;
   info.payload_len = len;
-  gcomp_frame_seal(frame, &info);
-  *dst_len = GCOMP_FRAME_HEADER + len;
+  gcomp_frame_sums_finish(&sums, len);
+  gcomp_frame_seal_sums(frame, &info, &sums);
+  *dst_len = (size_t)gcomp_frame_size(len);
   c->seq++;
   c->stats.frames_encoded++;
   c->stats.elements_encoded += count;
@@ -145,7 +171,8 @@ static int decode_frame(const gcomp_codec *c, const void *src, size_t src_len, f
   GCOMP_FAIL_IF(count_too_large(count), GCOMP_ERR_INVALID,
                 "gcomp_decode: %zu values are more than any buffer can hold", count);
   gcomp_frame_info info;
-  GCOMP_CHECK(gcomp_frame_open(src, src_len, &info));
+  gcomp_frame_check chk;
+  GCOMP_CHECK(gcomp_frame_open_check(src, src_len, &info, &chk));
   const gcomp_kind *k = c->spec.kind;
   GCOMP_FAIL_IF(info.kind != k->id, GCOMP_ERR_CORRUPT,
                 "frame holds codec id %u, this codec is '%s' (id %u)", info.kind, k->name, k->id);
@@ -153,19 +180,25 @@ static int decode_frame(const gcomp_codec *c, const void *src, size_t src_len, f
                 "frame holds %llu values, the caller expects %zu",
                 (unsigned long long)info.count, count);
   const uint8_t *payload = (const uint8_t *)src + GCOMP_FRAME_HEADER;
-  if (info.stage == GCOMP_STAGE_NONE)   /* gcomp_frame_open refused shuffle flags here */
-    return k->decode(&c->spec.cfg, info.param, payload, info.payload_len, dst, count, add);
+  size_t plen = (size_t)info.payload_len;
+  if (info.stage == GCOMP_STAGE_NONE) {   /* gcomp_frame_open refused shuffle flags here */
+    /* a kind that reads in blocks has each verified just before it reads it */
+    if (!k->reads_in_blocks) GCOMP_CHECK(gcomp_frame_verify(&chk, plen));
+    GCOMP_CHECK(k->decode(&c->spec.cfg, info.param, payload, plen, dst, count, add, &chk));
+    return gcomp_frame_verify(&chk, plen);   /* bytes a decoder did not need are checked too */
+  }
   const gcomp_stage *st = c->spec.stage;
   GCOMP_FAIL_IF(!st || st->id != info.stage, GCOMP_ERR_CORRUPT,
                 "frame was compressed with stage id %u, this codec uses %s", info.stage,
                 st ? st->name : "no lossless stage");
+  GCOMP_CHECK(gcomp_frame_verify(&chk, plen));
   /* the stage decodes into a per-thread buffer: no allocation per frame, and decoding
    * stays thread-safe for one codec */
   const uint8_t *raw;
   size_t raw_len;
-  GCOMP_CHECK(gcomp_stage_decode(st, info.flags, k->elem_bytes, payload, info.payload_len,
-                                 k->max_payload(&c->spec.cfg, count), &raw, &raw_len));
-  int s = k->decode(&c->spec.cfg, info.param, raw, raw_len, dst, count, add);
+  GCOMP_CHECK(gcomp_stage_decode(st, info.flags, k->elem_bytes, payload, plen,
+                                 max_payload(c, count), &raw, &raw_len));
+  int s = k->decode(&c->spec.cfg, info.param, raw, raw_len, dst, count, add, NULL);
   gcomp_tls_trim(GCOMP_TLS_KEEP);   /* past 64 MiB the page faults of a fresh buffer are noise */
   if (s < 0) return gcomp_error_trace(s, __FILE__, __LINE__);
   return GCOMP_OK;

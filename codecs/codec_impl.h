@@ -30,6 +30,13 @@ typedef union {
   double align_dbl;
 } gcomp_kind_cfg;
 
+/* The frame's block checksums (codecs/frame.h): fed by an encoder as its output becomes
+ * final, asked by a decoder before it reads a part of its input. */
+typedef struct gcomp_frame_sums gcomp_frame_sums;
+typedef struct gcomp_frame_check gcomp_frame_check;
+void gcomp_frame_sums_add(gcomp_frame_sums *s, uint64_t upto);
+int gcomp_frame_verify(gcomp_frame_check *chk, uint64_t upto);
+
 /* Per-call context of an encode. */
 typedef struct {
   uint64_t seq;               /* frames this codec encoded before this one (stochastic
@@ -39,7 +46,27 @@ typedef struct {
                                  back to decode (e.g. fp16's power-of-two scale) */
   uint64_t *kind_state;       /* in/out: a word a kind may keep per tensor between encodes
                                  (topk: its last threshold), 0 at first; NULL: none kept */
+  gcomp_frame_sums *sums;     /* the payload's block checksums, or NULL (see below) */
 } gcomp_enc_ctx;
+
+/* An encoder reports that payload bytes [0, upto) are final while they are still in cache
+ * (a block at a time is enough): the frame's block checksums are taken from there instead
+ * of in a second pass. Optional (what is not reported is summed after encode returns);
+ * an encoder that rewrites its output calls gcomp_enc_restart first. */
+static inline void gcomp_enc_progress(gcomp_enc_ctx *ctx, size_t upto) {
+  if (ctx->sums) gcomp_frame_sums_add(ctx->sums, upto);
+}
+void gcomp_enc_restart(gcomp_enc_ctx *ctx);
+/* Whether reporting progress pays (an encoder may then work in blocks, without streaming
+ * stores, so that the checksum reads its output from cache). */
+static inline int gcomp_enc_summing(const gcomp_enc_ctx *ctx) { return ctx->sums != NULL; }
+
+/* A decoder with reads_in_blocks set calls this before it reads payload bytes [0, upto):
+ * the blocks holding them are verified just before use (GCOMP_ERR_CORRUPT on damage). chk
+ * may be NULL (nothing to verify). */
+static inline int gcomp_dec_need(gcomp_frame_check *chk, size_t upto) {
+  return chk ? gcomp_frame_verify(chk, upto) : GCOMP_OK;
+}
 
 typedef struct gcomp_kind gcomp_kind;
 struct gcomp_kind {
@@ -48,6 +75,8 @@ struct gcomp_kind {
   const char *keys;     /* valid parameter keys, ", "-separated, for error messages */
   unsigned elem_bytes;  /* payload element width for the byte shuffle of a lossless stage
                            (0: the payload has no fixed element width, do not shuffle) */
+  int reads_in_blocks;  /* decode calls gcomp_dec_need before it reads each part of its
+                           payload; 0: the whole payload is verified before decode runs */
 
   /* Fills cfg with defaults. */
   void (*defaults)(gcomp_kind_cfg *cfg);
@@ -66,9 +95,11 @@ struct gcomp_kind {
   int (*encode)(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const float *restrict src,
                 size_t count, uint8_t *restrict dst, size_t cap, size_t *len);
   /* Decodes a payload of len bytes holding count values; add != 0 means dst[i] += value.
-   * Must validate everything it reads (GCOMP_ERR_CORRUPT) and never read past len. */
+   * Must validate everything it reads (GCOMP_ERR_CORRUPT) and never read past len. chk:
+   * see reads_in_blocks (NULL: the payload is trusted or already verified). After a
+   * failure dst may hold partial results. */
   int (*decode)(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
-                size_t len, float *restrict dst, size_t count, int add);
+                size_t len, float *restrict dst, size_t count, int add, gcomp_frame_check *chk);
   /* Error feedback fused with the encode: x = grad + residual; encode x; residual =
    * x - decode(encode(x)). Kinds without a fused version use gcomp_ef_encode_generic. */
   int (*encode_ef)(const gcomp_kind *kind, const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx,

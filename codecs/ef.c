@@ -214,7 +214,7 @@ int gcomp_ef_encode(gcomp_ef *ef, const gcomp_kind *kind, const gcomp_kind_cfg *
   }
   /* masking: the payload says where values went (decoded into vel, zero elsewhere); there
    * the velocity restarts from zero, as the residual did */
-  int st = kind->decode(cfg, ctx->param, dst, *len, vel, count, 0);
+  int st = kind->decode(cfg, ctx->param, dst, *len, vel, count, 0, NULL);
   if (st < 0) {   /* cannot happen for a payload just encoded; keep the velocity sane */
     memcpy(vel, next, count * sizeof *vel);
     return gcomp_error_trace(st, __FILE__, __LINE__);
@@ -532,7 +532,7 @@ int gcomp_ef_encode_generic(const gcomp_kind *kind, const gcomp_kind_cfg *cfg,
   if (s == GCOMP_OK) {
     /* residual = x - decode(encode(x)): decode-and-add into -x gives -(residual) */
     for (size_t i = 0; i < count; i++) residual[i] = -x[i];
-    s = kind->decode(cfg, ctx->param, dst, *len, residual, count, 1);
+    s = kind->decode(cfg, ctx->param, dst, *len, residual, count, 1, NULL);
     /* a non-finite value is sent as it is and leaves no residual: one NaN must not
      * poison every later step of that element */
     for (size_t i = 0; i < count; i++) {

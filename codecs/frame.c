@@ -21,45 +21,127 @@ uint32_t gcomp_crc32c(uint32_t seed, const void *buf, size_t len) {
 }
 
 /* The standard CRC-32C (as in iSCSI, ext4, Python's crc32c) of header bytes 0..27 followed
- * by the payload: crc32_iscsi chains the raw register, the final inversion is ours. */
-static uint32_t frame_crc(const uint8_t *frame, size_t payload_len) {
+ * by `tail` (version 1: the payload; version 2: the block checksums): crc32_iscsi chains the
+ * raw register, the final inversion is ours. */
+static uint32_t header_crc(const uint8_t *frame, const uint8_t *tail, size_t tail_len) {
   uint32_t crc = gcomp_crc32c(0xffffffffu, frame, 28);
-  return ~gcomp_crc32c(crc, frame + GCOMP_FRAME_HEADER, payload_len);
+  return ~gcomp_crc32c(crc, tail, tail_len);
 }
 
-void gcomp_frame_seal(uint8_t *frame, const gcomp_frame_info *info) {
+static uint32_t block_crc(const uint8_t *p, uint64_t len) {
+  return ~gcomp_crc32c(0xffffffffu, p, (size_t)len);
+}
+
+void gcomp_frame_sums_add(gcomp_frame_sums *s, uint64_t upto) {
+  for (; s->done + GCOMP_FRAME_BLOCK <= upto; s->done += GCOMP_FRAME_BLOCK)
+    s->crc[s->done / GCOMP_FRAME_BLOCK] = block_crc(s->payload + s->done, GCOMP_FRAME_BLOCK);
+}
+
+void gcomp_frame_sums_finish(gcomp_frame_sums *s, uint64_t len) {
+  gcomp_frame_sums_add(s, len);
+  if (s->done < len) s->crc[s->done / GCOMP_FRAME_BLOCK] = block_crc(s->payload + s->done,
+                                                                   len - s->done);
+  s->done = len;
+}
+
+static void write_header(uint8_t *frame, const gcomp_frame_info *info, uint8_t version) {
   memcpy(frame, magic, 4);
-  frame[4] = GCOMP_FRAME_VERSION;
+  frame[4] = version;
   frame[5] = info->kind;
   frame[6] = info->stage;
   frame[7] = info->flags;
   gcomp_store_le64(frame + 8, info->count);
   gcomp_store_le64(frame + 16, info->payload_len);
   gcomp_store_le32(frame + 24, info->param);
-  gcomp_store_le32(frame + 28, frame_crc(frame, info->payload_len));
 }
 
-int gcomp_frame_open(const uint8_t *frame, size_t len, gcomp_frame_info *info) {
+void gcomp_frame_seal_sums(uint8_t *frame, const gcomp_frame_info *info,
+                           const gcomp_frame_sums *s) {
+  write_header(frame, info, GCOMP_FRAME_VERSION);
+  uint8_t *trailer = frame + GCOMP_FRAME_HEADER + info->payload_len;
+  uint64_t nb = gcomp_frame_nblocks(info->payload_len);
+  for (uint64_t b = 0; b < nb; b++) gcomp_store_le32(trailer + 4 * b, s->crc[b]);
+  gcomp_store_le32(frame + 28, header_crc(frame, trailer, (size_t)(4 * nb)));
+}
+
+void gcomp_frame_seal(uint8_t *frame, const gcomp_frame_info *info) {
+  uint8_t version = info->version ? info->version : GCOMP_FRAME_VERSION;
+  if (version == 1) {
+    write_header(frame, info, 1);
+    gcomp_store_le32(frame + 28, header_crc(frame, frame + GCOMP_FRAME_HEADER,
+                                            (size_t)info->payload_len));
+    return;
+  }
+  /* the trailer itself holds the sums while they are computed */
+  uint8_t *payload = frame + GCOMP_FRAME_HEADER, *trailer = payload + info->payload_len;
+  for (uint64_t at = 0, b = 0; at < info->payload_len; at += GCOMP_FRAME_BLOCK, b++) {
+    uint64_t n = info->payload_len - at < GCOMP_FRAME_BLOCK ? info->payload_len - at
+                                                           : GCOMP_FRAME_BLOCK;
+    gcomp_store_le32(trailer + 4 * b, block_crc(payload + at, n));
+  }
+  write_header(frame, info, GCOMP_FRAME_VERSION);
+  gcomp_store_le32(frame + 28, header_crc(frame, trailer,
+                                          (size_t)(4 * gcomp_frame_nblocks(info->payload_len))));
+}
+
+int gcomp_frame_verify(gcomp_frame_check *chk, uint64_t upto) {
+  if (!chk || !chk->sums) return GCOMP_OK;
+  if (upto > chk->len) upto = chk->len;
+  while (chk->verified < upto) {
+    uint64_t at = chk->verified, b = at / GCOMP_FRAME_BLOCK;
+    uint64_t n = chk->len - at < GCOMP_FRAME_BLOCK ? chk->len - at : GCOMP_FRAME_BLOCK;
+    uint32_t want = gcomp_load_le32(chk->sums + 4 * b), got = block_crc(chk->payload + at, n);
+    GCOMP_FAIL_IF(want != got, GCOMP_ERR_CORRUPT,
+                  "frame block %llu (payload bytes %llu..%llu) checksum mismatch (trailer says "
+                  "%08x, data gives %08x)", (unsigned long long)b, (unsigned long long)at,
+                  (unsigned long long)(at + n - 1), want, got);
+    chk->verified = at + n;
+  }
+  return GCOMP_OK;
+}
+
+/* Version 2: the payload length P that a frame of len bytes holds when its header says
+ * so; checked without trusting P (it may be huge). */
+static int v2_length_ok(uint64_t p, size_t len) {
+  size_t room = len - GCOMP_FRAME_HEADER;
+  return p <= room && room - p == 4 * gcomp_frame_nblocks(p);
+}
+
+int gcomp_frame_open_check(const uint8_t *frame, size_t len, gcomp_frame_info *info,
+                           gcomp_frame_check *chk) {
   GCOMP_FAIL_IF(!frame && len, GCOMP_ERR_INVALID, "frame pointer is NULL");
   GCOMP_FAIL_IF(len < GCOMP_FRAME_HEADER, GCOMP_ERR_CORRUPT,
                 "frame of %zu bytes is shorter than its %d-byte header", len, GCOMP_FRAME_HEADER);
   GCOMP_FAIL_IF(memcmp(frame, magic, 4) != 0, GCOMP_ERR_CORRUPT,
                 "not a gcomp frame (bad magic %02x%02x%02x%02x)", frame[0], frame[1], frame[2],
                 frame[3]);
-  GCOMP_FAIL_IF(frame[4] != GCOMP_FRAME_VERSION, GCOMP_ERR_CORRUPT,
-                "frame format version %u is not supported (this build reads version %d)",
-                frame[4], GCOMP_FRAME_VERSION);
+  uint8_t version = frame[4];
+  GCOMP_FAIL_IF(version < GCOMP_FRAME_VERSION_OLDEST || version > GCOMP_FRAME_VERSION,
+                GCOMP_ERR_CORRUPT,
+                "frame format version %u is not supported (this build reads versions %d to %d)",
+                version, GCOMP_FRAME_VERSION_OLDEST, GCOMP_FRAME_VERSION);
+  info->version = version;
   info->kind = frame[5];
   info->stage = frame[6];
   info->flags = frame[7];
   info->count = gcomp_load_le64(frame + 8);
   info->payload_len = gcomp_load_le64(frame + 16);
   info->param = gcomp_load_le32(frame + 24);
-  GCOMP_FAIL_IF(info->payload_len != len - GCOMP_FRAME_HEADER, GCOMP_ERR_CORRUPT,
-                "frame says %llu payload bytes but %zu follow the header",
-                (unsigned long long)info->payload_len, len - GCOMP_FRAME_HEADER);
-  uint32_t want = gcomp_load_le32(frame + 28);
-  uint32_t got = frame_crc(frame, info->payload_len);
+  const uint8_t *payload = frame + GCOMP_FRAME_HEADER;
+  uint32_t want = gcomp_load_le32(frame + 28), got;
+  if (version == 1) {
+    GCOMP_FAIL_IF(info->payload_len != len - GCOMP_FRAME_HEADER, GCOMP_ERR_CORRUPT,
+                  "frame says %llu payload bytes but %zu follow the header",
+                  (unsigned long long)info->payload_len, len - GCOMP_FRAME_HEADER);
+    got = header_crc(frame, payload, (size_t)info->payload_len);
+  } else {
+    GCOMP_FAIL_IF(!v2_length_ok(info->payload_len, len), GCOMP_ERR_CORRUPT,
+                  "frame says %llu payload bytes but %zu bytes follow the header (payload and "
+                  "4 per %d-byte block)", (unsigned long long)info->payload_len,
+                  len - GCOMP_FRAME_HEADER, GCOMP_FRAME_BLOCK);
+    got = header_crc(frame, payload + info->payload_len,
+                     len - GCOMP_FRAME_HEADER - (size_t)info->payload_len);
+  }
   GCOMP_FAIL_IF(want != got, GCOMP_ERR_CORRUPT,
                 "frame checksum mismatch (header says %08x, data gives %08x)", want, got);
   /* checked after the CRC: a damaged frame reports the checksum, a frame from a newer
@@ -69,5 +151,14 @@ int gcomp_frame_open(const uint8_t *frame, size_t len, gcomp_frame_info *info) {
                 info->flags & ~GCOMP_FRAME_F_KNOWN);
   GCOMP_FAIL_IF(info->stage == 0 && (info->flags & (GCOMP_FRAME_F_SHUFFLED | GCOMP_FRAME_F_PLANES)),
                 GCOMP_ERR_CORRUPT, "frame is marked shuffled but names no lossless stage");
+  gcomp_frame_check local, *c = chk ? chk : &local;
+  *c = (gcomp_frame_check){.payload = payload, .len = info->payload_len,
+                           .sums = version == 1 ? NULL : payload + info->payload_len,
+                           .verified = version == 1 ? info->payload_len : 0};
+  if (!chk) GCOMP_CHECK(gcomp_frame_verify(c, c->len));
   return GCOMP_OK;
+}
+
+int gcomp_frame_open(const uint8_t *frame, size_t len, gcomp_frame_info *info) {
+  return gcomp_frame_open_check(frame, len, info, NULL);
 }

@@ -2,16 +2,26 @@
  *
  *   offset size  field
  *   0      4     magic "GCMP" (0x47 0x43 0x4d 0x50)
- *   4      1     format version (GCOMP_FRAME_VERSION)
+ *   4      1     format version (GCOMP_FRAME_VERSION = 2 written; 1 still read)
  *   5      1     kind id (GCOMP_KIND_*)
  *   6      1     lossless stage id (GCOMP_STAGE_*), 0 when none was applied
  *   7      1     flags (GCOMP_FRAME_F_*; unknown bits are refused)
  *   8      8     element count
- *   16     8     payload length in bytes (what follows the header)
+ *   16     8     payload length in bytes P
  *   24     4     kind parameter word (e.g. fp16's scale exponent)
  *   28     4     CRC-32C (Castagnoli; the standard check value, init and final xor 0xffffffff;
- *                computed with ISA-L crc32_iscsi) over bytes 0..27, then the payload
+ *                computed with ISA-L crc32_iscsi):
+ *                  version 1: over bytes 0..27, then the payload;
+ *                  version 2: over bytes 0..27, then the block checksums
+ *   32     P     payload
+ *   version 2 only: 32+P  4*ceil(P / GCOMP_FRAME_BLOCK)  block checksums: block b is payload
+ *                bytes [b * 64 KiB, min(P, (b + 1) * 64 KiB)), its entry the CRC-32C of them
  * All integers little-endian.
+ *
+ * Version 2 lets a writer checksum each block of the payload while it is still in cache
+ * (gcomp_frame_sums, fed by the kind as it writes) and a reader verify each block just
+ * before it decodes it (gcomp_frame_check, asked by the kind as it reads): no second pass
+ * over the payload on either side.
  */
 #ifndef GCOMP_FRAME_H
 #define GCOMP_FRAME_H
@@ -19,7 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { GCOMP_FRAME_HEADER = 32, GCOMP_FRAME_VERSION = 1 };
+enum { GCOMP_FRAME_HEADER = 32, GCOMP_FRAME_VERSION = 2, GCOMP_FRAME_VERSION_OLDEST = 1 };
+enum { GCOMP_FRAME_BLOCK = 1 << 16 };   /* payload bytes per block checksum (version 2) */
 
 enum {
   GCOMP_STAGE_NONE = 0,
@@ -36,6 +47,7 @@ enum {
 };
 
 typedef struct {
+  uint8_t version;      /* 0 when sealing: GCOMP_FRAME_VERSION */
   uint8_t kind;
   uint8_t stage;
   uint8_t flags;
@@ -44,13 +56,61 @@ typedef struct {
   uint32_t param;
 } gcomp_frame_info;
 
+/* Version 2: the number of block checksums of a payload of len bytes, and the whole frame's
+ * size (header, payload, checksums). */
+static inline uint64_t gcomp_frame_nblocks(uint64_t payload_len) {
+  return payload_len / GCOMP_FRAME_BLOCK + (payload_len % GCOMP_FRAME_BLOCK != 0);
+}
+static inline uint64_t gcomp_frame_size(uint64_t payload_len) {
+  return GCOMP_FRAME_HEADER + payload_len + 4 * gcomp_frame_nblocks(payload_len);
+}
+
+/* The block checksums of a payload being written, block by block, while each block is
+ * still in cache. crc has room for gcomp_frame_nblocks of the largest payload. */
+typedef struct gcomp_frame_sums {
+  const uint8_t *payload;
+  uint64_t done;        /* payload bytes [0, done) summed: whole blocks (or all, at the end) */
+  uint32_t *crc;
+} gcomp_frame_sums;
+
+/* Sums every whole block that lies within payload bytes [0, upto) and is not summed yet.
+ * A kind calls it as its output becomes final (the frame code sums the rest at the end). */
+void gcomp_frame_sums_add(gcomp_frame_sums *s, uint64_t upto);
+/* Sums everything left of a payload of len bytes, the partial last block included. */
+void gcomp_frame_sums_finish(gcomp_frame_sums *s, uint64_t len);
+
 /* Writes the header for a payload already at frame + GCOMP_FRAME_HEADER and computes the
- * CRC over header and payload. */
+ * checksums: version 1, the CRC over header and payload; version 2, the block checksums
+ * (a second pass over the payload) into the trailer, then the header's CRC. */
 void gcomp_frame_seal(uint8_t *frame, const gcomp_frame_info *info);
+/* Version 2 with the block checksums already computed (s->done == payload length). */
+void gcomp_frame_seal_sums(uint8_t *frame, const gcomp_frame_info *info,
+                           const gcomp_frame_sums *s);
+
+/* The payload of an opened frame, verified block by block as a decoder reaches it. */
+typedef struct gcomp_frame_check {
+  const uint8_t *payload;
+  uint64_t len;
+  const uint8_t *sums;  /* version 2: the block checksums; NULL: nothing left to verify */
+  uint64_t verified;    /* payload bytes [0, verified) checked */
+} gcomp_frame_check;
 
 /* Validates magic, version, lengths (never trusting the header's payload length beyond
- * len) and CRC; fills *info. GCOMP_ERR_CORRUPT with a detail on any mismatch. */
+ * len) and the header's CRC; fills *info. Version 1, and version 2 when chk is NULL: the
+ * payload is verified too. Version 2 with chk: the payload is left to gcomp_frame_need.
+ * GCOMP_ERR_CORRUPT with a detail on any mismatch. */
+int gcomp_frame_open_check(const uint8_t *frame, size_t len, gcomp_frame_info *info,
+                           gcomp_frame_check *chk);
+/* gcomp_frame_open_check with everything verified. */
 int gcomp_frame_open(const uint8_t *frame, size_t len, gcomp_frame_info *info);
+
+/* Verifies the blocks that hold payload bytes [0, upto) (upto <= the payload length) and
+ * are not verified yet: GCOMP_ERR_CORRUPT naming the first damaged block. A decoder calls
+ * it before it reads those bytes. chk NULL: nothing to verify. */
+int gcomp_frame_verify(gcomp_frame_check *chk, uint64_t upto);
+static inline int gcomp_frame_need(gcomp_frame_check *chk, uint64_t upto) {
+  return !chk || upto <= chk->verified ? 0 : gcomp_frame_verify(chk, upto);
+}
 
 /* ISA-L's crc32_iscsi over any length: the raw register, chainable
  * (crc(crc(s, a), b) == crc(s, a || b)); the standard CRC-32C of x is

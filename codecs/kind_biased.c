@@ -70,7 +70,8 @@ static int biased_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const fl
 }
 
 static int biased_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
-                         size_t len, float *restrict dst, size_t count, int add) {
+                         size_t len, float *restrict dst, size_t count, int add,
+                         gcomp_frame_check *chk) {
   GCOMP_FAIL_IF(param != 0, GCOMP_ERR_CORRUPT, "test_biased: frame parameter 0x%x should be 0",
                 (unsigned)param);
   GCOMP_FAIL_IF(len != count * 4, GCOMP_ERR_CORRUPT,

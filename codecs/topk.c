@@ -642,7 +642,8 @@ static int walk(int code, unsigned w, const uint8_t *ix, size_t l, const uint8_t
 }
 
 static int topk_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
-                       size_t len, float *restrict dst, size_t count, int add) {
+                       size_t len, float *restrict dst, size_t count, int add,
+                       gcomp_frame_check *chk) {
   const topk_cfg *tc = (const topk_cfg *)cfg->bytes;
   GCOMP_FAIL_IF(param != 0, GCOMP_ERR_CORRUPT, "topk: frame parameter 0x%x should be 0",
                 (unsigned)param);

@@ -151,7 +151,10 @@ GCOMP_API int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, s
 
 /* Validates the frame (src, src_len) and decodes it into dst[0..count). count must equal
  * the frame's element count. GCOMP_ERR_CORRUPT when the frame is damaged, truncated, or
- * was produced by a different codec than `codec`. Thread-safe for one codec. */
+ * was produced by a different codec than `codec`. The payload is verified block by block
+ * (64 KiB each) just before each block is decoded: after GCOMP_ERR_CORRUPT, dst may hold
+ * the blocks before the damaged one (as may acc for gcomp_decode_add). Thread-safe for
+ * one codec. */
 GCOMP_API int gcomp_decode(const gcomp_codec *codec, const void *src, size_t src_len,
                            float *dst, size_t count);
 

@@ -39,7 +39,7 @@ static void run_kernel(gcomp_kbench *kb, void *arg) {
   size_t n = kb->count;
   switch (a->op) {
   case OP_F16_ENC: K->f16_enc(kb->grad, n, a->payload, 1.0f, &c); break;
-  case OP_F16_ENC_AUTO: gcomp_cast_f16_auto(K, kb->grad, n, a->payload, &c); break;
+  case OP_F16_ENC_AUTO: gcomp_cast_f16_auto(K, kb->grad, n, a->payload, &c, NULL); break;
   case OP_BF16_ENC: K->bf16_enc(kb->grad, n, a->payload, &c); break;
   case OP_F16_ENC_SR: K->f16_enc_sr(kb->grad, n, a->payload, 1024.0f, 42, 0, &c); break;
   case OP_BF16_ENC_SR: K->bf16_enc_sr(kb->grad, n, a->payload, 42, 0, &c); break;

@@ -148,7 +148,8 @@ typedef struct {
 
 static void run_decode(gcomp_kbench *kb, void *arg) {
   decode_case *d = arg;
-  d->status = d->spec.kind->decode(&d->spec.cfg, 0, d->payload, d->len, kb->acc, kb->count, 1);
+  d->status =
+      d->spec.kind->decode(&d->spec.cfg, 0, d->payload, d->len, kb->acc, kb->count, 1, NULL);
 }
 
 /* The receiving side: validate a frame's payload and scatter-add it into the fp32

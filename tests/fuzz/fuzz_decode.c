@@ -3,8 +3,8 @@
  * Input: one selector byte, then a frame.
  *   selector & 0x1f  index into gcomp_fuzz_specs (modulo its length)
  *   selector & 0x20  decode_add instead of decode
- *   selector & 0x40  reseal: recompute the frame's CRC (and payload length) first, so the
- *                    mutations reach the stage and kind decoders behind the checksum
+ *   selector & 0x40  reseal: recompute the frame's checksums (and payload length) first,
+ *                    so the mutations reach the stage and kind decoders behind them
  * The element count handed to the decoder is the frame's own (capped), so the count
  * check passes and the payload decoders run. */
 #include <stdint.h>
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "frame.h"
+#include "fuzz_reseal.h"
 #include "fuzz_specs.h"
 #include "gcomp.h"
 
@@ -41,12 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (len >= GCOMP_FRAME_HEADER) {
     uint64_t want = gcomp_load_le64(frame + 8);
     count = want > MAX_COUNT ? MAX_COUNT : (size_t)want;
-    if (sel & 0x40) {
-      gcomp_frame_info info = {.kind = frame[5], .stage = frame[6], .flags = frame[7],
-                               .count = want, .payload_len = len - GCOMP_FRAME_HEADER,
-                               .param = gcomp_load_le32(frame + 24)};
-      gcomp_frame_seal(frame, &info);
-    }
+    if (sel & 0x40) len = gcomp_fuzz_reseal(frame, len);
   }
   float *dst = malloc((count ? count : 1) * sizeof *dst);
   if (dst) {

@@ -117,6 +117,10 @@ static void diff_all(const gcomp_cast_kernels *K, const float *src, size_t n, ui
     B->f16_dec(o0, n, f0, inv);
     K->f16_dec(o0, n, f1, inv);
     if (memcmp(f0, f1, 4 * n)) fail_msg("%s: f16_dec inv=%g n=%zu", where, (double)inv, n);
+    for (int nt = 0; nt < 2; nt++) {   /* streaming stores asked for, or not, at any n */
+      K->f16_dec_nt(o0, n, f1, inv, nt);
+      if (memcmp(f0, f1, 4 * n)) fail_msg("%s: f16_dec_nt(%d) n=%zu", where, nt, n);
+    }
     for (size_t i = 0; i < n; i++) f0[i] = f1[i] = (float)(int32_t)rnd32() * 1e-12f;
     B->f16_dec_add(o0, n, f0, inv);
     K->f16_dec_add(o0, n, f1, inv);
@@ -134,6 +138,10 @@ static void diff_all(const gcomp_cast_kernels *K, const float *src, size_t n, ui
   B->bf16_dec(o0, n, f0);
   K->bf16_dec(o0, n, f1);
   if (memcmp(f0, f1, 4 * n)) fail_msg("%s: bf16_dec n=%zu", where, n);
+  for (int nt = 0; nt < 2; nt++) {
+    K->bf16_dec_nt(o0, n, f1, nt);
+    if (memcmp(f0, f1, 4 * n)) fail_msg("%s: bf16_dec_nt(%d) n=%zu", where, nt, n);
+  }
   for (size_t i = 0; i < n; i++) f0[i] = f1[i] = (float)(int32_t)rnd32() * 1e-12f;
   B->bf16_dec_add(o0, n, f0);
   K->bf16_dec_add(o0, n, f1);

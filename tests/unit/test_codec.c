@@ -125,7 +125,7 @@ static void test_zstd_stage_shrinks_or_goes_raw(void **state) {
   uint64_t s = 88172645463325252ull;
   for (size_t i = 0; i < n; i++) s ^= s << 13, s ^= s >> 7, s ^= s << 17, noise[i] = (uint32_t)s;
   assert_int_equal(gcomp_encode(c, 0, zeros, n, frame, cap, &len), GCOMP_OK);
-  assert_int_equal(len, GCOMP_FRAME_HEADER + n * 4);
+  assert_int_equal(len, gcomp_frame_size(n * 4));
   assert_int_equal(frame[6], GCOMP_STAGE_NONE);
   float *out = malloc(n * sizeof *out);
   assert_int_equal(gcomp_decode(c, frame, len, out, n), GCOMP_OK);
@@ -213,7 +213,7 @@ static void test_param_word_checked(void **state) {
     assert_int_equal(gcomp_decode(c, frame, len, out, 256), GCOMP_OK);
     gcomp_frame_info info = {.kind = frame[5], .stage = frame[6], .flags = frame[7],
                              .count = gcomp_load_le64(frame + 8),
-                             .payload_len = len - GCOMP_FRAME_HEADER, .param = 0xdeadbeefu};
+                             .payload_len = gcomp_load_le64(frame + 16), .param = 0xdeadbeefu};
     gcomp_frame_seal(frame, &info);   /* a valid CRC over the new word */
     int st = gcomp_decode(c, frame, len, out, 256);
     if (st != GCOMP_ERR_CORRUPT) fail_msg("%s: parameter 0xdeadbeef: status %d", specs[s], st);

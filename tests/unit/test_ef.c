@@ -64,7 +64,8 @@ static void rig_step(ef_rig *r, uint64_t key, const float *g, size_t n, float *d
   if (gcomp_ef_encode(r->ef, r->spec.kind, &r->spec.cfg, &ctx, key, g, n, r->frame, r->cap, &len) !=
       GCOMP_OK)
     fail_msg("ef encode: %s", gcomp_last_error());
-  if (r->spec.kind->decode(&r->spec.cfg, ctx.param, r->frame, len, dec, n, 0) != GCOMP_OK)
+  if (r->spec.kind->decode(&r->spec.cfg, ctx.param, r->frame, len, dec, n, 0, NULL) !=
+      GCOMP_OK)
     fail_msg("decode: %s", gcomp_last_error());
 }
 
