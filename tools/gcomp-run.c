@@ -7,9 +7,13 @@
  * Starts N ranks of PROGRAM split over M emulated nodes (blocks of consecutive ranks, or
  * round-robin with --map-by node as Open MPI's option does),
  * with GCOMP_RANK, GCOMP_SIZE, GCOMP_LOCAL_RANK, GCOMP_NODE_ID, GCOMP_ROOT and a random
- * GCOMP_JOB_TOKEN. As root with M > 1, each node runs in its own network namespace, joined
- * to the others by a veth link to a private bridge (optionally rate limited with tbf), and
- * the ranks' tcp provider is pinned to that link (FI_TCP_IFACE); --node-rate gives one
+ * GCOMP_JOB_TOKEN, and torch.distributed's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+ * MASTER_ADDR and MASTER_PORT (a second port beside GCOMP_ROOT's), so that an unmodified
+ * DDP script's init_process_group("gloo") meets there. As root with M > 1, each node runs
+ * in its own network namespace, joined to the others by a veth link to a private bridge
+ * (optionally rate limited with tbf), and the ranks' tcp provider and gloo are pinned to
+ * that link (FI_TCP_IFACE, GLOO_SOCKET_IFNAME: gloo otherwise binds to what the host name
+ * resolves to, 127.0.0.1, which the other nodes cannot reach); --node-rate gives one
  * node's link its own rate (a slow node, for diagnosis tests); everything is removed on
  * exit, on Ctrl-C, and, after a crash of gcomp-run itself, by the next gcomp-run.
  * Forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT, returns the first non-zero exit status (128+N
@@ -284,6 +288,24 @@ static void make_token(char *out, size_t n) {
   for (size_t i = 0; i < sizeof raw && 2 * i + 2 < n; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
 }
 
+/* torch.distributed's env:// variables, as torchrun sets them (in the child). */
+static void set_torch_env(int rank, int n, const rank_proc *p, const char *master, int port) {
+  char v[32];
+  int local_n = 0;
+  for (int r = 0; r < n; r++) local_n += p[r].node == p[rank].node;
+  snprintf(v, sizeof v, "%d", rank);
+  setenv("RANK", v, 1);
+  snprintf(v, sizeof v, "%d", n);
+  setenv("WORLD_SIZE", v, 1);
+  snprintf(v, sizeof v, "%d", p[rank].local_rank);
+  setenv("LOCAL_RANK", v, 1);
+  snprintf(v, sizeof v, "%d", local_n);
+  setenv("LOCAL_WORLD_SIZE", v, 1);
+  setenv("MASTER_ADDR", master, 1);
+  snprintf(v, sizeof v, "%d", port);
+  setenv("MASTER_PORT", v, 1);
+}
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: gcomp-run -n N [--nodes M] [--map-by slot|node] [--inter-node-rate RATE]\n"
@@ -473,9 +495,11 @@ int main(int argc, char **argv) {
 
   char token[64] = "";
   make_token(token, sizeof token);
-  int port = free_port();
+  int port = free_port(), torch_port = free_port();
+  for (int k = 0; k < 8 && torch_port == port; k++) torch_port = free_port();
+  const char *master = use_netns ? "10.213.0.1" : "127.0.0.1";
   char rootaddr[64];
-  snprintf(rootaddr, sizeof rootaddr, "%s:%d", use_netns ? "10.213.0.1" : "127.0.0.1", port);
+  snprintf(rootaddr, sizeof rootaddr, "%s:%d", master, port);
 
   rank_proc *p = calloc((size_t)n, sizeof *p);
   if (!p) return 1;
@@ -526,9 +550,11 @@ int main(int argc, char **argv) {
       setenv("GCOMP_NODE_ID", v, 1);
       setenv("GCOMP_ROOT", rootaddr, 1);
       setenv("GCOMP_JOB_TOKEN", token, 1);
+      set_torch_env(r, n, p, master, torch_port);
       if (use_netns) {
         snprintf(v, sizeof v, "gcn%ld-%d", job_id, p[r].node);
         setenv("FI_TCP_IFACE", v, 1);
+        setenv("GLOO_SOCKET_IFNAME", v, 1);
       }
       execvp(prog[0], prog);
       fprintf(stderr, "gcomp-run: rank %d: cannot run %s: %s\n", r, prog[0], strerror(errno));

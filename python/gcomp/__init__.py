@@ -1,0 +1,292 @@
+"""gcomp from Python: codecs, communicators and collectives over ctypes (include/gcomp.h).
+
+    import gcomp
+    codec = gcomp.Codec("topk:ratio=0.01+ef")
+    comm = gcomp.Comm.from_env()          # ranks from gcomp-run, mpirun, srun, torchrun
+    comm.allreduce(buf, op="avg", codec=codec, key=7)   # buf: a writable C-contiguous buffer
+
+A failing library call raises gcomp.Error, whose message is the library's
+gcomp_last_error() (it names the offending token, variable or peer); .status is the gcomp
+status code and .name its symbolic name. gcomp.torch holds the DDP communication hook.
+"""
+import ctypes
+
+from . import _lib
+
+__all__ = ["Error", "Codec", "Config", "Comm", "Request", "library", "version",
+           "DTYPES", "OPS"]
+
+_L = None
+
+
+def library():
+    """The loaded libgcomp (ctypes.CDLL), loaded on first use."""
+    global _L
+    if _L is None:
+        _L = _lib.load()
+    return _L
+
+
+# gcomp_dtype and gcomp_op, by name
+DTYPES = {"float32": 0, "float64": 1, "int32": 2, "int64": 3, "bfloat16": 4, "float16": 5}
+OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4}
+
+
+class Error(RuntimeError):
+    """A gcomp call failed. str(e) is gcomp's own detail (gcomp_last_error())."""
+
+    def __init__(self, status, detail, call=""):
+        self.status = status
+        self.name = library().gcomp_strerror(status).decode(errors="replace").split(":")[0]
+        self.detail = detail
+        self.call = call
+        super().__init__("%s%s: %s" % (call + ": " if call else "", self.name, detail))
+
+
+def check(status, call=""):
+    """Raises Error for a negative status, with this thread's gcomp_last_error()."""
+    if status < 0:
+        raise Error(status, library().gcomp_last_error().decode(errors="replace"), call)
+    return status
+
+
+def version():
+    return library().gcomp_version().decode()
+
+
+def _has(name):
+    return hasattr(library(), name) and getattr(library(), name).argtypes is not None
+
+
+def _sized(new, old):
+    """A stats struct for this library: sized ([17-api]) or, before it, the old layout."""
+    if _has("gcomp_comm_init_oob"):   # TRANSITION: removed at the switch to the sized ABI
+        s = new()
+        s.struct_size = ctypes.sizeof(new)
+        return s
+    return old()
+
+
+def _fields(s):
+    return {k: getattr(s, k) for k, _ in s._fields_ if k != "struct_size"}
+
+
+def param(name):
+    """The current value (text) of a GCOMP_* parameter as the library read it."""
+    L = library()
+    check(L.gcomp_init(), "gcomp_init")
+    info = _lib.ParamInfo()
+    for i in range(L.gcomp_param_count()):
+        check(L.gcomp_param_describe(i, ctypes.byref(info)), "gcomp_param_describe")
+        if info.name.decode() == name:
+            return info.value.decode() if info.value is not None else ""
+    raise KeyError(name)
+
+
+class Codec:
+    """A codec from a spec ("none", "bf16", "topk:ratio=0.01+ef", ...). A bad spec raises
+    Error naming the token."""
+
+    def __init__(self, spec):
+        L = library()
+        h = ctypes.c_void_p()
+        check(L.gcomp_codec_create(spec.encode(), ctypes.byref(h)))   # names the spec
+        self._h = h
+
+    @property
+    def handle(self):
+        return self._h
+
+    def spec(self):
+        """The canonical spec (every parameter spelled out)."""
+        L = library()
+        n = L.gcomp_codec_spec(self._h, None, 0)
+        buf = ctypes.create_string_buffer(n + 1)
+        L.gcomp_codec_spec(self._h, buf, n + 1)
+        return buf.value.decode()
+
+    def has_ef(self):
+        return "+ef" in self.spec()
+
+    def stats(self):
+        s = _sized(_lib.CodecStats, _lib._OldCodecStats)
+        check(library().gcomp_codec_get_stats(self._h, ctypes.addressof(s)), "codec stats")
+        return _fields(s)
+
+    def save_residuals(self, path):
+        check(library().gcomp_codec_save_residuals(self._h, str(path).encode()), "save residuals")
+
+    def load_residuals(self, path):
+        check(library().gcomp_codec_load_residuals(self._h, str(path).encode()), "load residuals")
+
+    def reset_residuals(self):
+        check(library().gcomp_codec_reset_residuals(self._h), "reset residuals")
+
+    def close(self):
+        if getattr(self, "_h", None):
+            library().gcomp_codec_destroy(self._h)
+            self._h = None
+
+    __del__ = close
+
+
+class Config:
+    """Per-communicator settings named like their GCOMP_* variables (gcomp_config_*):
+    Config({"GCOMP_ALGO": "ring", "CODEC_MIN_BYTES": 0}). Starts from the environment."""
+
+    def __init__(self, settings=None):
+        L = library()
+        self._h = ctypes.c_void_p()
+        check(L.gcomp_config_create(ctypes.byref(self._h)), "gcomp_config_create")
+        for k, v in (settings or {}).items():
+            self.set(k, v)
+
+    def set(self, name, value):
+        check(library().gcomp_config_set(self._h, str(name).encode(), str(value).encode()),
+              "config %s=%s" % (name, value))
+
+    @property
+    def handle(self):
+        return self._h
+
+    def close(self):
+        if getattr(self, "_h", None):
+            library().gcomp_config_destroy(self._h)
+            self._h = None
+
+    __del__ = close
+
+
+class Request:
+    """An allreduce in flight (gcomp_iallreduce). wait() releases the GIL while it blocks."""
+
+    def __init__(self, handle, keep):
+        self._h = handle
+        self._keep = keep   # buffers that must outlive the call
+
+    def wait(self):
+        h, self._h = self._h, None
+        if h is None:
+            raise ValueError("gcomp.Request: already completed")
+        st = library().gcomp_request_wait(h)   # ctypes drops the GIL for the call
+        self._keep = None
+        check(st, "gcomp_request_wait")
+
+    def test(self):
+        if self._h is None:
+            return True
+        done = ctypes.c_int(0)
+        st = library().gcomp_request_test(self._h, ctypes.byref(done))
+        if done.value:
+            self._h = None
+            self._keep = None
+        check(st, "gcomp_request_test")
+        return bool(done.value)
+
+
+def _addr(buf):
+    """Address and byte length of a writable C-contiguous buffer (or a ctypes object)."""
+    if isinstance(buf, ctypes.Array) or isinstance(buf, ctypes.Structure):
+        return ctypes.addressof(buf), ctypes.sizeof(buf)
+    mv = memoryview(buf)
+    if mv.readonly or not mv.c_contiguous:
+        raise ValueError("gcomp: the buffer must be writable and C-contiguous")
+    return ctypes.addressof((ctypes.c_char * mv.nbytes).from_buffer(mv)), mv.nbytes
+
+
+class Comm:
+    """One rank's communicator. Make it with Comm.from_env() or Comm.from_allgather()."""
+
+    def __init__(self, handle):
+        self._h = handle
+
+    @classmethod
+    def from_env(cls):
+        h = ctypes.c_void_p()
+        check(library().gcomp_comm_init_env(ctypes.byref(h)), "gcomp_comm_init_env")
+        return cls(h)
+
+    @classmethod
+    def from_allgather(cls, rank, size, allgather, node_id=None, config=None):
+        """Bootstraps through the caller's allgather (gcomp_comm_init_oob): allgather(bytes)
+        must return the list of every rank's bytes (same length), in rank order. config: a
+        dict of GCOMP_* settings or a Config. Collective."""
+        L = library()
+        failure = []
+
+        def cb(ctx, mine, n, all_out):
+            try:
+                parts = allgather(ctypes.string_at(mine, n))
+                if len(parts) != size or any(len(p) != n for p in parts):
+                    raise ValueError("allgather returned %d records (want %d of %d bytes)"
+                                     % (len(parts), size, n))
+                ctypes.memmove(all_out, b"".join(parts), n * size)
+                return 0
+            except BaseException as e:   # never let an exception unwind through C
+                failure.append(e)
+                return 1
+
+        fn = _lib.ALLGATHER_FN(cb)
+        cfg = config if isinstance(config, Config) or config is None else Config(config)
+        h = ctypes.c_void_p()
+        st = L.gcomp_comm_init_oob(rank, size, node_id.encode() if node_id else None, fn, None,
+                                   cfg.handle if cfg else None, ctypes.byref(h))
+        if st < 0 and failure:
+            raise Error(st, "%s (the allgather raised %r)"
+                        % (L.gcomp_last_error().decode(errors="replace"), failure[0]),
+                        "gcomp_comm_init_oob")
+        check(st, "gcomp_comm_init_oob")
+        return cls(h)
+
+    @property
+    def handle(self):
+        return self._h
+
+    def rank(self):
+        return library().gcomp_comm_rank(self._h)
+
+    def size(self):
+        return library().gcomp_comm_size(self._h)
+
+    def node(self):
+        return library().gcomp_comm_node(self._h)
+
+    def nnodes(self):
+        return library().gcomp_comm_nnodes(self._h)
+
+    def stats(self):
+        s = _sized(_lib.CommStats, _lib._OldCommStats)
+        check(library().gcomp_comm_get_stats(self._h, ctypes.addressof(s)), "comm stats")
+        return _fields(s)
+
+    def _args(self, buf, count, dtype, op, codec, key):
+        addr, nbytes = _addr(buf) if not isinstance(buf, int) else (buf, None)
+        return (self._h, addr, addr, count, DTYPES[dtype] if isinstance(dtype, str) else dtype,
+                OPS[op] if isinstance(op, str) else op, codec.handle if codec else None, key)
+
+    def allreduce(self, buf, count=None, dtype="float32", op="sum", codec=None, key=0):
+        """In place. buf: a buffer (or an address with count); count defaults to its size."""
+        if count is None:
+            count = _addr(buf)[1] // (8 if dtype in ("float64", "int64") else
+                                      2 if dtype in ("bfloat16", "float16") else 4)
+        check(library().gcomp_allreduce(*self._args(buf, count, dtype, op, codec, key)),
+              "gcomp_allreduce")
+
+    def iallreduce(self, addr, count, dtype, op, codec=None, key=0, keep=None):
+        """Starts an in-place allreduce of count elements at addr; returns a Request."""
+        req = ctypes.c_void_p()
+        check(library().gcomp_iallreduce(*self._args(addr, count, dtype, op, codec, key),
+                                         ctypes.byref(req)), "gcomp_iallreduce")
+        return Request(req, keep)
+
+    def close(self):
+        """Destroys the communicator (gcomp_comm_destroy)."""
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            check(library().gcomp_comm_destroy(h), "gcomp_comm_destroy")
+
+    def __del__(self):
+        try:
+            self.close()
+        except Error:
+            pass

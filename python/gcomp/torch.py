@@ -1,0 +1,329 @@
+"""gcomp as a DDP communication hook.
+
+    import gcomp.torch as gt
+    ddp.register_comm_hook(gt.State(codec="topk:ratio=0.01+ef"), gt.hook)
+
+State is made after dist.init_process_group: its communicator bootstraps through the
+process group (an allgather of a few hundred bytes per rank over it), so no second port or
+variable is needed. The hook averages every gradient bucket through gcomp_iallreduce; the
+returned torch.futures.Future is completed by a waiter thread that blocks in
+gcomp_request_wait without the GIL, so backward keeps running while buckets reduce.
+
+Error feedback is keyed by the bucket's parameters: a bucket whose parameters are the same
+keeps its residuals across iterations and checkpoints. When DDP's bucket layout changes (its
+rebuild after the first iteration, when gradients became ready in another order than the
+parameters), the changed buckets start from zero residuals and, at the next point where no
+call is in flight, every residual is dropped so nothing of the old layout lingers; both are
+logged (logger "gcomp.torch", at WARNING). A model whose gradients become ready in reverse
+parameter order (the usual case) keeps its layout and loses nothing.
+
+Only fp32 buckets are compressed; float64, bfloat16 and float16 buckets are reduced
+uncompressed in their own type (logged once); other types are refused with TypeError.
+CUDA tensors are staged through host memory: that path is untested.
+"""
+import io
+import logging
+import os
+import queue
+import tempfile
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+import gcomp
+
+__all__ = ["State", "hook"]
+
+log = logging.getLogger("gcomp.torch")
+
+_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.bfloat16: "bfloat16",
+           torch.float16: "float16", torch.int32: "int32", torch.int64: "int64"}
+_STATE_VERSION = 1
+
+
+def _fnv1a64(values):
+    h = 0xcbf29ce484222325
+    for v in values:
+        for b in int(v).to_bytes(8, "little", signed=False):
+            h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    return h
+
+
+def _pg_allgather(pg):
+    """allgather(bytes) -> [bytes per rank] over a torch.distributed process group."""
+    device = "cuda" if dist.get_backend(pg) == "nccl" else "cpu"
+    n = dist.get_world_size(pg)
+
+    def allgather(mine):
+        t = torch.frombuffer(bytearray(mine), dtype=torch.uint8).to(device)
+        out = [torch.empty_like(t) for _ in range(n)]
+        dist.all_gather(out, t, group=pg)
+        return [bytes(o.cpu().numpy().tobytes()) for o in out]
+    return allgather
+
+
+class State:
+    """Per-process state of the hook: the gcomp communicator, the codec (and its error
+    feedback residuals), and the waiter thread.
+
+    codec: a spec such as "bf16" or "topk:ratio=0.01+ef"; None takes GCOMP_CODEC (default
+    "none"). A malformed spec (or GCOMP_CODEC) raises gcomp.Error naming the token.
+    process_group: the group whose ranks reduce together (None: the default group).
+    config: optional dict of per-communicator GCOMP_* settings (gcomp_config_set), e.g.
+    {"GCOMP_ALGO": "sparse"}; the environment supplies the rest.
+    """
+
+    def __init__(self, codec=None, process_group=None, config=None):
+        if not dist.is_initialized():
+            raise RuntimeError("gcomp.torch.State: call dist.init_process_group first")
+        self.process_group = process_group if process_group is not None else dist.group.WORLD
+        if codec is None:
+            spec = gcomp.param("GCOMP_CODEC") or "none"
+            try:
+                self.codec = gcomp.Codec(spec)
+            except gcomp.Error as e:
+                raise gcomp.Error(e.status, e.detail, "GCOMP_CODEC=%r" % spec) from None
+        else:
+            self.codec = gcomp.Codec(codec)
+        pg = self.process_group
+        rank, size = dist.get_rank(pg), dist.get_world_size(pg)
+        if gcomp._has("gcomp_comm_init_oob"):
+            self.comm = gcomp.Comm.from_allgather(rank, size, _pg_allgather(pg), config=config)
+        else:   # TRANSITION: before [17-api], the environment's rendezvous
+            if config:
+                raise RuntimeError("gcomp.torch.State: config needs gcomp_comm_init_oob")
+            self.comm = gcomp.Comm.from_env()
+        if self.comm.rank() != rank or self.comm.size() != size:
+            raise RuntimeError("gcomp.torch.State: communicator rank %d/%d differs from the "
+                               "process group's %d/%d" % (self.comm.rank(), self.comm.size(),
+                                                          rank, size))
+        self.rank, self.size = rank, size
+        self._ef = self.codec.has_ef()
+        self._param_ids = {}        # id(parameter) -> its number, in order of first sight
+        self._params = []           # the parameters themselves (keeps ids valid)
+        self._layout = {}           # bucket index -> key of the layout it had last iteration
+        self._reset_due = False     # a layout changed while calls were in flight
+        self._warned = set()
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._queue = queue.Queue()
+        self._waiter = threading.Thread(target=self._wait_loop, name="gcomp-waiter", daemon=True)
+        self._waiter.start()
+        self._timing = []           # (bucket index, issued, done, bytes) of this iteration
+        self._overlap = {"iterations": 0, "comm_s": 0.0, "exposed_s": 0.0}
+        self._closed = False
+
+    # ---- the hook's side ----------------------------------------------------------------
+    def _bucket_key(self, bucket):
+        ids = []
+        for p in bucket.parameters():
+            n = self._param_ids.get(id(p))
+            if n is None:
+                n = self._param_ids[id(p)] = len(self._params)
+                self._params.append(p)
+            ids.append(n)
+        return _fnv1a64([len(ids)] + ids)
+
+    def _note_layout(self, index, key):
+        """Called for each bucket before it is reduced: handles DDP's bucket rebuild."""
+        if index == 0 and self._reset_due:
+            self._reset("DDP's bucket layout changed in the last iteration")
+        old = self._layout.get(index)
+        if old is not None and old != key:
+            if index == 0:   # nothing in flight: drop the old layout's residuals now
+                self._reset("DDP rebuilt its buckets (bucket 0 changed)")
+            elif self._ef:
+                self._reset_due = True
+                log.warning("gcomp.torch: DDP rebuilt its buckets: bucket %d holds other "
+                            "parameters now and starts with zero error-feedback residuals; "
+                            "all residuals are dropped at the next iteration", index)
+        self._layout[index] = key
+
+    def _reset(self, why):
+        self._reset_due = False
+        if self._ef:
+            assert self._pending == 0
+            self.codec.reset_residuals()
+            log.warning("gcomp.torch: %s: error-feedback residuals reset", why)
+
+    def _dtype_of(self, t):
+        name = _DTYPES.get(t.dtype)
+        if name is None or name.startswith("int"):
+            raise TypeError("gcomp.torch: cannot average a %s gradient bucket (float32, float64, "
+                            "bfloat16 and float16 are supported)" % t.dtype)
+        if name != "float32" and name not in self._warned:
+            self._warned.add(name)
+            log.warning("gcomp.torch: %s buckets are reduced uncompressed (codecs are fp32 only)",
+                        name)
+        return name
+
+    def start(self, tensor, key, index=-1):
+        """Starts averaging tensor in place; returns a torch.futures.Future of it."""
+        fut = torch.futures.Future()
+        dtype = self._dtype_of(tensor)
+        host = tensor if tensor.device.type == "cpu" else tensor.detach().to("cpu")
+        if not host.is_contiguous():
+            raise ValueError("gcomp.torch: the tensor must be contiguous")
+        req = self.comm.iallreduce(host.data_ptr(), host.numel(), dtype, "avg",
+                                   self.codec if dtype == "float32" else None, key, keep=host)
+        with self._lock:
+            self._pending += 1
+        self._queue.put((req, fut, tensor, host, index, time.perf_counter()))
+        return fut
+
+    def _wait_loop(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            req, fut, tensor, host, index, issued = item
+            err = None
+            try:
+                req.wait()   # blocks in C without the GIL
+            except gcomp.Error as e:
+                err = e
+            done = time.perf_counter()
+            with self._lock:
+                self._pending -= 1
+                self._timing.append((index, issued, done))
+            if err is not None:
+                fut.set_exception(err)
+                continue
+            if host is not tensor:
+                tensor.copy_(host)
+            fut.set_result(tensor)
+
+    def _end_iteration(self):
+        """After the last bucket of an iteration completed: the overlap figures. Calls run one
+        at a time in issue order, so call i is busy from max(its issue, call i-1's end) to its
+        end; what ran after the last bucket was issued is exposed (backward had finished)."""
+        with self._lock:
+            t, self._timing = sorted(self._timing, key=lambda x: x[2]), []
+        if not t:
+            return
+        busy, prev_end = 0.0, 0.0
+        for _, issued, done in t:
+            busy += done - max(issued, prev_end)
+            prev_end = done
+        last_issue = max(i for _, i, _ in t)
+        self._overlap["iterations"] += 1
+        self._overlap["comm_s"] += busy
+        self._overlap["exposed_s"] += prev_end - last_issue
+
+    # ---- the user's side ----------------------------------------------------------------
+    def allreduce(self, tensor, op="avg"):
+        """Reduces tensor in place across the group (op: sum, avg, min, max, prod), blocking;
+        fp32 sums and averages go through the State's codec (keyed by the tensor's address
+        and size). Returns tensor."""
+        if op not in gcomp.OPS:
+            raise ValueError("gcomp.torch: op %r is not one of %s" % (op, ", ".join(gcomp.OPS)))
+        dtype = _DTYPES.get(tensor.dtype)
+        if dtype is None:
+            raise TypeError("gcomp.torch: cannot reduce a %s tensor" % tensor.dtype)
+        host = tensor if tensor.device.type == "cpu" else tensor.detach().to("cpu")
+        if not host.is_contiguous():
+            host = host.contiguous()
+        codec = self.codec if dtype == "float32" and op in ("sum", "avg") else None
+        key = _fnv1a64([1 << 62, host.numel(), gcomp.OPS[op]])
+        self.comm.iallreduce(host.data_ptr(), host.numel(), dtype, op, codec, key,
+                             keep=host).wait()
+        if host is not tensor:
+            tensor.copy_(host)
+        return tensor
+
+    def stats(self):
+        """The communicator's stats (gcomp_comm_get_stats) as a dict, with the codec's under
+        "codec" and the hook's overlap under "overlap": comm_s is the time gcomp spent
+        reducing buckets (summed over iterations), exposed_s the part of it after the last
+        bucket was handed over (what the end of backward waits for), and hidden the share of
+        comm_s that ran while backward was still computing."""
+        s = self.comm.stats()
+        s["codec"] = self.codec.stats()
+        s["codec"]["spec"] = self.codec.spec()
+        o = dict(self._overlap)
+        o["hidden"] = 1 - o["exposed_s"] / o["comm_s"] if o["comm_s"] > 0 else 0.0
+        s["overlap"] = o
+        return s
+
+    def state_dict(self):
+        """What a resumed run needs to continue exactly: the codec's canonical spec, its
+        error-feedback residuals (with top-k's thresholds and ef:momentum's velocities) as the
+        library's checksummed residual file, and the bucket layout bookkeeping."""
+        self._quiesce()
+        blob = b""
+        if self._ef:
+            fd, path = tempfile.mkstemp(prefix="gcomp-ef-")
+            os.close(fd)
+            try:
+                self.codec.save_residuals(path)
+                with open(path, "rb") as f:
+                    blob = f.read()
+            finally:
+                os.unlink(path)
+        return {"version": _STATE_VERSION, "codec": self.codec.spec(), "rank": self.rank,
+                "size": self.size, "residuals": blob, "layout": dict(self._layout),
+                "reset_due": self._reset_due}
+
+    def load_state_dict(self, sd):
+        """Restores state_dict()'s output (this rank's). Raises ValueError for a state made
+        with another codec or group size; gcomp.Error for damaged residuals."""
+        self._quiesce()
+        if sd.get("version") != _STATE_VERSION:
+            raise ValueError("gcomp.torch: state version %r (this gcomp reads %d)"
+                             % (sd.get("version"), _STATE_VERSION))
+        if sd["codec"] != self.codec.spec() or sd["size"] != self.size:
+            raise ValueError("gcomp.torch: state of codec %r on %d ranks; this State is %r on %d"
+                             % (sd["codec"], sd["size"], self.codec.spec(), self.size))
+        if self._ef:
+            fd, path = tempfile.mkstemp(prefix="gcomp-ef-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(sd["residuals"])
+                self.codec.load_residuals(path)
+            finally:
+                os.unlink(path)
+        self._layout = {int(k): v for k, v in sd["layout"].items()}
+        self._reset_due = bool(sd["reset_due"])
+
+    def _quiesce(self):
+        with self._lock:
+            busy = self._pending
+        if busy:
+            raise RuntimeError("gcomp.torch: %d bucket(s) still reducing; save or load the "
+                               "state between steps" % busy)
+
+    def close(self):
+        """Stops the waiter and destroys the communicator (collective)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        self._waiter.join()
+        self.comm.close()
+        self.codec.close()
+
+
+def hook(state, bucket):
+    """DDP communication hook: averages the bucket through gcomp (register it with
+    ddp.register_comm_hook(gcomp.torch.State(...), gcomp.torch.hook))."""
+    try:
+        buf = bucket.buffer()
+        key = state._bucket_key(bucket)
+        state._note_layout(bucket.index(), key)
+        fut = state.start(buf, key, bucket.index())
+    except Exception as e:   # e.g. a communicator that failed earlier: raise in backward
+        fut = torch.futures.Future()
+        fut.set_exception(e)
+        return fut
+    if bucket.is_last():
+        return fut.then(lambda f: _last_done(state, f))
+    return fut
+
+
+def _last_done(state, f):
+    t = f.value()   # raises the reduction's error
+    # the callback runs once this future is complete; earlier buckets completed before it
+    state._end_iteration()
+    return t

@@ -1,0 +1,206 @@
+"""The DDP hook against DDP's own allreduce, in one job (each torch import costs seconds).
+
+Run by every rank of `gcomp-run -n 2 --nodes 2 -- python3 ddp_check.py` (tests/python/
+python.cmake). Checks, each printed as "ok: ..." or "FAIL: ...":
+  - codec none tracks DDP's gloo allreduce: every step's loss within 1e-5 relative over 50
+    steps, plain and with gradient_as_bucket_view + static_graph, find_unused_parameters,
+    and no_sync() accumulation (each against DDP run the same way);
+  - bf16 and top-k 1% + EF (with DGC momentum, as the convergence harness runs it) train
+    within the harness's tolerances of the fp32 run: cast class accuracy 0.5 points, final
+    loss 1%, loss-curve gap 2%; top-k class accuracy 1 point, final loss 10%; and the codec
+    really ran (frames encoded);
+  - every rank ends every run with bitwise identical parameters;
+  - a float64 model is reduced uncompressed (tracks DDP to 1e-12), bf16 and int32 tensors
+    through State.allreduce are exact, a complex bucket is refused naming its type;
+  - a malformed codec spec fails at State() naming the token.
+Exit status 0 when every check passed.
+"""
+import hashlib
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import gcomp
+import gcomp.torch as gt
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "examples"))
+import ddp_train as ex   # noqa: E402  (the example's data and batches)
+
+fails = []
+
+
+def check(ok, what):
+    if dist.get_rank() == 0:
+        print(("ok: " if ok else "FAIL: ") + what, flush=True)
+    if not ok:
+        fails.append(what)
+
+
+class Net(nn.Module):
+    def __init__(self, hidden, unused=False, dtype=torch.float32):
+        super().__init__()
+        self.a = nn.Linear(64, hidden, dtype=dtype)
+        self.b = nn.Linear(hidden, hidden // 2, dtype=dtype)
+        self.c = nn.Linear(hidden // 2, 10, dtype=dtype)
+        if unused:   # made last, so the other layers' initial values do not change
+            self.spare = nn.Linear(10, 10, dtype=dtype)
+
+    def forward(self, x):
+        return self.c(F.relu(self.b(F.relu(self.a(x)))))
+
+
+def params_digest(model):
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def same_everywhere(model):
+    mine = params_digest(model)
+    all_ = [None] * dist.get_world_size()
+    dist.all_gather_object(all_, mine)
+    return all(d == mine for d in all_)
+
+
+TRAIN, TEST = ex.load_digits(os.environ["DDP_CHECK_DIGITS"]) if os.path.exists(
+    os.environ.get("DDP_CHECK_DIGITS", "")) else ex.gaussian_clusters(2000, 64, 10, 7)
+
+
+def train(comm, steps, hidden=768, momentum=0.9, accumulate=1, dtype=torch.float32,
+          config=None, **ddp_opts):
+    """Trains from seed 0; returns (per-step losses, final loss, test accuracy, state stats,
+    parameters identical on every rank)."""
+    torch.manual_seed(0)
+    model = Net(hidden, unused=ddp_opts.get("find_unused_parameters", False), dtype=dtype)
+    ddp = DDP(model, bucket_cap_mb=0.05, **ddp_opts)   # several buckets
+    state = None
+    if comm != "ddp":
+        state = gt.State(codec=comm, config=config)
+        ddp.register_comm_hook(state, gt.hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=momentum)
+    it = ex.batches(TRAIN, 16, dist.get_rank(), dist.get_world_size(), 7)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        total = 0.0
+        for m in range(accumulate):
+            x, y = next(it)
+            x = x.to(dtype)
+            if m < accumulate - 1:
+                with ddp.no_sync():
+                    loss = F.cross_entropy(ddp(x), y) / accumulate
+                    loss.backward()
+            else:
+                loss = F.cross_entropy(ddp(x), y) / accumulate
+                loss.backward()
+            total += loss.item()
+        opt.step()
+        losses.append(total)
+    with torch.no_grad():
+        final = F.cross_entropy(model(TRAIN[0].to(dtype)), TRAIN[1]).item()
+        acc = (model(TEST[0].to(dtype)).argmax(1) == TEST[1]).float().mean().item() * 100
+    stats = state.stats() if state else None
+    same = same_everywhere(model)
+    if state:
+        state.close()
+    return losses, final, acc, stats, same
+
+
+def max_rel(a, b):
+    return max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(a, b))
+
+
+def exact_runs():
+    variants = [("plain", {}, 1),
+                ("gradient_as_bucket_view + static_graph",
+                 {"gradient_as_bucket_view": True, "static_graph": True}, 1),
+                ("find_unused_parameters", {"find_unused_parameters": True}, 1),
+                ("no_sync accumulation of 2", {}, 2)]
+    for name, opts, acc in variants:
+        ref, _, _, _, same_ref = train("ddp", 50, accumulate=acc, **opts)
+        got, _, _, st, same = train("none", 50, accumulate=acc, **opts)
+        r = max_rel(got, ref)
+        check(r <= 1e-5, "none tracks DDP's allreduce (%s): max relative loss difference %.2e "
+              "over 50 steps (bound 1e-5)" % (name, r))
+        check(same and same_ref, "identical parameters on every rank (%s)" % name)
+        check(st["calls"] > 0, "the hook ran (%s): %d calls" % (name, st["calls"]))
+
+
+def lossy_runs():
+    steps = 300
+    base_curve, base_loss, base_acc = train("ddp", steps)[:3]
+    cases = [("bf16", {"GCOMP_ALGO": "direct"}, 0.9, 0.5, 0.01, 0.02),
+             ("topk:ratio=0.01+ef:momentum=0.9,mask=0", {"GCOMP_ALGO": "sparse"}, 0.0, 1.0, 0.10,
+              None)]
+    for spec, cfg, mom, tol_acc, tol_loss, tol_gap in cases:
+        cfg = dict(cfg, GCOMP_CODEC_MIN_BYTES="0")
+        curve, loss, acc, st, same = train(spec, steps, momentum=mom, config=cfg)
+        frames = st["codec"]["frames_encoded"]
+        check(frames > 0, "%s ran through the codec: %d frames encoded" % (spec, frames))
+        check(base_acc - acc <= tol_acc, "%s test accuracy %.2f%% vs fp32 %.2f%% (tolerance %.1f "
+              "points)" % (spec, acc, base_acc, tol_acc))
+        check(loss <= base_loss * (1 + tol_loss), "%s final loss %.5f vs fp32 %.5f (tolerance "
+              "%.0f%%)" % (spec, loss, base_loss, tol_loss * 100))
+        if tol_gap is not None:
+            gap = sum(abs(a - b) for a, b in zip(curve, base_curve)) / sum(base_curve)
+            check(gap <= tol_gap, "%s loss-curve gap %.4f (tolerance %.2f)" % (spec, gap, tol_gap))
+        check(same, "identical parameters on every rank (%s)" % spec)
+
+
+def dtype_runs():
+    ref, _, _, _, _ = train("ddp", 20, dtype=torch.float64)
+    got, _, _, st, same = train("topk:ratio=0.01+ef", 20, dtype=torch.float64)
+    r = max_rel(got, ref)
+    check(r <= 1e-12 and st["codec"]["frames_encoded"] == 0,
+          "a float64 model is reduced uncompressed: max relative loss difference %.1e, %d "
+          "frames encoded" % (r, st["codec"]["frames_encoded"]))
+    check(same, "identical parameters on every rank (float64)")
+    state = gt.State(codec="bf16")
+    rank, n = dist.get_rank(), dist.get_world_size()
+    b = torch.full((1000,), float(rank + 1), dtype=torch.bfloat16)
+    state.allreduce(b, op="sum")
+    i = torch.arange(1000, dtype=torch.int32) * (rank + 1)
+    state.allreduce(i, op="max")
+    check(bool((b == float(n * (n + 1) // 2)).all()) and bool((i == torch.arange(1000) * n).all()),
+          "State.allreduce on bfloat16 (sum) and int32 (max) tensors is exact")
+    try:
+        state.start(torch.zeros(4, dtype=torch.complex64), 1)
+        check(False, "a complex64 bucket is refused")
+    except TypeError as e:
+        check("complex64" in str(e), "a complex64 bucket is refused: %s" % e)
+    state.close()
+
+
+def bad_specs():
+    for spec, token in [("topk:ratio=2+ef", "ratio='2'"), ("bf16+zztop", "zztop")]:
+        try:
+            gt.State(codec=spec)
+            check(False, "State(codec=%r) raises" % spec)
+        except gcomp.Error as e:
+            check(token in str(e), "State(codec=%r) raises naming %s: %s"
+                  % (spec, token, str(e).split(" [")[0]))
+
+
+def main():
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    bad_specs()
+    exact_runs()
+    lossy_runs()
+    dtype_runs()
+    if dist.get_rank() == 0:
+        print("ddp_check: %d failed" % len(fails) if fails else "ddp_check: all passed",
+              flush=True)
+    dist.destroy_process_group()
+    sys.exit(1 if fails else 0)
+
+
+if __name__ == "__main__":
+    main()
