@@ -289,21 +289,21 @@ static void make_token(char *out, size_t n) {
 }
 
 /* torch.distributed's env:// variables, as torchrun sets them (in the child). */
-static void set_torch_env(int rank, int n, const rank_proc *p, const char *master, int port) {
+static void setenv_int(const char *name, int value) {
   char v[32];
+  snprintf(v, sizeof v, "%d", value);
+  setenv(name, v, 1);
+}
+
+static void set_torch_env(int rank, int n, const rank_proc *p, const char *master, int port) {
   int local_n = 0;
   for (int r = 0; r < n; r++) local_n += p[r].node == p[rank].node;
-  snprintf(v, sizeof v, "%d", rank);
-  setenv("RANK", v, 1);
-  snprintf(v, sizeof v, "%d", n);
-  setenv("WORLD_SIZE", v, 1);
-  snprintf(v, sizeof v, "%d", p[rank].local_rank);
-  setenv("LOCAL_RANK", v, 1);
-  snprintf(v, sizeof v, "%d", local_n);
-  setenv("LOCAL_WORLD_SIZE", v, 1);
+  setenv_int("RANK", rank);
+  setenv_int("WORLD_SIZE", n);
+  setenv_int("LOCAL_RANK", p[rank].local_rank);
+  setenv_int("LOCAL_WORLD_SIZE", local_n);
   setenv("MASTER_ADDR", master, 1);
-  snprintf(v, sizeof v, "%d", port);
-  setenv("MASTER_PORT", v, 1);
+  setenv_int("MASTER_PORT", port);
 }
 
 static void usage(FILE *f) {

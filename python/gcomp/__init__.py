@@ -29,6 +29,7 @@ def library():
 
 # gcomp_dtype and gcomp_op, by name
 DTYPES = {"float32": 0, "float64": 1, "int32": 2, "int64": 3, "bfloat16": 4, "float16": 5}
+_ESIZE = {0: 4, 1: 8, 2: 4, 3: 8, 4: 2, 5: 2}
 OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4}
 
 
@@ -83,6 +84,12 @@ def param(name):
     raise KeyError(name)
 
 
+def _destroy(obj, fn):
+    h, obj._h = getattr(obj, "_h", None), None
+    if h:
+        getattr(library(), fn)(h)
+
+
 class Codec:
     """A codec from a spec ("none", "bf16", "topk:ratio=0.01+ef", ...). A bad spec raises
     Error naming the token."""
@@ -123,9 +130,7 @@ class Codec:
         check(library().gcomp_codec_reset_residuals(self._h), "reset residuals")
 
     def close(self):
-        if getattr(self, "_h", None):
-            library().gcomp_codec_destroy(self._h)
-            self._h = None
+        _destroy(self, "gcomp_codec_destroy")
 
     __del__ = close
 
@@ -150,9 +155,7 @@ class Config:
         return self._h
 
     def close(self):
-        if getattr(self, "_h", None):
-            library().gcomp_config_destroy(self._h)
-            self._h = None
+        _destroy(self, "gcomp_config_destroy")
 
     __del__ = close
 
@@ -261,14 +264,17 @@ class Comm:
 
     def _args(self, buf, count, dtype, op, codec, key):
         addr, nbytes = _addr(buf) if not isinstance(buf, int) else (buf, None)
+        dt = DTYPES[dtype] if isinstance(dtype, str) else dtype
+        if nbytes is not None and count * _ESIZE[dt] > nbytes:   # C would read past the end
+            raise ValueError("gcomp: %d elements of %s do not fit the %d-byte buffer"
+                             % (count, dtype, nbytes))
         return (self._h, addr, addr, count, DTYPES[dtype] if isinstance(dtype, str) else dtype,
                 OPS[op] if isinstance(op, str) else op, codec.handle if codec else None, key)
 
     def allreduce(self, buf, count=None, dtype="float32", op="sum", codec=None, key=0):
         """In place. buf: a buffer (or an address with count); count defaults to its size."""
         if count is None:
-            count = _addr(buf)[1] // (8 if dtype in ("float64", "int64") else
-                                      2 if dtype in ("bfloat16", "float16") else 4)
+            count = _addr(buf)[1] // _ESIZE[DTYPES[dtype] if isinstance(dtype, str) else dtype]
         check(library().gcomp_allreduce(*self._args(buf, count, dtype, op, codec, key)),
               "gcomp_allreduce")
 

@@ -9,13 +9,12 @@ variable is needed. The hook averages every gradient bucket through gcomp_iallre
 returned torch.futures.Future is completed by a waiter thread that blocks in
 gcomp_request_wait without the GIL, so backward keeps running while buckets reduce.
 
-Error feedback is keyed by the bucket's parameters: a bucket whose parameters are the same
-keeps its residuals across iterations and checkpoints. When DDP's bucket layout changes (its
-rebuild after the first iteration, when gradients became ready in another order than the
-parameters), the changed buckets start from zero residuals and, at the next point where no
-call is in flight, every residual is dropped so nothing of the old layout lingers; both are
-logged (logger "gcomp.torch", at WARNING). A model whose gradients become ready in reverse
-parameter order (the usual case) keeps its layout and loses nothing.
+Each parameter of a bucket is its own gcomp call, keyed by the parameter (numbered in the
+order DDP's first bucket layout lists them, the same in every process of a job and in a
+resumed one): error-feedback residuals follow their parameter through DDP's bucket rebuild
+after the first iteration and through a checkpoint, and a parameter's result does not depend
+on which bucket DDP put it in. Calls run one at a time in order on the communicator's
+progress thread; a bucket's future completes when its last parameter is reduced.
 
 Only fp32 buckets are compressed; float64, bfloat16 and float16 buckets are reduced
 uncompressed in their own type (logged once); other types are refused with TypeError.
@@ -103,8 +102,6 @@ class State:
         self._ef = self.codec.has_ef()
         self._param_ids = {}        # id(parameter) -> its number, in order of first sight
         self._params = []           # the parameters themselves (keeps ids valid)
-        self._layout = {}           # bucket index -> key of the layout it had last iteration
-        self._reset_due = False     # a layout changed while calls were in flight
         self._warned = set()
         self._pending = 0
         self._lock = threading.Lock()
@@ -116,37 +113,13 @@ class State:
         self._closed = False
 
     # ---- the hook's side ----------------------------------------------------------------
-    def _bucket_key(self, bucket):
-        ids = []
-        for p in bucket.parameters():
-            n = self._param_ids.get(id(p))
-            if n is None:
-                n = self._param_ids[id(p)] = len(self._params)
-                self._params.append(p)
-            ids.append(n)
-        return _fnv1a64([len(ids)] + ids)
-
-    def _note_layout(self, index, key):
-        """Called for each bucket before it is reduced: handles DDP's bucket rebuild."""
-        if index == 0 and self._reset_due:
-            self._reset("DDP's bucket layout changed in the last iteration")
-        old = self._layout.get(index)
-        if old is not None and old != key:
-            if index == 0:   # nothing in flight: drop the old layout's residuals now
-                self._reset("DDP rebuilt its buckets (bucket 0 changed)")
-            elif self._ef:
-                self._reset_due = True
-                log.warning("gcomp.torch: DDP rebuilt its buckets: bucket %d holds other "
-                            "parameters now and starts with zero error-feedback residuals; "
-                            "all residuals are dropped at the next iteration", index)
-        self._layout[index] = key
-
-    def _reset(self, why):
-        self._reset_due = False
-        if self._ef:
-            assert self._pending == 0
-            self.codec.reset_residuals()
-            log.warning("gcomp.torch: %s: error-feedback residuals reset", why)
+    def _param_key(self, p):
+        """The parameter's number: its error-feedback key."""
+        n = self._param_ids.get(id(p))
+        if n is None:
+            n = self._param_ids[id(p)] = len(self._params)
+            self._params.append(p)
+        return n
 
     def _dtype_of(self, t):
         name = _DTYPES.get(t.dtype)
@@ -159,18 +132,27 @@ class State:
                         name)
         return name
 
-    def start(self, tensor, key, index=-1):
-        """Starts averaging tensor in place; returns a torch.futures.Future of it."""
+    def start(self, tensor, parts=None, index=-1):
+        """Starts averaging tensor (1-D) in place, one call per (offset, count, key) of parts
+        (default: one call, key 0); returns a torch.futures.Future of tensor."""
         fut = torch.futures.Future()
         dtype = self._dtype_of(tensor)
         host = tensor if tensor.device.type == "cpu" else tensor.detach().to("cpu")
         if not host.is_contiguous():
             raise ValueError("gcomp.torch: the tensor must be contiguous")
-        req = self.comm.iallreduce(host.data_ptr(), host.numel(), dtype, "avg",
-                                   self.codec if dtype == "float32" else None, key, keep=host)
-        with self._lock:
-            self._pending += 1
-        self._queue.put((req, fut, tensor, host, index, time.perf_counter()))
+        codec = self.codec if dtype == "float32" else None
+        base, esize = host.data_ptr(), host.element_size()
+        reqs = []
+        issued = time.perf_counter()
+        try:
+            for off, count, key in parts or [(0, host.numel(), 0)]:
+                reqs.append(self.comm.iallreduce(base + off * esize, count, dtype, "avg", codec,
+                                                 key, keep=host))
+        finally:   # requests already started are waited for even when a later one failed
+            if reqs:
+                with self._lock:
+                    self._pending += 1
+                self._queue.put((reqs, fut, tensor, host, index, issued))
         return fut
 
     def _wait_loop(self):
@@ -178,12 +160,13 @@ class State:
             item = self._queue.get()
             if item is None:
                 return
-            req, fut, tensor, host, index, issued = item
+            reqs, fut, tensor, host, index, issued = item
             err = None
-            try:
-                req.wait()   # blocks in C without the GIL
-            except gcomp.Error as e:
-                err = e
+            for req in reqs:
+                try:
+                    req.wait()   # blocks in C without the GIL
+                except gcomp.Error as e:
+                    err = err or e
             done = time.perf_counter()
             with self._lock:
                 self._pending -= 1
@@ -249,8 +232,8 @@ class State:
 
     def state_dict(self):
         """What a resumed run needs to continue exactly: the codec's canonical spec, its
-        error-feedback residuals (with top-k's thresholds and ef:momentum's velocities) as the
-        library's checksummed residual file, and the bucket layout bookkeeping."""
+        error-feedback residuals, one per parameter (with top-k's thresholds and ef:momentum's
+        velocities), as the library's checksummed residual file."""
         self._quiesce()
         blob = b""
         if self._ef:
@@ -263,8 +246,8 @@ class State:
             finally:
                 os.unlink(path)
         return {"version": _STATE_VERSION, "codec": self.codec.spec(), "rank": self.rank,
-                "size": self.size, "residuals": blob, "layout": dict(self._layout),
-                "reset_due": self._reset_due}
+                "size": self.size, "residuals": blob,
+                "params": len(self._params)}
 
     def load_state_dict(self, sd):
         """Restores state_dict()'s output (this rank's). Raises ValueError for a state made
@@ -284,8 +267,6 @@ class State:
                 self.codec.load_residuals(path)
             finally:
                 os.unlink(path)
-        self._layout = {int(k): v for k, v in sd["layout"].items()}
-        self._reset_due = bool(sd["reset_due"])
 
     def _quiesce(self):
         with self._lock:
@@ -310,9 +291,14 @@ def hook(state, bucket):
     ddp.register_comm_hook(gcomp.torch.State(...), gcomp.torch.hook))."""
     try:
         buf = bucket.buffer()
-        key = state._bucket_key(bucket)
-        state._note_layout(bucket.index(), key)
-        fut = state.start(buf, key, bucket.index())
+        parts, off = [], 0
+        for p in bucket.parameters():   # the bucket holds them flat, in this order
+            parts.append((off, p.numel(), state._param_key(p)))
+            off += p.numel()
+        if off != buf.numel():
+            raise RuntimeError("gcomp.torch: bucket %d holds %d values, its parameters %d"
+                               % (bucket.index(), buf.numel(), off))
+        fut = state.start(buf, parts, bucket.index())
     except Exception as e:   # e.g. a communicator that failed earlier: raise in backward
         fut = torch.futures.Future()
         fut.set_exception(e)

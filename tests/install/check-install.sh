@@ -24,4 +24,14 @@ cc -o "$tmp/pc_consumer_static" "$src/tests/install/consumer/consumer.c" \
 "$tmp/pc_consumer_static"
 test -x "$tmp/prefix/bin/gcomp-info"
 "$tmp/prefix/bin/gcomp-info" >/dev/null
-echo "install: find_package and pkg-config consumers OK"
+# the Python package finds the library installed beside it: no LD_LIBRARY_PATH, no
+# GCOMP_LIBRARY, nothing from the build tree
+pkg="$tmp/prefix/lib/python3/dist-packages"
+test -f "$pkg/gcomp/_paths.py"
+env -u GCOMP_LIBRARY -u LD_LIBRARY_PATH PYTHONPATH="$pkg" python3 -c '
+import gcomp, sys
+lib = gcomp.library()._name
+assert lib.startswith(sys.argv[1]), lib
+print("install: python package loads", lib[len(sys.argv[1]):], "version", gcomp.version())
+' "$tmp/prefix/"
+echo "install: find_package, pkg-config and python consumers OK"

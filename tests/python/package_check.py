@@ -1,0 +1,65 @@
+"""The gcomp package without torch: library loading, errors, collectives over ctypes.
+
+    gcomp-run -n 2 -- python3 package_check.py
+Exit status 0 when every check passed; each check prints "ok: ..." or "FAIL: ...".
+"""
+import ctypes
+import os
+import subprocess
+import sys
+
+import gcomp
+
+fails = []
+
+
+def check(ok, what):
+    print(("ok: " if ok else "FAIL: ") + what, flush=True)
+    if not ok:
+        fails.append(what)
+
+
+def main():
+    check(gcomp.version().count(".") == 2, "gcomp.version() is %s" % gcomp.version())
+    try:
+        gcomp.Codec("fp16:scael=none")
+        check(False, "a bad spec raises")
+    except gcomp.Error as e:
+        check(e.status == -1 and e.name == "GCOMP_ERR_INVALID" and "scael" in str(e),
+              "a bad spec raises gcomp.Error carrying gcomp_last_error(): %s"
+              % str(e).split(" [")[0])
+    c = gcomp.Codec("topk:ratio=0.5+ef")
+    check(c.spec().startswith("topk:ratio=0.5") and c.has_ef(), "canonical spec " + c.spec())
+
+    # the loader: GCOMP_LIBRARY overrides, and a wrong one is an error naming it
+    env = dict(os.environ, GCOMP_LIBRARY="/nonexistent/libgcomp.so")
+    r = subprocess.run([sys.executable, "-c", "import gcomp; gcomp.version()"], env=env,
+                       capture_output=True, text=True)
+    check(r.returncode != 0 and "GCOMP_LIBRARY" in r.stderr and "/nonexistent" in r.stderr,
+          "a wrong GCOMP_LIBRARY is an OSError naming it")
+
+    comm = gcomp.Comm.from_env()
+    rank, size = comm.rank(), comm.size()
+    buf = (ctypes.c_float * 1000)(*[float(rank + 1)] * 1000)
+    comm.allreduce(buf, op="sum")
+    want = size * (size + 1) / 2
+    check(all(v == want for v in buf), "allreduce sum over %d ranks" % size)
+    d = (ctypes.c_double * 10)(*[float(rank)] * 10)
+    req = comm.iallreduce(ctypes.addressof(d), 10, "float64", "max", keep=d)
+    req.wait()
+    check(all(v == size - 1 for v in d), "iallreduce max of float64, waited")
+    s = comm.stats()
+    check(s["calls"] == 2 and s["bytes"] == 4000 + 80, "stats: %d calls, %d bytes"
+          % (s["calls"], s["bytes"]))
+    try:
+        comm.allreduce(buf, dtype="float32", op="avg", count=10 ** 12)
+        check(False, "a count past the buffer's end raises")
+    except ValueError as e:
+        check("do not fit" in str(e), "a count past the buffer's end raises: %s" % e)
+    comm.close()
+    print("package_check: %s" % ("%d failed" % len(fails) if fails else "all passed"))
+    sys.exit(1 if fails else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+# The Python package and the DDP hook (label python). The interpreter is the first of
+# /usr/bin/python3 (Debian's, where python3-torch lives) and the python3 on PATH that can
+# import torch: a python3 first on PATH (pyenv, a venv) often has no torch. scripts/setup
+# installs python3-torch; without it the tests are still registered and fail saying so.
+if(GCOMP_SANITIZE)
+  return()   # an ASan-built libgcomp cannot be loaded into an uninstrumented interpreter
+endif()
+if(NOT GCOMP_TORCH_PYTHON)
+  find_program(GCOMP_PY_PATH python3)
+  foreach(py /usr/bin/python3 ${GCOMP_PY_PATH})
+    if(EXISTS ${py})
+      execute_process(COMMAND ${py} -c "import torch.distributed" RESULT_VARIABLE rc
+        OUTPUT_QUIET ERROR_QUIET)
+      if(rc EQUAL 0)
+        set(GCOMP_TORCH_PYTHON ${py} CACHE FILEPATH "Python interpreter that can import torch")
+        break()
+      endif()
+    endif()
+  endforeach()
+endif()
+set(py_dir ${CMAKE_CURRENT_LIST_DIR})
+set(py_run $<TARGET_FILE:gcomp-run>)
+if(GCOMP_TORCH_PYTHON)
+  set(py ${GCOMP_TORCH_PYTHON})
+else()
+  set(py ${py_dir}/no_torch.sh)
+  message(STATUS "gcomp: no python3 with torch found; the python tests will fail (scripts/setup)")
+endif()
+# PYTHONPATH: the build tree's copy of the package (its _paths.py names this build's library)
+set(py_env "PYTHONPATH=${PROJECT_BINARY_DIR}/python" "GCOMP_ALPHA_BETA=1,10,50,0.1")
+
+add_test(NAME python.package COMMAND ${py_run} -n 2 -- ${py} ${py_dir}/package_check.py)
+# two ranks on two emulated nodes (own network namespaces as root): the hook against DDP
+add_test(NAME python.ddp COMMAND ${py_run} -n 2 --nodes 2 -- ${py} ${py_dir}/ddp_check.py)
+add_test(NAME python.fail_kill COMMAND bash ${py_dir}/fail_check.sh ${py_run} ${py} kill)
+add_test(NAME python.fail_stall COMMAND bash ${py_dir}/fail_check.sh ${py_run} ${py} stall)
+add_test(NAME python.resume COMMAND bash ${py_dir}/resume_check.sh ${py_run} ${py})
+set_tests_properties(python.package python.ddp python.fail_kill python.fail_stall python.resume
+  PROPERTIES LABELS python TIMEOUT 300 ENVIRONMENT "${py_env}")
+set_property(TEST python.ddp APPEND PROPERTY ENVIRONMENT
+  "DDP_CHECK_DIGITS=${PROJECT_SOURCE_DIR}/convergence/data/digits.csv.gz"
+  "GCOMP_ALGO=direct" "GCOMP_CODEC_MIN_BYTES=0")
+# the namespaces and gloo's ports of these jobs must not meet other jobs' mid-run
+set_tests_properties(python.ddp python.fail_kill python.fail_stall python.resume
+  PROPERTIES RUN_SERIAL ON)
