@@ -12,8 +12,9 @@ int gcomp_skew_init(gcomp_skew *s, int window, int size) {
   s->vec = malloc(2 * (size_t)window * sizeof *s->vec);
   s->trace_at = malloc((size_t)window * sizeof *s->trace_at);
   s->late = malloc((size_t)window * sizeof *s->late);
-  s->table = calloc(3 * (size_t)size, sizeof *s->table);
-  if (!s->own || !s->vec || !s->trace_at || !s->late || !s->table) {
+  s->sorted = malloc((size_t)window * sizeof *s->sorted);
+  s->table = calloc(5 * (size_t)size, sizeof *s->table);
+  if (!s->own || !s->vec || !s->trace_at || !s->late || !s->sorted || !s->table) {
     gcomp_skew_free(s);
     GCOMP_FAIL(GCOMP_ERR_NOMEM, "straggler detection: buffers for a window of %d calls", window);
   }
@@ -27,8 +28,9 @@ void gcomp_skew_free(gcomp_skew *s) {
   free(s->vec);
   free(s->trace_at);
   free(s->late);
+  free(s->sorted);
   free(s->table);
-  s->own = s->vec = NULL, s->trace_at = NULL, s->late = NULL, s->table = NULL;
+  s->own = s->vec = NULL, s->trace_at = NULL, s->late = NULL, s->sorted = NULL, s->table = NULL;
   s->window = 0;
 }
 
@@ -47,6 +49,39 @@ size_t gcomp_skew_vec(gcomp_skew *s) {
   return 2 * (size_t)s->n;
 }
 
+/* The median of x[0..n) (n >= 1), by selection: x is reordered. */
+static double median(double *x, int n) {
+  int lo = 0, hi = n - 1, k = n / 2;
+  while (lo < hi) {   /* Hoare's selection: O(n) on average, no full sort per window */
+    double pivot = x[lo + (hi - lo) / 2];
+    int i = lo, j = hi;
+    while (i <= j) {
+      while (x[i] < pivot) i++;
+      while (x[j] > pivot) j--;
+      if (i <= j) {
+        double t = x[i];
+        x[i++] = x[j], x[j--] = t;
+      }
+    }
+    if (k <= j) hi = j;
+    else if (k >= i) lo = i;
+    else break;
+  }
+  return x[k];
+}
+
+/* The window's medians folded into the running means over windows. */
+static void absorb_typical(gcomp_skew *s) {
+  memcpy(s->sorted, s->late, (size_t)s->n * sizeof *s->sorted);
+  double late = median(s->sorted, s->n);
+  for (int i = 0; i < s->n; i++) s->sorted[i] = (double)(s->vec[i] + s->vec[s->n + i]) * 1e-6;
+  double spread = median(s->sorted, s->n);
+  double w = (double)s->windows;
+  s->late_typical_s = (s->late_typical_s * w + late) / (w + 1);
+  s->spread_typical_s = (s->spread_typical_s * w + spread) / (w + 1);
+  s->windows++;
+}
+
 size_t gcomp_skew_absorb(gcomp_skew *s, int rank) {
   gcomp_skew_stats *m = &s->mine;
   double sum = m->late_mean_s * (double)m->calls, spread = m->spread_mean_s * (double)m->calls;
@@ -56,17 +91,30 @@ size_t gcomp_skew_absorb(gcomp_skew *s, int rank) {
     s->late[i] = late;
     sum += late;
     spread += (double)(longest - shortest) * 1e-6;
-    if (late > m->late_max_s) m->late_max_s = late;
+    if (late > m->late_max_s) m->late_max_s = late, s->late_max_call = m->calls + (uint64_t)i + 1;
     if (s->own[i] == shortest) m->last++;   /* ties all count: they arrived together */
   }
+  if (s->n) absorb_typical(s);
   m->calls += (uint64_t)s->n;
   m->late_mean_s = sum / (double)m->calls;
   m->spread_mean_s = spread / (double)m->calls;
-  memset(s->table, 0, 3 * (size_t)s->size * sizeof *s->table);
+  memset(s->table, 0, 5 * (size_t)s->size * sizeof *s->table);
   s->table[3 * rank] = m->late_mean_s;
   s->table[3 * rank + 1] = m->late_max_s;
   s->table[3 * rank + 2] = (double)m->last;
-  return 3 * (size_t)s->size;
+  s->table[3 * (size_t)s->size + 2 * (size_t)rank] = s->late_typical_s;
+  s->table[3 * (size_t)s->size + 2 * (size_t)rank + 1] = (double)s->late_max_call;
+  return 5 * (size_t)s->size;
+}
+
+double gcomp_skew_rank_typical(const gcomp_skew *s, int r) {
+  return s->table && r >= 0 && r < s->size ? s->table[3 * (size_t)s->size + 2 * (size_t)r] : 0;
+}
+
+uint64_t gcomp_skew_rank_max_call(const gcomp_skew *s, int r) {
+  return s->table && r >= 0 && r < s->size
+             ? (uint64_t)s->table[3 * (size_t)s->size + 2 * (size_t)r + 1]
+             : 0;
 }
 
 void gcomp_skew_finish(gcomp_skew *s) {

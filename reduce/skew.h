@@ -20,9 +20,19 @@ typedef struct {
   float *vec;          /* [2 * window] what the exchange reduces (MAX): own, then -own */
   size_t *trace_at;    /* [window] the trace event of each call, or SIZE_MAX */
   double *late;        /* [window] after the first exchange: how late this rank was (s) */
-  double *table;       /* [3 * size] per rank: mean lateness (s), max lateness (s), calls last */
+  double *sorted;      /* [window] scratch for the window's medians */
+  /* [5 * size]: per rank mean lateness (s), max lateness (s), calls last (3 per rank), then
+   * per rank its typical lateness (s) and the call of its longest lateness (2 per rank) */
+  double *table;
   gcomp_skew_stats mine;   /* this rank's figures (worst_* filled from the table) */
   double exchange_s;   /* time spent exchanging */
+  /* Robust figures, which one long pause does not move (a checkpoint on one rank once): the
+   * mean over windows of each window's median, of this rank's lateness and of the calls'
+   * first-to-last spread (the same on every rank); and the call (counted from 1) at which
+   * this rank was latest, 0 before the first window. */
+  double late_typical_s, spread_typical_s;
+  uint64_t late_max_call;
+  uint64_t windows;    /* windows folded in */
 } gcomp_skew;
 
 /* window 0 (or size 1) leaves the detector off; it still answers queries. */
@@ -40,6 +50,11 @@ size_t gcomp_skew_vec(gcomp_skew *s);
  * fills the table row of `rank` (the other rows zero) for the second MAX allreduce;
  * returns the table's length. */
 size_t gcomp_skew_absorb(gcomp_skew *s, int rank);
+
+/* The table's figures of rank r after the second exchange: typical lateness and the call of
+ * its longest. */
+double gcomp_skew_rank_typical(const gcomp_skew *s, int r);
+uint64_t gcomp_skew_rank_max_call(const gcomp_skew *s, int r);
 
 /* After the second exchange: takes the worst rank from the table, starts a new window. */
 void gcomp_skew_finish(gcomp_skew *s);
