@@ -9,12 +9,15 @@ variable is needed. The hook averages every gradient bucket through gcomp_iallre
 returned torch.futures.Future is completed by a waiter thread that blocks in
 gcomp_request_wait without the GIL, so backward keeps running while buckets reduce.
 
-Each parameter of a bucket is its own gcomp call, keyed by the parameter (numbered in the
-order DDP's first bucket layout lists them, the same in every process of a job and in a
-resumed one): error-feedback residuals follow their parameter through DDP's bucket rebuild
-after the first iteration and through a checkpoint, and a parameter's result does not depend
-on which bucket DDP put it in. Calls run one at a time in order on the communicator's
-progress thread; a bucket's future completes when its last parameter is reduced.
+With error feedback (a codec with +ef) each parameter of a bucket is its own gcomp call,
+keyed by the parameter (numbered in the order DDP's first bucket layout lists them, the same
+in every process of a job and in a resumed one): residuals follow their parameter through
+DDP's bucket rebuild after the first iteration and through a checkpoint, and a parameter's
+result does not depend on which bucket DDP put it in. Without error feedback there is no
+state to keep, and the bucket is one call (fewer, larger calls: each call across nodes has a
+fixed cost); per_parameter=True/False overrides either choice. Calls run one at a time in
+order on the communicator's progress thread; a bucket's future completes when its last call
+does.
 
 Only fp32 buckets are compressed; float64, bfloat16 and float16 buckets are reduced
 uncompressed in their own type (logged once); other types are refused with TypeError.
@@ -72,9 +75,10 @@ class State:
     process_group: the group whose ranks reduce together (None: the default group).
     config: optional dict of per-communicator GCOMP_* settings (gcomp_config_set), e.g.
     {"GCOMP_ALGO": "sparse"}; the environment supplies the rest.
+    per_parameter: one call per parameter (default: with error feedback) or per bucket.
     """
 
-    def __init__(self, codec=None, process_group=None, config=None):
+    def __init__(self, codec=None, process_group=None, config=None, per_parameter=None):
         if not dist.is_initialized():
             raise RuntimeError("gcomp.torch.State: call dist.init_process_group first")
         self.process_group = process_group if process_group is not None else dist.group.WORLD
@@ -100,6 +104,7 @@ class State:
                                                           rank, size))
         self.rank, self.size = rank, size
         self._ef = self.codec.has_ef()
+        self.per_parameter = self._ef if per_parameter is None else bool(per_parameter)
         self._param_ids = {}        # id(parameter) -> its number, in order of first sight
         self._params = []           # the parameters themselves (keeps ids valid)
         self._warned = set()
@@ -291,13 +296,15 @@ def hook(state, bucket):
     ddp.register_comm_hook(gcomp.torch.State(...), gcomp.torch.hook))."""
     try:
         buf = bucket.buffer()
-        parts, off = [], 0
-        for p in bucket.parameters():   # the bucket holds them flat, in this order
-            parts.append((off, p.numel(), state._param_key(p)))
-            off += p.numel()
-        if off != buf.numel():
-            raise RuntimeError("gcomp.torch: bucket %d holds %d values, its parameters %d"
-                               % (bucket.index(), buf.numel(), off))
+        parts = None   # one call for the bucket
+        if state.per_parameter:
+            parts, off = [], 0
+            for p in bucket.parameters():   # the bucket holds them flat, in this order
+                parts.append((off, p.numel(), state._param_key(p)))
+                off += p.numel()
+            if off != buf.numel():
+                raise RuntimeError("gcomp.torch: bucket %d holds %d values, its parameters %d"
+                                   % (bucket.index(), buf.numel(), off))
         fut = state.start(buf, parts, bucket.index())
     except Exception as e:   # e.g. a communicator that failed earlier: raise in backward
         fut = torch.futures.Future()
