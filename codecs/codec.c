@@ -216,8 +216,8 @@ int gcomp_decode_add(const gcomp_codec *codec, const void *src, size_t src_len, 
 
 int gcomp_codec_get_stats(const gcomp_codec *codec, gcomp_codec_stats *out) {
   GCOMP_FAIL_IF(!codec || !out, GCOMP_ERR_INVALID, "gcomp_codec_get_stats: NULL argument");
-  *out = codec->stats;
-  return GCOMP_OK;
+  return GCOMP_SIZED_COPY(out, &codec->stats, gcomp_codec_stats, underflows,
+                          "gcomp_codec_get_stats");
 }
 
 void gcomp_codec_reset_stats(gcomp_codec *codec) {

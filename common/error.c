@@ -27,12 +27,28 @@ const char *gcomp_last_error(void) { return last_error; }
 void gcomp_error_clear(void) { last_error[0] = '\0'; }
 
 static const char *base_name(const char *path) {
+  if (!path) return "";   /* a public caller may pass no file */
   /* keep "folder/file.c": enough to find the line, free of build paths */
   const char *last = strrchr(path, '/');
   if (!last) return path;
   const char *p = last;
   while (p > path && p[-1] != '/') p--;
   return p > path ? p : path;
+}
+
+/* The subsystem a failure is logged under: its layer's, told by the folder of the file that
+ * set it (a failure belongs to one subsystem, so GCOMP_DEBUG_SUBSYS can filter it). Layers
+ * above the library (the harness, tools) log under init, where a caller's setup goes. */
+static unsigned subsys_of(const char *file) {
+  static const struct {
+    const char *dir;
+    unsigned bit;
+  } dirs[] = {{"codecs/", GCOMP_SUB_CODEC}, {"reduce/", GCOMP_SUB_REDUCE},
+              {"fabric/", GCOMP_SUB_FABRIC}, {"shim/", GCOMP_SUB_SHIM},
+              {"common/param.c", GCOMP_SUB_ENV}};
+  for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++)
+    if (strncmp(file, dirs[i].dir, strlen(dirs[i].dir)) == 0) return dirs[i].bit;
+  return GCOMP_SUB_INIT;
 }
 
 int gcomp_error_set(int status, const char *file, int line, const char *fmt, ...) {
@@ -42,7 +58,7 @@ int gcomp_error_set(int status, const char *file, int line, const char *fmt, ...
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   snprintf(last_error, sizeof last_error, "%s [%s:%d]", msg, base_name(file), line);
-  GCOMP_INFO(GCOMP_SUB_ALL, "%s -> %s", last_error, gcomp_strerror(status));
+  GCOMP_INFO(subsys_of(base_name(file)), "%s -> %s", last_error, gcomp_strerror(status));
   return status;
 }
 
@@ -59,6 +75,17 @@ int gcomp_error_trace(int status, const char *file, int line) {
   if (len < sizeof last_error - 1)
     snprintf(last_error + len, sizeof last_error - len, " <- %s:%d", base_name(file), line);
   return status;
+}
+
+int gcomp_sized_copy(void *out, const void *src, size_t full, size_t first, const char *fn) {
+  size_t size;
+  memcpy(&size, out, sizeof size);
+  GCOMP_FAIL_IF(size < first, GCOMP_ERR_INVALID,
+                "%s: struct_size %zu is smaller than the struct's first layout (%zu bytes): set "
+                "it to sizeof the struct passed", fn, size, first);
+  size_t n = size < full ? size : full;
+  memcpy((char *)out + sizeof size, (const char *)src + sizeof size, n - sizeof size);
+  return GCOMP_OK;
 }
 
 const char *gcomp_version(void) {

@@ -20,13 +20,8 @@
 #endif
 
 /* ---- errors --------------------------------------------------------------------------
- * gcomp_error_set records "message [file:line]" as the thread's last error and returns
- * status. gcomp_error_trace appends " <- file:line" so propagation leaves a trace. */
-int gcomp_error_set(int status, const char *file, int line, const char *fmt, ...)
-    GCOMP_PRINTF(4, 5);
-int gcomp_error_trace(int status, const char *file, int line);
+ * gcomp_error_set, gcomp_error_trace and gcomp_error_restore are public (gcomp.h). */
 void gcomp_error_clear(void);
-int gcomp_error_restore(int status, const char *detail); /* sets the detail verbatim */
 
 #define GCOMP_FAIL_IF(cond, status, ...)                                   \
   do {                                                                     \
@@ -54,9 +49,38 @@ typedef enum {
 } gcomp_param_id;
 
 int64_t gcomp_param_int(gcomp_param_id id);        /* int, size, bool, enum (index) */
-const char *gcomp_param_str(gcomp_param_id id);    /* the text value ("" when unset) */
+const char *gcomp_param_str(gcomp_param_id id);    /* the text value (the default when unset) */
 int gcomp_param_is_set(gcomp_param_id id);
 const char *gcomp_param_name(gcomp_param_id id);   /* "GCOMP_TIMEOUT_MS" */
+
+/* One table of settings: a value for every parameter. The environment's is one (what
+ * gcomp_param_* read); a gcomp_config holds another; a communicator copies one at creation
+ * and reads only its own afterwards, so nothing a call does depends on the environment or
+ * on another communicator's config. Zero-initialise before the first copy. */
+typedef struct gcomp_settings {
+  char *text[GCOMP_P_COUNT_];   /* owned copy of the value as given; NULL: unset (default) */
+  int64_t ival[GCOMP_P_COUNT_];
+} gcomp_settings;
+
+/* dst (zeroed or freed) becomes a copy of src; NULL copies the environment's (gcomp_init
+ * must have succeeded). On failure dst is left empty. */
+int gcomp_settings_copy(gcomp_settings *dst, const gcomp_settings *src);
+void gcomp_settings_free(gcomp_settings *s);   /* back to zero */
+/* name with or without "GCOMP_"; refuses process-wide and launcher settings */
+int gcomp_settings_set(gcomp_settings *s, const char *name, const char *value);
+int64_t gcomp_settings_int(const gcomp_settings *s, gcomp_param_id id);
+const char *gcomp_settings_str(const gcomp_settings *s, gcomp_param_id id);
+int gcomp_settings_is_set(const gcomp_settings *s, gcomp_param_id id);
+/* The config's table (NULL config: NULL, the environment). */
+const gcomp_settings *gcomp_config_settings(const gcomp_config *cfg);
+
+/* While a communicator is created its lower layers (fabric/, which reads its providers,
+ * GCOMP_CHUNK_BYTES and GCOMP_TIMEOUT_MS through gcomp_param_* when it opens endpoints)
+ * must see the communicator's settings, not the environment's: gcomp_param_scope makes
+ * gcomp_param_* on the calling thread answer from s for every per-communicator parameter
+ * until it is called again (NULL: the environment). Returns the previous scope, to be
+ * restored. Thread-local: the progress thread and other communicators are unaffected. */
+const gcomp_settings *gcomp_param_scope(const gcomp_settings *s);
 
 /* Launchers' own variables (RANK, OMPI_COMM_WORLD_SIZE, SLURM_PROCID, ...); NULL when unset. */
 const char *gcomp_env_foreign(const char *name);
@@ -71,7 +95,7 @@ int gcomp_reinit_for_testing(void);
 int gcomp_parse_size(const char *text, int64_t *out);
 
 /* ---- logging -------------------------------------------------------------------------- */
-enum { GCOMP_LOG_NONE = 0, GCOMP_LOG_WARN = 1, GCOMP_LOG_INFO = 2, GCOMP_LOG_TRACE = 3 };
+enum { GCOMP_LOG_NONE = 0 };   /* WARN, INFO and TRACE are public (gcomp.h) */
 enum {
   GCOMP_SUB_INIT = 1u << 0,
   GCOMP_SUB_CODEC = 1u << 1,
@@ -128,6 +152,17 @@ const char *gcomp_isa_name(gcomp_isa isa);
 gcomp_isa gcomp_isa_level(void);
 int gcomp_cpu_select(void);               /* called by gcomp_init */
 
+/* ---- sized structs --------------------------------------------------------------------
+ * Stats structs a caller passes start with size_t struct_size (sizeof the caller's struct,
+ * which may be an older, shorter layout). gcomp_sized_copy fills out with what fits of
+ * src (full bytes), keeping out's struct_size; GCOMP_ERR_INVALID (naming fn) when the
+ * caller's size is below `first`, the size of the first published layout. */
+int gcomp_sized_copy(void *out, const void *src, size_t full, size_t first, const char *fn);
+/* first published layout: up to and including member `last` */
+#define GCOMP_SIZED_COPY(out, src, type, last, fn)                                         \
+  gcomp_sized_copy((out), (src), sizeof(type), offsetof(type, last) + sizeof(((type *)0)->last), \
+                   (fn))
+
 /* ---- small helpers -------------------------------------------------------------------- */
 uint64_t gcomp_now_ns(void);   /* CLOCK_MONOTONIC */
 
@@ -136,8 +171,6 @@ uint64_t gcomp_now_ns(void);   /* CLOCK_MONOTONIC */
  * gcomp_dtoa writes the shortest %g form that reads back as the same double (returns the
  * length, as snprintf). Text output for machines goes between
  * old = uselocale(gcomp_c_locale()) and uselocale(old). */
-locale_t gcomp_c_locale(void);
-double gcomp_strtod(const char *text, char **end);
-size_t gcomp_dtoa(char *buf, size_t n, double v);
+locale_t gcomp_c_locale(void);   /* gcomp_strtod and gcomp_dtoa are public (gcomp.h) */
 
 #endif /* GCOMP_COMMON_H */

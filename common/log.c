@@ -94,19 +94,45 @@ void gcomp_log_close(void) {
   log_file = NULL;
 }
 
-void gcomp_log_emit(int level, unsigned subsys, const char *file, int line, const char *fmt, ...) {
+static void log_vemit(int level, unsigned subsys, const char *file, int line, const char *fmt,
+                      va_list ap) {
   static const char *const lv[] = {"NONE", "WARN", "INFO", "TRACE"};
   char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
+  if (!file) file = "";
   const char *f = strrchr(file, '/');
   pthread_mutex_lock(&log_lock);
   fprintf(log_file ? log_file : stderr, "%s:%ld:%ld gcomp %s %s %s:%d %s\n", host, (long)getpid(),
           (long)syscall(SYS_gettid), lv[level & 3], subsys_name(subsys), f ? f + 1 : file, line,
           msg);
   pthread_mutex_unlock(&log_lock);
+}
+
+void gcomp_log_emit(int level, unsigned subsys, const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  log_vemit(level, subsys, file, line, fmt, ap);
+  va_end(ap);
+}
+
+static unsigned subsys_bit(const char *name) {
+  for (unsigned i = 0; name && i < sizeof subsys_names / sizeof *subsys_names; i++)
+    if (strcmp(name, subsys_names[i]) == 0) return 1u << i;
+  return 0;
+}
+
+int gcomp_log_enabled(int level, const char *subsys) {
+  unsigned bit = subsys_bit(subsys);
+  return bit && level > GCOMP_LOG_NONE && gcomp_log_level >= level && (gcomp_log_subsys & bit);
+}
+
+void gcomp_log_message(int level, const char *subsys, const char *file, int line,
+                       const char *fmt, ...) {
+  if (!gcomp_log_enabled(level, subsys)) return;
+  va_list ap;
+  va_start(ap, fmt);
+  log_vemit(level, subsys_bit(subsys), file, line, fmt, ap);
+  va_end(ap);
 }
 
 uint64_t gcomp_now_ns(void) {

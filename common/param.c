@@ -27,12 +27,17 @@ static const pdef defs[GCOMP_P_COUNT_] = {
 #undef GCOMP_PARAM
 };
 
-typedef struct {
-  char *text;   /* owned copy of the environment value, or NULL when unset */
-  int64_t ival;
-} pval;
+/* The environment's values, read once (gcomp_init) */
+static gcomp_settings env;
 
-static pval vals[GCOMP_P_COUNT_];
+/* Settings of the process, not of one communicator: a config refuses them */
+static const unsigned char process_wide[GCOMP_P_COUNT_] = {
+    [GCOMP_P_DEBUG] = 1,      [GCOMP_P_DEBUG_SUBSYS] = 1, [GCOMP_P_DEBUG_FILE] = 1,
+    [GCOMP_P_ISA] = 1,        [GCOMP_P_SHIM_STRICT] = 1,  [GCOMP_P_RANK] = 2,
+    [GCOMP_P_SIZE] = 2,       [GCOMP_P_LOCAL_RANK] = 2,   [GCOMP_P_ROOT] = 2,
+    [GCOMP_P_JOB_TOKEN] = 2};   /* 2: the launcher's */
+
+static _Thread_local const gcomp_settings *scope;
 
 static const char *type_name(ptype t) {
   static const char *const names[] = {"int", "size", "bool", "string", "enum"};
@@ -175,33 +180,26 @@ static void warn_unknown(void) {
   }
 }
 
-static void release(void) {
-  for (int i = 0; i < GCOMP_P_COUNT_; i++) {
-    free(vals[i].text);
-    vals[i].text = NULL;
-  }
-}
-
 /* Reads every parameter; the first malformed one is the error. Defaults must parse. */
 int gcomp_param_load(void) {
-  release();
+  gcomp_settings_free(&env);
   int status = GCOMP_OK;
   for (int i = 0; i < GCOMP_P_COUNT_; i++) {
-    const char *env = getenv(defs[i].name);
+    const char *text = getenv(defs[i].name);
     int64_t v = 0;
-    if (env) {
-      vals[i].text = strdup(env);
-      if (!vals[i].text) GCOMP_FAIL(GCOMP_ERR_NOMEM, "copying %s", defs[i].name);
+    if (text) {
+      env.text[i] = strdup(text);
+      if (!env.text[i]) GCOMP_FAIL(GCOMP_ERR_NOMEM, "copying %s", defs[i].name);
     }
-    int s = parse_value(&defs[i], env ? env : defs[i].dflt, &v);
+    int s = parse_value(&defs[i], text ? text : defs[i].dflt, &v);
     if (s < 0 && status == GCOMP_OK) status = s;   /* keep the first error's detail */
-    vals[i].ival = s < 0 ? 0 : v;
+    env.ival[i] = s < 0 ? 0 : v;
   }
   if (status < 0) {
     /* a bad value must not leave a half-applied state: fall back to defaults */
     char detail[1024];
     snprintf(detail, sizeof detail, "%s", gcomp_last_error());
-    for (int i = 0; i < GCOMP_P_COUNT_; i++) parse_value(&defs[i], defs[i].dflt, &vals[i].ival);
+    for (int i = 0; i < GCOMP_P_COUNT_; i++) parse_value(&defs[i], defs[i].dflt, &env.ival[i]);
     return gcomp_error_restore(status, detail);
   }
   return GCOMP_OK;
@@ -210,18 +208,132 @@ int gcomp_param_load(void) {
 void gcomp_param_report(void) {
   warn_unknown();
   for (int i = 0; i < GCOMP_P_COUNT_; i++)
-    if (vals[i].text)   /* the job's secret is set or not, never printed */
+    if (env.text[i])   /* the job's secret is set or not, never printed */
       GCOMP_INFO(GCOMP_SUB_ENV, "%s=%s", defs[i].name,
-                 i == GCOMP_P_JOB_TOKEN ? "(set, not shown)" : vals[i].text);
+                 i == GCOMP_P_JOB_TOKEN ? "(set, not shown)" : env.text[i]);
 }
 
-int64_t gcomp_param_int(gcomp_param_id id) { return vals[id].ival; }
-
-const char *gcomp_param_str(gcomp_param_id id) {
-  return vals[id].text ? vals[id].text : defs[id].dflt;
+/* the table gcomp_param_* answer from on this thread */
+static const gcomp_settings *active(gcomp_param_id id) {
+  return scope && !process_wide[id] ? scope : &env;
 }
 
-int gcomp_param_is_set(gcomp_param_id id) { return vals[id].text != NULL; }
+int64_t gcomp_param_int(gcomp_param_id id) { return active(id)->ival[id]; }
+const char *gcomp_param_str(gcomp_param_id id) { return gcomp_settings_str(active(id), id); }
+int gcomp_param_is_set(gcomp_param_id id) { return active(id)->text[id] != NULL; }
+
+const gcomp_settings *gcomp_param_scope(const gcomp_settings *s) {
+  const gcomp_settings *old = scope;
+  scope = s;
+  return old;
+}
+
+/* ---- tables of settings, and configs ------------------------------------------------- */
+int64_t gcomp_settings_int(const gcomp_settings *s, gcomp_param_id id) { return s->ival[id]; }
+const char *gcomp_settings_str(const gcomp_settings *s, gcomp_param_id id) {
+  return s->text[id] ? s->text[id] : defs[id].dflt;
+}
+int gcomp_settings_is_set(const gcomp_settings *s, gcomp_param_id id) {
+  return s->text[id] != NULL;
+}
+
+void gcomp_settings_free(gcomp_settings *s) {
+  for (int i = 0; i < GCOMP_P_COUNT_; i++) free(s->text[i]);
+  memset(s, 0, sizeof *s);
+}
+
+int gcomp_settings_copy(gcomp_settings *dst, const gcomp_settings *src) {
+  if (!src) src = &env;
+  memset(dst, 0, sizeof *dst);
+  for (int i = 0; i < GCOMP_P_COUNT_; i++) {
+    dst->ival[i] = src->ival[i];
+    if (src->text[i] && !(dst->text[i] = strdup(src->text[i]))) {
+      gcomp_settings_free(dst);
+      GCOMP_FAIL(GCOMP_ERR_NOMEM, "copying the setting %s", defs[i].name);
+    }
+  }
+  return GCOMP_OK;
+}
+
+/* A name as a config takes it: "GCOMP_CODEC" or "CODEC"; -1 when unknown */
+static int param_index(const char *name) {
+  const char *bare = strncmp(name, "GCOMP_", 6) == 0 ? name + 6 : name;
+  for (int i = 0; i < GCOMP_P_COUNT_; i++)
+    if (strcmp(defs[i].name + 6, bare) == 0) return i;
+  return -1;
+}
+
+static int unknown_name(const char *name) {
+  GCOMP_FAIL(GCOMP_ERR_INVALID, "'%s' is not a gcomp setting (gcomp-info -e lists them all)",
+             name);
+}
+
+int gcomp_settings_set(gcomp_settings *s, const char *name, const char *value) {
+  GCOMP_FAIL_IF(!s || !name, GCOMP_ERR_INVALID, "gcomp_config_set: NULL argument");
+  int i = param_index(name);
+  if (i < 0) return unknown_name(name);
+  GCOMP_FAIL_IF(process_wide[i] == 1, GCOMP_ERR_INVALID,
+                "%s is a setting of the whole process, not of one communicator: set it in the "
+                "environment", defs[i].name);
+  GCOMP_FAIL_IF(process_wide[i] == 2, GCOMP_ERR_INVALID,
+                "%s is the launcher's (rank discovery and rendezvous), not a communicator's "
+                "setting: gcomp_comm_init_oob and gcomp_comm_init_local take ranks as arguments",
+                defs[i].name);
+  int64_t v = 0;
+  GCOMP_CHECK(parse_value(&defs[i], value ? value : defs[i].dflt, &v));
+  char *text = NULL;
+  GCOMP_FAIL_IF(value && !(text = strdup(value)), GCOMP_ERR_NOMEM, "copying %s", defs[i].name);
+  free(s->text[i]);
+  s->text[i] = text;
+  s->ival[i] = v;
+  return GCOMP_OK;
+}
+
+struct gcomp_config {
+  gcomp_settings s;
+};
+
+int gcomp_config_create(gcomp_config **out) {
+  GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_config_create: out is NULL");
+  *out = NULL;
+  GCOMP_CHECK(gcomp_init());
+  gcomp_config *c = calloc(1, sizeof *c);
+  GCOMP_FAIL_IF(!c, GCOMP_ERR_NOMEM, "allocating a config");
+  int st = gcomp_settings_copy(&c->s, NULL);
+  if (st < 0) {
+    free(c);
+    return gcomp_error_trace(st, __FILE__, __LINE__);
+  }
+  *out = c;
+  return GCOMP_OK;
+}
+
+int gcomp_config_set(gcomp_config *cfg, const char *name, const char *value) {
+  GCOMP_FAIL_IF(!cfg, GCOMP_ERR_INVALID, "gcomp_config_set: cfg is NULL");
+  return gcomp_settings_set(&cfg->s, name, value);
+}
+
+int gcomp_config_get(const gcomp_config *cfg, const char *name, const char **value,
+                     int *is_set) {
+  GCOMP_FAIL_IF(!name || !value, GCOMP_ERR_INVALID, "gcomp_config_get: NULL argument");
+  if (!cfg) (void)gcomp_init();   /* the text as given, even when a value was malformed */
+  int i = param_index(name);
+  if (i < 0) return unknown_name(name);
+  const gcomp_settings *s = cfg && !process_wide[i] ? &cfg->s : &env;
+  *value = gcomp_settings_str(s, (gcomp_param_id)i);
+  if (is_set) *is_set = s->text[i] != NULL;
+  return GCOMP_OK;
+}
+
+void gcomp_config_destroy(gcomp_config *cfg) {
+  if (!cfg) return;
+  gcomp_settings_free(&cfg->s);
+  free(cfg);
+}
+
+const gcomp_settings *gcomp_config_settings(const gcomp_config *cfg) {
+  return cfg ? &cfg->s : NULL;
+}
 
 const char *gcomp_param_name(gcomp_param_id id) { return defs[id].name; }
 
@@ -239,10 +351,10 @@ int gcomp_param_describe(int i, gcomp_param_info *out) {
                 "parameter index %d out of range [0, %d)", i, GCOMP_P_COUNT_);
   out->name = defs[i].name;
   out->type = type_name(defs[i].type);
-  out->value = i == GCOMP_P_JOB_TOKEN && vals[i].text ? "(set, not shown)"
-                                                      : gcomp_param_str((gcomp_param_id)i);
+  out->value = i == GCOMP_P_JOB_TOKEN && env.text[i] ? "(set, not shown)"
+                                                     : gcomp_settings_str(&env, (gcomp_param_id)i);
   out->dflt = defs[i].dflt;
   out->help = defs[i].help;
-  out->is_set = vals[i].text != NULL;
+  out->is_set = env.text[i] != NULL;
   return GCOMP_OK;
 }

@@ -10,7 +10,7 @@
 
 #include "converge.h"
 #include "cv_rng.h"
-#include "gcomp_common.h"
+#include "cv_check.h"
 
 void gcomp_cv_data_free(gcomp_cv_data *d) {
   if (!d) return;

@@ -6,7 +6,7 @@
 
 #include "converge.h"
 #include "cv_rng.h"
-#include "gcomp_common.h"
+#include "cv_check.h"
 
 int gcomp_cv_model_parse(const char *name, int hidden, gcomp_cv_model *m) {
   memset(m, 0, sizeof *m);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "converge.h"
-#include "gcomp_common.h"
+#include "cv_check.h"
 
 static double ratio_of(const gcomp_cv_run *base, const gcomp_cv_run *r) {
   return r->wire_bytes ? (double)base->wire_bytes / (double)r->wire_bytes : 0;
@@ -536,7 +536,7 @@ static int write_svg(const char *path, const gcomp_cv_report *r) {
  * de_DE, "lr":0,05 is not JSON). */
 #define IN_C_LOCALE(call)                              \
   do {                                                 \
-    locale_t old_ = uselocale(gcomp_c_locale());       \
+    locale_t old_ = uselocale(gcomp_cv_c_locale());    \
     int st_ = (call);                                  \
     uselocale(old_);                                   \
     return st_;                                        \

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "converge.h"
-#include "gcomp_common.h"
+#include "cv_check.h"
 
 typedef struct {
   char pattern[128];

@@ -12,12 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coll.h"
-#include "comm.h"
+#include <time.h>
+
 #include "converge.h"
+#include "cv_check.h"
 #include "cv_rng.h"
-#include "gcomp_common.h"
-#include "transport.h"
 
 enum { GRAD_KEY = 1 };
 
@@ -110,29 +109,70 @@ int gcomp_cv_plan_codec(const gcomp_cv_train_cfg *cfg, const char *spec, gcomp_c
   return GCOMP_OK;
 }
 
-int gcomp_cv_setup_env(long long codec_min_bytes, const char *alpha_beta) {
-  if (codec_min_bytes >= 0) {
-    char v[32];
-    snprintf(v, sizeof v, "%lld", codec_min_bytes);
-    setenv("GCOMP_CODEC_MIN_BYTES", v, 1);
+/* What gcomp_cv_setup_env asked for, applied to every run's communicators through a
+ * gcomp_config (the environment is left as it is) */
+static struct {
+  int given;
+  long long codec_min_bytes;
+  char alpha_beta[256];
+} cv_env;
+
+/* A run's settings: the environment's, those of gcomp_cv_setup_env, and GCOMP_ALGO=algo */
+static int run_config(const char *algo, gcomp_config **out) {
+  GCOMP_CHECK(gcomp_config_create(out));
+  char v[32];
+  snprintf(v, sizeof v, "%lld", cv_env.codec_min_bytes);
+  int st = GCOMP_OK;
+  if (cv_env.given && cv_env.codec_min_bytes >= 0)
+    st = gcomp_config_set(*out, "GCOMP_CODEC_MIN_BYTES", v);
+  if (cv_env.given && st == GCOMP_OK) st = gcomp_config_set(*out, "GCOMP_CODEC", "none");
+  if (cv_env.given && st == GCOMP_OK)
+    st = gcomp_config_set(*out, "GCOMP_ALPHA_BETA", cv_env.alpha_beta);
+  if (st == GCOMP_OK) st = gcomp_config_set(*out, "GCOMP_ALGO", algo);
+  if (st < 0) {
+    gcomp_config_destroy(*out);
+    *out = NULL;
+    return gcomp_error_trace(st, __FILE__, __LINE__);
   }
-  setenv("GCOMP_CODEC", "none", 1);
-  setenv("GCOMP_ALGO", "auto", 1);
-  setenv("GCOMP_ALPHA_BETA", alpha_beta ? alpha_beta : "2,0.1,20,0.05", 1);
-  return gcomp_reinit_for_testing();
+  return GCOMP_OK;
 }
 
-/* GCOMP_ALGO is read when a communicator is created: set it for this run's ranks. "auto"
- * for a codec run means the library's compressed algorithm for that codec (sparse for
- * top-k, direct otherwise): the planner's choice depends on measured codec speed, which
- * would make runs irreproducible and could skip the codec altogether. "planner" leaves
- * the choice to the planner. */
-static int select_algo(const char *algo, const char *canon) {
+int gcomp_cv_setup_env(long long codec_min_bytes, const char *alpha_beta) {
+  cv_env.given = 1;
+  cv_env.codec_min_bytes = codec_min_bytes;
+  snprintf(cv_env.alpha_beta, sizeof cv_env.alpha_beta, "%s",
+           alpha_beta ? alpha_beta : "2,0.1,20,0.05");
+  gcomp_config *probe = NULL;   /* a bad value is an error now, not at the first run */
+  int st = run_config("auto", &probe);
+  gcomp_config_destroy(probe);
+  if (st < 0) cv_env.given = 0;
+  return st;
+}
+
+/* GCOMP_ALGO for this run's ranks. "auto" for a codec run means the library's compressed
+ * algorithm for that codec (sparse for top-k, direct otherwise): the planner's choice
+ * depends on measured codec speed, which would make runs irreproducible and could skip the
+ * codec altogether. "planner" leaves the choice to the planner. */
+static const char *select_algo(const char *algo, const char *canon) {
   const char *a = algo && *algo ? algo : "auto";
   if (canon && strcmp(a, "auto") == 0) a = strncmp(canon, "topk", 4) == 0 ? "sparse" : "direct";
   if (strcmp(a, "planner") == 0) a = "auto";
-  setenv("GCOMP_ALGO", a, 1);
-  return gcomp_reinit_for_testing();
+  return a;
+}
+
+uint64_t gcomp_cv_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static pthread_once_t c_once = PTHREAD_ONCE_INIT;
+static locale_t c_locale;
+static void make_c_locale(void) { c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
+
+locale_t gcomp_cv_c_locale(void) {
+  pthread_once(&c_once, make_c_locale);
+  return c_locale ? c_locale : LC_GLOBAL_LOCALE;   /* (locale_t)0 only when out of memory */
 }
 
 void gcomp_cv_run_free(gcomp_cv_run *run) {
@@ -216,7 +256,7 @@ typedef struct {
   uint64_t nmoved;      /* rank 0: nonzero values delivered, summed over steps */
   int W;
   size_t np;
-  gcomp_transport **t;
+  gcomp_comm **comms;   /* [W] simulated: the loopback ranks' communicators */
   pthread_barrier_t bar;
   float *local[2];      /* [W * np] each: the workers' gradients of even and odd steps */
   double *bloss[2];     /* [W] their minibatch losses */
@@ -313,7 +353,7 @@ static void evaluate(sim *s, int e, const float *theta) {
 
 static void progress_line(sim *s, int step) {
   static _Thread_local uint64_t last;
-  uint64_t now = gcomp_now_ns();
+  uint64_t now = gcomp_cv_now_ns();
   if (step + 1 < s->cfg->steps && now - last < 500000000ull) return;
   last = now;
   fprintf(stderr, "\r  %-28s %-26.26s step %5d/%-5d loss %.4f  %5.1f s ", s->cfg->label,
@@ -426,7 +466,7 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
       s->bloss[step & 1][w] = loss;
       memcpy(s->local[step & 1] + (size_t)w * np, grad, np * sizeof *grad);
     }
-    gcomp_comm_stats before, after;
+    gcomp_comm_stats before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
     gcomp_comm_get_stats(comm, &before);
     if (cfg->per_layer) {   /* one call per tensor, as a framework hands them over */
       for (int t = 0; t < ntensor && st == GCOMP_OK; t++) {
@@ -476,9 +516,11 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
   if (!atomic_load(&s->failed)) {
     int slot = s->real ? 0 : w;
     memcpy(s->thetas + (size_t)slot * np, theta, np * sizeof *theta);
+    s->cstats[slot].struct_size = sizeof s->cstats[slot];
     gcomp_comm_get_stats(comm, &s->cstats[slot]);
     s->cstats[slot].wire_bytes = wire;
     s->cstats[slot].bytes = user;
+    s->kstats[slot].struct_size = sizeof s->kstats[slot];
     if (codec) gcomp_codec_get_stats(codec, &s->kstats[slot]);
     if (w == 0 || s->real) snprintf(s->run->algo, sizeof s->run->algo, "%s", algo);
     if (s->real) real_totals(s, w, theta);
@@ -498,14 +540,9 @@ out:
 static void *worker_main(void *arg) {
   worker_arg *a = arg;
   sim *s = a->s;
-  gcomp_comm *comm = NULL;
-  int st = gcomp_comm_from_transport(s->t[a->w], 1, &comm);
-  if (st < 0) {
-    fail_worker(s, a->w, st, "creating the communicator");
-    gcomp_transport_destroy(s->t[a->w]);
-  }
-  worker_body(s, a->w, comm, st);
-  gcomp_comm_destroy(comm);
+  worker_body(s, a->w, s->comms[a->w], GCOMP_OK);
+  gcomp_comm_destroy(s->comms[a->w]);   /* in-process ranks: does not wait for the others */
+  s->comms[a->w] = NULL;
   return NULL;
 }
 
@@ -628,27 +665,34 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
   run->ef_momentum = plan.ef_momentum;
   run->opt_momentum = plan.opt_momentum;
   run->corrected = plan.corrected;
-  GCOMP_CHECK(select_algo(spec ? cfg->algo : "auto", spec ? run->canon : NULL));
+  gcomp_config *config = NULL;
+  GCOMP_CHECK(run_config(select_algo(spec ? cfg->algo : "auto", spec ? run->canon : NULL),
+                         &config));
   int W = cfg->workers, rank = 0;
   gcomp_comm *rcomm = NULL;
   if (cfg->real) {   /* this process is one worker; the launcher made the others */
-    GCOMP_CHECK(gcomp_comm_init_env(&rcomm));
+    int rst = gcomp_comm_init_env_config(config, &rcomm);
+    if (rst < 0) gcomp_config_destroy(config);
+    GCOMP_CHECK(rst);
     W = gcomp_comm_size(rcomm);
     rank = gcomp_comm_rank(rcomm);
   }
   run->workers = W;
   run->rank = rank;
   if (data->ntrain < W) {
+    gcomp_config_destroy(config);
     gcomp_comm_destroy(rcomm);
     GCOMP_FAIL(GCOMP_ERR_INVALID, "%d training rows cannot feed %d workers", data->ntrain, W);
   }
   if (cfg->batch > data->ntrain / W) {   /* a minibatch would repeat the shard's rows */
+    gcomp_config_destroy(config);
     gcomp_comm_destroy(rcomm);
     GCOMP_FAIL(GCOMP_ERR_INVALID, "batch %d is larger than a worker's shard: %d training rows "
                "over %d workers leave %d each", cfg->batch, data->ntrain, W, data->ntrain / W);
   }
   int st = alloc_run(run, cfg, np, base == NULL);
   if (st < 0) {
+    gcomp_config_destroy(config);
     gcomp_comm_destroy(rcomm);
     return st;
   }
@@ -656,7 +700,7 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
            .base = base, .run = run, .opt_mu = (float)plan.opt_momentum,
            .ef_mu = plan.ef_momentum, .W = W, .np = np, .real = cfg->real, .real_comm = rcomm};
   size_t Ws = cfg->real ? 1 : (size_t)W;   /* per-worker slots kept in this process */
-  s.t = calloc(Ws, sizeof *s.t);
+  s.comms = calloc(Ws, sizeof *s.comms);
   s.local[0] = malloc(Ws * np * sizeof(float));
   s.local[1] = malloc(Ws * np * sizeof(float));
   s.bloss[0] = calloc(Ws, sizeof(double));
@@ -673,21 +717,25 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
   s.moved = calloc(np, 1);
   pthread_t *th = calloc((size_t)W, sizeof *th);
   worker_arg *args = calloc((size_t)W, sizeof *args);
-  if (!s.t || !s.local[0] || !s.local[1] || !s.bloss[0] || !s.bloss[1] || !s.thetas || !s.status ||
+  if (!s.comms || !s.local[0] || !s.local[1] || !s.bloss[0] || !s.bloss[1] || !s.thetas ||
+      !s.status ||
       !s.error || !s.cstats || !s.kstats || !s.eval_scratch || !th || !args || !s.moved ||
       (s.ef_mu > 0 && !s.mref))
     st = gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "simulation of %d workers", W);
   if (st == GCOMP_OK && cfg->real) {
-    s.t0 = gcomp_now_ns();
+    s.t0 = gcomp_cv_now_ns();
     worker_body(&s, rank, rcomm, GCOMP_OK);
-    run->seconds = (double)(gcomp_now_ns() - s.t0) * 1e-9;
+    run->seconds = (double)(gcomp_cv_now_ns() - s.t0) * 1e-9;
   }
   gcomp_comm_destroy(rcomm);
-  if (st == GCOMP_OK && !cfg->real) st = gcomp_loopback_create(W, NULL, s.t);
+  if (st == GCOMP_OK && !cfg->real) {
+    s.t0 = gcomp_cv_now_ns();   /* the run's time includes creating its communicators */
+    st = gcomp_comm_init_local(W, NULL, config, s.comms);
+  }
+  gcomp_config_destroy(config);   /* the communicators hold copies */
   int started = 0;
   if (st == GCOMP_OK && !cfg->real) {
     pthread_barrier_init(&s.bar, NULL, (unsigned)W);
-    s.t0 = gcomp_now_ns();
     for (; started < W; started++) {
       args[started] = (worker_arg){&s, started};
       if (pthread_create(&th[started], NULL, worker_main, &args[started]) != 0) break;
@@ -699,7 +747,7 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
     }
     for (int w = 0; w < started; w++) pthread_join(th[w], NULL);
     pthread_barrier_destroy(&s.bar);
-    run->seconds = (double)(gcomp_now_ns() - s.t0) * 1e-9;
+    run->seconds = (double)(gcomp_cv_now_ns() - s.t0) * 1e-9;
   }
   if (st == GCOMP_OK && atomic_load(&s.failed)) {
     int w = 0;
@@ -711,8 +759,7 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
   } else if (st == GCOMP_OK) {
     summarise(&s);
     /* a lossy codec the planner declined to use would "pass" without being tested */
-    const gcomp_algo *a = gcomp_algo_find(run->algo);
-    if (spec && strncmp(run->canon, "none", 4) != 0 && !(a && a->compressed)) {
+    if (spec && strncmp(run->canon, "none", 4) != 0 && gcomp_algo_compresses(run->algo) != 1) {
       st = gcomp_error_set(GCOMP_ERR_UNSUPPORTED, __FILE__, __LINE__,
                            "codec '%s': the library ran '%s', an uncompressed algorithm, so the "
                            "codec was never exercised (check GCOMP_CODEC_MIN_BYTES and --algo)",
@@ -723,7 +770,7 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
     snprintf(run->error, sizeof run->error, "codec '%s': %s", run->spec, gcomp_last_error());
   }
   run->status = st;
-  free(s.t);
+  free(s.comms);
   free(s.local[0]);
   free(s.local[1]);
   free(s.bloss[0]);

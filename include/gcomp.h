@@ -56,6 +56,20 @@ GCOMP_API const char *gcomp_strerror(int status);
  * thread. */
 GCOMP_API const char *gcomp_last_error(void);
 
+/* For layers built on gcomp (the MPI shim, the convergence harness, language bindings):
+ * their failures go through the same thread-local detail, so that gcomp_last_error() reads
+ * alike whichever layer failed. gcomp_error_set records "message [file:line]" and returns
+ * status; gcomp_error_trace appends " <- file:line" to the detail (propagation leaves a
+ * trace) and returns status; gcomp_error_restore sets the detail verbatim (a detail carried
+ * from another thread) and returns status. */
+GCOMP_API int gcomp_error_set(int status, const char *file, int line, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+GCOMP_API int gcomp_error_trace(int status, const char *file, int line);
+GCOMP_API int gcomp_error_restore(int status, const char *detail);
+
 /* Returns "MAJOR.MINOR.PATCH". */
 GCOMP_API const char *gcomp_version(void);
 
@@ -84,6 +98,66 @@ typedef struct {
 /* Describes parameter i (0 <= i < gcomp_param_count()). Requires gcomp_init() to have
  * succeeded for `value` to reflect the environment. */
 GCOMP_API int gcomp_param_describe(int i, gcomp_param_info *out);
+
+/* ---------------------------------------------------------------------------------------
+ * Configuration without the environment.
+ *
+ * A config is a set of per-communicator settings, each named like its environment variable
+ * ("GCOMP_CODEC_MIN_BYTES"; the "GCOMP_" prefix may be omitted). gcomp_config_create starts
+ * from the environment's values (or the defaults), so a config that sets nothing behaves
+ * like the environment. The library never calls setenv. A value is validated as the
+ * variable's would be: a malformed one is GCOMP_ERR_INVALID naming the name and the value
+ * (specs and algorithm names, like the variables, are checked when a communicator is
+ * created from the config). Process-wide settings (GCOMP_DEBUG, GCOMP_DEBUG_SUBSYS,
+ * GCOMP_DEBUG_FILE, GCOMP_ISA, GCOMP_SHIM_STRICT) and the launcher's (GCOMP_RANK,
+ * GCOMP_SIZE, GCOMP_LOCAL_RANK, GCOMP_ROOT, GCOMP_JOB_TOKEN) are refused by
+ * gcomp_config_set with GCOMP_ERR_INVALID naming them. A communicator copies what it needs
+ * at creation: the config may be destroyed right after. Wherever a function takes a config,
+ * NULL means the environment. One config must not be used by two threads at once while one
+ * of them changes it.
+ * ------------------------------------------------------------------------------------- */
+typedef struct gcomp_config gcomp_config;
+
+/* *out receives a config holding the environment's values (GCOMP_ERR_INVALID, as
+ * gcomp_init, when the environment holds a malformed one). */
+GCOMP_API int gcomp_config_create(gcomp_config **out);
+/* Sets name to value (value NULL: back to the default). On failure the config is
+ * unchanged. */
+GCOMP_API int gcomp_config_set(gcomp_config *cfg, const char *name, const char *value);
+/* Reads any setting, process-wide ones included: *value receives its text (the default's
+ * when unset; valid until the setting changes or the config is destroyed) and *is_set (may
+ * be NULL) 1 when the environment or gcomp_config_set gave it. cfg NULL reads the
+ * environment as the library read it, even when one of its values was malformed (the text
+ * as given; gcomp_init then failed and the library uses the defaults). GCOMP_ERR_INVALID
+ * for a name gcomp does not know. */
+GCOMP_API int gcomp_config_get(const gcomp_config *cfg, const char *name, const char **value,
+                               int *is_set);
+GCOMP_API void gcomp_config_destroy(gcomp_config *cfg);   /* NULL is a no-op */
+
+/* ---------------------------------------------------------------------------------------
+ * Logging, for layers built on gcomp (the MPI shim, bindings): messages go where the
+ * library's go (GCOMP_DEBUG_FILE, else stderr), in the same format, filtered by GCOMP_DEBUG
+ * and GCOMP_DEBUG_SUBSYS. subsys is one of "init", "codec", "reduce", "fabric", "tuning",
+ * "env", "shim"; another name is never enabled. Thread-safe.
+ * ------------------------------------------------------------------------------------- */
+enum { GCOMP_LOG_WARN = 1, GCOMP_LOG_INFO = 2, GCOMP_LOG_TRACE = 3 };
+/* 1 when a message of this level and subsystem would be written: check it before
+ * formatting anything costly. */
+GCOMP_API int gcomp_log_enabled(int level, const char *subsys);
+/* Writes one line (when enabled); file and line name the caller's source (may be NULL, 0). */
+GCOMP_API void gcomp_log_message(int level, const char *subsys, const char *file, int line,
+                                 const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+/* Numbers in the "C" locale whatever the program's setlocale, as specs and gcomp's files
+ * write them: gcomp_strtod reads like strtod ("0.5" under de_DE too); gcomp_dtoa writes the
+ * shortest %g form that reads back as the same double and returns its length, like
+ * snprintf. For callers that compose codec specs or parse numbers beside gcomp's. */
+GCOMP_API double gcomp_strtod(const char *text, char **end);
+GCOMP_API size_t gcomp_dtoa(char *buf, size_t n, double v);
 
 /* CPU features detected (space-separated, e.g. "sse2 avx2 f16c fma"), the kernel level in
  * use ("base", "avx2", "avx512") and the highest level this CPU supports. */
@@ -162,8 +236,12 @@ GCOMP_API int gcomp_decode(const gcomp_codec *codec, const void *src, size_t src
 GCOMP_API int gcomp_decode_add(const gcomp_codec *codec, const void *src, size_t src_len,
                                float *acc, size_t count);
 
-/* Counters a codec keeps since creation (or the last reset). */
+/* Counters a codec keeps since creation (or the last reset). Sized, like every stats struct
+ * a caller passes: set struct_size to sizeof the struct (gcomp_codec_stats s =
+ * {.struct_size = sizeof s}); the getter fills only what fits, so a program built against an
+ * older header keeps working when fields are appended (they only ever are). */
 typedef struct {
+  size_t struct_size;         /* set by the caller: sizeof the struct it passes */
   uint64_t frames_encoded;
   uint64_t elements_encoded;
   uint64_t bytes_in;          /* fp32 bytes given to gcomp_encode */
@@ -173,6 +251,8 @@ typedef struct {
   uint64_t underflows;        /* nonzero values that became zero */
 } gcomp_codec_stats;
 
+/* GCOMP_ERR_INVALID when out->struct_size is smaller than this struct's first published
+ * layout (gcomp 0.1's, whose last field is underflows). */
 GCOMP_API int gcomp_codec_get_stats(const gcomp_codec *codec, gcomp_codec_stats *out);
 GCOMP_API void gcomp_codec_reset_stats(gcomp_codec *codec);
 
@@ -228,8 +308,40 @@ typedef struct gcomp_comm gcomp_comm;
  * GCOMP_SIZE or the launcher's variables (torchrun, Open MPI, PMI, Slurm), node identity
  * from GCOMP_NODE_ID or the host name, and the rendezvous at GCOMP_ROOT or
  * MASTER_ADDR:MASTER_PORT. Collective: every rank of the job must call it. Returns
- * GCOMP_ERR_BOOTSTRAP when ranks cannot meet within GCOMP_TIMEOUT_MS. */
+ * GCOMP_ERR_BOOTSTRAP when ranks cannot meet within GCOMP_TIMEOUT_MS. Every communicator
+ * creation also calibrates the cost model (unless GCOMP_ALPHA_BETA is set) and checks that
+ * the settings that must be equal on every rank are (GCOMP_ERR_INVALID naming the one that
+ * differs). */
 GCOMP_API int gcomp_comm_init_env(gcomp_comm **out);
+
+/* gcomp_comm_init_env with a config's settings (NULL: exactly gcomp_comm_init_env). */
+GCOMP_API int gcomp_comm_init_env_config(const gcomp_config *config, gcomp_comm **out);
+
+/* Out-of-band bootstrap (the MPI shim's, a binding's over torch.distributed): the caller
+ * says who this rank is and lends an allgather of small records.
+ *
+ * allgather is called (possibly several times, always by every rank in the same order, from
+ * the thread that called gcomp_comm_init_oob) with this rank's `len`-byte record in mine;
+ * it must fill all[r * len .. (r + 1) * len) with rank r's record for every r and return 0,
+ * or return nonzero on failure (the init then fails with GCOMP_ERR_BOOTSTRAP). len is the
+ * same on every rank of one call. ctx is passed through. node_id: ranks with equal strings
+ * share a node (shared memory between them); NULL means GCOMP_NODE_ID (the config's or the
+ * environment's) or else the host name. Collective over the `size` ranks; 0 <= rank < size.
+ * GCOMP_ERR_INVALID for bad arguments. */
+typedef int (*gcomp_allgather_fn)(void *ctx, const void *mine, size_t len, void *all);
+GCOMP_API int gcomp_comm_init_oob(int rank, int size, const char *node_id,
+                                  gcomp_allgather_fn allgather, void *ctx,
+                                  const gcomp_config *config, gcomp_comm **out);
+
+/* `size` ranks inside this process over the in-process transport (like ncclCommInitAll):
+ * comms[0..size) receive one communicator per rank (all NULL on failure). node_of (NULL:
+ * one node) gives each rank's node index (0 <= node_of[r] < size), so hierarchical
+ * algorithms run too. Each communicator may then be driven by its own thread (one thread
+ * per rank): a collective call needs every rank's thread to make it. For simulations (the
+ * convergence harness) and tests. Each is destroyed with gcomp_comm_destroy, which for
+ * in-process ranks does not wait for the others. 1 <= size <= 4096. */
+GCOMP_API int gcomp_comm_init_local(int size, const int *node_of, const gcomp_config *config,
+                                    gcomp_comm **comms);
 
 GCOMP_API int gcomp_comm_rank(const gcomp_comm *comm);
 GCOMP_API int gcomp_comm_size(const gcomp_comm *comm);
@@ -237,7 +349,14 @@ GCOMP_API int gcomp_comm_size(const gcomp_comm *comm);
 GCOMP_API int gcomp_comm_node(const gcomp_comm *comm);
 GCOMP_API int gcomp_comm_nnodes(const gcomp_comm *comm);
 
-/* Frees the communicator. Not collective; NULL is a no-op. */
+/* Frees the communicator; NULL is a no-op. Collective: over libfabric it waits (up to
+ * GCOMP_TIMEOUT_MS, 1 s after a failure) until every live peer destroys its communicator
+ * too, so that nothing still in flight is lost, like MPI_Finalize; in-process ranks
+ * (gcomp_comm_init_local) do not wait. Writes GCOMP_STATS and GCOMP_TRACE (a write that
+ * fails draws a warning). While gcomp_iallreduce requests of this communicator are pending
+ * (issued, not yet completed by gcomp_request_wait or gcomp_request_test) it refuses:
+ * GCOMP_ERR_INVALID naming how many, and the communicator stays usable (complete them, then
+ * destroy again). Not thread-safe with other calls on the same communicator. */
 GCOMP_API int gcomp_comm_destroy(gcomp_comm *comm);
 
 /* Sums (or reduces with op) count elements of dtype over all ranks; every rank receives
@@ -265,8 +384,9 @@ GCOMP_API int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvb
  * after non-blocking ones waits for them). Argument errors are returned at once; errors of
  * the call itself come from gcomp_request_wait / gcomp_request_test, with gcomp_last_error()
  * set in the waiting thread. Every request must be completed by wait or test (which free it)
- * before the communicator is destroyed; gcomp_comm_get_stats is exact only when none is
- * pending. */
+ * before the communicator is destroyed (gcomp_comm_destroy refuses until then). A request
+ * may be waited for or tested from another thread than the one that issued it, but by one
+ * thread at a time. gcomp_comm_get_stats is exact only when none is pending. */
 typedef struct gcomp_request gcomp_request;
 GCOMP_API int gcomp_iallreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                                gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key,
@@ -277,8 +397,10 @@ GCOMP_API int gcomp_request_wait(gcomp_request *req);
  * status returned. */
 GCOMP_API int gcomp_request_test(gcomp_request *req, int *done);
 
-/* Where the time of this communicator's collectives went, summed since creation. */
+/* Where the time of this communicator's collectives went, summed since creation. Sized: set
+ * struct_size (gcomp_comm_stats s = {.struct_size = sizeof s}); see gcomp_codec_stats. */
 typedef struct {
+  size_t struct_size;        /* set by the caller: sizeof the struct it passes */
   uint64_t calls;
   uint64_t bytes;            /* user bytes reduced (count * dtype size, summed) */
   uint64_t wire_bytes;       /* bytes this rank sent through the transport (libfabric): what
@@ -295,6 +417,8 @@ typedef struct {
                                 shm algorithm, hier's in-node halves): not on any wire */
 } gcomp_comm_stats;
 
+/* GCOMP_ERR_INVALID when out->struct_size is smaller than the first published layout
+ * (gcomp 0.1's, whose last field is shm_bytes). */
 GCOMP_API int gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out);
 
 /* Stragglers: how late this rank arrives at its calls, and which rank arrives last. Every
@@ -305,8 +429,10 @@ GCOMP_API int gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out
  * to about one message latency (one pipeline step for large calls). Figures cover complete
  * windows; for non-blocking calls a rank "arrives" when it calls gcomp_iallreduce. Like
  * gcomp_comm_get_stats, exact only when no request is pending. A failed exchange (a peer
- * gone) is returned by the call that completed the window: its own result is complete. */
+ * gone) is returned by the call that completed the window: its own result is complete.
+ * Sized like gcomp_comm_stats (first published layout: up to worst_last). */
 typedef struct {
+  size_t struct_size;        /* set by the caller: sizeof the struct it passes */
   uint64_t calls;            /* calls measured */
   double late_mean_s;        /* how long after the first rank this rank arrived: mean */
   double late_max_s;         /* and the longest */
@@ -324,6 +450,13 @@ GCOMP_API int gcomp_comm_get_skew(const gcomp_comm *comm, gcomp_skew_stats *out)
  * i (0 <= i < gcomp_algo_count()). */
 GCOMP_API int gcomp_algo_count(void);
 GCOMP_API int gcomp_algo_describe(int i, const char **name, const char **desc);
+/* 1 when algorithm `name` runs the codec, 0 when it moves the data uncompressed,
+ * GCOMP_ERR_INVALID when this build has no algorithm of that name. */
+GCOMP_API int gcomp_algo_compresses(const char *name);
+
+/* The algorithm the last completed call on this communicator ran ("" before any; the
+ * pointer is static). */
+GCOMP_API const char *gcomp_comm_last_algo(const gcomp_comm *comm);
 
 /* ---------------------------------------------------------------------------------------
  * The planner's cost model, on paper: what gcomp_allreduce would run, and how long the

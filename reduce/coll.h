@@ -49,6 +49,7 @@ typedef struct gcomp_coll {
   uint8_t **tmp_owner;       /* the communicator's own pointer and size, kept in step */
   size_t *tmp_owner_cap;
   size_t seg_bytes;          /* pipeline segment size */
+  size_t chunk_bytes;        /* GCOMP_CHUNK_BYTES of the communicator (the transport's cut) */
   gcomp_comm_stats *stats;   /* wait_s, reduce_s, wire_bytes are added here */
   const struct gcomp_plan_in *plan;   /* the call's cost-model inputs (for sub-choices) */
   const int *world;          /* 0, 1, ..., size-1: the group of all ranks */

@@ -25,8 +25,7 @@ static void cancel_all(gcomp_coll *c, gcomp_treq **reqs, int n) {
 
 /* Provider messages a segment of `bytes` may have in flight at once (an upper bound: the
  * first chunk is counted whole, and over shm it is only the inject size) */
-static size_t seg_messages(size_t bytes) {
-  size_t chunk = (size_t)gcomp_param_int(GCOMP_P_CHUNK_BYTES);
+static size_t seg_messages(size_t bytes, size_t chunk) {
   if (chunk < 1) chunk = 1;
   size_t more = bytes / chunk + (bytes % chunk != 0);
   return 1 + (more < GCOMP_TRANSPORT_WINDOW ? more : GCOMP_TRANSPORT_WINDOW);
@@ -42,7 +41,7 @@ size_t gcomp_coll_seg_elems(const gcomp_coll *c, size_t count, size_t batches) {
     size_t most = GCOMP_COLL_MAX_ENTRIES / (batches * per), s = seg;
     if (most < 1) most = 1;
     if (count / s + (count % s != 0) > most) s = count / most + (count % most != 0);
-    if (seg_messages(s * c->esize) <= per || per > GCOMP_TRANSPORT_WINDOW) return s;
+    if (seg_messages(s * c->esize, c->chunk_bytes) <= per || per > GCOMP_TRANSPORT_WINDOW) return s;
   }
 }
 

@@ -30,6 +30,7 @@ typedef struct {
 struct gcomp_comm {
   gcomp_transport *t;
   int own;
+  gcomp_settings set;          /* this communicator's settings, copied at creation */
   uint32_t seq;
   int *world;                  /* 0..size-1 */
   uint8_t *tmp;                /* receive scratch */
@@ -60,6 +61,7 @@ struct gcomp_comm {
   pthread_cond_t cv;           /* queue changed, or a request finished */
   struct gcomp_request *head, *tail;
   int thread_on, stopping;
+  int pending;                 /* requests issued and not yet freed by wait or test */
   pthread_t thread;
 };
 
@@ -134,7 +136,8 @@ static int internal_max(gcomp_comm *comm, double *v, size_t n, uint32_t seq) {
   gcomp_coll c = {.t = comm->t, .seq = seq, .esize = 8,
                   .reduce = gcomp_reduce_kernel(GCOMP_FLOAT64, GCOMP_MAX), .tmp = comm->tmp,
                   .tmp_cap = comm->tmp_cap, .tmp_owner = &comm->tmp, .tmp_owner_cap = &comm->tmp_cap,
-                  .seg_bytes = 1 << 20, .stats = &scratch, .world = comm->world};
+                  .seg_bytes = 1 << 20, .stats = &scratch, .world = comm->world,
+                  .chunk_bytes = (size_t)gcomp_settings_int(&comm->set, GCOMP_P_CHUNK_BYTES)};
   gcomp_group all = {comm->world, comm->t->size, comm->t->rank};
   return gcomp_rd_allreduce(&c, &all, (uint8_t *)v, n, 0);
 }
@@ -193,14 +196,14 @@ static double spec_hash(const gcomp_codec *c) {
  * in CLOCK_REALTIME (microseconds are exact in a double), so that every rank's trace shares
  * one time axis (exactly on one host, as well as the hosts' clocks agree across hosts). */
 static int agree_at_creation(gcomp_comm *comm) {
-  int window = (int)gcomp_param_int(GCOMP_P_SKEW_WINDOW);
+  int window = (int)gcomp_settings_int(&comm->set, GCOMP_P_SKEW_WINDOW);
   if (comm->t->size > 1) {
-    const char *algo = gcomp_param_str(GCOMP_P_ALGO);
+    const char *algo = gcomp_settings_str(&comm->set, GCOMP_P_ALGO);
     /* link figures given by GCOMP_ALPHA_BETA as parsed (calibrated ones are agreed anyway) */
     double links[6] = {comm->model.intra.alpha_s, comm->model.intra.beta_spb,
                        comm->model.inter.alpha_s, comm->model.inter.beta_spb,
                        comm->model.shm_alpha, comm->model.shm_spb};
-    int given = gcomp_param_is_set(GCOMP_P_ALPHA_BETA);
+    int given = gcomp_settings_is_set(&comm->set, GCOMP_P_ALPHA_BETA);
     static const char *const names[] = {
         "GCOMP_SKEW_WINDOW", "GCOMP_CODEC", "GCOMP_INTRA_CODEC", "GCOMP_CODEC_MIN_BYTES",
         "GCOMP_ALGO", "GCOMP_CHUNK_BYTES", "GCOMP_SHM_BYTES", "GCOMP_ALPHA_BETA",
@@ -209,12 +212,12 @@ static int agree_at_creation(gcomp_comm *comm) {
     double v[K] = {window,
                    spec_hash(comm->default_codec),
                    spec_hash(comm->intra_codec),
-                   (double)gcomp_param_int(GCOMP_P_CODEC_MIN_BYTES),
+                   (double)gcomp_settings_int(&comm->set, GCOMP_P_CODEC_MIN_BYTES),
                    hash52(algo, strlen(algo)),
-                   (double)gcomp_param_int(GCOMP_P_CHUNK_BYTES),
-                   (double)gcomp_param_int(GCOMP_P_SHM_BYTES),
+                   (double)gcomp_settings_int(&comm->set, GCOMP_P_CHUNK_BYTES),
+                   (double)gcomp_settings_int(&comm->set, GCOMP_P_SHM_BYTES),
                    given ? hash52(links, sizeof links) : -1,
-                   (double)gcomp_param_int(GCOMP_P_SEGMENT_BYTES)};
+                   (double)gcomp_settings_int(&comm->set, GCOMP_P_SEGMENT_BYTES)};
     double w[2 * K + 1];
     for (int i = 0; i < K; i++) w[2 * i] = v[i], w[2 * i + 1] = -v[i];
     w[2 * K] = -comm->born_real_us;
@@ -227,8 +230,10 @@ static int agree_at_creation(gcomp_comm *comm) {
                    "equal on every rank", names[i], -w[2 * i + 1], w[2 * i]);
       GCOMP_FAIL(GCOMP_ERR_INVALID, "%s differs between ranks (this rank: '%s'): it must be "
                  "equal on every rank", names[i],
-                 i == 1 ? gcomp_param_str(GCOMP_P_CODEC) : i == 2 ? gcomp_param_str(GCOMP_P_INTRA_CODEC)
-                 : i == 4 ? algo : gcomp_param_str(GCOMP_P_ALPHA_BETA));
+                 gcomp_settings_str(&comm->set, i == 1   ? GCOMP_P_CODEC
+                                                : i == 2 ? GCOMP_P_INTRA_CODEC
+                                                : i == 4 ? GCOMP_P_ALGO
+                                                         : GCOMP_P_ALPHA_BETA));
     }
     comm->epoch_real_us = -w[2 * K];
   }
@@ -326,12 +331,17 @@ static int calibrate_shm(gcomp_comm *comm) {
   return GCOMP_OK;
 }
 
-int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
-  GCOMP_FAIL_IF(!t || !out, GCOMP_ERR_INVALID, "gcomp_comm_from_transport: NULL argument");
+int gcomp_comm_create(gcomp_transport *t, int own, const gcomp_settings *set, gcomp_comm **out) {
+  GCOMP_FAIL_IF(!t || !out, GCOMP_ERR_INVALID, "gcomp_comm_create: NULL argument");
   *out = NULL;
   GCOMP_CHECK(gcomp_init());
   gcomp_comm *comm = calloc(1, sizeof *comm);
   GCOMP_FAIL_IF(!comm, GCOMP_ERR_NOMEM, "allocating a communicator");
+  int cst = gcomp_settings_copy(&comm->set, set);
+  if (cst < 0) {
+    free(comm);
+    return gcomp_error_trace(cst, __FILE__, __LINE__);
+  }
   comm->t = t;
   comm->born_ns = gcomp_now_ns();
   struct timespec real;
@@ -339,14 +349,14 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
   comm->born_real_us = comm->epoch_real_us = (double)real.tv_sec * 1e6 + (double)real.tv_nsec / 1e3;
   pthread_mutex_init(&comm->mu, NULL);
   pthread_cond_init(&comm->cv, NULL);
-  comm->seg_bytes = (size_t)gcomp_param_int(GCOMP_P_SEGMENT_BYTES);
+  comm->seg_bytes = (size_t)gcomp_settings_int(&comm->set, GCOMP_P_SEGMENT_BYTES);
   comm->world = malloc((size_t)t->size * sizeof *comm->world);
   int st = comm->world ? GCOMP_OK : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "world");
   for (int r = 0; st == GCOMP_OK && r < t->size; r++) comm->world[r] = r;
   comm->model.n = t->size;
   comm->model.nnodes = t->nnodes;
   comm->model.local = even_local(t);
-  const char *algo = gcomp_param_str(GCOMP_P_ALGO);
+  const char *algo = gcomp_settings_str(&comm->set, GCOMP_P_ALGO);
   if (st == GCOMP_OK && strcmp(algo, "auto") != 0) {
     comm->forced = gcomp_algo_find(algo);
     if (!comm->forced)
@@ -354,23 +364,24 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
                            "GCOMP_ALGO='%s' is not an algorithm (valid: auto, %s)", algo,
                            gcomp_algo_names());
   }
-  const char *dflt = gcomp_param_str(GCOMP_P_CODEC);
+  const char *dflt = gcomp_settings_str(&comm->set, GCOMP_P_CODEC);
   if (st == GCOMP_OK && strcmp(dflt, "none") != 0) st = gcomp_codec_create(dflt, &comm->default_codec);
-  const char *intra = gcomp_param_str(GCOMP_P_INTRA_CODEC);
+  const char *intra = gcomp_settings_str(&comm->set, GCOMP_P_INTRA_CODEC);
   if (st == GCOMP_OK && strcmp(intra, "none") != 0) st = gcomp_codec_create(intra, &comm->intra_codec);
   if (st == GCOMP_OK) {
-    if (gcomp_param_is_set(GCOMP_P_ALPHA_BETA))
-      st = gcomp_plan_parse_links(gcomp_param_str(GCOMP_P_ALPHA_BETA), "GCOMP_ALPHA_BETA", &comm->model);
+    if (gcomp_settings_is_set(&comm->set, GCOMP_P_ALPHA_BETA))
+      st = gcomp_plan_parse_links(gcomp_settings_str(&comm->set, GCOMP_P_ALPHA_BETA),
+                                  "GCOMP_ALPHA_BETA", &comm->model);
     else
       st = calibrate(comm);
   }
   /* a shared segment per node: the shm algorithm on one node, hier's intra-node halves on
    * several */
   if (st == GCOMP_OK && t->local_size > 1)
-    st = gcomp_shm_create(t, (size_t)gcomp_param_int(GCOMP_P_SHM_BYTES), &comm->shm);
+    st = gcomp_shm_create(t, (size_t)gcomp_settings_int(&comm->set, GCOMP_P_SHM_BYTES), &comm->shm);
   if (st == GCOMP_OK && comm->shm && t->nnodes == 1) {
     comm->model.shm_slot = gcomp_shm_slot_bytes(comm->shm);
-    if (!gcomp_param_is_set(GCOMP_P_ALPHA_BETA)) st = calibrate_shm(comm);
+    if (!gcomp_settings_is_set(&comm->set, GCOMP_P_ALPHA_BETA)) st = calibrate_shm(comm);
   }
   if (st == GCOMP_OK) st = agree_at_creation(comm);
   if (st < 0) {
@@ -391,21 +402,28 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
   return GCOMP_OK;
 }
 
-int gcomp_comm_init_env(gcomp_comm **out) {
-  GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_comm_init_env: out is NULL");
-  *out = NULL;
-  GCOMP_CHECK(gcomp_init());
-  gcomp_transport *t;
-  GCOMP_CHECK(gcomp_transport_create_env(&t));
-  int st = gcomp_comm_from_transport(t, 1, out);
-  if (st < 0) gcomp_transport_destroy(t);
-  return st;
+int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
+  return gcomp_comm_create(t, own, NULL, out);
 }
 
 static void stop_progress(gcomp_comm *comm);
 
+/* The requests the caller has not completed: while there are any, destroying would free
+ * what the progress thread and the caller's later wait or test still use. */
+static int refuse_pending(gcomp_comm *comm) {
+  pthread_mutex_lock(&comm->mu);
+  int pending = comm->pending;
+  pthread_mutex_unlock(&comm->mu);
+  GCOMP_FAIL_IF(pending > 0, GCOMP_ERR_INVALID,
+                "gcomp_comm_destroy: %d gcomp_iallreduce request%s pending: complete %s with "
+                "gcomp_request_wait or gcomp_request_test first (the communicator stays usable)",
+                pending, pending == 1 ? " is" : "s are", pending == 1 ? "it" : "them");
+  return GCOMP_OK;
+}
+
 int gcomp_comm_destroy(gcomp_comm *comm) {
   if (!comm) return GCOMP_OK;
+  GCOMP_CHECK(refuse_pending(comm));
   stop_progress(comm);
   locale_t old_locale = uselocale(gcomp_c_locale());   /* JSON numbers: 0.5, never 0,5 */
   write_stats(comm);
@@ -423,6 +441,7 @@ int gcomp_comm_destroy(gcomp_comm *comm) {
   free(comm->work);
   pthread_mutex_destroy(&comm->mu);
   pthread_cond_destroy(&comm->cv);
+  gcomp_settings_free(&comm->set);
   free(comm);
   return GCOMP_OK;
 }
@@ -435,18 +454,17 @@ gcomp_transport *gcomp_comm_transport(gcomp_comm *comm) { return comm->t; }
 
 int gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out) {
   GCOMP_FAIL_IF(!comm || !out, GCOMP_ERR_INVALID, "gcomp_comm_get_stats: NULL argument");
-  *out = comm->stats;
-  return GCOMP_OK;
+  return GCOMP_SIZED_COPY(out, &comm->stats, gcomp_comm_stats, shm_bytes, "gcomp_comm_get_stats");
 }
 
 int gcomp_comm_get_skew(const gcomp_comm *comm, gcomp_skew_stats *out) {
   GCOMP_FAIL_IF(!comm || !out, GCOMP_ERR_INVALID, "gcomp_comm_get_skew: NULL argument");
-  *out = comm->skew.mine;
-  return GCOMP_OK;
+  return GCOMP_SIZED_COPY(out, &comm->skew.mine, gcomp_skew_stats, worst_last,
+                          "gcomp_comm_get_skew");
 }
 
 const char *gcomp_comm_last_algo(const gcomp_comm *comm) {
-  return comm->last_algo ? comm->last_algo : "";
+  return comm && comm->last_algo ? comm->last_algo : "";
 }
 
 const char *gcomp_comm_plan_name(gcomp_comm *comm, size_t bytes) {
@@ -568,7 +586,7 @@ static void record(gcomp_comm *comm, uint64_t t0, uint64_t t1, size_t bytes, con
 }
 
 static void write_stats(const gcomp_comm *comm) {
-  const char *pattern = gcomp_param_str(GCOMP_P_STATS);
+  const char *pattern = gcomp_settings_str(&comm->set, GCOMP_P_STATS);
   if (!pattern[0]) return;
   char path[4096];
   gcomp_path_expand(pattern, comm->t->rank, path, sizeof path);
@@ -616,7 +634,7 @@ static void write_stats(const gcomp_comm *comm) {
  * count from the job's epoch (see agree_at_creation), so the ranks' files merge into one
  * timeline. */
 static void write_trace(const gcomp_comm *comm) {
-  const char *pattern = gcomp_param_str(GCOMP_P_TRACE);
+  const char *pattern = gcomp_settings_str(&comm->set, GCOMP_P_TRACE);
   if (!pattern[0]) return;
   char path[4096];
   gcomp_path_expand(pattern, comm->t->rank, path, sizeof path);
@@ -681,7 +699,7 @@ static int allreduce_now(gcomp_comm *comm, const void *sendbuf, void *recvbuf, s
   /* codec per link level: on one node every link is intra-node */
   if (!codec) codec = comm->t->nnodes == 1 ? comm->intra_codec : comm->default_codec;
   uint64_t t0 = gcomp_now_ns();
-  int tracing = gcomp_param_str(GCOMP_P_TRACE)[0] != '\0';
+  int tracing = gcomp_settings_str(&comm->set, GCOMP_P_TRACE)[0] != '\0';
   gcomp_comm_stats before = comm->stats;
   comm->seq = (comm->seq + 1) & ((1u << GCOMP_TAG_SEQ_BITS) - 1);
   if (comm->seq >= 0xfffff0u) comm->seq = 1;   /* keep clear of the calibration tags */
@@ -719,7 +737,7 @@ static int allreduce_now(gcomp_comm *comm, const void *sendbuf, void *recvbuf, s
   } else if (codec && op != GCOMP_SUM && op != GCOMP_AVG) {
     /* codecs decode by adding: only sums (and averages) can go through them */
     GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: op %d is not a sum", (int)op);
-  } else if (codec && (int64_t)in.bytes < gcomp_param_int(GCOMP_P_CODEC_MIN_BYTES)) {
+  } else if (codec && (int64_t)in.bytes < gcomp_settings_int(&comm->set, GCOMP_P_CODEC_MIN_BYTES)) {
     GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: %zu B < GCOMP_CODEC_MIN_BYTES", in.bytes);
   } else if (codec) {
     int st = codec_lookup(comm, codec, &ci);   /* collective the first time: a failure breaks */
@@ -739,6 +757,7 @@ static int allreduce_now(gcomp_comm *comm, const void *sendbuf, void *recvbuf, s
                   .reduce = gcomp_reduce_kernel(wt, op), .tmp = comm->tmp,
                   .tmp_cap = comm->tmp_cap, .tmp_owner = &comm->tmp, .tmp_owner_cap = &comm->tmp_cap,
                   .seg_bytes = comm->seg_bytes, .stats = &comm->stats,
+                  .chunk_bytes = (size_t)gcomp_settings_int(&comm->set, GCOMP_P_CHUNK_BYTES),
                   .plan = &in, .world = comm->world, .shm = comm->shm,
                   .float_data = wt == GCOMP_FLOAT32 || wt == GCOMP_FLOAT64};
   if (algo->compressed) c.codec = codec, c.codec2 = ci->second;
@@ -747,7 +766,7 @@ static int allreduce_now(gcomp_comm *comm, const void *sendbuf, void *recvbuf, s
    * codec (fp32 sums of at least GCOMP_CODEC_MIN_BYTES) */
   if (comm->intra_codec && !strncmp(algo->name, "hier", 4) && dtype == GCOMP_FLOAT32 &&
       (op == GCOMP_SUM || op == GCOMP_AVG) &&
-      (int64_t)in.bytes >= gcomp_param_int(GCOMP_P_CODEC_MIN_BYTES)) {
+      (int64_t)in.bytes >= gcomp_settings_int(&comm->set, GCOMP_P_CODEC_MIN_BYTES)) {
     codec_info *intra;
     int st = codec_lookup(comm, comm->intra_codec, &intra);
     if (st < 0) return mark_broken(comm, st);
@@ -871,6 +890,7 @@ static int enqueue(gcomp_comm *comm, gcomp_request *r) {
   if (comm->tail) comm->tail->next = r;
   else comm->head = r;
   comm->tail = r;
+  comm->pending++;
   pthread_cond_broadcast(&comm->cv);
   pthread_mutex_unlock(&comm->mu);
   return GCOMP_OK;
@@ -896,7 +916,9 @@ int gcomp_iallreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_
   return GCOMP_OK;
 }
 
+/* Frees a request that has run (under comm->mu, which the caller holds) */
 static int finish(gcomp_request *r) {
+  r->comm->pending--;
   int st = r->status;
   if (st < 0) gcomp_error_restore(st, r->error);
   free(r);
@@ -908,8 +930,9 @@ int gcomp_request_wait(gcomp_request *req) {
   gcomp_comm *comm = req->comm;
   pthread_mutex_lock(&comm->mu);
   while (!req->done) pthread_cond_wait(&comm->cv, &comm->mu);
+  int st = finish(req);
   pthread_mutex_unlock(&comm->mu);
-  return finish(req);
+  return st;
 }
 
 int gcomp_request_test(gcomp_request *req, int *done) {
@@ -917,8 +940,9 @@ int gcomp_request_test(gcomp_request *req, int *done) {
   gcomp_comm *comm = req->comm;
   pthread_mutex_lock(&comm->mu);
   *done = req->done;
+  int st = *done ? finish(req) : GCOMP_OK;
   pthread_mutex_unlock(&comm->mu);
-  return *done ? finish(req) : GCOMP_OK;
+  return st;
 }
 
 int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,

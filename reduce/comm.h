@@ -4,18 +4,20 @@
 #define GCOMP_COMM_H
 
 #include "gcomp.h"
+#include "gcomp_common.h"
 #include "transport.h"
 
-/* Wraps a transport (taking ownership when own != 0) into a communicator. Collective over
- * the transport's ranks: it calibrates the cost model (unless GCOMP_ALPHA_BETA is set). */
+/* Wraps a transport (taking ownership when own != 0; on failure the caller keeps it) into a
+ * communicator with a copy of the settings `set` (NULL: the environment's). Collective over
+ * the transport's ranks: it calibrates the cost model (unless GCOMP_ALPHA_BETA is set) and
+ * agrees on the settings that must be equal everywhere. */
+int gcomp_comm_create(gcomp_transport *t, int own, const gcomp_settings *set, gcomp_comm **out);
+/* gcomp_comm_create with the environment's settings. */
 int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out);
 
 gcomp_transport *gcomp_comm_transport(gcomp_comm *comm);
 
 /* The algorithm the planner would run for a call of `bytes` (after GCOMP_ALGO). */
 const char *gcomp_comm_plan_name(gcomp_comm *comm, size_t bytes);
-
-/* The algorithm the last gcomp_allreduce on this communicator ran ("" before any). */
-const char *gcomp_comm_last_algo(const gcomp_comm *comm);
 
 #endif /* GCOMP_COMM_H */

@@ -225,6 +225,13 @@ int gcomp_algo_describe(int i, const char **name, const char **desc) {
   return GCOMP_OK;
 }
 
+int gcomp_algo_compresses(const char *name) {
+  const gcomp_algo *a = name ? gcomp_algo_find(name) : NULL;
+  GCOMP_FAIL_IF(!a, GCOMP_ERR_INVALID, "'%s' is not an algorithm (valid: %s)",
+                name ? name : "(null)", gcomp_algo_names());
+  return a->compressed != 0;
+}
+
 const gcomp_algo *gcomp_plan_pick(const gcomp_plan_in *in, const gcomp_algo *forced) {
   const gcomp_algo *best = NULL;
   double best_cost = INFINITY;

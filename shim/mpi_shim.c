@@ -9,7 +9,9 @@
  *
  * This is the only file in gcomp that includes mpi.h. It exports only MPI_* symbols: the
  * library is linked in statically with hidden visibility, so the one .so is all a user
- * preloads, and a program that also links libgcomp.so sees no clash. */
+ * preloads, and a program that also links libgcomp.so sees no clash. Like any program built
+ * on gcomp it reaches the library only through gcomp.h: it bootstraps with
+ * gcomp_comm_init_oob over PMPI_Allgather, and its settings come in a gcomp_config. */
 #include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -19,11 +21,17 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "comm.h"
-#include "gcomp_common.h"
-#include "transport.h"
+#include "gcomp.h"
 
 #define SHIM_API __attribute__((visibility("default")))
+#define SHIM_LOG(level, ...)                                                              \
+  do {                                                                                    \
+    if (gcomp_log_enabled((level), "shim"))                                               \
+      gcomp_log_message((level), "shim", __FILE__, __LINE__, __VA_ARGS__);                \
+  } while (0)
+#define SHIM_WARN(...) SHIM_LOG(GCOMP_LOG_WARN, __VA_ARGS__)
+#define SHIM_INFO(...) SHIM_LOG(GCOMP_LOG_INFO, __VA_ARGS__)
+#define SHIM_TRACE(...) SHIM_LOG(GCOMP_LOG_TRACE, __VA_ARGS__)
 #define SHIM_TIMEOUT_MS (30 * 60 * 1000)   /* without GCOMP_TIMEOUT_MS: see shim_start */
 
 /* Why a call went to PMPI instead of gcomp; counted per reason. */
@@ -54,27 +62,47 @@ static struct {
 
 /* ---- bootstrap -------------------------------------------------------------------------- */
 
-static int oob_allgather(gcomp_oob *oob, const void *mine, size_t len, void *all) {
-  MPI_Comm world = *(MPI_Comm *)oob->ctx;
-  GCOMP_FAIL_IF(len > INT_MAX, GCOMP_ERR_BOOTSTRAP, "shim: %zu-byte bootstrap record", len);
+/* The settings this rank's communicator is created with */
+static gcomp_config *shim_config;
+
+/* A setting's text ("" for a name gcomp does not know, which no caller here passes) */
+static const char *setting(const char *name) {
+  const char *v = "";
+  if (gcomp_config_get(shim_config, name, &v, NULL) < 0) v = "";
+  return v;
+}
+
+static int setting_is_set(const char *name) {
+  const char *v;
+  int set = 0;
+  return gcomp_config_get(shim_config, name, &v, &set) == GCOMP_OK && set;
+}
+
+/* gcomp_comm_init_oob's allgather: ctx is the shim's MPI_Comm */
+static int oob_allgather(void *ctx, const void *mine, size_t len, void *all) {
+  MPI_Comm world = *(MPI_Comm *)ctx;
+  if (len > INT_MAX) {
+    SHIM_WARN("rank %d: a %zu-byte bootstrap record is more than MPI_Allgather takes",
+             shim.rank, len);
+    return 1;
+  }
   int rc = PMPI_Allgather(mine, (int)len, MPI_BYTE, all, (int)len, MPI_BYTE, world);
   if (rc != MPI_SUCCESS) {
     char msg[MPI_MAX_ERROR_STRING] = "";
     int n = 0;
     PMPI_Error_string(rc, msg, &n);
-    GCOMP_FAIL(GCOMP_ERR_BOOTSTRAP, "shim: MPI_Allgather of the bootstrap records failed: %s", msg);
+    SHIM_WARN("rank %d: MPI_Allgather of the bootstrap records failed: %s", shim.rank, msg);
+    return 1;
   }
-  return GCOMP_OK;
+  return 0;
 }
-
-static void oob_close(gcomp_oob *oob) { (void)oob; }
 
 /* Node identity: GCOMP_NODE_ID when set (emulated nodes), else the ranks MPI says share
  * memory with this one, named by the lowest world rank among them (the same string on every
  * rank of the node, distinct across nodes, whatever the host names say). */
 static void node_identity(char *out, size_t n) {
-  if (gcomp_param_is_set(GCOMP_P_NODE_ID) && gcomp_param_str(GCOMP_P_NODE_ID)[0]) {
-    snprintf(out, n, "%s", gcomp_param_str(GCOMP_P_NODE_ID));
+  if (setting_is_set("GCOMP_NODE_ID") && setting("GCOMP_NODE_ID")[0]) {
+    snprintf(out, n, "%s", setting("GCOMP_NODE_ID"));
     return;
   }
   MPI_Comm node;
@@ -93,21 +121,30 @@ static void node_identity(char *out, size_t n) {
 }
 
 /* Everything that can fail identically on every rank is checked here, before any collective
- * of gcomp's own, so the ranks agree to start or not without waiting on each other. */
+ * of gcomp's own, so the ranks agree to start or not without waiting on each other. MPI
+ * waits for a late rank as long as it takes (a checkpoint, an evaluation on rank 0): unless
+ * the user set GCOMP_TIMEOUT_MS, the shim waits as long as a training job's watchdog would
+ * (PyTorch's NCCL default is of this order), not gcomp's 30 s: a dead rank on this node is
+ * still named at once (by pid), and a dead process ends an mpirun job anyway. */
 static int preflight(void) {
-  GCOMP_CHECK(gcomp_init());
-  const gcomp_param_id specs[] = {GCOMP_P_CODEC, GCOMP_P_INTRA_CODEC};
-  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+  int st = gcomp_config_create(&shim_config);
+  if (st == GCOMP_OK && !setting_is_set("GCOMP_TIMEOUT_MS")) {
+    char v[32];
+    snprintf(v, sizeof v, "%d", SHIM_TIMEOUT_MS);
+    st = gcomp_config_set(shim_config, "GCOMP_TIMEOUT_MS", v);
+  }
+  const char *const specs[] = {"GCOMP_CODEC", "GCOMP_INTRA_CODEC"};
+  for (size_t i = 0; st == GCOMP_OK && i < sizeof specs / sizeof *specs; i++) {
     gcomp_codec *c = NULL;
-    int s = gcomp_codec_create(gcomp_param_str(specs[i]), &c);
+    st = gcomp_codec_create(setting(specs[i]), &c);
     gcomp_codec_destroy(c);
-    if (s < 0) {
+    if (st < 0) {
       char detail[1024];
       snprintf(detail, sizeof detail, "%s", gcomp_last_error());
-      GCOMP_FAIL(s, "%s: %s", gcomp_param_name(specs[i]), detail);
+      return gcomp_error_set(st, __FILE__, __LINE__, "%s: %s", specs[i], detail);
     }
   }
-  return GCOMP_OK;
+  return st;
 }
 
 /* All ranks learn the lowest rank whose `ok` is false (size when none). */
@@ -118,10 +155,11 @@ static int first_failure(int ok) {
 }
 
 /* GCOMP_SHIM_STRICT. A malformed GCOMP_* value resets every parameter to its default, so the
- * text is consulted too: strict mode must hold exactly when some other value is bad. */
+ * text is read (gcomp_config_get with no config gives it as set): strict mode must hold
+ * exactly when some other value is bad. */
 static int strict_mode(void) {
-  if (gcomp_param_int(GCOMP_P_SHIM_STRICT)) return 1;
-  const char *t = gcomp_param_str(GCOMP_P_SHIM_STRICT);
+  const char *t = "";
+  if (gcomp_config_get(NULL, "GCOMP_SHIM_STRICT", &t, NULL) < 0) return 0;
   return !strcasecmp(t, "1") || !strcasecmp(t, "true") || !strcasecmp(t, "yes") ||
          !strcasecmp(t, "on");
 }
@@ -130,11 +168,11 @@ static int strict_mode(void) {
 static void give_up(int first, const char *why) {
   int strict = strict_mode();
   if (shim.rank == first && strict)
-    GCOMP_WARN(GCOMP_SUB_SHIM, "rank %d: gcomp could not start: %s; GCOMP_SHIM_STRICT=1: "
-               "aborting the job", first, why);
+    SHIM_WARN("rank %d: gcomp could not start: %s; GCOMP_SHIM_STRICT=1: "
+              "aborting the job", first, why);
   else if (shim.rank == first)
-    GCOMP_WARN(GCOMP_SUB_SHIM, "rank %d: gcomp could not start: %s; every MPI_Allreduce goes "
-               "to MPI unchanged (GCOMP_SHIM_STRICT=1 aborts instead)", first, why);
+    SHIM_WARN("rank %d: gcomp could not start: %s; every MPI_Allreduce goes "
+              "to MPI unchanged (GCOMP_SHIM_STRICT=1 aborts instead)", first, why);
   if (strict) PMPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -142,8 +180,8 @@ static void shim_start(int provided) {
   shim.thread_multiple = provided == MPI_THREAD_MULTIPLE;
   if (PMPI_Comm_dup(MPI_COMM_WORLD, &shim.world) != MPI_SUCCESS) {
     shim.world = MPI_COMM_NULL;
-    GCOMP_WARN(GCOMP_SUB_SHIM, "MPI_Comm_dup(MPI_COMM_WORLD) failed; every MPI_Allreduce goes to "
-               "MPI unchanged");
+    SHIM_WARN("MPI_Comm_dup(MPI_COMM_WORLD) failed; every MPI_Allreduce goes to "
+              "MPI unchanged");
     return;
   }
   PMPI_Comm_rank(shim.world, &shim.rank);
@@ -160,26 +198,10 @@ static void shim_start(int provided) {
 
   char node[128];
   node_identity(node, sizeof node);
-  gcomp_oob oob = {.rank = shim.rank, .size = shim.size, .allgather = oob_allgather,
-                   .close = oob_close, .ctx = &shim.world};
-  gcomp_transport *t = NULL;
   gcomp_comm *comm = NULL;
-  st = gcomp_transport_create(&oob, node, &t);
-  /* MPI waits for a late rank as long as it takes (a checkpoint, an evaluation on rank 0).
-   * Unless the user set GCOMP_TIMEOUT_MS, the shim waits as long as a training job's
-   * watchdog would (PyTorch's NCCL default is of this order), not gcomp's 30 s: a dead
-   * rank on this node is still named at once (by pid), and a dead process ends an mpirun
-   * job anyway. */
-  if (st == GCOMP_OK && !gcomp_param_is_set(GCOMP_P_TIMEOUT_MS)) t->timeout_ms = SHIM_TIMEOUT_MS;
-  if (st == GCOMP_OK) {
-    st = gcomp_comm_from_transport(t, 1, &comm);
-    if (st < 0) {
-      snprintf(why, sizeof why, "%s", gcomp_last_error());
-      gcomp_transport_destroy(t);
-    }
-  } else {
-    snprintf(why, sizeof why, "%s", gcomp_last_error());
-  }
+  st = gcomp_comm_init_oob(shim.rank, shim.size, node, oob_allgather, &shim.world, shim_config,
+                           &comm);
+  if (st < 0) snprintf(why, sizeof why, "%s", gcomp_last_error());
   first = first_failure(st == GCOMP_OK);
   if (first < shim.size) {
     gcomp_comm_destroy(comm);   /* the ranks that did start let go of theirs */
@@ -190,16 +212,16 @@ static void shim_start(int provided) {
   /* a codec asked for that cannot apply is worth saying once: on one node only the
    * intra-node codec runs */
   if (shim.rank == 0 && gcomp_comm_nnodes(comm) == 1 &&
-      strcmp(gcomp_param_str(GCOMP_P_CODEC), "none") != 0 &&
-      strcmp(gcomp_param_str(GCOMP_P_INTRA_CODEC), "none") == 0)
-    GCOMP_WARN(GCOMP_SUB_SHIM, "GCOMP_CODEC=%s applies between nodes and this job runs on one: "
-               "it compresses nothing here (GCOMP_INTRA_CODEC is the codec inside a node)",
-               gcomp_param_str(GCOMP_P_CODEC));
-  GCOMP_INFO(GCOMP_SUB_SHIM, "rank %d of %d: gcomp serves MPI_Allreduce on MPI_COMM_WORLD "
-             "(node '%s', %d node(s), codec %s, intra-node codec %s, a late rank is waited "
-             "for %d ms)%s", shim.rank, shim.size, node, gcomp_comm_nnodes(comm),
-             gcomp_param_str(GCOMP_P_CODEC), gcomp_param_str(GCOMP_P_INTRA_CODEC), t->timeout_ms,
-             shim.thread_multiple ? "; MPI_THREAD_MULTIPLE: congruent communicators go to MPI" : "");
+      strcmp(setting("GCOMP_CODEC"), "none") != 0 &&
+      strcmp(setting("GCOMP_INTRA_CODEC"), "none") == 0)
+    SHIM_WARN("GCOMP_CODEC=%s applies between nodes and this job runs on one: "
+              "it compresses nothing here (GCOMP_INTRA_CODEC is the codec inside a node)",
+              setting("GCOMP_CODEC"));
+  SHIM_INFO("rank %d of %d: gcomp serves MPI_Allreduce on MPI_COMM_WORLD "
+            "(node '%s', %d node(s), codec %s, intra-node codec %s, a late rank is waited "
+            "for %s ms)%s", shim.rank, shim.size, node, gcomp_comm_nnodes(comm),
+            setting("GCOMP_CODEC"), setting("GCOMP_INTRA_CODEC"), setting("GCOMP_TIMEOUT_MS"),
+            shim.thread_multiple ? "; MPI_THREAD_MULTIPLE: congruent communicators go to MPI" : "");
 }
 
 SHIM_API int MPI_Init(int *argc, char ***argv) {
@@ -220,20 +242,22 @@ SHIM_API int MPI_Init_thread(int *argc, char ***argv, int required, int *provide
 
 SHIM_API int MPI_Finalize(void) {
   if (shim.world != MPI_COMM_NULL) {
-    GCOMP_INFO(GCOMP_SUB_SHIM, "rank %d: %llu MPI_Allreduce through gcomp (%llu bytes); to MPI: "
-               "%llu (gcomp off %llu, other communicator %llu, datatype %llu, op %llu, "
-               "bad arguments %llu, MPI_Iallreduce %llu); refused (NULL buffers): %llu", shim.rank,
-               (unsigned long long)shim.served, (unsigned long long)shim.served_bytes,
-               (unsigned long long)(shim.fell[FALL_OFF] + shim.fell[FALL_COMM] +
-                                    shim.fell[FALL_DTYPE] + shim.fell[FALL_OP] +
-                                    shim.fell[FALL_ARGS] + shim.fell[FALL_IALLREDUCE]),
-               (unsigned long long)shim.fell[FALL_OFF], (unsigned long long)shim.fell[FALL_COMM],
-               (unsigned long long)shim.fell[FALL_DTYPE], (unsigned long long)shim.fell[FALL_OP],
-               (unsigned long long)shim.fell[FALL_ARGS],
-               (unsigned long long)shim.fell[FALL_IALLREDUCE], (unsigned long long)shim.refused);
+    SHIM_INFO("rank %d: %llu MPI_Allreduce through gcomp (%llu bytes); to MPI: "
+              "%llu (gcomp off %llu, other communicator %llu, datatype %llu, op %llu, "
+              "bad arguments %llu, MPI_Iallreduce %llu); refused (NULL buffers): %llu", shim.rank,
+              (unsigned long long)shim.served, (unsigned long long)shim.served_bytes,
+              (unsigned long long)(shim.fell[FALL_OFF] + shim.fell[FALL_COMM] +
+                                   shim.fell[FALL_DTYPE] + shim.fell[FALL_OP] +
+                                   shim.fell[FALL_ARGS] + shim.fell[FALL_IALLREDUCE]),
+              (unsigned long long)shim.fell[FALL_OFF], (unsigned long long)shim.fell[FALL_COMM],
+              (unsigned long long)shim.fell[FALL_DTYPE], (unsigned long long)shim.fell[FALL_OP],
+              (unsigned long long)shim.fell[FALL_ARGS],
+              (unsigned long long)shim.fell[FALL_IALLREDUCE], (unsigned long long)shim.refused);
     /* collective over the transport; writes GCOMP_STATS and GCOMP_TRACE */
     gcomp_comm_destroy(shim.comm);
     shim.comm = NULL;
+    gcomp_config_destroy(shim_config);
+    shim_config = NULL;
     PMPI_Comm_free(&shim.world);
   }
   return PMPI_Finalize();
@@ -306,8 +330,8 @@ SHIM_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Da
     /* Open MPI 4.1 does not check for NULL and crashes; gcomp would refuse it. Report it as
      * MPI would report a bad buffer, and touch neither (gcomp stays usable). */
     __atomic_fetch_add(&shim.refused, 1, __ATOMIC_RELAXED);
-    GCOMP_WARN(GCOMP_SUB_SHIM, "rank %d: MPI_Allreduce of %d elements with a NULL %s buffer",
-               shim.rank, count, recvbuf ? "send" : "receive");
+    SHIM_WARN("rank %d: MPI_Allreduce of %d elements with a NULL %s buffer",
+              shim.rank, count, recvbuf ? "send" : "receive");
     PMPI_Comm_call_errhandler(comm, MPI_ERR_BUFFER);
     return MPI_ERR_BUFFER;
   }
@@ -321,7 +345,7 @@ SHIM_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Da
   else if (!map_dtype(datatype, &dt)) why = FALL_DTYPE;
   else if (!map_op(op, &gop)) why = FALL_OP;
   if (why >= 0) {
-    GCOMP_TRACE(GCOMP_SUB_SHIM, "MPI_Allreduce of %d elements to MPI: %s", count, fall_names[why]);
+    SHIM_TRACE("MPI_Allreduce of %d elements to MPI: %s", count, fall_names[why]);
     return fall_through(why, sendbuf, recvbuf, count, datatype, op, comm);
   }
 
@@ -346,8 +370,8 @@ SHIM_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Da
 
   /* never silent garbage: say why, then let the communicator's error handler decide
    * (MPI_ERRORS_ARE_FATAL aborts the job, MPI_ERRORS_RETURN hands back the code) */
-  GCOMP_WARN(GCOMP_SUB_SHIM, "rank %d: MPI_Allreduce of %d elements failed in gcomp: %s: %s",
-             shim.rank, count, gcomp_strerror(st), gcomp_last_error());
+  SHIM_WARN("rank %d: MPI_Allreduce of %d elements failed in gcomp: %s: %s",
+            shim.rank, count, gcomp_strerror(st), gcomp_last_error());
   PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
   return MPI_ERR_OTHER;
 }

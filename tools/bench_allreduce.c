@@ -149,7 +149,7 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
            "", "", "", "(us)", "(GB/s)", "(GB/s)", "oop", "(us)", "(GB/s)", "(GB/s)", "inplace");
   }
   if (rank == 0 && o->json) printf("[");
-  gcomp_comm_stats st0;
+  gcomp_comm_stats st0 = {.struct_size = sizeof st0};
   gcomp_comm_get_stats(comm, &st0);
   double sum_busbw = 0;
   int nsizes = 0, status = GCOMP_OK;
@@ -169,7 +169,7 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
       /* the error against an fp32 allreduce of the same data, and the bytes one call sends */
       fill_grad(send, n, rank, 99);
       status = gcomp_allreduce(comm, send, ref, n, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
-      gcomp_comm_stats s0, s1;
+      gcomp_comm_stats s0 = {.struct_size = sizeof s0}, s1 = {.struct_size = sizeof s1};
       gcomp_comm_get_stats(comm, &s0);
       if (status == GCOMP_OK)
         status = gcomp_allreduce(comm, send, recv, n, GCOMP_FLOAT32, GCOMP_SUM, codec, bytes);
@@ -257,7 +257,7 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
     }
   }
   /* where this rank's time went, over every call of the table */
-  gcomp_comm_stats st1;
+  gcomp_comm_stats st1 = {.struct_size = sizeof st1};
   gcomp_comm_get_stats(comm, &st1);
   double tot = st1.total_s - st0.total_s;
   double split[5] = {st1.wait_s - st0.wait_s, st1.encode_s - st0.encode_s,
@@ -465,7 +465,7 @@ static int cmd_allreduce(int argc, char **argv) {
         printf("#   %-28s %.2f x faster than none (%s)\n", last_row[i].spec,
                last_row[base].t / last_row[i].t, last_row[i].algo);
   }
-  gcomp_skew_stats sk;
+  gcomp_skew_stats sk = {.struct_size = sizeof sk};
   if (st == GCOMP_OK && gcomp_comm_get_skew(comm, &sk) == GCOMP_OK && sk.calls &&
       gcomp_comm_rank(comm) == 0 && !o.json)
     printf("# stragglers over %llu calls: rank %d arrived %.3f ms after the first on average, "

@@ -383,7 +383,7 @@ static void test_bad_arguments(void **state) {
   assert_int_equal(gcomp_allreduce(comm, NULL, x, 4, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0), GCOMP_ERR_INVALID);
   assert_int_equal(gcomp_allreduce(NULL, x, x, 4, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0), GCOMP_ERR_INVALID);
   assert_int_equal(gcomp_allreduce(comm, NULL, NULL, 0, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0), GCOMP_OK);
-  gcomp_comm_stats st;
+  gcomp_comm_stats st = {.struct_size = sizeof st};
   assert_int_equal(gcomp_comm_get_stats(comm, &st), GCOMP_OK);
   assert_int_equal(st.calls, 1);
   gcomp_comm_destroy(comm);
@@ -422,6 +422,7 @@ static void *nan_main(void *arg) {
   gcomp_comm *comm = NULL;
   j->st = gcomp_comm_from_transport(j->t, 1, &comm);
   if (j->st == GCOMP_OK) j->st = gcomp_allreduce(comm, j->x, j->x, 3, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
+  j->stats.struct_size = sizeof j->stats;
   if (j->st == GCOMP_OK) j->st = gcomp_comm_get_stats(comm, &j->stats);
   gcomp_comm_destroy(comm);
   return NULL;
@@ -877,7 +878,9 @@ static void *skew_main(void *arg) {
       }
       if (j->st == GCOMP_OK && x[5] != (float)(0 + 1 + 2 + 3 + 4 * 5)) j->st = -1000;
     }
-    if (j->st == GCOMP_OK) j->st = gcomp_comm_get_skew(comm, phase ? &j->b : &j->a);
+    gcomp_skew_stats *into = phase ? &j->b : &j->a;
+    into->struct_size = sizeof *into;
+    if (j->st == GCOMP_OK) j->st = gcomp_comm_get_skew(comm, into);
     if (j->st < 0) snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
     gcomp_comm_destroy(comm);
     if (j->st < 0) break;

@@ -56,6 +56,7 @@ static void *rank_main(void *arg) {
   if (j->status < 0) snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
   if (comm) {
     snprintf(j->algo, sizeof j->algo, "%s", gcomp_comm_last_algo(comm));
+    j->stats.struct_size = sizeof j->stats;
     gcomp_comm_get_stats(comm, &j->stats);
   }
   gcomp_codec_destroy(codec);

@@ -171,7 +171,7 @@ static void scaling_roundtrips(void) {
     }
     free(g), free(y), free(e.frame);
   }
-  gcomp_codec_stats st;
+  gcomp_codec_stats st = {.struct_size = sizeof st};
   assert_int_equal(gcomp_codec_get_stats(c, &st), GCOMP_OK);
   assert_int_equal(st.overflows, 0);
   assert_int_equal(st.frames_encoded, 21);
@@ -206,7 +206,7 @@ static void nonfinite_kept(void) {
       uint32_t param = gcomp_load_le32(e.frame + 24);
       assert_int_equal((int8_t)param, 14 - ilogbf(0.018f));
     }
-    gcomp_codec_stats st;
+    gcomp_codec_stats st = {.struct_size = sizeof st};
     gcomp_codec_get_stats(c, &st);
     assert_int_equal(st.nonfinite_inputs, 4);
     assert_int_equal(st.overflows, 0);
@@ -249,7 +249,7 @@ static void scale_window(void) {
   for (size_t i = 0; i < 16384; i++) g[i] = 0;   /* nothing to guess from */
   check_scaled_frame(c, g, N, 14);
   check_scaled_frame(c, g + 16384, 16384, 14);   /* short frames: the exact scale */
-  gcomp_codec_stats st;
+  gcomp_codec_stats st = {.struct_size = sizeof st};
   gcomp_codec_get_stats(c, &st);
   assert_int_equal(st.overflows, 0);
   free(g);
@@ -266,7 +266,7 @@ static void test_overflow_underflow_counted(void **state) {
   assert_true(y[2] == 65504.0f);
   assert_true(y[3] == 0x1p-24f);                /* rounds up to the smallest subnormal */
   assert_true(y[4] == 0.0f);                    /* below 2^-25: gone */
-  gcomp_codec_stats st;
+  gcomp_codec_stats st = {.struct_size = sizeof st};
   gcomp_codec_get_stats(c, &st);
   assert_int_equal(st.overflows, 2);
   assert_int_equal(st.underflows, 1);           /* the zero input is not an underflow */

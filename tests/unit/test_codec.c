@@ -283,7 +283,7 @@ static void test_stats_and_nonfinite(void **state) {
   uint8_t frame[128];
   size_t len;
   assert_int_equal(gcomp_encode(c, 0, g, 4, frame, sizeof frame, &len), GCOMP_OK);
-  gcomp_codec_stats st;
+  gcomp_codec_stats st = {.struct_size = sizeof st};
   assert_int_equal(gcomp_codec_get_stats(c, &st), GCOMP_OK);
   assert_int_equal(st.nonfinite_inputs, 3);
   assert_int_equal(st.frames_encoded, 1);

@@ -1,4 +1,5 @@
 /* common/: status codes, error detail, parameters, logging, CPU levels. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -263,6 +264,170 @@ static void test_isa_levels(void **state) {
   if (f & GCOMP_CPU_AVX2) assert_non_null(strstr(gcomp_cpu_features(), "avx2"));
 }
 
+/* ---- configs ------------------------------------------------------------------------- */
+static void test_config_starts_from_environment(void **state) {
+  setenv("GCOMP_CODEC_MIN_BYTES", "4k", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  gcomp_config *c = NULL;
+  assert_int_equal(gcomp_config_create(&c), GCOMP_OK);
+  const char *v = NULL;
+  int set = -1;
+  assert_int_equal(gcomp_config_get(c, "GCOMP_CODEC_MIN_BYTES", &v, &set), GCOMP_OK);
+  assert_string_equal(v, "4k");
+  assert_int_equal(set, 1);
+  assert_int_equal(gcomp_config_get(c, "CODEC", &v, &set), GCOMP_OK);   /* prefix optional */
+  assert_string_equal(v, "none");
+  assert_int_equal(set, 0);
+  /* the config changes, the environment and the process's values do not */
+  assert_int_equal(gcomp_config_set(c, "CODEC_MIN_BYTES", "1m"), GCOMP_OK);
+  assert_int_equal(gcomp_settings_int(gcomp_config_settings(c), GCOMP_P_CODEC_MIN_BYTES), 1 << 20);
+  assert_string_equal(getenv("GCOMP_CODEC_MIN_BYTES"), "4k");
+  assert_int_equal(gcomp_param_int(GCOMP_P_CODEC_MIN_BYTES), 4096);
+  assert_int_equal(gcomp_config_set(c, "GCOMP_CODEC_MIN_BYTES", NULL), GCOMP_OK);   /* default */
+  assert_int_equal(gcomp_config_get(c, "GCOMP_CODEC_MIN_BYTES", &v, &set), GCOMP_OK);
+  assert_string_equal(v, "65536");
+  assert_int_equal(set, 0);
+  gcomp_config_destroy(c);
+  gcomp_config_destroy(NULL);
+}
+
+static void test_config_refuses(void **state) {
+  gcomp_config *c = NULL;
+  assert_int_equal(gcomp_config_create(&c), GCOMP_OK);
+  const char *v = NULL;
+  /* a bad value names the setting and the value, and leaves the config as it was */
+  assert_int_equal(gcomp_config_set(c, "GCOMP_TIMEOUT_MS", "1500"), GCOMP_OK);
+  assert_int_equal(gcomp_config_set(c, "GCOMP_TIMEOUT_MS", "soon"), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "GCOMP_TIMEOUT_MS='soon'"));
+  assert_int_equal(gcomp_config_set(c, "TIMEOUT_MS", "0"), GCOMP_ERR_INVALID);   /* range */
+  assert_int_equal(gcomp_config_get(c, "GCOMP_TIMEOUT_MS", &v, NULL), GCOMP_OK);
+  assert_string_equal(v, "1500");
+  assert_int_equal(gcomp_config_set(c, "GCOMP_CODEK", "bf16"), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "'GCOMP_CODEK' is not a gcomp setting"));
+  assert_int_equal(gcomp_config_get(c, "GCOMP_CODEK", &v, NULL), GCOMP_ERR_INVALID);
+  static const char *const process[] = {"GCOMP_DEBUG", "DEBUG_SUBSYS", "GCOMP_DEBUG_FILE",
+                                        "GCOMP_ISA", "GCOMP_SHIM_STRICT"};
+  for (size_t i = 0; i < sizeof process / sizeof *process; i++) {
+    assert_int_equal(gcomp_config_set(c, process[i], "1"), GCOMP_ERR_INVALID);
+    assert_non_null(strstr(gcomp_last_error(), "a setting of the whole process"));
+  }
+  static const char *const launcher[] = {"GCOMP_RANK", "GCOMP_SIZE", "GCOMP_LOCAL_RANK",
+                                         "GCOMP_ROOT", "JOB_TOKEN"};
+  for (size_t i = 0; i < sizeof launcher / sizeof *launcher; i++) {
+    assert_int_equal(gcomp_config_set(c, launcher[i], "1"), GCOMP_ERR_INVALID);
+    assert_non_null(strstr(gcomp_last_error(), "the launcher's"));
+  }
+  assert_non_null(strstr(gcomp_last_error(), "GCOMP_JOB_TOKEN"));   /* the full name */
+  assert_int_equal(gcomp_config_get(c, "GCOMP_DEBUG", &v, NULL), GCOMP_OK);   /* readable */
+  assert_string_equal(v, "warn");
+  assert_int_equal(gcomp_config_create(NULL), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_config_set(NULL, "GCOMP_CODEC", "bf16"), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_config_set(c, NULL, "bf16"), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_config_get(c, NULL, &v, NULL), GCOMP_ERR_INVALID);
+  gcomp_config_destroy(c);
+}
+
+/* With a malformed variable the library runs on defaults and refuses configs, but the text
+ * stays readable (the MPI shim's GCOMP_SHIM_STRICT must hold exactly then). */
+static void test_config_get_after_bad_environment(void **state) {
+  setenv("GCOMP_SHIM_STRICT", "yes", 1);
+  setenv("GCOMP_TIMEOUT_MS", "abc", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_ERR_INVALID);
+  const char *v = NULL;
+  int set = 0;
+  assert_int_equal(gcomp_config_get(NULL, "GCOMP_SHIM_STRICT", &v, &set), GCOMP_OK);
+  assert_string_equal(v, "yes");
+  assert_int_equal(set, 1);
+  gcomp_config *c = (gcomp_config *)&set;
+  assert_int_equal(gcomp_config_create(&c), GCOMP_ERR_INVALID);
+  assert_null(c);
+  assert_non_null(strstr(gcomp_last_error(), "GCOMP_TIMEOUT_MS='abc'"));
+  unsetenv("GCOMP_SHIM_STRICT");
+  unsetenv("GCOMP_TIMEOUT_MS");
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+}
+
+static void *timeout_elsewhere(void *arg) {
+  *(int64_t *)arg = gcomp_param_int(GCOMP_P_TIMEOUT_MS);
+  return NULL;
+}
+
+/* A communicator's creation scopes its settings: gcomp_param_* answer from them on the
+ * creating thread only, and only for per-communicator settings. */
+static void test_param_scope(void **state) {
+  gcomp_config *c = NULL;
+  assert_int_equal(gcomp_config_create(&c), GCOMP_OK);
+  assert_int_equal(gcomp_config_set(c, "GCOMP_TIMEOUT_MS", "1234"), GCOMP_OK);
+  const gcomp_settings *old = gcomp_param_scope(gcomp_config_settings(c));
+  assert_null(old);
+  assert_int_equal(gcomp_param_int(GCOMP_P_TIMEOUT_MS), 1234);
+  assert_true(gcomp_param_is_set(GCOMP_P_TIMEOUT_MS));
+  assert_string_equal(gcomp_param_str(GCOMP_P_DEBUG), "warn");   /* process-wide */
+  int64_t there = 0;
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, timeout_elsewhere, &there), 0);
+  pthread_join(th, NULL);
+  assert_int_equal(there, 30000);
+  assert_ptr_equal(gcomp_param_scope(old), gcomp_config_settings(c));
+  assert_int_equal(gcomp_param_int(GCOMP_P_TIMEOUT_MS), 30000);
+  gcomp_config_destroy(c);
+}
+
+/* A failure is logged under its layer's subsystem only, so GCOMP_DEBUG_SUBSYS filters it
+ * (it was logged under all of them). */
+/* Logs at info, only `subsys`, to a fresh file (path: a "/tmp/gcomp-log-XXXXXX" buffer) */
+static void log_info_to_temp(char *path, const char *subsys) {
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  setenv("GCOMP_DEBUG_FILE", path, 1);
+  setenv("GCOMP_DEBUG", "info", 1);
+  setenv("GCOMP_DEBUG_SUBSYS", subsys, 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+}
+
+static void test_failure_logged_under_its_subsystem(void **state) {
+  char path[] = "/tmp/gcomp-log-XXXXXX";
+  log_info_to_temp(path, "codec");
+  gcomp_codec *codec = NULL;
+  assert_int_equal(gcomp_codec_create("bogus-codec", &codec), GCOMP_ERR_INVALID);
+  gcomp_error_set(GCOMP_ERR_FABRIC, "src/fabric/ofi.c", 2, "fabric-failure");
+  gcomp_error_set(GCOMP_ERR_PEER, "reduce/comm.c", 3, "reduce-failure");
+  gcomp_error_set(GCOMP_ERR_INVALID, NULL, 0, "caller-failure");   /* a caller's: init */
+  gcomp_log_close();
+  const char *log = slurp(path);
+  assert_non_null(log);
+  assert_non_null(strstr(log, " INFO codec "));
+  assert_non_null(strstr(log, "bogus-codec"));
+  assert_null(strstr(log, "fabric-failure"));
+  assert_null(strstr(log, "reduce-failure"));
+  assert_null(strstr(log, "caller-failure"));
+  assert_null(strstr(log, " all "));
+  unlink(path);
+}
+
+/* The logging door of layers built on gcomp (the MPI shim) */
+static void test_public_log(void **state) {
+  char path[] = "/tmp/gcomp-log-XXXXXX";
+  log_info_to_temp(path, "shim");
+  assert_true(gcomp_log_enabled(GCOMP_LOG_INFO, "shim"));
+  assert_true(gcomp_log_enabled(GCOMP_LOG_WARN, "shim"));
+  assert_false(gcomp_log_enabled(GCOMP_LOG_TRACE, "shim"));
+  assert_false(gcomp_log_enabled(GCOMP_LOG_INFO, "codec"));
+  assert_false(gcomp_log_enabled(GCOMP_LOG_INFO, "no-such-subsystem"));
+  assert_false(gcomp_log_enabled(GCOMP_LOG_INFO, NULL));
+  gcomp_log_message(GCOMP_LOG_INFO, "shim", "shim/mpi_shim.c", 7, "hello %d", 5);
+  gcomp_log_message(GCOMP_LOG_INFO, "codec", "x.c", 1, "filtered");
+  gcomp_log_message(GCOMP_LOG_WARN, "shim", NULL, 0, "no file");
+  gcomp_log_close();
+  const char *log = slurp(path);
+  assert_non_null(log);
+  assert_non_null(strstr(log, "gcomp INFO shim mpi_shim.c:7 hello 5"));
+  assert_non_null(strstr(log, "gcomp WARN shim :0 no file"));
+  assert_null(strstr(log, "filtered"));
+  unlink(path);
+}
+
 int main(void) {
   /* before anything initialised the library: the CPU getters answer for this CPU (they
    * said "base" and "" until something else had called gcomp_init) */
@@ -283,6 +448,12 @@ int main(void) {
       cmocka_unit_test_setup(test_log_checks_level_first, setup),
       cmocka_unit_test_setup(test_isa_levels, setup),
       cmocka_unit_test_setup(test_job_token_not_shown, setup),
+      cmocka_unit_test_setup(test_config_starts_from_environment, setup),
+      cmocka_unit_test_setup(test_config_refuses, setup),
+      cmocka_unit_test_setup(test_config_get_after_bad_environment, setup),
+      cmocka_unit_test_setup(test_param_scope, setup),
+      cmocka_unit_test_setup(test_failure_logged_under_its_subsystem, setup),
+      cmocka_unit_test_setup(test_public_log, setup),
   };
   return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

@@ -533,7 +533,7 @@ static void test_degenerate_inputs(void **state) {
   o = encode(c, 0, x, n);
   y = decode(c, o, n);
   for (size_t i = 0; i < 5000; i++) assert_true(!isfinite(y[i * 20]));
-  gcomp_codec_stats st;
+  gcomp_codec_stats st = {.struct_size = sizeof st};
   gcomp_codec_get_stats(c, &st);
   assert_int_equal(st.nonfinite_inputs, 5000);
   free(y), free(o.frame);

@@ -1,0 +1,146 @@
+/* The public ways to make communicators: from the environment (a launcher's variables and
+ * the TCP rendezvous), from a caller's out-of-band allgather (the MPI shim, bindings), and
+ * as in-process ranks over the loopback (simulations, tests). Each ends in
+ * gcomp_comm_create with one table of settings: a config's, or the environment's. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm.h"
+
+int gcomp_comm_init_env_config(const gcomp_config *config, gcomp_comm **out) {
+  GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_comm_init_env: out is NULL");
+  *out = NULL;
+  GCOMP_CHECK(gcomp_init());
+  const gcomp_settings *set = gcomp_config_settings(config);
+  gcomp_transport *t = NULL;
+  const gcomp_settings *old = gcomp_param_scope(set);   /* fabric/ reads its settings */
+  int st = gcomp_transport_create_env(&t);
+  gcomp_param_scope(old);
+  if (st == GCOMP_OK) st = gcomp_comm_create(t, 1, set, out);
+  if (st < 0 && t) gcomp_transport_destroy(t);
+  return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
+}
+
+int gcomp_comm_init_env(gcomp_comm **out) { return gcomp_comm_init_env_config(NULL, out); }
+
+/* ---- out-of-band -------------------------------------------------------------------- */
+typedef struct {
+  gcomp_allgather_fn fn;
+  void *ctx;
+} user_oob;
+
+static int user_allgather(gcomp_oob *oob, const void *mine, size_t len, void *all) {
+  const user_oob *u = oob->ctx;
+  int rc = u->fn(u->ctx, mine, len, all);
+  GCOMP_FAIL_IF(rc != 0, GCOMP_ERR_BOOTSTRAP,
+                "rank %d: the caller's allgather of %zu-byte records failed (it returned %d)",
+                oob->rank, len, rc);
+  return GCOMP_OK;
+}
+
+static void user_close(gcomp_oob *oob) { (void)oob; }
+
+int gcomp_comm_init_oob(int rank, int size, const char *node_id, gcomp_allgather_fn allgather,
+                        void *ctx, const gcomp_config *config, gcomp_comm **out) {
+  GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_comm_init_oob: out is NULL");
+  *out = NULL;
+  GCOMP_FAIL_IF(!allgather, GCOMP_ERR_INVALID, "gcomp_comm_init_oob: allgather is NULL");
+  GCOMP_FAIL_IF(size < 1 || rank < 0 || rank >= size, GCOMP_ERR_INVALID,
+                "gcomp_comm_init_oob: rank %d of %d ranks (need 0 <= rank < size)", rank, size);
+  GCOMP_CHECK(gcomp_init());
+  const gcomp_settings *set = gcomp_config_settings(config);
+  const gcomp_settings *old = gcomp_param_scope(set);   /* fabric/ reads its settings */
+  char host[256] = "";
+  if (!node_id && gcomp_param_str(GCOMP_P_NODE_ID)[0]) node_id = gcomp_param_str(GCOMP_P_NODE_ID);
+  if (!node_id) {
+    gethostname(host, sizeof host - 1);
+    node_id = host;
+  }
+  user_oob u = {allgather, ctx};
+  gcomp_oob oob = {.rank = rank, .size = size, .allgather = user_allgather, .close = user_close,
+                   .ctx = &u};
+  gcomp_transport *t = NULL;
+  int st = gcomp_transport_create(&oob, node_id, &t);
+  gcomp_param_scope(old);
+  if (st == GCOMP_OK) st = gcomp_comm_create(t, 1, set, out);
+  if (st < 0 && t) gcomp_transport_destroy(t);
+  return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
+}
+
+/* ---- in-process ranks ------------------------------------------------------------------ */
+/* Creation is collective (calibration, agreement), so each rank is created by a thread of
+ * its own. */
+typedef struct {
+  gcomp_transport *t;
+  const gcomp_settings *set;
+  gcomp_comm *comm;
+  int status;
+  char error[1024];
+} local_rank;
+
+static void *create_rank(void *arg) {
+  local_rank *r = arg;
+  r->status = gcomp_comm_create(r->t, 1, r->set, &r->comm);
+  if (r->status < 0) snprintf(r->error, sizeof r->error, "%s", gcomp_last_error());
+  else r->t = NULL;   /* the communicator owns it */
+  return NULL;
+}
+
+/* Runs create_rank for every rank at once; returns the first failure (its detail named by
+ * rank). A rank whose thread cannot start fails, and so, within GCOMP_TIMEOUT_MS, do the
+ * ones that wait for it. */
+static int create_all(int size, local_rank *ranks) {
+  pthread_t *th = calloc((size_t)size, sizeof *th);
+  GCOMP_FAIL_IF(!th, GCOMP_ERR_NOMEM, "gcomp_comm_init_local: %d threads", size);
+  int started = 0;
+  for (; started < size; started++)
+    if (pthread_create(&th[started], NULL, create_rank, &ranks[started]) != 0) break;
+  for (int r = started; r < size; r++) {
+    ranks[r].status = GCOMP_ERR_NOMEM;
+    snprintf(ranks[r].error, sizeof ranks[r].error, "cannot start a thread to create it");
+  }
+  for (int r = 0; r < started; r++) pthread_join(th[r], NULL);
+  free(th);
+  for (int r = 0; r < size; r++)
+    if (ranks[r].status < 0)
+      return gcomp_error_set(ranks[r].status, __FILE__, __LINE__, "rank %d of %d: %s", r, size,
+                             ranks[r].error);
+  return GCOMP_OK;
+}
+
+int gcomp_comm_init_local(int size, const int *node_of, const gcomp_config *config,
+                          gcomp_comm **comms) {
+  GCOMP_FAIL_IF(!comms, GCOMP_ERR_INVALID, "gcomp_comm_init_local: comms is NULL");
+  GCOMP_FAIL_IF(size < 1 || size > 4096, GCOMP_ERR_INVALID,
+                "gcomp_comm_init_local: %d ranks (1 to 4096)", size);
+  memset(comms, 0, (size_t)size * sizeof *comms);
+  for (int r = 0; node_of && r < size; r++)
+    GCOMP_FAIL_IF(node_of[r] < 0 || node_of[r] >= size, GCOMP_ERR_INVALID,
+                  "gcomp_comm_init_local: node_of[%d] = %d (0 to %d)", r, node_of[r], size - 1);
+  GCOMP_CHECK(gcomp_init());
+  const gcomp_settings *set = gcomp_config_settings(config);
+  gcomp_transport **t = calloc((size_t)size, sizeof *t);
+  local_rank *ranks = calloc((size_t)size, sizeof *ranks);
+  int st = t && ranks ? GCOMP_OK
+                      : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__,
+                                        "gcomp_comm_init_local: %d ranks", size);
+  const gcomp_settings *old = gcomp_param_scope(set);   /* the loopback's GCOMP_TIMEOUT_MS */
+  if (st == GCOMP_OK) st = gcomp_loopback_create(size, node_of, t);
+  gcomp_param_scope(old);
+  for (int r = 0; st == GCOMP_OK && r < size; r++) ranks[r] = (local_rank){.t = t[r], .set = set};
+  if (st == GCOMP_OK) st = create_all(size, ranks);
+  for (int r = 0; ranks && r < size; r++) {
+    if (st == GCOMP_OK) {
+      comms[r] = ranks[r].comm;
+      continue;
+    }
+    gcomp_comm_destroy(ranks[r].comm);   /* in-process ranks: does not wait for the others */
+    gcomp_transport_destroy(ranks[r].t);
+  }
+  free(t);
+  free(ranks);
+  return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
+}
