@@ -231,7 +231,8 @@ int gcomp_ring_allgather(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size
 /* Times the ring crosses from one node to another going once around g. */
 static int node_crossings(const gcomp_transport *t, const gcomp_group *g) {
   int k = 0;
-  for (int i = 0; i < g->n; i++) k += t->node_of[g->ranks[i]] != t->node_of[g->ranks[(i + 1) % g->n]];
+  for (int i = 0; i < g->n; i++)
+    k += t->node_of[g->ranks[i]] != t->node_of[g->ranks[(i + 1) % g->n]];
   return k;
 }
 

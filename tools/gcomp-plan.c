@@ -111,7 +111,8 @@ static int parse_nodes(const char *v, plan_opts *o) {
   for (const char *s = v; *s;) {
     char *end;
     long k = strtol(s, &end, 10);
-    if (end == s || k < 1 || k > 1 << 20 || (*end && *end != ',') || o->nrows == MAX_ROWS) return -1;
+    if (end == s || k < 1 || k > 1 << 20 || (*end && *end != ',') || o->nrows == MAX_ROWS)
+      return -1;
     o->nodes[o->nrows++] = (int)k;
     s = *end ? end + 1 : end;
   }
@@ -154,7 +155,8 @@ static int parse_args(int argc, char **argv, plan_opts *o) {
     if (end && (end == v || *end)) return bad(a, v, "a number");
   }
   if (!(reduce_gbps > 0) || !(o->compute_ms >= 0) || !(codec_ratio >= 0 && codec_ratio <= 1) ||
-      !(codec_gbps >= 0) || (codec_ratio > 0) != (codec_gbps > 0) || (o->overlap && !o->compute_ms)) {
+      !(codec_gbps >= 0) || (codec_ratio > 0) != (codec_gbps > 0) ||
+      (o->overlap && !o->compute_ms)) {
     fprintf(stderr, "gcomp-plan: --reduce-gbps must be > 0, --compute-ms >= 0 (and given with "
                     "--overlap), and --codec-ratio (at most 1) and --codec-gbps go together (both "
                     "> 0)\n");
@@ -341,8 +343,8 @@ int main(int argc, char **argv) {
   uint64_t cross = plan_crossover_bytes(&last);
   if (o.json) {
     printf("{\"bytes\": %llu, \"ranks_per_node\": %d, \"compute_ms\": %g, \"overlap\": %s, "
-           "\"cores_per_node\": %d, \"compare\": \"%s\", \"rows\": [", (unsigned long long)o.q.bytes,
-           o.q.ranks_per_node, o.compute_ms, o.overlap ? "true" : "false", o.q.cores_per_node,
+           "\"cores_per_node\": %d, \"compare\": \"%s\", \"rows\": [",
+           (unsigned long long)o.q.bytes, o.q.ranks_per_node, o.compute_ms, o.overlap ? "true" : "false", o.q.cores_per_node,
            o.compare);
     for (int k = 0; k < o.nrows; k++) json_row(&o, k, &mine[k], &forced[k]);
     printf("\n], ");

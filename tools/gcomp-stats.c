@@ -15,37 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gcomp.h"
 #include "stats_file.h"
-
-typedef struct {
-  const char *path;
-  double rank, size, node, nodes, calls, bytes, total, wait, reduce, encode, decode, wire, shm;
-  double nonfinite, late_mean_us, late_max_us, last, skew_calls, has_skew, spread_mean_us;
-  int has_model;
-  double intra_a, intra_b, inter_a, inter_b, gamma, shm_a, shm_b;   /* us and GB/s */
-} rank_stats;
-
-/* One finding: what, about whom, the evidence (a JSON object's members, and the same in
- * words), what to try, and what it costs (seconds of the job; < 0: not known). */
-typedef struct {
-  const char *kind;
-  int order;             /* place in the measuring order (JSON order) */
-  int rank, node;        /* -1: not about one */
-  double cost_s;
-  char evidence[512];    /* JSON members: "late_mean_ms": 10.1, ... */
-  char words[512];
-  char try_[400];
-} finding;
-
-enum { MAX_FINDINGS = 16 };
-typedef struct {
-  finding f[MAX_FINDINGS];
-  int n;
-} findings;
-
-/* the measuring order of the kinds */
-enum { ORDER_STEP, ORDER_COLLECTIVE, ORDER_RANKS, ORDER_PLACEMENT };
+#include "stats_job.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -81,6 +52,37 @@ static void load_model(const char *text, rank_stats *r) {
     r->shm_a = r->shm_b = 0;
 }
 
+/* "peers": [{"peer": P, "bytes": B, "busy_s": S}, ...]: what this rank sent to each peer
+ * and how long those sends were in flight. Entries that do not parse are skipped. */
+static void load_peers(const char *text, rank_stats *r) {
+  const char *p = strstr(text, "\"peers\": [");
+  const char *end = p ? strchr(p, ']') : NULL;
+  if (!end) return;
+  int cap = 0;
+  for (const char *q = p; (q = strchr(q + 1, '{')) && q < end;) cap++;
+  r->peers = cap ? calloc((size_t)cap, sizeof *r->peers) : NULL;
+  for (const char *q = p; r->peers && (q = strchr(q + 1, '{')) && q < end;) {
+    double peer, bytes, busy;
+    if (stats_number(q, "peer", &peer) || stats_number(q, "bytes", &bytes) ||
+        stats_number(q, "busy_s", &busy) || peer < 0 || peer > 1e9 || bytes < 0 || busy < 0)
+      continue;
+    r->peers[r->npeers++] = (peer_stats){(int)peer, bytes, busy};
+  }
+}
+
+/* Figures later files carry (each absent in older ones): the step split, the cores, the
+ * detector's robust figures, what went to each peer. */
+static void load_later(const char *text, const char *skew, rank_stats *r) {
+  r->has_steps = !stats_number(text, "run_s", &r->run_s) &&
+                 !stats_number(text, "compute_s", &r->compute_s) && r->run_s > 0;
+  if (stats_number(text, "steps", &r->steps)) r->steps = 0;
+  if (stats_number(text, "cores", &r->cores)) r->cores = 0;
+  r->has_typical = skew && !stats_number(skew, "late_typical_us", &r->late_typical_us) &&
+                   !stats_number(skew, "spread_typical_us", &r->spread_typical_us) &&
+                   !stats_number(skew, "late_max_call", &r->late_max_call);
+  load_peers(text, r);
+}
+
 static int load(const char *path, rank_stats *r) {
   char *text = stats_slurp(path);
   if (!text) {
@@ -113,6 +115,7 @@ static int load(const char *path, rank_stats *r) {
       !stats_number(skew, "late_max_us", &r->late_max_us) && !stats_number(skew, "last", &r->last))
     r->has_skew = r->skew_calls > 0;
   if (skew) stats_number(skew, "spread_mean_us", &r->spread_mean_us);
+  load_later(text, skew, r);
   free(text);
   return 0;
 }
@@ -122,142 +125,18 @@ static int by_rank(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static int by_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static double pct(double part, double whole) { return whole > 0 ? 100 * part / whole : 0; }
 
-static finding *add(findings *fs, const char *kind, int order, int rank, int node, double cost) {
-  if (fs->n == MAX_FINDINGS) return NULL;
-  finding *f = &fs->f[fs->n++];
-  memset(f, 0, sizeof *f);
-  f->kind = kind, f->order = order, f->rank = rank, f->node = node, f->cost_s = cost;
-  return f;
-}
-
-static void put(char *dst, size_t cap, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(dst, cap, fmt, ap);
-  va_end(ap);
-}
-
-/* ---- the ranks' distribution: a straggler ------------------------------------------------ */
-/* The rank whose mean lateness stands out from the others' (their median): by more than
- * twice that median and 50 us, below which a loaded machine's scheduler alone moves ranks
- * (bench/RESULTS.md, "Stragglers": 4 us on an idle node, 40 us across a 1 Gbit/s link). */
-static void find_straggler(const rank_stats *rs, int n, findings *fs) {
-  int worst = -1, m = 0;
-  double *others = malloc((size_t)n * sizeof *others);
-  if (!others) return;
-  for (int i = 0; i < n; i++)
-    if (rs[i].has_skew && (worst < 0 || rs[i].late_mean_us > rs[worst].late_mean_us)) worst = i;
-  for (int i = 0; i < n; i++)
-    if (rs[i].has_skew && i != worst) others[m++] = rs[i].late_mean_us;
-  if (worst < 0 || m == 0) {
-    free(others);
-    return;
-  }
-  qsort(others, (size_t)m, sizeof *others, by_double);
-  double median = m % 2 ? others[m / 2] : (others[m / 2 - 1] + others[m / 2]) / 2;
-  free(others);
-  const rank_stats *r = &rs[worst];
-  double excess_us = r->late_mean_us - median;
-  if (!(excess_us > 2 * median && excess_us > 50)) return;
-  double waited = excess_us * 1e-6 * r->skew_calls;   /* by every other rank */
-  finding *f = add(fs, "straggler", ORDER_RANKS, (int)r->rank, (int)r->node, waited);
-  if (!f) return;
-  put(f->evidence, sizeof f->evidence,
-      "\"late_mean_ms\": %.3f, \"late_max_ms\": %.3f, \"last_calls\": %.0f, \"calls\": %.0f, "
-      "\"others_late_median_ms\": %.3f, \"others_waited_s\": %.3f", r->late_mean_us / 1e3,
-      r->late_max_us / 1e3, r->last, r->skew_calls, median / 1e3, waited);
-  put(f->words, sizeof f->words,
-      "rank %.0f (node %.0f) arrives %.3f ms after the first rank on average (the others' median: "
-      "%.3f ms), last in %.0f of %.0f calls: every other rank waited %.3f s for it",
-      r->rank, r->node, r->late_mean_us / 1e3, median / 1e3, r->last, r->skew_calls, waited);
-  put(f->try_, sizeof f->try_,
-      "see what rank %.0f does between calls (GCOMP_TRACE shows its gaps): a slower device or "
-      "input pipeline, more work (uneven batches or shards), or a busy core; balance the work or "
-      "move the rank", r->rank);
-}
-
-/* ---- the collective's time: latency-bound calls -------------------------------------------- */
-static int model_query(const rank_stats *rs, int n, gcomp_plan_query *q) {
-  const rank_stats *m = NULL;
-  for (int i = 0; i < n && !m; i++)
-    if (rs[i].has_model) m = &rs[i];
-  int size = (int)rs[0].size, nodes = (int)rs[0].nodes;
-  if (!m || size < 2 || nodes < 1 || size % nodes) return -1;   /* uneven nodes: not modelled */
-  memset(q, 0, sizeof *q);
-  q->struct_size = sizeof *q;
-  q->nodes = nodes, q->ranks_per_node = size / nodes;
-  q->intra_alpha_s = m->intra_a * 1e-6, q->intra_Bps = m->intra_b * 1e9;
-  q->inter_alpha_s = m->inter_a * 1e-6, q->inter_Bps = m->inter_b * 1e9;
-  q->reduce_Bps = m->gamma * 1e9;
-  if (m->shm_a > 0 && m->shm_b > 0) q->shm_alpha_s = m->shm_a * 1e-6, q->shm_Bps = m->shm_b * 1e9;
-  return 0;
-}
-
-/* The mean call of the job priced by the model the communicator measured: latency-bound
- * when the latency terms are more than half its predicted time. */
-static void find_latency_bound(const rank_stats *rs, int n, findings *fs) {
-  gcomp_plan_query q;
-  if (rs[0].calls < 1 || rs[0].bytes < 1 || model_query(rs, n, &q)) return;
-  q.bytes = (uint64_t)(rs[0].bytes / rs[0].calls);
-  gcomp_plan_result r = {.struct_size = sizeof r};
-  if (gcomp_plan_predict(&q, NULL, &r) != GCOMP_OK || !(r.latency_s > r.time_s / 2)) return;
-  uint64_t cross = plan_crossover_bytes(&q);
-  double frac = r.latency_s / r.time_s, mean_total = 0;
-  for (int i = 0; i < n; i++) mean_total += rs[i].total / n;
-  finding *f = add(fs, "latency_bound", ORDER_COLLECTIVE, -1, -1, mean_total * frac);
-  if (!f) return;
-  double measured_us = rs[0].total / rs[0].calls * 1e6;
-  put(f->evidence, sizeof f->evidence,
-      "\"mean_call_bytes\": %llu, \"algo\": \"%s\", \"predicted_us\": %.3f, \"latency_frac\": %.3f, "
-      "\"measured_us\": %.3f, \"crossover_bytes\": %llu, \"calls\": %.0f", (unsigned long long)q.bytes,
-      r.algo, r.time_s * 1e6, frac, measured_us, (unsigned long long)cross, rs[0].calls);
-  put(f->words, sizeof f->words,
-      "calls of %llu B on average (%.0f calls, %.1f us each measured): at %d x %d ranks the model "
-      "the communicator measured spends %.0f%% of such a call (%s, %.1f us) on latency; calls "
-      "below %llu B are latency-bound here", (unsigned long long)q.bytes, rs[0].calls, measured_us,
-      q.nodes, q.ranks_per_node, 100 * frac, r.algo, r.time_s * 1e6, (unsigned long long)cross);
-  put(f->try_, sizeof f->try_,
-      "fuse small tensors into buckets of at least %llu B (DDP's bucket_cap_mb) or make fewer, "
-      "larger calls; on more nodes the crossover moves up (gcomp-plan --from-stats shows where)",
-      (unsigned long long)cross);
-}
-
-/* ---- placement ----------------------------------------------------------------------------- */
-/* Neighbours in rank order that sit on different nodes, against the fewest any placement
- * needs (one per node, going round): a round-robin placement crosses on every hop. */
-static void find_placement(const rank_stats *rs, int n, findings *fs) {
-  int nodes = (int)rs[0].nodes, size = (int)rs[0].size;
-  if (nodes < 2 || n != size) return;   /* needs every rank's file */
-  int cross = 0;
-  for (int i = 0; i < n; i++) cross += rs[i].node != rs[(i + 1) % n].node;
-  if (cross <= nodes) return;
-  finding *f = add(fs, "placement", ORDER_PLACEMENT, -1, -1, -1);
-  if (!f) return;
-  put(f->evidence, sizeof f->evidence,
-      "\"neighbour_crossings\": %d, \"needed\": %d, \"ranks\": %d, \"nodes\": %d", cross, nodes, n,
-      nodes);
-  put(f->words, sizeof f->words,
-      "%d of %d neighbouring ranks (r, r+1) sit on different nodes where %d would do: the ranks "
-      "are scattered over the nodes (round-robin?)", cross, n, nodes);
-  put(f->try_, sizeof f->try_,
-      "place consecutive ranks on one node (mpirun --map-by slot, srun --distribution=block, "
-      "gcomp-run without --map-by node): gcomp's ring orders itself by node, but halving/doubling, "
-      "recursive doubling and the program's own neighbour exchanges follow rank order");
-}
-
 /* ---- output ------------------------------------------------------------------------------- */
+/* The columns of time inside gcomp, then (files with the step split) each rank's run split
+ * into compute (outside gcomp), communication and wait (inside it). */
 static void print_table(const rank_stats *rs, int n) {
+  int steps = 0;
+  for (int i = 0; i < n; i++) steps |= rs[i].has_steps;
   printf("# gcomp-stats: %d rank%s\n", n, n == 1 ? "" : "s");
-  printf("# %4s %4s %8s %9s %5s %7s %7s %7s %9s %9s %9s %11s %10s %6s\n", "rank", "node", "calls",
+  printf("# %4s %4s %8s %9s %5s %7s %7s %7s %9s %9s %9s %11s %10s %6s%s\n", "rank", "node", "calls",
          "time (s)", "wait", "reduce", "encode", "decode", "wire MB", "shm MB", "NaN/Inf",
-         "late (ms)", "max (ms)", "last");
+         "late (ms)", "max (ms)", "last", steps ? " | run (s) compute    comm    wait" : "");
   for (int i = 0; i < n; i++) {
     const rank_stats *r = &rs[i];
     printf("  %4.0f %4.0f %8.0f %9.3f %4.0f%% %6.0f%% %6.0f%% %6.0f%% %9.2f %9.2f %9.0f", r->rank,
@@ -265,9 +144,13 @@ static void print_table(const rank_stats *rs, int n) {
            pct(r->encode, r->total), pct(r->decode, r->total), r->wire / 1e6, r->shm / 1e6,
            r->nonfinite);
     if (r->has_skew)
-      printf(" %11.3f %10.3f %6.0f\n", r->late_mean_us / 1e3, r->late_max_us / 1e3, r->last);
+      printf(" %11.3f %10.3f %6.0f", r->late_mean_us / 1e3, r->late_max_us / 1e3, r->last);
     else
-      printf(" %11s %10s %6s\n", "-", "-", "-");
+      printf(" %11s %10s %6s", "-", "-", "-");
+    if (r->has_steps)
+      printf(" | %7.3f %6.1f%% %6.1f%% %6.1f%%", r->run_s, pct(r->compute_s, r->run_s),
+             pct(r->total - r->wait, r->run_s), pct(r->wait, r->run_s));
+    printf("\n");
   }
 }
 
@@ -331,14 +214,23 @@ static void print_findings(findings *fs) {
 }
 
 static void json_rank(const rank_stats *r, int last) {
-  printf("  {\"rank\": %.0f, \"node\": %.0f, \"compute_frac\": null, \"comm_frac\": null, "
-         "\"wait_frac\": null, \"calls\": %.0f, \"bytes\": %.0f, \"total_s\": %.6f, \"wait_s\": %.6f, "
+  printf("  {\"rank\": %.0f, \"node\": %.0f, ", r->rank, r->node);
+  if (r->has_steps)
+    printf("\"compute_frac\": %.4f, \"comm_frac\": %.4f, \"wait_frac\": %.4f, \"run_s\": %.6f, "
+           "\"compute_s\": %.6f, \"steps\": %.0f, ", r->compute_s / r->run_s,
+           (r->total - r->wait) / r->run_s, r->wait / r->run_s, r->run_s, r->compute_s, r->steps);
+  else
+    printf("\"compute_frac\": null, \"comm_frac\": null, \"wait_frac\": null, ");
+  printf("\"calls\": %.0f, \"bytes\": %.0f, \"total_s\": %.6f, \"wait_s\": %.6f, "
          "\"reduce_s\": %.6f, \"encode_s\": %.6f, \"decode_s\": %.6f, \"wire_bytes\": %.0f, "
-         "\"shm_bytes\": %.0f, \"nonfinite\": %.0f", r->rank, r->node, r->calls, r->bytes, r->total,
-         r->wait, r->reduce, r->encode, r->decode, r->wire, r->shm, r->nonfinite);
+         "\"shm_bytes\": %.0f, \"nonfinite\": %.0f", r->calls, r->bytes, r->total, r->wait,
+         r->reduce, r->encode, r->decode, r->wire, r->shm, r->nonfinite);
   if (r->has_skew)
     printf(", \"late_mean_us\": %.1f, \"late_max_us\": %.1f, \"last\": %.0f, \"skew_calls\": %.0f",
            r->late_mean_us, r->late_max_us, r->last, r->skew_calls);
+  if (r->has_typical)
+    printf(", \"late_typical_us\": %.1f, \"late_max_call\": %.0f", r->late_typical_us,
+           r->late_max_call);
   printf("}%s\n", last ? "" : ",");
 }
 
@@ -373,13 +265,18 @@ static void print_json(const rank_stats *rs, int n, findings *fs) {
   printf("%s]}\n", fs->n ? "\n" : "");
 }
 
+static void free_all(rank_stats *rs, int n) {
+  for (int i = 0; rs && i < n; i++) free(rs[i].peers);
+  free(rs);
+}
+
 /* Loads the files (sorted by rank, no rank twice); NULL on error (message printed). */
 static rank_stats *load_all(char **paths, int n) {
   rank_stats *rs = calloc((size_t)n, sizeof *rs);
   if (!rs) return NULL;
   for (int i = 0; i < n; i++)
     if (load(paths[i], &rs[i]) != 0) {
-      free(rs);
+      free_all(rs, i);
       return NULL;
     }
   qsort(rs, (size_t)n, sizeof *rs, by_rank);
@@ -387,7 +284,7 @@ static rank_stats *load_all(char **paths, int n) {
     if (rs[i].rank == rs[i - 1].rank) {
       fprintf(stderr, "gcomp-stats: '%s' and '%s' are both rank %.0f: files of two jobs?\n",
               rs[i - 1].path, rs[i].path, rs[i].rank);
-      free(rs);
+      free_all(rs, n);
       return NULL;
     }
   return rs;
@@ -403,9 +300,7 @@ int main(int argc, char **argv) {
   rank_stats *rs = load_all(argv + 1 + json, n);
   if (!rs) return 2;
   findings fs = {0};
-  find_latency_bound(rs, n, &fs);
-  find_straggler(rs, n, &fs);
-  find_placement(rs, n, &fs);
+  stats_find_all(rs, n, &fs);
   if (json) {
     print_json(rs, n, &fs);
   } else {
@@ -413,6 +308,6 @@ int main(int argc, char **argv) {
     print_footer(rs, n);
     print_findings(&fs);
   }
-  free(rs);
+  free_all(rs, n);
   return 0;
 }

@@ -60,7 +60,8 @@ static inline uint64_t plan_crossover_bytes(const gcomp_plan_query *q) {
   gcomp_plan_query at = *q;
   for (at.bytes = 1; at.bytes <= (uint64_t)1 << 50; at.bytes *= 2) {
     gcomp_plan_result r = {.struct_size = sizeof r};
-    if (gcomp_plan_predict(&at, NULL, &r) == GCOMP_OK && r.latency_s <= r.time_s / 2) return at.bytes;
+    if (gcomp_plan_predict(&at, NULL, &r) == GCOMP_OK && r.latency_s <= r.time_s / 2)
+      return at.bytes;
   }
   return 0;
 }

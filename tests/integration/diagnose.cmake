@@ -6,3 +6,7 @@ add_test(NAME integration.diagnose
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/diagnose.sh $<TARGET_FILE:gcomp-run>
           $<TARGET_FILE:diagnose_job> $<TARGET_FILE:gcomp-stats>)
 set_tests_properties(integration.diagnose PROPERTIES LABELS integration TIMEOUT 180)
+# gcomp-stats' rules on made-up files (no processes): the cases real runs rarely line up
+add_test(NAME integration.diagnose.rules
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/stats_rules.sh $<TARGET_FILE:gcomp-stats>)
+set_tests_properties(integration.diagnose.rules PROPERTIES LABELS integration TIMEOUT 60)

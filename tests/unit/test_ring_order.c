@@ -82,7 +82,8 @@ static uint64_t ring_cross_bytes(int n, const int *node_of, size_t count) {
     if (jobs[r].status != GCOMP_OK) fail_msg("rank %d: %s", r, jobs[r].error);
     for (size_t i = 0; i < count; i++) {
       int32_t want = (int32_t)(1000 * n * (n - 1) / 2 + n * (int)(i % 997));
-      if (jobs[r].out[i] != want) fail_msg("rank %d, element %zu: %d, not %d", r, i, jobs[r].out[i], want);
+      if (jobs[r].out[i] != want)
+        fail_msg("rank %d, element %zu: %d, not %d", r, i, jobs[r].out[i], want);
     }
     free(jobs[r].out);
     total += g_cross_bytes[r];
