@@ -38,8 +38,27 @@ enum { SCALE_AUTO = 0, SCALE_NONE = 1, ROUND_NEAREST = 0, ROUND_STOCHASTIC = 1 }
 
 _Static_assert(sizeof(cast_cfg) <= GCOMP_KIND_CFG_BYTES, "cast_cfg must fit gcomp_kind_cfg");
 
+static const gcomp_cast_kernels *avx512_table(void) {
+  return gcomp_cpu_has(GCOMP_CPU_VPCLMUL) ? &gcomp_cast_avx512 : &gcomp_cast_avx512_xmmsum;
+}
+
 const gcomp_cast_kernels *gcomp_cast_kernels_get(void) {
-  return gcomp_isa_level() >= GCOMP_ISA_AVX2 ? &gcomp_cast_avx2 : &gcomp_cast_base;
+  gcomp_isa l = gcomp_isa_level();
+  return l >= GCOMP_ISA_AVX512 ? avx512_table() : l >= GCOMP_ISA_AVX2 ? &gcomp_cast_avx2
+                                                                      : &gcomp_cast_base;
+}
+
+const gcomp_cast_kernels *const *gcomp_cast_tables(size_t *n) {
+  static const gcomp_cast_kernels *t[4];
+  size_t k = 0;
+  gcomp_isa best = gcomp_isa_best_level(gcomp_cpu_detect());
+  t[k++] = &gcomp_cast_base;
+  if (best >= GCOMP_ISA_AVX2) t[k++] = &gcomp_cast_avx2;
+  if (best >= GCOMP_ISA_AVX512) t[k++] = &gcomp_cast_avx512_xmmsum;
+  if (best >= GCOMP_ISA_AVX512 && (gcomp_cpu_detect() & GCOMP_CPU_VPCLMUL))
+    t[k++] = &gcomp_cast_avx512;
+  *n = k;
+  return t;
 }
 
 static void cast_defaults(gcomp_kind_cfg *cfg) {
@@ -112,33 +131,41 @@ static int scale_exponent(uint32_t mbits) {
   return k > 127 ? 127 : k;   /* M below 2^-113 (fp32 subnormal): the largest scale */
 }
 
+/* The 16-bit values of one frame block. When the frame is summed as it is written (ctx
+ * given and summing), the kernels run a block at a time: whole blocks through the _sum
+ * kernels, which fold the block's checksum from registers (and stream a large frame past
+ * the cache), the last partial block reported for summing while it is in cache. Otherwise
+ * in one call (large outputs then stream past the cache). */
+enum { BLOCK_VALUES = GCOMP_FRAME_BLOCK / 2 };
+static size_t piece(const gcomp_enc_ctx *ctx, size_t left) {
+  return ctx && gcomp_enc_summing(ctx) && left > BLOCK_VALUES ? BLOCK_VALUES : left;
+}
+static int stream_frame(size_t n) { return 2 * n >= GCOMP_CAST_STREAM_BYTES; }
+
+static uint32_t f16_enc_frame(const gcomp_cast_kernels *K, const float *src, size_t n,
+                              uint8_t *dst, float scale, gcomp_cast_counts *c,
+                              gcomp_enc_ctx *ctx) {
+  uint32_t mx = 0, v;
+  for (size_t i = 0, m; i < n; i += m) {
+    m = piece(ctx, n - i);
+    if (m == BLOCK_VALUES) {
+      uint32_t crc = K->f16_enc_sum(src + i, m, dst + 2 * i, scale, c, &v, stream_frame(n));
+      gcomp_enc_block_sum(ctx, 2 * i, crc);
+    } else {
+      v = K->f16_enc(src + i, m, dst + 2 * i, scale, c);
+      if (ctx) gcomp_enc_progress(ctx, 2 * (i + m));
+    }
+    mx = v > mx ? v : mx;
+  }
+  return mx;
+}
+
 /* The speculative scale: the prefix's maximum with GCOMP_CAST_AUTO_HEADROOM binades to
  * spare, checked against the whole frame's maximum, which the encode pass finds on the
  * way. Gradients rarely hold a value 4x larger than everything in their first 64 KiB, so
  * this is one pass over the input where the plain way (max-abs scan, then encode) is two;
  * when the guess is wrong (it would overflow) the frame is encoded again with the exact
  * scale. The result depends only on the frame's values. */
-/* The 16-bit values of one frame block: when the frame is summed as it is written (ctx
- * given and summing), the kernels run a block at a time and each block is reported while
- * it is in cache; otherwise in one call (large outputs then stream past the cache). */
-enum { BLOCK_VALUES = GCOMP_FRAME_BLOCK / 2 };
-static size_t piece(const gcomp_enc_ctx *ctx, size_t left) {
-  return ctx && gcomp_enc_summing(ctx) && left > BLOCK_VALUES ? BLOCK_VALUES : left;
-}
-
-static uint32_t f16_enc_frame(const gcomp_cast_kernels *K, const float *src, size_t n,
-                              uint8_t *dst, float scale, gcomp_cast_counts *c,
-                              gcomp_enc_ctx *ctx) {
-  uint32_t mx = 0;
-  for (size_t i = 0, m; i < n; i += m) {
-    m = piece(ctx, n - i);
-    uint32_t v = K->f16_enc(src + i, m, dst + 2 * i, scale, c);
-    mx = v > mx ? v : mx;
-    if (ctx) gcomp_enc_progress(ctx, 2 * (i + m));
-  }
-  return mx;
-}
-
 int gcomp_cast_f16_auto(const gcomp_cast_kernels *K, const float *src, size_t n, uint8_t *dst,
                         gcomp_cast_counts *c, gcomp_enc_ctx *ctx) {
   uint32_t prefix = n > GCOMP_CAST_AUTO_PREFIX ? K->maxabs(src, GCOMP_CAST_AUTO_PREFIX) : 0;
@@ -244,8 +271,13 @@ static int bf16_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const floa
   if (c->round == ROUND_NEAREST) {
     for (size_t i = 0, m; i < count; i += m) {
       m = piece(ctx, count - i);
-      K->bf16_enc(src + i, m, dst + 2 * i, &cnt);
-      gcomp_enc_progress(ctx, 2 * (i + m));
+      if (m == BLOCK_VALUES) {
+        uint32_t crc = K->bf16_enc_sum(src + i, m, dst + 2 * i, &cnt, stream_frame(count));
+        gcomp_enc_block_sum(ctx, 2 * i, crc);
+      } else {
+        K->bf16_enc(src + i, m, dst + 2 * i, &cnt);
+        gcomp_enc_progress(ctx, 2 * (i + m));
+      }
     }
   } else {
     encode_sr(sr_bf16, K, c, ctx, src, count, dst, 1.0f, &cnt);

@@ -40,6 +40,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "codec_impl.h"
 
@@ -70,14 +71,32 @@ typedef struct {
    * n is large: a caller that decodes a large frame a block at a time decides for it. */
   void (*f16_dec_nt)(const uint8_t *src, size_t n, float *dst, float inv_scale, int stream);
   void (*bf16_dec_nt)(const uint8_t *src, size_t n, float *dst, int stream);
+  /* One frame block: as f16_enc (the maximum in *mx) and bf16_enc for n values, n a
+   * positive multiple of 32, returning the standard CRC-32C of the 2n bytes written. The
+   * SIMD tables fold it from registers as they store (codecs/crc_fold.h), with streaming
+   * stores when stream is set; the portable one writes, then sums with ISA-L. */
+  uint32_t (*f16_enc_sum)(const float *src, size_t n, uint8_t *dst, float scale,
+                          gcomp_cast_counts *c, uint32_t *mx, int stream);
+  uint32_t (*bf16_enc_sum)(const float *src, size_t n, uint8_t *dst, gcomp_cast_counts *c,
+                           int stream);
   void (*bf16_dec_add)(const uint8_t *src, size_t n, float *acc);
 } gcomp_cast_kernels;
 
 extern const gcomp_cast_kernels gcomp_cast_base;
 extern const gcomp_cast_kernels gcomp_cast_avx2;   /* only when the CPU has AVX2+F16C+FMA */
+extern const gcomp_cast_kernels gcomp_cast_avx512;   /* AVX-512 F/BW/VL and VPCLMULQDQ */
+extern const gcomp_cast_kernels gcomp_cast_avx512_xmmsum;   /* AVX-512 F/BW/VL without it */
+/* The AVX2 table's block-summing encoders (folded on xmm), which the second one borrows. */
+uint32_t gcomp_cast_f16_enc_sum_avx2(const float *src, size_t n, uint8_t *dst, float scale,
+                                     gcomp_cast_counts *c, uint32_t *mx, int stream);
+uint32_t gcomp_cast_bf16_enc_sum_avx2(const float *src, size_t n, uint8_t *dst,
+                                      gcomp_cast_counts *c, int stream);
 
-/* The table for gcomp_isa_level(). */
+/* The table for gcomp_isa_level() (and the CPU's VPCLMULQDQ). */
 const gcomp_cast_kernels *gcomp_cast_kernels_get(void);
+/* Every table this CPU can run, the portable one first; *n receives their number (for
+ * tests and benchmarks, which compare each with the first). */
+const gcomp_cast_kernels *const *gcomp_cast_tables(size_t *n);
 
 /* fp16 scale=auto, round to nearest (codecs/cast.c; the benchmark times it per table):
  * encodes src with a power-of-two scale 2^k such that M * 2^k is in [2^12, 2^15), M the
@@ -91,6 +110,19 @@ enum { GCOMP_CAST_AUTO_PREFIX = 16384, GCOMP_CAST_AUTO_HEADROOM = 2 };
 /* Outputs at least this many bytes are written with non-temporal stores by the SIMD
  * kernels (they will not be read back from cache anyway). */
 enum { GCOMP_CAST_STREAM_BYTES = 8u << 20 };
+
+/* The fp16 encoder's thresholds for scale = 2^k, as fp32 bits of |x|: |x| >= *hi overflows
+ * to Inf, 0 < |x| <= *lo underflows to 0 (the SIMD kernels count with them). */
+static inline void gcomp_cast_f16_thresholds(float scale, uint32_t *hi, uint32_t *lo) {
+  uint32_t sb;
+  memcpy(&sb, &scale, 4);
+  int k = (int)((sb >> 23) & 0xff) - 127;   /* scale is a normal power of two */
+  /* 65520 = 4095 * 2^4: hi = 4095 * 2^(4 - k), whose exponent is 15 - k */
+  int e = 4 - k + 11;
+  *hi = e > 127 ? 0x7f800000u : (uint32_t)(e + 127) << 23 | 0x7ff000u;
+  int le = -25 - k;                          /* lo = 2^-25 * 2^-k, 0 below fp32's range */
+  *lo = le >= -126 ? (uint32_t)(le + 127) << 23 : le >= -149 ? 1u << (le + 149) : 0;
+}
 
 /* The stochastic-rounding generator: 32 bits for element i under a 64-bit key. Two
  * rounds of a 32-bit integer hash (lowbias32); the SIMD kernels compute the same. */

@@ -1,10 +1,12 @@
-/* AVX2 + F16C fp16/bf16 cast kernels. Same results as cast_base.c bit for bit (rules in
- * cast.h); heads that align a streaming store and tails shorter than a vector go through
- * the base kernels. Large outputs are written with non-temporal stores. */
+/* AVX2 + F16C fp16/bf16 cast kernels (PCLMULQDQ and SSE4.2 fold the block checksums).
+ * Same results as cast_base.c bit for bit (rules in cast.h); heads that align a streaming
+ * store and tails shorter than a vector go through the base kernels. Large outputs are
+ * written with non-temporal stores. */
 #include <immintrin.h>
 #include <string.h>
 
 #include "cast.h"
+#include "crc_fold.h"
 
 #define SET1(v) _mm256_set1_epi32((int)(v))
 #define GCOMP_CAST_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -89,30 +91,13 @@ static inline void range_count(const range_test *r, __m256i a0, __m256i hi, __m2
   k->underflow += (uint64_t)__builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(lo)));
 }
 
-/* 2^e as fp32 bits for e in [-149, 127]; 0 below. */
-static uint32_t pow2_bits(int e) {
-  if (e >= -126) return (uint32_t)(e + 127) << 23;
-  if (e >= -149) return 1u << (e + 149);
-  return 0;
-}
-
-/* thresholds of the fp16 encoder for scale = 2^k (|x| >= hi overflows, 0 < |x| <= lo
- * underflows) as fp32 bits */
-static void f16_thresholds(float scale, uint32_t *hi, uint32_t *lo) {
-  int k = (int)((f2u(scale) >> 23) & 0xff) - 127;   /* scale is a normal power of two */
-  /* 65520 = 4095 * 2^4: hi = 4095 * 2^(4 - k) */
-  int e = 4 - k + 11;                               /* exponent of 4095*2^(4-k) is 15 - k */
-  *hi = e > 127 ? 0x7f800000u : (uint32_t)(e + 127) << 23 | 0x7ff000u;
-  *lo = pow2_bits(-25 - k);
-}
-
 /* The max-abs of scale=auto rides along: one vpmaxud per vector on the common path; a
  * vector flagged by the range test (it may hold NaN/Inf) masks its non-finite lanes. */
 static uint32_t f16_enc_avx2(const float *src, size_t n, uint8_t *dst, float scale,
                              gcomp_cast_counts *c) {
   gcomp_cast_counts k = {0, 0, 0};
   uint32_t hi, lo, mx = 0;
-  f16_thresholds(scale, &hi, &lo);
+  gcomp_cast_f16_thresholds(scale, &hi, &lo);
   const range_test rt = range_init(hi, lo);
   const __m256i inf = SET1(0x7f800000);
   const __m256 sc = _mm256_set1_ps(scale);
@@ -200,6 +185,88 @@ static void bf16_enc_avx2(const float *src, size_t n, uint8_t *dst, gcomp_cast_c
 #undef BF16STEP
   gcomp_cast_base.bf16_enc(src + i, n - i, dst + 2 * i, &k);
   add_counts(c, &k);
+}
+
+/* ---- one frame block, its CRC-32C folded in registers (codecs/crc_fold.h) ---------------
+ * n is a multiple of 32 (64 output bytes a step); with stream and a 16-byte aligned dst
+ * the output bypasses the cache, which is the point: the checksum needs no read of it. */
+static inline __m128i f16_vec(const float *p, __m256 sc, const range_test *rt, __m256i *m,
+                              gcomp_cast_counts *k) {
+  __m256 x = _mm256_loadu_ps(p);
+  __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(x, sc), _MM_FROUND_TO_NEAREST_INT);
+  __m256i a0 = _mm256_and_si256(_mm256_castps_si256(x), rt->abs), fh, fl;
+  if (GCOMP_CAST_UNLIKELY(!_mm256_testz_si256(range_flags(rt, a0, &fh, &fl), rt->abs))) {
+    range_count(rt, a0, fh, fl, k);
+    a0 = _mm256_and_si256(a0, _mm256_cmpgt_epi32(SET1(0x7f800000), a0));
+  }
+  *m = _mm256_max_epu32(*m, a0);
+  return h;
+}
+
+/* Stores 64 bytes of one block (streaming when nt) and folds them into its checksum. */
+static inline void emit64(uint8_t *d, __m128i h0, __m128i h1, __m128i h2, __m128i h3, int nt,
+                          gcomp_crc_fold *f, int first) {
+  if (nt) {
+    _mm_stream_si128((__m128i *)d, h0), _mm_stream_si128((__m128i *)(d + 16), h1);
+    _mm_stream_si128((__m128i *)(d + 32), h2), _mm_stream_si128((__m128i *)(d + 48), h3);
+  } else {
+    _mm_storeu_si128((__m128i *)d, h0), _mm_storeu_si128((__m128i *)(d + 16), h1);
+    _mm_storeu_si128((__m128i *)(d + 32), h2), _mm_storeu_si128((__m128i *)(d + 48), h3);
+  }
+  if (first) gcomp_crc_fold_init(f, h0, h1, h2, h3, 0xffffffffu);
+  else gcomp_crc_fold_64(f, h0, h1, h2, h3);
+}
+
+uint32_t gcomp_cast_f16_enc_sum_avx2(const float *src, size_t n, uint8_t *dst, float scale,
+                                     gcomp_cast_counts *c, uint32_t *mx, int stream) {
+  gcomp_cast_counts k = {0, 0, 0};
+  uint32_t hi, lo;
+  gcomp_cast_f16_thresholds(scale, &hi, &lo);
+  const range_test rt = range_init(hi, lo);
+  const __m256 sc = _mm256_set1_ps(scale);
+  __m256i m0 = _mm256_setzero_si256(), m1 = m0;
+  int nt = stream && !((uintptr_t)dst & 15);
+  gcomp_crc_fold f = GCOMP_CRC_FOLD_ZERO;
+  for (size_t i = 0; i < n; i += 32) {
+    __m128i h0 = f16_vec(src + i, sc, &rt, &m0, &k), h1 = f16_vec(src + i + 8, sc, &rt, &m1, &k);
+    __m128i h2 = f16_vec(src + i + 16, sc, &rt, &m0, &k);
+    __m128i h3 = f16_vec(src + i + 24, sc, &rt, &m1, &k);
+    emit64(dst + 2 * i, h0, h1, h2, h3, nt, &f, i == 0);
+  }
+  if (nt) _mm_sfence();
+  add_counts(c, &k);
+  *mx = hmax_epu32(_mm256_max_epu32(m0, m1));
+  return ~gcomp_crc_fold_end(&f);
+}
+
+static inline __m256i bf16_vec(const float *p, const range_test *rt, gcomp_cast_counts *k) {
+  __m256i w0 = _mm256_loadu_si256((const __m256i *)p);
+  __m256i w1 = _mm256_loadu_si256((const __m256i *)(p + 8));
+  __m256i a0 = _mm256_and_si256(w0, rt->abs), a1 = _mm256_and_si256(w1, rt->abs);
+  __m256i h0, l0, h1, l1;
+  __m256i any = _mm256_or_si256(range_flags(rt, a0, &h0, &l0), range_flags(rt, a1, &h1, &l1));
+  if (GCOMP_CAST_UNLIKELY(!_mm256_testz_si256(any, any))) {
+    range_count(rt, a0, h0, l0, k);
+    range_count(rt, a1, h1, l1, k);
+  }
+  return pack16(bf16_rne8(w0), bf16_rne8(w1));
+}
+
+uint32_t gcomp_cast_bf16_enc_sum_avx2(const float *src, size_t n, uint8_t *dst,
+                                      gcomp_cast_counts *c, int stream) {
+  gcomp_cast_counts k = {0, 0, 0};
+  const range_test rt = range_init(0x7f7f8000u, 0x8000u);
+  int nt = stream && !((uintptr_t)dst & 15);
+  gcomp_crc_fold f = GCOMP_CRC_FOLD_ZERO;
+  for (size_t i = 0; i < n; i += 32) {
+    __m256i v0 = bf16_vec(src + i, &rt, &k), v1 = bf16_vec(src + i + 16, &rt, &k);
+    __m128i h0 = _mm256_castsi256_si128(v0), h1 = _mm256_extracti128_si256(v0, 1);
+    __m128i h2 = _mm256_castsi256_si128(v1), h3 = _mm256_extracti128_si256(v1, 1);
+    emit64(dst + 2 * i, h0, h1, h2, h3, nt, &f, i == 0);
+  }
+  if (nt) _mm_sfence();
+  add_counts(c, &k);
+  return ~gcomp_crc_fold_end(&f);
 }
 
 /* ---- stochastic rounding -------------------------------------------------------------- */
@@ -417,4 +484,6 @@ const gcomp_cast_kernels gcomp_cast_avx2 = {
     .bf16_dec_add = bf16_dec_add_avx2,
     .f16_dec_nt = f16_dec_nt_avx2,
     .bf16_dec_nt = bf16_dec_nt_avx2,
+    .f16_enc_sum = gcomp_cast_f16_enc_sum_avx2,
+    .bf16_enc_sum = gcomp_cast_bf16_enc_sum_avx2,
 };

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cast.h"
+#include "frame.h"
 #include "half.h"
 
 /* Payload words are little-endian; on little-endian hosts a memcpy is one plain move that
@@ -140,6 +141,18 @@ static void bf16_dec_add_base(const uint8_t *src, size_t n, float *acc) {
   for (size_t i = 0; i < n; i++) acc[i] += gcomp_bf16_to_f32(load16(src + 2 * i));
 }
 
+static uint32_t f16_enc_sum_base(const float *src, size_t n, uint8_t *dst, float scale,
+                                 gcomp_cast_counts *c, uint32_t *mx, int stream) {
+  *mx = f16_enc_base(src, n, dst, scale, c);
+  return ~gcomp_crc32c(0xffffffffu, dst, 2 * n);
+}
+
+static uint32_t bf16_enc_sum_base(const float *src, size_t n, uint8_t *dst, gcomp_cast_counts *c,
+                                  int stream) {
+  bf16_enc_base(src, n, dst, c);
+  return ~gcomp_crc32c(0xffffffffu, dst, 2 * n);
+}
+
 const gcomp_cast_kernels gcomp_cast_base = {
     .name = "base",
     .maxabs = maxabs_base,
@@ -153,4 +166,6 @@ const gcomp_cast_kernels gcomp_cast_base = {
     .bf16_dec_add = bf16_dec_add_base,
     .f16_dec_nt = f16_dec_nt_base,
     .bf16_dec_nt = bf16_dec_nt_base,
+    .f16_enc_sum = f16_enc_sum_base,
+    .bf16_enc_sum = bf16_enc_sum_base,
 };

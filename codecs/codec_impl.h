@@ -35,6 +35,7 @@ typedef union {
 typedef struct gcomp_frame_sums gcomp_frame_sums;
 typedef struct gcomp_frame_check gcomp_frame_check;
 void gcomp_frame_sums_add(gcomp_frame_sums *s, uint64_t upto);
+void gcomp_frame_sums_put(gcomp_frame_sums *s, uint64_t at, uint32_t crc);
 int gcomp_frame_verify(gcomp_frame_check *chk, uint64_t upto);
 
 /* Per-call context of an encode. */
@@ -57,6 +58,11 @@ static inline void gcomp_enc_progress(gcomp_enc_ctx *ctx, size_t upto) {
   if (ctx->sums) gcomp_frame_sums_add(ctx->sums, upto);
 }
 void gcomp_enc_restart(gcomp_enc_ctx *ctx);
+/* As gcomp_enc_progress for the whole block that starts at payload byte `at` (the next one
+ * not summed), with its checksum crc computed by the encoder itself. */
+static inline void gcomp_enc_block_sum(gcomp_enc_ctx *ctx, size_t at, uint32_t crc) {
+  if (ctx->sums) gcomp_frame_sums_put(ctx->sums, at, crc);
+}
 /* Whether reporting progress pays (an encoder may then work in blocks, without streaming
  * stores, so that the checksum reads its output from cache). */
 static inline int gcomp_enc_summing(const gcomp_enc_ctx *ctx) { return ctx->sums != NULL; }

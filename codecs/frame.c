@@ -37,6 +37,13 @@ void gcomp_frame_sums_add(gcomp_frame_sums *s, uint64_t upto) {
     s->crc[s->done / GCOMP_FRAME_BLOCK] = block_crc(s->payload + s->done, GCOMP_FRAME_BLOCK);
 }
 
+void gcomp_frame_sums_put(gcomp_frame_sums *s, uint64_t at, uint32_t crc) {
+  gcomp_frame_sums_add(s, at);   /* a caller that reported up to at, without its sums */
+  if (s->done != at) return;     /* not where summing stands: the block is summed later */
+  s->crc[at / GCOMP_FRAME_BLOCK] = crc;
+  s->done = at + GCOMP_FRAME_BLOCK;
+}
+
 void gcomp_frame_sums_finish(gcomp_frame_sums *s, uint64_t len) {
   gcomp_frame_sums_add(s, len);
   if (s->done < len) s->crc[s->done / GCOMP_FRAME_BLOCK] = block_crc(s->payload + s->done,

@@ -76,6 +76,9 @@ typedef struct gcomp_frame_sums {
 /* Sums every whole block that lies within payload bytes [0, upto) and is not summed yet.
  * A kind calls it as its output becomes final (the frame code sums the rest at the end). */
 void gcomp_frame_sums_add(gcomp_frame_sums *s, uint64_t upto);
+/* Records crc (the standard CRC-32C, computed by the caller) as the checksum of the whole
+ * block at payload bytes [at, at + GCOMP_FRAME_BLOCK); at must be where summing stands. */
+void gcomp_frame_sums_put(gcomp_frame_sums *s, uint64_t at, uint32_t crc);
 /* Sums everything left of a payload of len bytes, the partial last block included. */
 void gcomp_frame_sums_finish(gcomp_frame_sums *s, uint64_t len);
 

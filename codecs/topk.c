@@ -515,7 +515,10 @@ static int write_dense(const topk_cfg *cfg, gcomp_enc_ctx *ctx, const topk_input
 }
 
 const gcomp_topk_kernels *gcomp_topk_kernels_get(void) {
-  return gcomp_isa_level() >= GCOMP_ISA_AVX2 ? &gcomp_topk_kernels_avx2 : &gcomp_topk_kernels_base;
+  gcomp_isa l = gcomp_isa_level();
+  return l >= GCOMP_ISA_AVX512 ? &gcomp_topk_kernels_avx512
+         : l >= GCOMP_ISA_AVX2 ? &gcomp_topk_kernels_avx2
+                               : &gcomp_topk_kernels_base;
 }
 
 static int topk_run(const topk_cfg *cfg, gcomp_enc_ctx *ctx, topk_input in, float *res,

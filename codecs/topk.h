@@ -24,6 +24,7 @@ typedef struct {
 
 extern const gcomp_topk_kernels gcomp_topk_kernels_base;
 extern const gcomp_topk_kernels gcomp_topk_kernels_avx2;
+extern const gcomp_topk_kernels gcomp_topk_kernels_avx512;
 
 /* The row for the level chosen at init (gcomp_isa_level()). */
 const gcomp_topk_kernels *gcomp_topk_kernels_get(void);

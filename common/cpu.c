@@ -20,6 +20,7 @@ unsigned gcomp_cpu_detect(void) {
   if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
   if (d & (1u << 26)) f |= GCOMP_CPU_SSE2;
   if (c & (1u << 20)) f |= GCOMP_CPU_SSE42;
+  if (c & (1u << 1)) f |= GCOMP_CPU_PCLMUL;
   int osxsave = (c >> 27) & 1;
   uint64_t xcr0 = osxsave ? xgetbv0() : 0;
   int ymm_ok = (xcr0 & 0x6) == 0x6;           /* XMM and YMM state saved by the OS */
@@ -34,6 +35,9 @@ unsigned gcomp_cpu_detect(void) {
     if (zmm_ok && (b & (1u << 16))) f |= GCOMP_CPU_AVX512F;
     if (zmm_ok && (b & (1u << 30))) f |= GCOMP_CPU_AVX512BW;
     if (zmm_ok && (b & (1u << 31))) f |= GCOMP_CPU_AVX512VL;
+    if (zmm_ok && (b & (1u << 17))) f |= GCOMP_CPU_AVX512DQ;
+    if (zmm_ok && (c & (1u << 1))) f |= GCOMP_CPU_AVX512VBMI;
+    if (ymm_ok && (c & (1u << 10))) f |= GCOMP_CPU_VPCLMUL;
     if (zmm_ok && (d & (1u << 23))) f |= GCOMP_CPU_AVX512FP16;
     __cpuid_count(7, 1, a, b, c, d);
     if (zmm_ok && (a & (1u << 5))) f |= GCOMP_CPU_AVX512BF16;
@@ -43,8 +47,10 @@ unsigned gcomp_cpu_detect(void) {
 }
 
 gcomp_isa gcomp_isa_best_level(unsigned f) {
-  /* the avx2 kernels are built with -mavx2 -mf16c -mfma -mbmi2: all four or none */
-  const unsigned avx2 = GCOMP_CPU_AVX2 | GCOMP_CPU_F16C | GCOMP_CPU_FMA | GCOMP_CPU_BMI2;
+  /* the avx2 kernels are built with -mavx2 -mf16c -mfma -mbmi2 -mpclmul -msse4.2: all or
+   * none (every AVX2 CPU has the last two) */
+  const unsigned avx2 = GCOMP_CPU_AVX2 | GCOMP_CPU_F16C | GCOMP_CPU_FMA | GCOMP_CPU_BMI2 |
+                        GCOMP_CPU_PCLMUL | GCOMP_CPU_SSE42;
   const unsigned avx512 = avx2 | GCOMP_CPU_AVX512F | GCOMP_CPU_AVX512BW | GCOMP_CPU_AVX512VL;
   if ((f & avx512) == avx512) return GCOMP_ISA_AVX512;
   if ((f & avx2) == avx2) return GCOMP_ISA_AVX2;
@@ -61,7 +67,7 @@ const char *gcomp_isa_name(gcomp_isa isa) {
 
 static unsigned features;
 static gcomp_isa selected = GCOMP_ISA_BASE;
-static char feature_text[160];
+static char feature_text[256];
 
 int gcomp_cpu_select(void) {
   features = gcomp_cpu_detect();
@@ -69,8 +75,10 @@ int gcomp_cpu_select(void) {
       {GCOMP_CPU_SSE2, "sse2"}, {GCOMP_CPU_SSE42, "sse4.2"}, {GCOMP_CPU_AVX, "avx"},
       {GCOMP_CPU_AVX2, "avx2"}, {GCOMP_CPU_F16C, "f16c"}, {GCOMP_CPU_FMA, "fma"},
       {GCOMP_CPU_BMI2, "bmi2"}, {GCOMP_CPU_AVX512F, "avx512f"}, {GCOMP_CPU_AVX512BW, "avx512bw"},
-      {GCOMP_CPU_AVX512VL, "avx512vl"}, {GCOMP_CPU_AVX512BF16, "avx512bf16"},
-      {GCOMP_CPU_AVX512FP16, "avx512fp16"}};
+      {GCOMP_CPU_AVX512VL, "avx512vl"}, {GCOMP_CPU_AVX512DQ, "avx512dq"},
+      {GCOMP_CPU_AVX512VBMI, "avx512vbmi"}, {GCOMP_CPU_AVX512BF16, "avx512bf16"},
+      {GCOMP_CPU_AVX512FP16, "avx512fp16"}, {GCOMP_CPU_PCLMUL, "pclmul"},
+      {GCOMP_CPU_VPCLMUL, "vpclmulqdq"}};
   feature_text[0] = '\0';
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     if (!(features & names[i].bit)) continue;
@@ -81,20 +89,16 @@ int gcomp_cpu_select(void) {
   /* enum order of GCOMP_ISA: auto|base|avx2|avx512 */
   int64_t want = gcomp_param_int(GCOMP_P_ISA);
   gcomp_isa asked = want == 0 ? best : (gcomp_isa)(want - 1);
-  /* kernels above AVX2 are not shipped yet: auto settles for avx2 */
-  if (want == 0 && asked > GCOMP_ISA_AVX2) asked = GCOMP_ISA_AVX2;
   GCOMP_FAIL_IF(asked > best, GCOMP_ERR_UNSUPPORTED,
                 "GCOMP_ISA=%s asks for more than this CPU has (best: %s; features: %s)",
                 gcomp_isa_name(asked), gcomp_isa_name(best), feature_text);
-  GCOMP_FAIL_IF(asked > GCOMP_ISA_AVX2, GCOMP_ERR_UNSUPPORTED,
-                "GCOMP_ISA=%s: this build ships no %s kernels (highest: avx2)",
-                gcomp_isa_name(asked), gcomp_isa_name(asked));
   selected = asked;
   GCOMP_INFO(GCOMP_SUB_INIT, "cpu features: %s; kernels: %s", feature_text, gcomp_isa_name(selected));
   return GCOMP_OK;
 }
 
 gcomp_isa gcomp_isa_level(void) { return selected; }
+int gcomp_cpu_has(unsigned bits) { return (features & bits) == bits; }
 /* the public getters initialise the library first, as every other entry point does (before,
  * they answered "" and "base" on any CPU until something else had) */
 const char *gcomp_cpu_features(void) {

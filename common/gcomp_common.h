@@ -141,7 +141,11 @@ enum {
   GCOMP_CPU_AVX512BW = 1u << 8,
   GCOMP_CPU_AVX512VL = 1u << 9,
   GCOMP_CPU_AVX512BF16 = 1u << 10,
-  GCOMP_CPU_AVX512FP16 = 1u << 11
+  GCOMP_CPU_AVX512FP16 = 1u << 11,
+  GCOMP_CPU_PCLMUL = 1u << 12,
+  GCOMP_CPU_VPCLMUL = 1u << 13,     /* VPCLMULQDQ (with AVX-512: on zmm) */
+  GCOMP_CPU_AVX512VBMI = 1u << 14,
+  GCOMP_CPU_AVX512DQ = 1u << 15
 };
 typedef enum { GCOMP_ISA_BASE = 0, GCOMP_ISA_AVX2 = 1, GCOMP_ISA_AVX512 = 2 } gcomp_isa;
 
@@ -150,6 +154,9 @@ gcomp_isa gcomp_isa_best_level(unsigned features);
 const char *gcomp_isa_name(gcomp_isa isa);
 /* The level chosen at init (GCOMP_ISA, capped by the CPU). */
 gcomp_isa gcomp_isa_level(void);
+/* Whether the CPU has every feature in bits (detected at init): a kernel file that needs
+ * more than its level's features asks before it is dispatched to. */
+int gcomp_cpu_has(unsigned bits);
 int gcomp_cpu_select(void);               /* called by gcomp_init */
 
 /* ---- sized structs --------------------------------------------------------------------

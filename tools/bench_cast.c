@@ -22,7 +22,9 @@ typedef enum {
   OP_BF16_DEC,
   OP_F16_DEC_ADD,
   OP_BF16_DEC_ADD,
-  OP_MAXABS
+  OP_MAXABS,
+  OP_F16_ENC_SUM,    /* one frame block at a time, its checksum folded in registers */
+  OP_BF16_ENC_SUM
 } cast_op;
 
 typedef struct {
@@ -48,6 +50,17 @@ static void run_kernel(gcomp_kbench *kb, void *arg) {
   case OP_F16_DEC_ADD: K->f16_dec_add(a->payload, n, kb->acc, 1.0f / 1024); break;
   case OP_BF16_DEC_ADD: K->bf16_dec_add(a->payload, n, kb->acc); break;
   case OP_MAXABS: a->sink = K->maxabs(kb->grad, n); break;
+  case OP_F16_ENC_SUM:
+  case OP_BF16_ENC_SUM:
+    for (size_t i = 0, b = 32768; i < n; i += b) {   /* blocks of GCOMP_FRAME_BLOCK bytes */
+      size_t m = n - i < b ? (n - i) & ~(size_t)31 : b;
+      if (!m) break;
+      uint32_t mx;
+      a->sink ^= a->op == OP_F16_ENC_SUM
+                     ? K->f16_enc_sum(kb->grad + i, m, a->payload + 2 * i, 1.0f, &c, &mx, 1)
+                     : K->bf16_enc_sum(kb->grad + i, m, a->payload + 2 * i, &c, 1);
+    }
+    break;
   }
   a->sink += (uint32_t)c.underflow;
 }
@@ -67,6 +80,8 @@ static const struct {
     {OP_F16_DEC_ADD, "fp16 decode_add", GCOMP_REF_ADD},
     {OP_BF16_DEC_ADD, "bf16 decode_add", GCOMP_REF_ADD},
     {OP_MAXABS, "fp16 max-abs scan", GCOMP_REF_READ},
+    {OP_F16_ENC_SUM, "fp16 encode rne + block CRCs", GCOMP_REF_MEMCPY},
+    {OP_BF16_ENC_SUM, "bf16 encode rne + block CRCs", GCOMP_REF_MEMCPY},
 };
 
 /* ---- the public API ------------------------------------------------------------------- */
@@ -88,11 +103,11 @@ static void run_api(gcomp_kbench *kb, void *arg) {
 }
 
 static void suite_cast(gcomp_kbench *kb) {
-  const gcomp_cast_kernels *tables[2] = {&gcomp_cast_base, NULL};
-  if (gcomp_isa_best_level(gcomp_cpu_detect()) >= GCOMP_ISA_AVX2) tables[1] = &gcomp_cast_avx2;
+  size_t ntables;
+  const gcomp_cast_kernels *const *tables = gcomp_cast_tables(&ntables);
   double fb = (double)kb->bytes;
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-    for (int t = 0; t < 2 && tables[t]; t++) {
+    for (size_t t = 0; t < ntables; t++) {
       kargs a = {tables[t], cases[c].op, kb->out + kb->bytes, 0};
       gcomp_cast_counts cnt = {0, 0, 0};
       /* decoders read a payload made by the same table's encoder */

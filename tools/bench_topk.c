@@ -192,6 +192,8 @@ static void suite_topk(gcomp_kbench *kb) {
   filter_row(kb, "filter pass r=0.01", &gcomp_topk_kernels_base, "base", 0.01);
   if (gcomp_isa_level() >= GCOMP_ISA_AVX2)
     filter_row(kb, "filter pass r=0.01", &gcomp_topk_kernels_avx2, "avx2", 0.01);
+  if (gcomp_isa_level() >= GCOMP_ISA_AVX512)
+    filter_row(kb, "filter pass r=0.01", &gcomp_topk_kernels_avx512, "avx512", 0.01);
 }
 
 GCOMP_BENCH_CONSTRUCTOR(register_topk) { gcomp_bench_register_suite("topk", suite_topk); }

@@ -21,6 +21,7 @@
 #endif
 
 #include "cast.h"
+#include "frame.h"
 #include "gcomp_common.h"
 #include "test_cast_ref.h"
 
@@ -73,13 +74,25 @@ static void *guard_alloc(guarded *g, size_t bytes) {
 }
 static void guard_free(guarded *g) { munmap(g->base, g->len); }
 
-static const gcomp_cast_kernels *simd_or_skip(void) {
-  if (gcomp_isa_best_level(gcomp_cpu_detect()) < GCOMP_ISA_AVX2) {
-    print_message("no AVX2+F16C on this CPU: SIMD kernels not tested\n");
-    return NULL;
+/* The SIMD tables this CPU runs (every table but the portable one), each said once. */
+static const gcomp_cast_kernels *const *simd_tables(size_t *n) {
+  size_t all;
+  const gcomp_cast_kernels *const *t = gcomp_cast_tables(&all);
+  static int said;
+  if (!said++) {
+    if (all < 2) print_message("no AVX2+F16C on this CPU: SIMD kernels not tested\n");
+    else if (gcomp_isa_best_level(gcomp_cpu_detect()) < GCOMP_ISA_AVX512)
+      print_message("no AVX-512 F/BW/VL on this CPU: the avx512 kernels are not tested\n");
+    else if (!(gcomp_cpu_detect() & GCOMP_CPU_VPCLMUL))
+      print_message("no VPCLMULQDQ on this CPU: the avx512 zmm block sums are not tested\n");
   }
-  return &gcomp_cast_avx2;
+  *n = all - 1;
+  return t + 1;
 }
+#define FOR_SIMD(K)                                                                         \
+  size_t nsimd_;                                                                            \
+  const gcomp_cast_kernels *const *simd_ = simd_tables(&nsimd_);                            \
+  for (const gcomp_cast_kernels *K; nsimd_ && (K = *simd_, 1); simd_++, nsimd_--)
 
 static int same_counts(const gcomp_cast_counts *a, const gcomp_cast_counts *b) {
   return a->nonfinite == b->nonfinite && a->overflow == b->overflow && a->underflow == b->underflow;
@@ -92,6 +105,33 @@ static int same_float(float a, float b) {
 
 static const float scales[] = {1.0f, 0x1p14f, 0x1p-3f, 0x1p127f, 0x1p-113f, 0x1p40f};
 enum { NSCALES = sizeof scales / sizeof *scales };
+
+/* The block-summing encoders (n a multiple of 32): the same bytes and counters as the
+ * plain ones, and the CRC-32C of those bytes as ISA-L computes it (the portable table's
+ * sums are ISA-L's), with and without streaming stores. */
+static void diff_sums(const gcomp_cast_kernels *K, const float *src, size_t n, uint8_t *o0,
+                      uint8_t *o1, const char *where) {
+  const gcomp_cast_kernels *B = &gcomp_cast_base;
+  for (int s = 0; s < NSCALES; s++) {
+    for (int nt = 0; nt < 2; nt++) {
+      gcomp_cast_counts c0 = {0, 0, 0}, c1 = {0, 0, 0};
+      uint32_t m0, m1;
+      uint32_t s0 = B->f16_enc_sum(src, n, o0, scales[s], &c0, &m0, nt);
+      uint32_t s1 = K->f16_enc_sum(src, n, o1, scales[s], &c1, &m1, nt);
+      if (memcmp(o0, o1, 2 * n) || !same_counts(&c0, &c1) || m0 != m1 || s0 != s1 ||
+          s0 != ~gcomp_crc32c(0xffffffffu, o1, 2 * n))
+        fail_msg("%s: %s f16_enc_sum scale=%g n=%zu stream=%d", where, K->name,
+                 (double)scales[s], n, nt);
+    }
+  }
+  for (int nt = 0; nt < 2; nt++) {
+    gcomp_cast_counts c0 = {0, 0, 0}, c1 = {0, 0, 0};
+    uint32_t s0 = B->bf16_enc_sum(src, n, o0, &c0, nt), s1 = K->bf16_enc_sum(src, n, o1, &c1, nt);
+    if (memcmp(o0, o1, 2 * n) || !same_counts(&c0, &c1) || s0 != s1 ||
+        s0 != ~gcomp_crc32c(0xffffffffu, o1, 2 * n))
+      fail_msg("%s: %s bf16_enc_sum n=%zu stream=%d", where, K->name, n, nt);
+  }
+}
 
 /* Runs every kernel of K and of base on src[0..n) (src, out0 and out1 as given) and
  * compares outputs and counters. */
@@ -127,6 +167,7 @@ static void diff_all(const gcomp_cast_kernels *K, const float *src, size_t n, ui
     for (size_t i = 0; i < n; i++)
       if (!same_float(f0[i], f1[i])) fail_msg("%s: f16_dec_add n=%zu at %zu", where, n, i);
   }
+  if (n >= 32) diff_sums(K, src, n & ~(size_t)31, o0, o1, where);
   gcomp_cast_counts c0 = {0, 0, 0}, c1 = {0, 0, 0};
   B->bf16_enc(src, n, o0, &c0);
   K->bf16_enc(src, n, o1, &c1);
@@ -150,9 +191,7 @@ static void diff_all(const gcomp_cast_kernels *K, const float *src, size_t n, ui
 }
 
 /* ---- SIMD vs base ---------------------------------------------------------------------- */
-static void test_simd_vs_base_lengths_and_alignment(void **state) {
-  const gcomp_cast_kernels *K = simd_or_skip();
-  if (!K) return;
+static void lengths_and_alignment(const gcomp_cast_kernels *K) {
   enum { MAXN = 257, PAD = 8 };
   float *src = malloc((MAXN + PAD) * sizeof *src), *f0 = malloc((MAXN + PAD) * 4),
         *f1 = malloc((MAXN + PAD) * 4);
@@ -166,10 +205,11 @@ static void test_simd_vs_base_lengths_and_alignment(void **state) {
   }
   free(src), free(f0), free(f1), free(o0), free(o1);
 }
+static void test_simd_vs_base_lengths_and_alignment(void **state) {
+  FOR_SIMD(K) lengths_and_alignment(K);
+}
 
-static void test_simd_vs_base_guard_page(void **state) {
-  const gcomp_cast_kernels *K = simd_or_skip();
-  if (!K) return;
+static void guard_page(const gcomp_cast_kernels *K) {
   for (size_t n = 0; n <= 257; n += (n < 40 ? 1 : 7)) {
     guarded gs, g0, g1, gf0, gf1;
     float *src = guard_alloc(&gs, 4 * n);
@@ -180,12 +220,11 @@ static void test_simd_vs_base_guard_page(void **state) {
     guard_free(&gs), guard_free(&g0), guard_free(&g1), guard_free(&gf0), guard_free(&gf1);
   }
 }
+static void test_simd_vs_base_guard_page(void **state) { FOR_SIMD(K) guard_page(K); }
 
 /* Large enough for the streaming-store paths (GCOMP_CAST_STREAM_BYTES), with a head that
  * has to be peeled to align them and an odd tail. */
-static void test_simd_vs_base_large(void **state) {
-  const gcomp_cast_kernels *K = simd_or_skip();
-  if (!K) return;
+static void large(const gcomp_cast_kernels *K) {
   size_t n = GCOMP_CAST_STREAM_BYTES / 2 + 1001;
   float *src = malloc((n + 8) * 4), *f0 = malloc((n + 8) * 4), *f1 = malloc((n + 8) * 4);
   uint8_t *o0 = malloc(2 * n + 64), *o1 = malloc(2 * n + 64);
@@ -194,6 +233,7 @@ static void test_simd_vs_base_large(void **state) {
   diff_all(K, src + 1, n - 5, o0 + 1, o1 + 1, f0 + 1, f1 + 1, "large, odd payload");
   free(src), free(f0), free(f1), free(o0), free(o1);
 }
+static void test_simd_vs_base_large(void **state) { FOR_SIMD(K) large(K); }
 
 /* ---- against the IEEE reference ------------------------------------------------------- */
 static void check_against_reference(const gcomp_cast_kernels *K) {
@@ -238,8 +278,7 @@ static void check_against_reference(const gcomp_cast_kernels *K) {
 
 static void test_encoders_match_ieee_reference(void **state) {
   check_against_reference(&gcomp_cast_base);
-  const gcomp_cast_kernels *K = simd_or_skip();
-  if (K) check_against_reference(K);
+  FOR_SIMD(K) check_against_reference(K);
 }
 
 /* All 65,536 patterns of each format, decoded and decoded-and-added, every kernel. */
@@ -277,8 +316,7 @@ static void decode_all(const gcomp_cast_kernels *K, int with_scale) {
 
 static void test_decode_all_patterns(void **state) {
   decode_all(&gcomp_cast_base, 1);
-  const gcomp_cast_kernels *K = simd_or_skip();
-  if (K) decode_all(K, 1);
+  FOR_SIMD(K) decode_all(K, 1);
 }
 
 /* A thread that flushes denormals (MXCSR DAZ+FTZ, as torch.set_flush_denormal(True) sets)
@@ -291,8 +329,7 @@ static void test_decode_under_daz(void **state) {
   unsigned csr = _mm_getcsr();
   _mm_setcsr(csr | 0x8040u);   /* FTZ (bit 15) and DAZ (bit 6) */
   decode_all(&gcomp_cast_base, 0);
-  const gcomp_cast_kernels *K = simd_or_skip();
-  if (K) decode_all(K, 0);
+  FOR_SIMD(K) decode_all(K, 0);
   _mm_setcsr(csr);
 #else
   skip();
@@ -359,8 +396,7 @@ static void sr_checks(const gcomp_cast_kernels *K) {
 
 static void test_stochastic_unbiased(void **state) {
   sr_checks(&gcomp_cast_base);
-  const gcomp_cast_kernels *K = simd_or_skip();
-  if (K) sr_checks(K);
+  FOR_SIMD(K) sr_checks(K);
 }
 
 /* Gradient-like values: the mean signed error over the frame is within 5 sigma of zero,
@@ -370,7 +406,8 @@ static void test_stochastic_gradient_mean_error(void **state) {
   enum { N = 1 << 18 };
   float *src = malloc(N * 4);
   uint8_t *out = malloc(2 * N);
-  const gcomp_cast_kernels *tables[2] = {&gcomp_cast_base, simd_or_skip()};
+  size_t ntables;
+  const gcomp_cast_kernels *const *tables = gcomp_cast_tables(&ntables);
   for (size_t i = 0; i < N; i++) {
     float g = (float)((int32_t)rnd32() / 2147483648.0) * 1e-2f;
     uint16_t h = ref_f16(ref_f2u(g), 0);
@@ -378,7 +415,7 @@ static void test_stochastic_gradient_mean_error(void **state) {
     neighbours(1, g, &dn, &up);
     src[i] = (float)((fabs(base) + 0.25 * (up - dn)) * (g < 0 ? -1 : 1));
   }
-  for (int t = 0; t < 2 && tables[t]; t++) {
+  for (size_t t = 0; t < ntables; t++) {
     gcomp_cast_counts c = {0, 0, 0};
     tables[t]->f16_enc_sr(src, N, out, 1.0f, 99, 0, &c);
     double err = 0, var = 0, rne_err = 0;
@@ -404,12 +441,13 @@ static void test_stochastic_reproducible_and_chunk_independent(void **state) {
   float *src = malloc(N * 4);
   uint8_t *a = malloc(2 * N), *b = malloc(2 * N);
   fill(src, N);
-  const gcomp_cast_kernels *tables[2] = {&gcomp_cast_base, simd_or_skip()};
+  size_t ntables;
+  const gcomp_cast_kernels *const *tables = gcomp_cast_tables(&ntables);
   for (int fmt = 0; fmt < 2; fmt++) {
     uint64_t key = gcomp_cast_key(7, 3, 0);
     gcomp_cast_counts c = {0, 0, 0};
     uint8_t *first = malloc(2 * N);
-    for (int t = 0; t < 2 && tables[t]; t++) {
+    for (size_t t = 0; t < ntables; t++) {
       const gcomp_cast_kernels *K = tables[t];
       if (fmt == 0) K->f16_enc_sr(src, N, a, 0x1p4f, key, 0, &c);
       else K->bf16_enc_sr(src, N, a, key, 0, &c);

@@ -16,12 +16,12 @@
 #include "gcomp_common.h"
 #include "test_cast_ref.h"
 
-static const char *const levels[] = {"base", "avx2"};
+static const char *const levels[] = {"base", "avx2", "avx512"};
 
 /* Runs fn once per kernel level this CPU has. */
 static void each_level(void (*fn)(void)) {
   int best = gcomp_isa_best_level(gcomp_cpu_detect());
-  for (int l = 0; l <= (best >= GCOMP_ISA_AVX2 ? 1 : 0); l++) {
+  for (int l = 0; l <= best; l++) {
     setenv("GCOMP_ISA", levels[l], 1);
     assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
     assert_string_equal(gcomp_isa_selected(), levels[l]);
@@ -118,7 +118,7 @@ static float *gradient(size_t n, uint64_t seed, double sigma) {
 /* bf16 and fp16 scale=none frames hold exactly the reference's conversion; decode_add is
  * acc + decode, bit for bit */
 static void frames_match_reference(void) {
-  size_t sizes[] = {0, 1, 7, 8, 9, 31, 100, 4099};
+  size_t sizes[] = {0, 1, 7, 8, 9, 31, 100, 4099, 2 * 32768 + 33};
   for (size_t t = 0; t < sizeof sizes / sizeof *sizes; t++) {
     size_t n = sizes[t];
     float *g = gradient(n, n + 3, 70000.0);   /* beyond fp16's range too */

@@ -234,11 +234,18 @@ static void test_isa_levels(void **state) {
   gcomp_isa best = gcomp_isa_best_level(f);
   assert_int_equal(gcomp_isa_best_level(0), GCOMP_ISA_BASE);
   assert_int_equal(gcomp_isa_best_level(GCOMP_CPU_AVX2), GCOMP_ISA_BASE); /* needs F16C+FMA too */
-  /* the avx2 kernels are built with BMI2 too: a CPU without it gets base */
-  assert_int_equal(gcomp_isa_best_level(GCOMP_CPU_AVX2 | GCOMP_CPU_F16C | GCOMP_CPU_FMA),
-                   GCOMP_ISA_BASE);
-  assert_int_equal(gcomp_isa_best_level(GCOMP_CPU_AVX2 | GCOMP_CPU_F16C | GCOMP_CPU_FMA |
-                                        GCOMP_CPU_BMI2), GCOMP_ISA_AVX2);
+  /* the avx2 kernels are built with BMI2, PCLMUL and SSE4.2 too: a CPU without one of
+   * them gets base */
+  const unsigned avx2 = GCOMP_CPU_AVX2 | GCOMP_CPU_F16C | GCOMP_CPU_FMA | GCOMP_CPU_BMI2 |
+                        GCOMP_CPU_PCLMUL | GCOMP_CPU_SSE42;
+  assert_int_equal(gcomp_isa_best_level(avx2), GCOMP_ISA_AVX2);
+  const unsigned each[] = {GCOMP_CPU_BMI2, GCOMP_CPU_PCLMUL, GCOMP_CPU_SSE42, GCOMP_CPU_F16C};
+  for (size_t i = 0; i < sizeof each / sizeof *each; i++)
+    assert_int_equal(gcomp_isa_best_level(avx2 & ~each[i]), GCOMP_ISA_BASE);
+  /* avx512: F, BW and VL on top (VPCLMULQDQ and the rest are asked per kernel file) */
+  const unsigned avx512 = avx2 | GCOMP_CPU_AVX512F | GCOMP_CPU_AVX512BW | GCOMP_CPU_AVX512VL;
+  assert_int_equal(gcomp_isa_best_level(avx512), GCOMP_ISA_AVX512);
+  assert_int_equal(gcomp_isa_best_level(avx512 & ~GCOMP_CPU_AVX512BW), GCOMP_ISA_AVX2);
 
   setenv("GCOMP_ISA", "base", 1);
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
@@ -253,14 +260,20 @@ static void test_isa_levels(void **state) {
     assert_int_equal(gcomp_reinit_for_testing(), GCOMP_ERR_UNSUPPORTED);
     assert_non_null(strstr(gcomp_last_error(), "more than this CPU has"));
   }
-  /* no AVX-512 kernels ship: asking for them is an error whatever the CPU */
   setenv("GCOMP_ISA", "avx512", 1);
-  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_ERR_UNSUPPORTED);
-  assert_non_null(strstr(gcomp_last_error(), "GCOMP_ISA=avx512"));
+  if (best >= GCOMP_ISA_AVX512) {
+    assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+    assert_int_equal(gcomp_isa_level(), GCOMP_ISA_AVX512);
+    assert_string_equal(gcomp_isa_selected(), "avx512");
+  } else {
+    print_message("no AVX-512 F/BW/VL on this CPU: GCOMP_ISA=avx512 must be refused\n");
+    assert_int_equal(gcomp_reinit_for_testing(), GCOMP_ERR_UNSUPPORTED);
+    assert_non_null(strstr(gcomp_last_error(), "GCOMP_ISA=avx512"));
+  }
 
-  unsetenv("GCOMP_ISA");
+  unsetenv("GCOMP_ISA");   /* auto: the best the CPU has */
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
-  assert_int_equal(gcomp_isa_level(), best > GCOMP_ISA_AVX2 ? GCOMP_ISA_AVX2 : best);
+  assert_int_equal(gcomp_isa_level(), best);
   if (f & GCOMP_CPU_AVX2) assert_non_null(strstr(gcomp_cpu_features(), "avx2"));
 }
 

@@ -53,7 +53,7 @@ static uint32_t key_of(float x) {
   return b & 0x7fffffffu;
 }
 
-static int have_avx2(void) { return (gcomp_cpu_detect() & GCOMP_CPU_AVX2) != 0; }
+static int have_avx2(void) { return gcomp_isa_best_level(gcomp_cpu_detect()) >= GCOMP_ISA_AVX2; }
 
 static void set_isa(const char *isa) {
   setenv("GCOMP_ISA", isa, 1);
@@ -209,9 +209,12 @@ static void check_filter(const gcomp_topk_kernels *k, size_t n, size_t offset, u
 }
 
 static void test_kernels_differential(void **state) {
-  const gcomp_topk_kernels *rows[] = {&gcomp_topk_kernels_base, &gcomp_topk_kernels_avx2};
-  int nrows = have_avx2() ? 2 : 1;
+  const gcomp_topk_kernels *rows[] = {&gcomp_topk_kernels_base, &gcomp_topk_kernels_avx2,
+                                       &gcomp_topk_kernels_avx512};
+  gcomp_isa best = gcomp_isa_best_level(gcomp_cpu_detect());
+  int nrows = best >= GCOMP_ISA_AVX512 ? 3 : best >= GCOMP_ISA_AVX2 ? 2 : 1;
   if (nrows == 1) print_message("no AVX2 on this CPU: checking the base kernels only\n");
+  if (nrows == 2) print_message("no AVX-512 F/BW/VL on this CPU: avx512 kernels not tested\n");
   const uint32_t ts[] = {1, 0x3f800000u /* 1.0: ties */, 0x40000000u, GCOMP_TOPK_KEY_INF};
   for (int r = 0; r < nrows; r++)
     for (size_t t = 0; t < sizeof ts / sizeof *ts; t++) {

@@ -1,0 +1,350 @@
+/* AVX-512 (F, BW, VL) fp16/bf16 cast kernels: 16 lanes a vector, mask registers for the
+ * counters and the NaN lanes. Same results as cast_base.c bit for bit (rules in cast.h);
+ * tails shorter than a vector and heads that align a streaming store go through the base
+ * kernels. The block-summing encoders fold their checksum on zmm with VPCLMULQDQ (this
+ * file is also built with -mvpclmulqdq; gcomp_cast_kernels_get hands them out only on a
+ * CPU that has it, else the AVX2 ones). bf16 rounds with integer operations rather than
+ * AVX512_BF16's vcvtne2ps2bf16, which flushes fp32 subnormals to zero (the rule here
+ * keeps them) and would need a fix-up pass anyway: the kernel is bound by memory, not by
+ * those few instructions. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "cast.h"
+#include "crc_fold.h"
+
+#define SET1(v) _mm512_set1_epi32((int)(v))
+
+static inline int streaming(size_t out_bytes) { return out_bytes >= GCOMP_CAST_STREAM_BYTES; }
+
+/* Elements to hand to the base kernel first so that p + elem*i is aligned. */
+static size_t head_for(const void *p, size_t elem, size_t align, size_t n) {
+  uintptr_t mis = (uintptr_t)p & (align - 1);
+  if (mis % elem) return n;   /* never aligns: all of it goes the slow way */
+  size_t h = mis ? (align - mis) / elem : 0;
+  return h < n ? h : n;
+}
+
+static void add_counts(gcomp_cast_counts *c, const gcomp_cast_counts *k) {
+  c->nonfinite += k->nonfinite, c->overflow += k->overflow, c->underflow += k->underflow;
+}
+
+/* ---- max |x| over finite x -------------------------------------------------------------- */
+static inline __m512i finite_abs(__m512i w) {
+  __m512i a = _mm512_and_si512(w, SET1(0x7fffffff));
+  return _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(a, SET1(0x7f800000)), a);
+}
+
+static uint32_t maxabs_avx512(const float *src, size_t n) {
+  __m512i m0 = _mm512_setzero_si512(), m1 = m0;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    m0 = _mm512_max_epu32(m0, finite_abs(_mm512_loadu_si512(src + i)));
+    m1 = _mm512_max_epu32(m1, finite_abs(_mm512_loadu_si512(src + i + 16)));
+  }
+  for (; i + 16 <= n; i += 16)
+    m0 = _mm512_max_epu32(m0, finite_abs(_mm512_loadu_si512(src + i)));
+  uint32_t mx = _mm512_reduce_max_epu32(_mm512_max_epu32(m0, m1));
+  uint32_t t = gcomp_cast_base.maxabs(src + i, n - i);
+  return t > mx ? t : mx;
+}
+
+/* ---- round-to-nearest-even encoders ------------------------------------------------------
+ * The three counters from masks of |x|: NaN/Inf, at or past the overflow threshold, and
+ * nonzero at or below the underflow one (thresholds moved by the scale, as in cast_avx2.c);
+ * popcounts only when a vector holds any of them. */
+typedef struct {
+  uint32_t hi, lo;
+} thresholds;
+
+static inline void count16(__m512i a0, thresholds t, gcomp_cast_counts *k) {
+  __mmask16 nf = _mm512_cmpgt_epu32_mask(a0, SET1(0x7f7fffff));
+  __mmask16 hi = _mm512_cmpge_epu32_mask(a0, SET1(t.hi));
+  __mmask16 lo = _mm512_mask_cmple_epu32_mask(_mm512_test_epi32_mask(a0, a0), a0, SET1(t.lo));
+  if (__builtin_expect(!_kortestz_mask16_u8(hi, lo), 0)) {
+    k->nonfinite += (uint64_t)__builtin_popcount(nf);
+    k->overflow += (uint64_t)__builtin_popcount(hi & (__mmask16)~nf);
+    k->underflow += (uint64_t)__builtin_popcount(lo);
+  }
+}
+
+/* 16 fp16 halves of x * scale; m gathers the finite maximum of |x| */
+static inline __m256i f16_vec(const float *p, __m512 sc, thresholds t, __m512i *m,
+                              gcomp_cast_counts *k) {
+  __m512 x = _mm512_loadu_ps(p);
+  __m512i a0 = _mm512_and_si512(_mm512_castps_si512(x), SET1(0x7fffffff));
+  count16(a0, t, k);
+  __mmask16 finite = _mm512_cmplt_epu32_mask(a0, SET1(0x7f800000));
+  *m = _mm512_max_epu32(*m, _mm512_maskz_mov_epi32(finite, a0));
+  return _mm512_cvtps_ph(_mm512_mul_ps(x, sc), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+static uint32_t f16_enc_avx512(const float *src, size_t n, uint8_t *dst, float scale,
+                               gcomp_cast_counts *c) {
+  gcomp_cast_counts k = {0, 0, 0};
+  thresholds t;
+  gcomp_cast_f16_thresholds(scale, &t.hi, &t.lo);
+  const __m512 sc = _mm512_set1_ps(scale);
+  __m512i m0 = _mm512_setzero_si512(), m1 = m0;
+  uint32_t mx = 0;
+  size_t i = 0;
+  int nt = streaming(2 * n);
+  if (nt) {
+    i = head_for(dst, 2, 32, n);
+    mx = gcomp_cast_base.f16_enc(src, i, dst, scale, &k);
+    for (; i + 32 <= n; i += 32) {
+      _mm256_stream_si256((__m256i *)(dst + 2 * i), f16_vec(src + i, sc, t, &m0, &k));
+      _mm256_stream_si256((__m256i *)(dst + 2 * i + 32), f16_vec(src + i + 16, sc, t, &m1, &k));
+    }
+    _mm_sfence();
+  }
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256((__m256i *)(dst + 2 * i), f16_vec(src + i, sc, t, &m0, &k));
+  uint32_t v = _mm512_reduce_max_epu32(_mm512_max_epu32(m0, m1));
+  mx = v > mx ? v : mx;
+  v = gcomp_cast_base.f16_enc(src + i, n - i, dst + 2 * i, scale, &k);
+  mx = v > mx ? v : mx;
+  add_counts(c, &k);
+  return mx;
+}
+
+/* 16 bf16 halves of the fp32 bits w: round to nearest even, NaN quieted (cast.h) */
+static inline __m256i bf16_vec(const float *p, gcomp_cast_counts *k) {
+  const thresholds t = {0x7f7f8000u, 0x8000u};
+  __m512i w = _mm512_loadu_si512(p);
+  __m512i a = _mm512_and_si512(w, SET1(0x7fffffff));
+  count16(a, t, k);
+  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(w, 16), SET1(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(w, _mm512_add_epi32(SET1(0x7fff), lsb)), 16);
+  __m512i q = _mm512_or_si512(_mm512_srli_epi32(w, 16), SET1(0x40));
+  r = _mm512_mask_blend_epi32(_mm512_cmpgt_epu32_mask(a, SET1(0x7f800000)), r, q);
+  return _mm512_cvtepi32_epi16(r);
+}
+
+static void bf16_enc_avx512(const float *src, size_t n, uint8_t *dst, gcomp_cast_counts *c) {
+  gcomp_cast_counts k = {0, 0, 0};
+  size_t i = 0;
+  if (streaming(2 * n)) {
+    i = head_for(dst, 2, 32, n);
+    gcomp_cast_base.bf16_enc(src, i, dst, &k);
+    for (; i + 32 <= n; i += 32) {
+      _mm256_stream_si256((__m256i *)(dst + 2 * i), bf16_vec(src + i, &k));
+      _mm256_stream_si256((__m256i *)(dst + 2 * i + 32), bf16_vec(src + i + 16, &k));
+    }
+    _mm_sfence();
+  }
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256((__m256i *)(dst + 2 * i), bf16_vec(src + i, &k));
+  gcomp_cast_base.bf16_enc(src + i, n - i, dst + 2 * i, &k);
+  add_counts(c, &k);
+}
+
+/* ---- one frame block, its CRC-32C folded in registers (n a multiple of 32) -------------- */
+static inline void store64(uint8_t *d, __m512i v, int nt) {
+  if (nt) _mm512_stream_si512((void *)d, v);
+  else _mm512_storeu_si512(d, v);
+}
+
+static uint32_t f16_enc_sum_avx512(const float *src, size_t n, uint8_t *dst, float scale,
+                                   gcomp_cast_counts *c, uint32_t *mx, int stream) {
+  gcomp_cast_counts k = {0, 0, 0};
+  thresholds t;
+  gcomp_cast_f16_thresholds(scale, &t.hi, &t.lo);
+  const __m512 sc = _mm512_set1_ps(scale);
+  __m512i m0 = _mm512_setzero_si512(), m1 = m0, f = m0;
+  int nt = stream && !((uintptr_t)dst & 63);
+  for (size_t i = 0; i < n; i += 32) {
+    __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(f16_vec(src + i, sc, t, &m0, &k)),
+                                   f16_vec(src + i + 16, sc, t, &m1, &k), 1);
+    store64(dst + 2 * i, v, nt);
+    f = i ? gcomp_crc_fold512_64(f, v) : gcomp_crc_fold512_init(v, 0xffffffffu);
+  }
+  if (nt) _mm_sfence();
+  add_counts(c, &k);
+  *mx = _mm512_reduce_max_epu32(_mm512_max_epu32(m0, m1));
+  return ~gcomp_crc_fold512_end(f);
+}
+
+static uint32_t bf16_enc_sum_avx512(const float *src, size_t n, uint8_t *dst,
+                                    gcomp_cast_counts *c, int stream) {
+  gcomp_cast_counts k = {0, 0, 0};
+  __m512i f = _mm512_setzero_si512();
+  int nt = stream && !((uintptr_t)dst & 63);
+  for (size_t i = 0; i < n; i += 32) {
+    __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(bf16_vec(src + i, &k)),
+                                   bf16_vec(src + i + 16, &k), 1);
+    store64(dst + 2 * i, v, nt);
+    f = i ? gcomp_crc_fold512_64(f, v) : gcomp_crc_fold512_init(v, 0xffffffffu);
+  }
+  if (nt) _mm_sfence();
+  add_counts(c, &k);
+  return ~gcomp_crc_fold512_end(f);
+}
+
+/* ---- stochastic rounding (gcomp_cast_rand for 16 lanes) ---------------------------------- */
+static inline __m512i hash16(__m512i x) {
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+  x = _mm512_mullo_epi32(x, SET1(0x7feb352du));
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
+  x = _mm512_mullo_epi32(x, SET1(0x846ca68bu));
+  return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+}
+static inline __m512i rand16(__m512i idx, __m512i klo, __m512i khi) {
+  return hash16(_mm512_xor_si512(hash16(_mm512_add_epi32(idx, klo)), khi));
+}
+
+/* counters of one vector: a0 the input magnitude, hmag the output magnitude */
+static inline void sr_count(__m512i a0, __m512i hmag, uint32_t inf16, gcomp_cast_counts *k) {
+  __mmask16 nf = _mm512_cmpgt_epu32_mask(a0, SET1(0x7f7fffff));
+  __mmask16 ov = _mm512_mask_cmpeq_epi32_mask((__mmask16)~nf, hmag, SET1(inf16));
+  __mmask16 uf = _mm512_mask_cmpeq_epi32_mask(_mm512_test_epi32_mask(a0, a0), hmag,
+                                              _mm512_setzero_si512());
+  k->nonfinite += (uint64_t)__builtin_popcount(nf);
+  k->overflow += (uint64_t)__builtin_popcount(ov);
+  k->underflow += (uint64_t)__builtin_popcount(uf);
+}
+
+/* fp16 magnitude of |y| = a with random bits r (f16_sr_mag of cast_base.c) */
+static inline __m512i f16_sr16(__m512i a, __m512i r) {
+  __m512i t = _mm512_and_si512(_mm512_add_epi32(a, _mm512_srli_epi32(r, 19)), SET1(~0x1fffu));
+  __m512i hn = _mm512_min_epu32(_mm512_srli_epi32(_mm512_sub_epi32(t, SET1(0x38000000)), 13),
+                                SET1(0x7c00));
+  __m512i e = _mm512_srli_epi32(a, 23);
+  __m512i mant = _mm512_and_si512(a, SET1(0x7fffff));
+  __m512i m = _mm512_mask_or_epi32(mant, _mm512_test_epi32_mask(e, e), mant, SET1(0x800000));
+  __m512i s = _mm512_sub_epi32(SET1(126), _mm512_max_epi32(e, SET1(1)));
+  __m512i frac = _mm512_or_si512(_mm512_sllv_epi32(m, _mm512_sub_epi32(SET1(32), s)),
+                                 _mm512_srlv_epi32(m, _mm512_sub_epi32(s, SET1(32))));
+  __mmask16 up = _mm512_cmpgt_epu32_mask(frac, r);
+  __m512i q = _mm512_srlv_epi32(m, s);
+  __m512i hs = _mm512_mask_add_epi32(q, up, q, SET1(1));
+  __m512i sp = _mm512_or_si512(SET1(0x7c00),
+                               _mm512_and_si512(_mm512_srli_epi32(a, 13), SET1(0x3ff)));
+  sp = _mm512_mask_or_epi32(sp, _mm512_cmpgt_epu32_mask(a, SET1(0x7f800000)), sp, SET1(0x200));
+  __m512i h = _mm512_mask_blend_epi32(_mm512_cmpgt_epu32_mask(a, SET1(0x387fffff)), hs, hn);
+  return _mm512_mask_blend_epi32(_mm512_cmpgt_epu32_mask(a, SET1(0x7f7fffff)), h, sp);
+}
+
+static void f16_enc_sr_avx512(const float *src, size_t n, uint8_t *dst, float scale,
+                              uint64_t key, uint32_t i0, gcomp_cast_counts *c) {
+  const __m512i klo = SET1((uint32_t)key), khi = SET1((uint32_t)(key >> 32));
+  const __m512 sc = _mm512_set1_ps(scale);
+  __m512i idx = _mm512_add_epi32(SET1(i0), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                                             11, 12, 13, 14, 15));
+  gcomp_cast_counts k = {0, 0, 0};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 x = _mm512_loadu_ps(src + i);
+    __m512i w = _mm512_castps_si512(x), a0 = _mm512_and_si512(w, SET1(0x7fffffff));
+    __m512i a = _mm512_and_si512(_mm512_castps_si512(_mm512_mul_ps(x, sc)), SET1(0x7fffffff));
+    __m512i h = f16_sr16(a, rand16(idx, klo, khi));
+    idx = _mm512_add_epi32(idx, SET1(16));
+    sr_count(a0, h, 0x7c00, &k);
+    h = _mm512_or_si512(h, _mm512_and_si512(_mm512_srli_epi32(w, 16), SET1(0x8000)));
+    _mm256_storeu_si256((__m256i *)(dst + 2 * i), _mm512_cvtepi32_epi16(h));
+  }
+  gcomp_cast_base.f16_enc_sr(src + i, n - i, dst + 2 * i, scale, key, i0 + (uint32_t)i, &k);
+  add_counts(c, &k);
+}
+
+static void bf16_enc_sr_avx512(const float *src, size_t n, uint8_t *dst, uint64_t key,
+                               uint32_t i0, gcomp_cast_counts *c) {
+  const __m512i klo = SET1((uint32_t)key), khi = SET1((uint32_t)(key >> 32));
+  __m512i idx = _mm512_add_epi32(SET1(i0), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                                             11, 12, 13, 14, 15));
+  gcomp_cast_counts k = {0, 0, 0};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512i w = _mm512_loadu_si512(src + i), a0 = _mm512_and_si512(w, SET1(0x7fffffff));
+    __m512i r = rand16(idx, klo, khi);
+    idx = _mm512_add_epi32(idx, SET1(16));
+    __m512i h = _mm512_srli_epi32(_mm512_add_epi32(w, _mm512_srli_epi32(r, 16)), 16);
+    __m512i q = _mm512_or_si512(_mm512_srli_epi32(w, 16), SET1(0x40));
+    h = _mm512_mask_blend_epi32(_mm512_cmpgt_epu32_mask(a0, SET1(0x7f800000)), h, q);
+    sr_count(a0, _mm512_and_si512(h, SET1(0x7fff)), 0x7f80, &k);
+    _mm256_storeu_si256((__m256i *)(dst + 2 * i), _mm512_cvtepi32_epi16(h));
+  }
+  gcomp_cast_base.bf16_enc_sr(src + i, n - i, dst + 2 * i, key, i0 + (uint32_t)i, &k);
+  add_counts(c, &k);
+}
+
+/* ---- decoders --------------------------------------------------------------------------- */
+static inline __m512 f16_widen16(const uint8_t *p, __m512 inv) {
+  return _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)), inv);
+}
+static inline __m512 bf16_widen16(const uint8_t *p) {
+  __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+}
+
+static void f16_dec_nt_avx512(const uint8_t *src, size_t n, float *dst, float inv_scale,
+                              int nt) {
+  const __m512 inv = _mm512_set1_ps(inv_scale);
+  size_t i = 0;
+  if (nt) {
+    i = head_for(dst, 4, 64, n);
+    gcomp_cast_base.f16_dec(src, i, dst, inv_scale);
+    for (; i + 16 <= n; i += 16) _mm512_stream_ps(dst + i, f16_widen16(src + 2 * i, inv));
+    _mm_sfence();
+  }
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, f16_widen16(src + 2 * i, inv));
+  gcomp_cast_base.f16_dec(src + 2 * i, n - i, dst + i, inv_scale);
+}
+static void f16_dec_avx512(const uint8_t *src, size_t n, float *dst, float inv_scale) {
+  f16_dec_nt_avx512(src, n, dst, inv_scale, streaming(4 * n));
+}
+
+static void f16_dec_add_avx512(const uint8_t *src, size_t n, float *acc, float inv_scale) {
+  const __m512 inv = _mm512_set1_ps(inv_scale);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(acc + i,
+                     _mm512_add_ps(_mm512_loadu_ps(acc + i), f16_widen16(src + 2 * i, inv)));
+  gcomp_cast_base.f16_dec_add(src + 2 * i, n - i, acc + i, inv_scale);
+}
+
+static void bf16_dec_nt_avx512(const uint8_t *src, size_t n, float *dst, int nt) {
+  size_t i = 0;
+  if (nt) {
+    i = head_for(dst, 4, 64, n);
+    gcomp_cast_base.bf16_dec(src, i, dst);
+    for (; i + 16 <= n; i += 16) _mm512_stream_ps(dst + i, bf16_widen16(src + 2 * i));
+    _mm_sfence();
+  }
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, bf16_widen16(src + 2 * i));
+  gcomp_cast_base.bf16_dec(src + 2 * i, n - i, dst + i);
+}
+static void bf16_dec_avx512(const uint8_t *src, size_t n, float *dst) {
+  bf16_dec_nt_avx512(src, n, dst, streaming(4 * n));
+}
+
+static void bf16_dec_add_avx512(const uint8_t *src, size_t n, float *acc) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(acc + i,
+                     _mm512_add_ps(_mm512_loadu_ps(acc + i), bf16_widen16(src + 2 * i)));
+  gcomp_cast_base.bf16_dec_add(src + 2 * i, n - i, acc + i);
+}
+
+#define AVX512_ENTRIES                                                                    \
+  .maxabs = maxabs_avx512, .f16_enc = f16_enc_avx512, .f16_enc_sr = f16_enc_sr_avx512,    \
+  .f16_dec = f16_dec_avx512, .f16_dec_add = f16_dec_add_avx512,                           \
+  .bf16_enc = bf16_enc_avx512, .bf16_enc_sr = bf16_enc_sr_avx512,                         \
+  .bf16_dec = bf16_dec_avx512, .bf16_dec_add = bf16_dec_add_avx512,                       \
+  .f16_dec_nt = f16_dec_nt_avx512, .bf16_dec_nt = bf16_dec_nt_avx512
+
+const gcomp_cast_kernels gcomp_cast_avx512 = {
+    .name = "avx512",
+    AVX512_ENTRIES,
+    .f16_enc_sum = f16_enc_sum_avx512,
+    .bf16_enc_sum = bf16_enc_sum_avx512,
+};
+
+/* For AVX-512 CPUs without VPCLMULQDQ (Skylake-X, Cascade Lake): the block sums of the
+ * AVX2 table, folded on xmm. */
+const gcomp_cast_kernels gcomp_cast_avx512_xmmsum = {
+    .name = "avx512-xmmsum",
+    AVX512_ENTRIES,
+    .f16_enc_sum = gcomp_cast_f16_enc_sum_avx2,
+    .bf16_enc_sum = gcomp_cast_bf16_enc_sum_avx2,
+};
