@@ -259,8 +259,42 @@ static int split_standardise(table *t, double test_frac, uint64_t seed, gcomp_cv
   return GCOMP_OK;
 }
 
+/* Keeps max_rows of t's rows, a seeded random subset, in their order in the file. */
+static int subsample(table *t, int max_rows, uint64_t seed, const char *path) {
+  GCOMP_FAIL_IF(max_rows < 2 || max_rows > t->rows, GCOMP_ERR_INVALID,
+                "%s: cannot keep %d of its %d rows (2 to %d)", path, max_rows, t->rows, t->rows);
+  uint8_t *keep = calloc((size_t)t->rows, 1);
+  int *perm = malloc((size_t)t->rows * sizeof *perm);
+  if (!keep || !perm) {
+    free(keep);
+    free(perm);
+    GCOMP_FAIL(GCOMP_ERR_NOMEM, "%s: subset of %d rows", path, max_rows);
+  }
+  for (int i = 0; i < t->rows; i++) perm[i] = i;
+  gcomp_cv_rng rng = gcomp_cv_rng_make(seed, 0x5ab5);   /* not the split's stream */
+  gcomp_cv_shuffle(&rng, perm, t->rows);
+  for (int i = 0; i < max_rows; i++) keep[perm[i]] = 1;
+  int n = 0;
+  size_t f = (size_t)t->nfeat;
+  for (int i = 0; i < t->rows; i++) {
+    if (!keep[i]) continue;
+    memmove(t->x + (size_t)n * f, t->x + (size_t)i * f, f * sizeof *t->x);
+    t->y[n++] = t->y[i];
+  }
+  t->rows = n;
+  free(keep);
+  free(perm);
+  return GCOMP_OK;
+}
+
 int gcomp_cv_load_csv(const char *path, const char *name, int max_classes, double test_frac,
                       uint64_t split_seed, gcomp_cv_data *out) {
+  return gcomp_cv_load_csv_rows(path, name, max_classes, test_frac, split_seed, 0, out);
+}
+
+int gcomp_cv_load_csv_rows(const char *path, const char *name, int max_classes,
+                           double test_frac, uint64_t split_seed, int max_rows,
+                           gcomp_cv_data *out) {
   GCOMP_FAIL_IF(!path || !out, GCOMP_ERR_INVALID, "gcomp_cv_load_csv: NULL argument");
   GCOMP_FAIL_IF(max_classes < 2, GCOMP_ERR_INVALID, "max_classes %d < 2", max_classes);
   GCOMP_FAIL_IF(!(test_frac > 0 && test_frac < 1), GCOMP_ERR_INVALID,
@@ -275,6 +309,7 @@ int gcomp_cv_load_csv(const char *path, const char *name, int max_classes, doubl
   int st = parse_rows(&r, path, max_classes, &t);
   gzclose(r.gz);
   free(r.buf);
+  if (st == GCOMP_OK && max_rows) st = subsample(&t, max_rows, split_seed, path);
   if (st == GCOMP_OK) {
     if (name) {
       snprintf(out->name, sizeof out->name, "%s", name);

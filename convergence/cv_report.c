@@ -19,6 +19,101 @@ static const char *verdict_word(const gcomp_cv_verdict *v, int must_fail) {
   return v->pass ? "pass" : "FAIL";
 }
 
+/* The first verdict with pairs: every codec of a problem is paired on the same rows. */
+static const gcomp_cv_verdict *paired_verdict(const gcomp_cv_problem *pr) {
+  for (int i = 0; i < pr->nruns; i++)
+    if (pr->verdicts[i].paired.seeds > 0) return &pr->verdicts[i];
+  return NULL;
+}
+
+/* ", fp16, bf16" of the codecs whose `bit` is unresolved, or "every codec's" */
+static void unresolved_list(char *buf, size_t n, const gcomp_cv_problem *pr, unsigned bit,
+                            int *count) {
+  int have = 0, all = 0;
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < pr->nruns; i++) {
+    const gcomp_cv_verdict *v = &pr->verdicts[i];
+    double t = bit == GCOMP_CV_M_ACC ? v->tol.acc_pts : v->tol.loss_rel;
+    if (v->paired.seeds == 0 || !isfinite(t)) continue;
+    all++;
+    if (!(v->unresolved & bit)) continue;
+    have++;
+    if (len < n) {
+      int w = snprintf(buf + len, n - len, "%s%s", len ? ", " : "", pr->runs[i].spec);
+      if (w > 0) len += (size_t)w;
+    }
+  }
+  if (have && have == all) snprintf(buf, n, "every codec");
+  *count = have;
+}
+
+/* What the rows can resolve: one test row in points, the smallest drop the paired test
+ * calls real, the loss's sampling error, and the tolerances finer than these. */
+static void print_resolution(FILE *f, const gcomp_cv_problem *pr) {
+  const gcomp_cv_verdict *v = paired_verdict(pr);
+  if (!v) return;
+  const gcomp_cv_paired *pa = &v->paired;
+  char list[320];
+  int n = 0;
+  fprintf(f, "  resolution: %d test rows%s (one row %.2f points); McNemar's paired test "
+          "(one-sided, %g%%) calls a drop real from %d rows (%.2f points)", pa->rows,
+          pa->seeds > 1 ? " over the seeds" : "", v->acc_row_pts, GCOMP_CV_PAIRED_ALPHA * 100,
+          gcomp_cv_mcnemar_min_rows(GCOMP_CV_PAIRED_ALPHA), v->acc_min_pts);
+  unresolved_list(list, sizeof list, pr, GCOMP_CV_M_ACC, &n);
+  if (n) fprintf(f, ", coarser than the accuracy tolerance of %s", list);
+  if (pa->loss_rows >= pa->train_rows) {
+    fprintf(f, "; final loss on all %d training rows (no sampling error)", pa->train_rows);
+  } else {
+    double worst = 0;
+    for (int i = 0; i < pr->nruns; i++)
+      if (pr->verdicts[i].paired.seeds > 0 && pr->verdicts[i].loss_se_rel > worst)
+        worst = pr->verdicts[i].loss_se_rel;
+    fprintf(f, "; final loss on %d of %d training rows (sampling error of a difference up to "
+            "%.2g%%)", pa->loss_rows, pa->train_rows, worst * 100);
+    unresolved_list(list, sizeof list, pr, GCOMP_CV_M_LOSS, &n);
+    if (n) fprintf(f, ", coarser than the loss tolerance of %s", list);
+  }
+  if (pr->floor.n > 0)
+    fputs("; drift is exact, and fp32's own spread is the noise floor below\n", f);
+  else
+    fputs("; drift is exact, and how far fp32 alone moves loss and drift on this run is not "
+          "measured (--noise-floor)\n", f);
+}
+
+/* "one call of 2600 B", "4 calls of 40 to 10240 B" */
+static const char *calls_text(char *buf, size_t n, const gcomp_cv_deployed *d) {
+  if (d->calls == 1)
+    snprintf(buf, n, "one call of %zu B", d->largest);
+  else
+    snprintf(buf, n, "%d calls of %zu to %zu B", d->calls, d->smallest, d->largest);
+  return buf;
+}
+
+/* Small tensors: what a job under the deployment's GCOMP_CODEC_MIN_BYTES gets. */
+static void print_deployed(FILE *f, const gcomp_cv_problem *pr, long long checked) {
+  if (!pr->deployed || pr->nruns == 0) return;
+  const gcomp_cv_deployed *d = &pr->deployed[0];   /* the same calls for every codec */
+  char calls[96];
+  fprintf(f, "  deployed: a job with GCOMP_CODEC_MIN_BYTES=%lld ", d->min_bytes);
+  if (d->compressed == d->calls)
+    fprintf(f, "compresses every call too (%s): the verdicts are that job's\n",
+            calls_text(calls, sizeof calls, d));
+  else if (d->compressed == 0 && checked > 0)
+    fprintf(f, "sends this gradient (%s) uncompressed whatever the codec, and trains as the "
+            "baseline (deployed: fp32); the verdicts are the codecs' own, with the calls of "
+            "%lld B and more compressed (--min-bytes)\n", calls_text(calls, sizeof calls, d),
+            checked);
+  else if (d->compressed == 0)
+    fprintf(f, "sends this gradient (%s) uncompressed whatever the codec, and trains as the "
+            "baseline (deployed: fp32); the verdicts are the codecs' own, with every call "
+            "compressed (--min-bytes 0)\n", calls_text(calls, sizeof calls, d));
+  else
+    fprintf(f, "compresses %d of the %d calls per step (%s; the smaller go uncompressed): the "
+            "deployed column is that job's verdict, trained and judged like the codecs\n",
+            d->compressed, d->calls, calls_text(calls, sizeof calls, d));
+}
+
 void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
   const gcomp_cv_train_cfg *c = r->cfg;
   char seeds[96];
@@ -58,8 +153,9 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
       fprintf(f, "  baseline ERROR: %s\n", b->error);
       continue;
     }
-    fprintf(f, "  %-26s %10s %8s %8s %7s %9s %9s %8s %9s %7s  %s\n", "codec", "loss", "dloss",
-            "acc%", "dacc", "curvegap", "drift", "g.relerr", "B/step", "ratio", "verdict");
+    fprintf(f, "  %-26s %10s %8s %8s %7s %9s %9s %8s %9s %7s  %-8s%s\n", "codec", "loss", "dloss",
+            "acc%", "dacc", "curvegap", "drift", "g.relerr", "B/step", "ratio", "verdict",
+            pr->deployed ? " deployed" : "");
     int W = c->workers > 0 ? c->workers : 1;
     fprintf(f, "  %-26s %10.5f %8s %8.2f %7s %9s %9s %8.1e %9.0f %7s  %s\n", "baseline (fp32)",
             b->final_loss, "", b->final_acc * 100, "", "", "", b->relerr_mean,
@@ -78,15 +174,16 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
     for (int i = 0; i < pr->nruns; i++) {
       const gcomp_cv_run *x = &pr->runs[i];
       const gcomp_cv_verdict *v = &pr->verdicts[i];
+      const char *dep = pr->deployed ? gcomp_cv_deployed_word(&pr->deployed[i]) : "";
       if (x->status < 0) {
         fprintf(f, "  %-26s %s\n", x->spec, verdict_word(v, pr->must_fail[i]));
         continue;
       }
-      fprintf(f, "  %-26s %10.5f %+7.2f%% %8.2f %+7.2f %8.2f%% %9.2e %8.1e %9.0f %7.2f  %s\n",
+      fprintf(f, "  %-26s %10.5f %+7.2f%% %8.2f %+7.2f %8.2f%% %9.2e %8.1e %9.0f %7.2f  %-8s%s%s\n",
               x->spec, x->final_loss, (x->final_loss / b->final_loss - 1) * 100, x->final_acc * 100,
               (x->final_acc - b->final_acc) * 100, x->curve_gap * 100, x->final_drift,
               x->relerr_mean, (double)x->wire_bytes / W / x->steps, ratio_of(b, x),
-              verdict_word(v, pr->must_fail[i]));
+              verdict_word(v, pr->must_fail[i]), *dep ? " " : "", dep);
     }
     if (pr->floor.n > 0) {
       const gcomp_cv_floor *fl = &pr->floor;
@@ -96,6 +193,8 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
               "gap %.2f%%, drift %.3g\n", fl->acc_pts, fl->loss_rel * 100, fl->gap_rel * 100,
               fl->drift);
     }
+    print_resolution(f, pr);
+    print_deployed(f, pr, r->min_bytes);
     /* codecs whose tolerance is finer than this run can resolve */
     int ncoarse = 0;
     for (int i = 0; i < pr->nruns; i++) ncoarse += pr->verdicts[i].coarse != 0;
@@ -120,13 +219,21 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
     }
     for (int i = 0; i < pr->nruns; i++) {
       const gcomp_cv_verdict *v = &pr->verdicts[i];
-      if (v->pass != 1 || pr->must_fail[i])
+      if (v->pass != 1 || pr->must_fail[i]) {
         fprintf(f, "  %s %s: %s\n", pr->must_fail[i] && v->pass == 0 ? "flagged as expected" :
                 pr->must_fail[i] && v->pass == 1 ? "NOT FLAGGED (expected to fail)" :
                 v->pass < 0 ? "ERROR" : "FAIL", pr->runs[i].spec,
                 v->pass == 1 ? "within every tolerance" : v->why);
+        if (v->note[0]) fprintf(f, "    note: %s\n", v->note);
+      } else if (v->note[0]) {
+        fprintf(f, "  pass %s, by the paired test: %s\n", pr->runs[i].spec, v->note);
+      }
       if (v->hint[0] && !pr->must_fail[i])
         fprintf(f, "    note: %s\n", v->hint);
+      const gcomp_cv_deployed *dep = pr->deployed ? &pr->deployed[i] : NULL;
+      if (dep && dep->trained && dep->verdict.pass != 1)
+        fprintf(f, "  deployed %s %s: %s\n", dep->verdict.pass < 0 ? "ERROR" : "FAIL",
+                pr->runs[i].spec, dep->verdict.why);
     }
   }
 }
@@ -252,6 +359,47 @@ static void json_run(FILE *f, const gcomp_cv_run *b, const gcomp_cv_run *r) {
   fputs("}}", f);
 }
 
+/* ,"paired":{...},"resolution":{...},"unresolved":"...","note":"..." (null without pairs) */
+static void json_resolution(FILE *f, const gcomp_cv_verdict *v) {
+  const gcomp_cv_paired *pa = &v->paired;
+  if (pa->seeds == 0) {
+    fputs(",\"paired\":null,\"resolution\":null", f);
+  } else {
+    fprintf(f, ",\"paired\":{\"seeds\":%d,\"test_rows\":%d,\"lost\":%d,\"gained\":%d",
+            pa->seeds, pa->rows, pa->lost, pa->gained);
+    json_field(f, "mcnemar_p", v->acc_p);
+    fprintf(f, ",\"alpha\":%g},\"resolution\":{\"acc_row_points\":", GCOMP_CV_PAIRED_ALPHA);
+    json_num(f, v->acc_row_pts);
+    json_field(f, "acc_min_drop_points", v->acc_min_pts);
+    fprintf(f, ",\"loss_rows\":%d,\"train_rows\":%d", pa->loss_rows, pa->train_rows);
+    json_field(f, "loss_se_rel", v->loss_se_rel);
+    fputc('}', f);
+  }
+  char names[64];
+  fputs(",\"unresolved\":", f);
+  json_str(f, gcomp_cv_metric_names(v->unresolved, names, sizeof names));
+  fputs(",\"note\":", f);
+  json_str(f, v->note);
+}
+
+/* ,"deployed":{...}: what a job under the deployment's GCOMP_CODEC_MIN_BYTES gets */
+static void json_deployed(FILE *f, const gcomp_cv_run *base, const gcomp_cv_deployed *d) {
+  fprintf(f, ",\"deployed\":{\"min_bytes\":%lld,\"calls\":%d,\"compressed_calls\":%d,"
+          "\"smallest_bytes\":%zu,\"largest_bytes\":%zu,\"verdict\":", d->min_bytes, d->calls,
+          d->compressed, d->smallest, d->largest);
+  const gcomp_cv_verdict *v = &d->verdict;
+  json_str(f, !d->trained ? gcomp_cv_deployed_word(d)
+              : v->pass < 0 ? "error" : v->pass ? "pass" : "fail");
+  if (d->trained) {
+    fputs(",\"why\":", f);
+    json_str(f, v->why);
+    json_resolution(f, v);
+    fputs(",\"run\":", f);
+    json_run(f, base, &d->run);
+  }
+  fputc('}', f);
+}
+
 static int write_json(const char *path, const gcomp_cv_report *r) {
   FILE *f = fopen(path, "w");
   GCOMP_FAIL_IF(!f, GCOMP_ERR_INVALID, "%s: cannot write: %s", path, strerror(errno));
@@ -317,6 +465,8 @@ static int write_json(const char *path, const gcomp_cv_report *r) {
       char names[64];   /* metrics the run cannot resolve to the tolerance (floor above it) */
       fputs(",\"coarse\":", f);
       json_str(f, gcomp_cv_metric_names(v->coarse, names, sizeof names));
+      json_resolution(f, v);
+      if (pr->deployed) json_deployed(f, &pr->base, &pr->deployed[i]);
       fputc('}', f);
     }
     fputs("]}", f);
@@ -346,6 +496,25 @@ static void xml_str(FILE *f, const char *str) {
         fwrite(s, 1, (size_t)n, f);
     }
     s += n ? n : 1;
+  }
+}
+
+/* the paired test's note, the tolerances the rows do not resolve, the deployed job */
+static void junit_resolution(FILE *f, const gcomp_cv_verdict *v, const gcomp_cv_deployed *d) {
+  char line[512], names[64];
+  if (v->note[0]) {
+    xml_str(f, "; passed by the paired test: ");
+    xml_str(f, v->note);
+  }
+  if (v->unresolved) {
+    snprintf(line, sizeof line, "; the rows cannot resolve the tolerance on %s",
+             gcomp_cv_metric_names(v->unresolved, names, sizeof names));
+    xml_str(f, line);
+  }
+  if (d) {
+    snprintf(line, sizeof line, "; deployed (GCOMP_CODEC_MIN_BYTES=%lld, %d of %d calls "
+             "compressed): %s", d->min_bytes, d->compressed, d->calls, gcomp_cv_deployed_word(d));
+    xml_str(f, line);
   }
 }
 
@@ -384,6 +553,11 @@ static int write_junit(const char *path, const gcomp_cv_report *r) {
       } else if ((v->pass == 1) == (pr->must_fail[i] != 0)) {
         fputs(">\n    <failure message=\"", f);
         xml_str(f, pr->must_fail[i] ? "expected to exceed its tolerance, but passed" : v->why);
+        if (pr->must_fail[i] && v->note[0]) {   /* it escaped through the paired test */
+          xml_str(f, " (");
+          xml_str(f, v->note);
+          xml_str(f, ")");
+        }
         if (v->coarse) {   /* the run could not resolve the tolerance: say so where it failed */
           char names[64], line[160];
           snprintf(line, sizeof line, " (the noise floor exceeds its tolerance on %s)",
@@ -406,6 +580,7 @@ static int write_junit(const char *path, const gcomp_cv_report *r) {
                    gcomp_cv_metric_names(v->coarse, names, sizeof names));
           xml_str(f, line);
         }
+        junit_resolution(f, v, pr->deployed ? &pr->deployed[i] : NULL);
         fputs("</system-out>\n  </testcase>\n", f);
       }
     }

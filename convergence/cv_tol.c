@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "converge.h"
@@ -249,13 +250,147 @@ static const char *floor_part(char *buf, size_t n, const gcomp_cv_floor *fl, dou
   return buf;
 }
 
+/* ---- what the rows resolve ------------------------------------------------------------ */
+double gcomp_cv_mcnemar_p(int lost, int gained) {
+  if (lost <= 0) return 1.0;
+  int n = lost + (gained > 0 ? gained : 0);
+  /* P(X >= lost), X ~ Bin(n, 1/2): the terms in logs (n can be tens of thousands of rows) */
+  double p = 0, lnorm = lgamma(n + 1.0) - n * log(2.0);
+  for (int k = lost; k <= n; k++) p += exp(lnorm - lgamma(k + 1.0) - lgamma(n - k + 1.0));
+  return p < 1 ? p : 1;
+}
+
+int gcomp_cv_mcnemar_min_rows(double alpha) {
+  int k = 1;
+  while (k < 64 && gcomp_cv_mcnemar_p(k, 0) > alpha) k++;
+  return k;
+}
+
+int gcomp_cv_pair(const gcomp_cv_model *m, const gcomp_cv_data *d, const gcomp_cv_run *base,
+                  const gcomp_cv_run *run, gcomp_cv_paired *acc) {
+  GCOMP_FAIL_IF(base->status < 0 || run->status < 0 || !base->theta || !run->theta,
+                GCOMP_ERR_INVALID, "pairing '%s' with its baseline: a run did not finish",
+                run->spec);
+  GCOMP_FAIL_IF(base->nparams != m->nparams || run->nparams != m->nparams || m->nin != d->nfeat,
+                GCOMP_ERR_INVALID, "pairing '%s': the runs do not fit the model and data",
+                run->spec);
+  float *scratch = malloc(gcomp_cv_model_scratch(m, 1) * sizeof *scratch);
+  GCOMP_FAIL_IF(!scratch, GCOMP_ERR_NOMEM, "pairing scratch");
+  /* the test rows one at a time: which of them each model gets right */
+  int lost = 0, gained = 0, nb = 0, nr = 0;
+  for (int i = 0; i < d->ntest; i++) {
+    const float *x = d->xtest + (size_t)i * (size_t)d->nfeat;
+    int cb = 0, cr = 0;
+    gcomp_cv_model_loss(m, base->theta, x, &d->ytest[i], 1, NULL, scratch, &cb);
+    gcomp_cv_model_loss(m, run->theta, x, &d->ytest[i], 1, NULL, scratch, &cr);
+    lost += cb && !cr, gained += cr && !cb, nb += cb, nr += cr;
+  }
+  /* the training rows the final loss is measured on: the paired differences' spread */
+  int nl = d->ntrain < GCOMP_CV_EVAL_ROWS ? d->ntrain : GCOMP_CV_EVAL_ROWS;
+  double mean = 0, m2 = 0, lb = 0;
+  for (int i = 0; i < nl; i++) {
+    const float *x = d->xtrain + (size_t)i * (size_t)d->nfeat;
+    double a = gcomp_cv_model_loss(m, base->theta, x, &d->ytrain[i], 1, NULL, scratch, NULL);
+    double b = gcomp_cv_model_loss(m, run->theta, x, &d->ytrain[i], 1, NULL, scratch, NULL);
+    double dd = b - a, delta = dd - mean;   /* Welford */
+    mean += delta / (i + 1);
+    m2 += delta * (dd - mean);
+    lb += a;
+  }
+  free(scratch);
+  /* the runs evaluated these parameters: their accuracies are these counts */
+  GCOMP_FAIL_IF(fabs(nb - base->final_acc * d->ntest) > 0.5 ||
+                    fabs(nr - run->final_acc * d->ntest) > 0.5,
+                GCOMP_ERR_INVALID, "pairing '%s': per-row predictions give %d and %d of %d test "
+                "rows right, the runs' accuracies %.4f and %.4f", run->spec, nb, nr, d->ntest,
+                base->final_acc, run->final_acc);
+  /* the mean difference over nl of ntrain rows drawn without replacement */
+  double var = nl > 1 ? m2 / (nl - 1) / nl * (1 - (double)nl / d->ntrain) : 0;
+  acc->seeds++;
+  acc->rows += d->ntest;
+  acc->lost += lost, acc->gained += gained;
+  acc->loss_rows = nl, acc->train_rows = d->ntrain;
+  acc->loss_var += var > 0 ? var : 0;
+  acc->base_loss += nl ? lb / nl : 0;
+  return GCOMP_OK;
+}
+
+/* The resolution of each metric from the pairs. */
+static void resolve(gcomp_cv_verdict *v, const gcomp_cv_tol *tol) {
+  const gcomp_cv_paired *pa = &v->paired;
+  v->acc_row_pts = 100.0 / pa->rows;
+  v->acc_min_pts = gcomp_cv_mcnemar_min_rows(GCOMP_CV_PAIRED_ALPHA) * v->acc_row_pts;
+  v->acc_p = gcomp_cv_mcnemar_p(pa->lost, pa->gained);
+  v->loss_se_rel = pa->base_loss > 0 ? sqrt(pa->loss_var) / pa->base_loss : 0;
+  if (isfinite(tol->acc_pts) && v->acc_min_pts > tol->acc_pts + 1e-9)
+    v->unresolved |= GCOMP_CV_M_ACC;
+  if (isfinite(tol->loss_rel) && 2.326 * v->loss_se_rel > tol->loss_rel)
+    v->unresolved |= GCOMP_CV_M_LOSS;
+}
+
+/* "; 3 rows lost and 1 gained of 360, McNemar p = 0.31" */
+static const char *pairs_part(char *buf, size_t n, const gcomp_cv_verdict *v) {
+  buf[0] = '\0';
+  if (v->paired.seeds > 0)
+    snprintf(buf, n, "; %d lost and %d gained of %d test rows, McNemar p = %.2g", v->paired.lost,
+             v->paired.gained, v->paired.rows, v->acc_p);
+  return buf;
+}
+
+static void judge_acc(gcomp_cv_verdict *v, const gcomp_cv_run *base, const gcomp_cv_run *run) {
+  const gcomp_cv_tol *tol = &v->tol;
+  const gcomp_cv_floor *fl = &v->floor;
+  char fp[64], pp[128];
+  /* "within 0.5 points" includes 0.5: accuracies are counts over the test set, and their
+   * difference in points carries binary rounding (1620/2000 - 1610/2000 is 0.5000000000000004
+   * points), so the comparison allows for that much and no more */
+  double drop = (base->final_acc - run->final_acc) * 100;
+  double lim = tol->acc_pts + fl->acc_pts;
+  if (!(drop > lim + 1e-9)) return;
+  if (v->paired.seeds > 0 && !(v->acc_p <= GCOMP_CV_PAIRED_ALPHA)) {
+    /* past the limit, but on rows that chance alone moves this much: not a drop the set can
+     * tell, so no failure, and the verdict says why */
+    snprintf(v->note, sizeof v->note, "test accuracy %.2f points below the baseline's is over "
+             "the %.2f-point limit, but on %d lost and %d gained of %d test rows chance alone "
+             "does as much (McNemar p = %.2g > %.2g; one row is %.2f points, and a drop can be "
+             "called real from %d rows, %.2f points)", drop, lim, v->paired.lost,
+             v->paired.gained, v->paired.rows, v->acc_p, GCOMP_CV_PAIRED_ALPHA, v->acc_row_pts,
+             gcomp_cv_mcnemar_min_rows(GCOMP_CV_PAIRED_ALPHA), v->acc_min_pts);
+    return;
+  }
+  v->pass = 0;
+  add_why(v, "test accuracy %.2f%% is %.2f points below the baseline's %.2f%% (tolerance %.2f%s, "
+          "exceeded by %.2f%s)", run->final_acc * 100, drop, base->final_acc * 100, tol->acc_pts,
+          floor_part(fp, sizeof fp, fl, fl->acc_pts, "%.2f"), drop - lim,
+          pairs_part(pp, sizeof pp, v));
+}
+
+/* "; sampling error 0.04% on 4096 of 8000 training rows" */
+static const char *loss_part(char *buf, size_t n, const gcomp_cv_verdict *v) {
+  buf[0] = '\0';
+  if (v->paired.seeds == 0) return buf;
+  if (v->paired.loss_rows >= v->paired.train_rows)
+    snprintf(buf, n, "; on all %d training rows: no sampling error", v->paired.train_rows);
+  else
+    snprintf(buf, n, "; sampling error %.2g%% on %d of %d training rows", v->loss_se_rel * 100,
+             v->paired.loss_rows, v->paired.train_rows);
+  return buf;
+}
+
 void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gcomp_cv_tol *tol,
                     const gcomp_cv_floor *floor, gcomp_cv_verdict *v) {
+  gcomp_cv_judge_paired(base, run, tol, floor, NULL, v);
+}
+
+void gcomp_cv_judge_paired(const gcomp_cv_run *base, const gcomp_cv_run *run,
+                           const gcomp_cv_tol *tol, const gcomp_cv_floor *floor,
+                           const gcomp_cv_paired *paired, gcomp_cv_verdict *v) {
   memset(v, 0, sizeof *v);
   v->tol = *tol;
+  v->acc_p = v->acc_row_pts = v->acc_min_pts = v->loss_se_rel = NAN;
   if (floor && floor->n > 0) v->floor = *floor;
   const gcomp_cv_floor *fl = &v->floor;   /* all zero without a floor */
-  char fp[64];
+  char fp[64], lp[96];
   if (run->status < 0) {
     v->pass = -1;
     snprintf(v->why, sizeof v->why, "run failed: %.480s", run->error);
@@ -269,6 +404,10 @@ void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gco
     return;
   }
   v->pass = 1;
+  if (paired && paired->seeds > 0 && paired->rows > 0) {
+    v->paired = *paired;
+    resolve(v, tol);
+  }
   /* a floor above the tolerance: the run cannot resolve that tolerance (said, not judged) */
   if (fl->n > 0) {
     const double f[4] = {fl->acc_pts, fl->loss_rel, fl->gap_rel, fl->drift};
@@ -281,27 +420,17 @@ void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gco
     add_why(v, "final training loss is %g (diverged)", run->final_loss);
     return;
   }
-  /* "within 0.5 points" includes 0.5: accuracies are counts over the test set, and their
-   * difference in points carries binary rounding (1620/2000 - 1610/2000 is 0.5000000000000004
-   * points), so the comparison allows for that much and no more */
-  double drop = (base->final_acc - run->final_acc) * 100;
-  double lim = tol->acc_pts + fl->acc_pts;
-  if (drop > lim + 1e-9) {
-    v->pass = 0;
-    add_why(v, "test accuracy %.2f%% is %.2f points below the baseline's %.2f%% (tolerance %.2f%s, "
-            "exceeded by %.2f)", run->final_acc * 100, drop, base->final_acc * 100, tol->acc_pts,
-            floor_part(fp, sizeof fp, fl, fl->acc_pts, "%.2f"), drop - lim);
-  }
+  judge_acc(v, base, run);
   /* a loss difference equal to the tolerance is within it too (1.1 / 1.0 - 1 is
    * 0.10000000000000009) */
   double lrel = (run->final_loss - base->final_loss) / base->final_loss;
-  lim = tol->loss_rel + fl->loss_rel;
+  double lim = tol->loss_rel + fl->loss_rel;
   if (lrel > lim + 1e-12) {
     v->pass = 0;
     add_why(v, "final training loss %.5g is %.2f%% above the baseline's %.5g (tolerance %.2f%%%s, "
-            "exceeded by %.2f points)", run->final_loss, lrel * 100, base->final_loss,
+            "exceeded by %.2f points%s)", run->final_loss, lrel * 100, base->final_loss,
             tol->loss_rel * 100, floor_part(fp, sizeof fp, fl, fl->loss_rel * 100, "%.2f%%"),
-            (lrel - lim) * 100);
+            (lrel - lim) * 100, loss_part(lp, sizeof lp, v));
   }
   lim = tol->gap_rel + fl->gap_rel;
   if (run->curve_gap > lim || isnan(run->curve_gap)) {
@@ -314,8 +443,11 @@ void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gco
   lim = tol->drift + fl->drift;
   if (run->final_drift > lim) {
     v->pass = 0;
-    add_why(v, "parameter drift %.3g exceeds tolerance %.3g%s by %.3g", run->final_drift,
-            tol->drift, floor_part(fp, sizeof fp, fl, fl->drift, "%.3g"), run->final_drift - lim);
+    /* drift has no sampling error: what blurs it is fp32 itself, which only twins measure */
+    add_why(v, "parameter drift %.3g exceeds tolerance %.3g%s by %.3g%s", run->final_drift,
+            tol->drift, floor_part(fp, sizeof fp, fl, fl->drift, "%.3g"), run->final_drift - lim,
+            fl->n > 0 || v->paired.seeds == 0 ? ""
+            : " (how far fp32 alone drifts on this run is not measured: --noise-floor)");
   }
   if (!run->replicas_equal) {
     v->pass = 0;
@@ -333,4 +465,30 @@ void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gco
              "with a decaying learning rate, so judge it at your job's --steps and "
              "--lr-schedule (a long run with --noise-floor)", run->moved_frac * run->steps,
              run->steps);
+}
+
+/* ---- small tensors ---------------------------------------------------------------------- */
+void gcomp_cv_deployed_plan(const gcomp_cv_model *m, int per_layer, long long min_bytes,
+                            gcomp_cv_deployed *out) {
+  memset(out, 0, sizeof *out);
+  out->min_bytes = min_bytes;
+  size_t off[4], len[4];
+  int n = per_layer ? gcomp_cv_model_tensors(m, off, len) : 1;
+  if (!per_layer) len[0] = m->nparams;
+  out->calls = n;
+  out->smallest = SIZE_MAX;
+  for (int t = 0; t < n; t++) {
+    size_t bytes = len[t] * sizeof(float);
+    /* the library's rule (reduce/comm.c): a call under the threshold goes uncompressed */
+    out->compressed += (long long)bytes >= min_bytes;
+    if (bytes < out->smallest) out->smallest = bytes;
+    if (bytes > out->largest) out->largest = bytes;
+  }
+}
+
+const char *gcomp_cv_deployed_word(const gcomp_cv_deployed *dep) {
+  if (dep->compressed == dep->calls) return "as checked";
+  if (dep->compressed == 0) return "fp32";
+  const gcomp_cv_verdict *v = &dep->verdict;
+  return v->pass < 0 ? "ERROR" : v->pass ? "pass" : "FAIL";
 }

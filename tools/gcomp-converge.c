@@ -40,6 +40,11 @@ static void usage(FILE *f) {
     "                        compressed one, sparse for top-k, direct otherwise; planner:\n"
     "                        the cost model decides; or any name gcomp-info lists)\n"
     "  --min-bytes N         GCOMP_CODEC_MIN_BYTES for the run (default 0: compress everything)\n"
+    "  --deployed-min-bytes N|off\n"
+    "                        the GCOMP_CODEC_MIN_BYTES of the job the report speaks for\n"
+    "                        (default: as this environment sets it, else the library's 64 KiB):\n"
+    "                        calls under it go uncompressed there, and the table's deployed\n"
+    "                        column says what that job gets beside each codec's own verdict\n"
     "  --alpha-beta A,B,C,D  link figures the planner uses (default 2,0.1,20,0.05)\n"
     "problems\n"
     "  --task LIST           digits, gmm, teacher (comma-separated, repeatable;\n"
@@ -52,6 +57,8 @@ static void usage(FILE *f) {
     "  --hidden N            MLP hidden units (default 64)\n"
     "  --classes N           labels must be integers in [0, N) (default 256)\n"
     "  --test-frac F         held-out fraction (default 0.2); --split-seed N (default 12345)\n"
+    "  --max-rows N          CSV tasks (digits, --data): keep N rows of the file, a seeded\n"
+    "                        subset, before the split (a small data set; synthetic: --synth-n)\n"
     "  --synth-dim N --synth-cond C --synth-n N   synthetic task shape (32, 30, 8000 train rows\n                        + a quarter of that for test)\n"
     "training\n"
     "  --workers W (8) --steps N (600) --batch B (16 per worker) --lr X (0.05)\n"
@@ -165,6 +172,78 @@ static void not_run(gcomp_cv_problem *pr, const strlist *codecs, const strlist *
   no_verdicts(pr, why);
 }
 
+/* GCOMP_CODEC_MIN_BYTES of the checked runs (--min-bytes) and of a deployed job, for
+ * switching between them; the link figures go with them (gcomp_cv_setup_env). */
+typedef struct {
+  long long raw, deployed;
+  const char *alpha_beta;
+} min_bytes_env;
+
+/* A byte count as the library reads one (k, m, g: binary multiples, optional "iB" or "B");
+ * -1 when it is not one. */
+static long long parse_bytes(const char *v) {
+  errno = 0;
+  char *end = NULL;
+  long long x = strtoll(v, &end, 10);
+  if (errno || end == v || x < 0 || v[0] == '-') return -1;
+  int shift = *end == 'k' || *end == 'K' ? 10 : *end == 'm' || *end == 'M' ? 20
+              : *end == 'g' || *end == 'G' ? 30 : 0;
+  if (shift) end++;
+  if (shift && (*end == 'i' || *end == 'I')) end++;
+  if (shift && (*end == 'b' || *end == 'B')) end++;
+  if (*end || x > (1ll << 50) >> shift) return -1;
+  return x << shift;
+}
+
+/* What a job started from this environment would use: GCOMP_CODEC_MIN_BYTES as it is set
+ * here (read before the harness sets its own), else the library's default. */
+static long long deployed_min_bytes(void) {
+  for (int i = 0; i < gcomp_param_count(); i++) {
+    gcomp_param_info pi;
+    if (gcomp_param_describe(i, &pi) == GCOMP_OK && !strcmp(pi.name, "GCOMP_CODEC_MIN_BYTES"))
+      return parse_bytes(pi.value);
+  }
+  return -1;
+}
+
+/* Codec i of seed k against that seed's baseline `base` (base_st < 0: that baseline failed,
+ * and so does this seed of the codec), paired with it and folded into the problem's run i
+ * (seed 0 becomes it). Then the same for the deployed job when it was planned to train.
+ * Returns the number of errors. */
+static int codec_seed(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *d, gcomp_cv_problem *pr,
+                      int i, const char *spec, const gcomp_cv_run *base, int base_st, int k,
+                      const min_bytes_env *env, const char *label) {
+  int errors = 0, deployed = pr->deployed && pr->deployed[i].trained;
+  for (int pass = 0; pass <= deployed; pass++) {
+    gcomp_cv_run *acc = pass ? &pr->deployed[i].run : &pr->runs[i], tmp;
+    gcomp_cv_paired *pairs = pass ? &pr->deployed[i].paired : &pr->paired[i];
+    gcomp_cv_run *x = k ? &tmp : acc;
+    if (pass && gcomp_cv_setup_env(env->deployed, env->alpha_beta) < 0) {
+      fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
+      return errors + 1;
+    }
+    if (base_st >= 0) {
+      gcomp_cv_train(cfg, d, pr->model, spec, base, x);
+      if (x->status >= 0 && gcomp_cv_pair(pr->model, d, base, x, pairs) < 0) {
+        fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
+        errors++;
+      }
+    } else {
+      tmp = *base, tmp.status = base_st;   /* shallow: the merge reads only status and error */
+    }
+    if (pass && gcomp_cv_setup_env(env->raw, env->alpha_beta) < 0) {
+      fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
+      errors++;
+    }
+    if (k && gcomp_cv_run_merge(acc, &tmp, k) < 0) {
+      fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
+      errors++;
+    }
+    if (k && base_st >= 0) gcomp_cv_run_free(&tmp);
+  }
+  return errors;
+}
+
 int main(int argc, char **argv) {
   gcomp_cv_train_cfg cfg;
   gcomp_cv_train_defaults(&cfg);
@@ -173,7 +252,8 @@ int main(int argc, char **argv) {
   static strlist codecs, mustfail, tasks, datas, models, tols, tolfiles, pairs;
   const char *json = NULL, *junit = NULL, *plot = NULL, *digits = NULL, *alpha_beta = NULL;
   const char *algo = "auto";
-  long long min_bytes = 0;
+  long long min_bytes = 0, dep_min_bytes = -2;   /* -2: as this environment sets it */
+  int max_rows = 0;
   int hidden = 64, classes = 256, synth_dim = 32, synth_n = 8000, quiet = 0, list_tol = 0;
   int progress = isatty(2), ci = 0;
   double test_frac = 0.2, synth_cond = 30;
@@ -183,7 +263,7 @@ int main(int argc, char **argv) {
          O_HIDDEN, O_CLASSES, O_TFRAC, O_SSEED, O_SDIM, O_SCOND, O_SN, O_WORKERS, O_STEPS,
          O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_EVAL, O_OP, O_CI, O_TOL, O_TOLF, O_LTOL, O_JSON,
          O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP, O_PROBLEM, O_REAL, O_PERLAYER, O_MCORR,
-         O_LRS, O_SEEDS, O_FLOOR };
+         O_LRS, O_SEEDS, O_FLOOR, O_DEPMINB, O_MAXROWS };
   static const struct option opts[] = {
       {"codec", 1, 0, O_CODEC},       {"must-fail", 1, 0, O_MUSTFAIL}, {"algo", 1, 0, O_ALGO},
       {"min-bytes", 1, 0, O_MINB},    {"alpha-beta", 1, 0, O_AB},     {"task", 1, 0, O_TASK},
@@ -200,7 +280,8 @@ int main(int argc, char **argv) {
       {"problem", 1, 0, O_PROBLEM},   {"real", 0, 0, O_REAL},
       {"per-layer", 0, 0, O_PERLAYER}, {"momentum-correction", 1, 0, O_MCORR},
       {"lr-schedule", 1, 0, O_LRS},   {"seeds", 1, 0, O_SEEDS},
-      {"noise-floor", 1, 0, O_FLOOR},
+      {"noise-floor", 1, 0, O_FLOOR}, {"deployed-min-bytes", 1, 0, O_DEPMINB},
+      {"max-rows", 1, 0, O_MAXROWS},
       {0, 0, 0, 0}};
   int eval_set = 0;
   for (int o; (o = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
@@ -210,6 +291,16 @@ int main(int argc, char **argv) {
     case O_ALGO: algo = optarg; break;
     case O_MINB: min_bytes = (long long)whole("--min-bytes", optarg, 0, 1ull << 50); break;
     case O_AB: alpha_beta = optarg; break;
+    case O_DEPMINB:
+      if (!strcmp(optarg, "off")) {
+        dep_min_bytes = -1;
+      } else if ((dep_min_bytes = parse_bytes(optarg)) < 0) {
+        fprintf(stderr, "gcomp-converge: --deployed-min-bytes '%s' is not a byte count (e.g. "
+                "65536, 64k) or 'off'\n", optarg);
+        return 2;
+      }
+      break;
+    case O_MAXROWS: max_rows = (int)whole("--max-rows", optarg, 2, 100000000ull); break;
     case O_TASK: push_csv(&tasks, optarg); break;
     case O_DATA: push(&datas, optarg); break;
     case O_DIGITS: digits = optarg; break;
@@ -319,6 +410,14 @@ int main(int argc, char **argv) {
             cfg.workers);
     return 2;
   }
+  if (dep_min_bytes == -2) {   /* before the harness sets its own */
+    if ((dep_min_bytes = deployed_min_bytes()) < 0) {
+      fprintf(stderr, "gcomp-converge: %s\n", gcomp_last_error());
+      return 2;
+    }
+  }
+  if (dep_min_bytes == min_bytes) dep_min_bytes = -1;   /* the checked runs are the job's */
+  const min_bytes_env menv = {min_bytes, dep_min_bytes, alpha_beta};
   int st = gcomp_cv_setup_env(min_bytes, alpha_beta);
   if (st < 0) {
     fprintf(stderr, "gcomp-converge: %s\n", gcomp_last_error());
@@ -415,7 +514,8 @@ int main(int argc, char **argv) {
                 "--digits FILE); skipped\n");
         continue;
       }
-      st = gcomp_cv_load_csv(p, "digits", classes, test_frac, split_seed, &data[ndata]);
+      st = gcomp_cv_load_csv_rows(p, "digits", classes, test_frac, split_seed, max_rows,
+                                  &data[ndata]);
     } else {
       gcomp_cv_synth s = {.kind = t, .dim = synth_dim, .nclass = 10, .ntrain = synth_n,
                           .ntest = synth_n / 4, .cond = synth_cond, .sep = 0.5, .seed = split_seed};
@@ -428,7 +528,8 @@ int main(int argc, char **argv) {
     ndata++;
   }
   for (int i = 0; i < datas.n; i++) {
-    st = gcomp_cv_load_csv(datas.v[i], NULL, classes, test_frac, split_seed, &data[ndata]);
+    st = gcomp_cv_load_csv_rows(datas.v[i], NULL, classes, test_frac, split_seed, max_rows,
+                                &data[ndata]);
     if (st < 0) {
       fprintf(stderr, "gcomp-converge: %s\n", gcomp_last_error());
       return 2;
@@ -481,6 +582,21 @@ int main(int argc, char **argv) {
       pr->runs = calloc((size_t)nrun, sizeof *pr->runs);
       pr->verdicts = calloc((size_t)nrun, sizeof *pr->verdicts);
       pr->must_fail = calloc((size_t)nrun, sizeof *pr->must_fail);
+      pr->paired = calloc((size_t)nrun, sizeof *pr->paired);
+      if (dep_min_bytes >= 0) pr->deployed = calloc((size_t)nrun, sizeof *pr->deployed);
+      if (!pr->runs || !pr->verdicts || !pr->must_fail || !pr->paired ||
+          (dep_min_bytes >= 0 && !pr->deployed)) {
+        fprintf(stderr, "gcomp-converge: out of memory\n");
+        return 2;
+      }
+      pr->test_rows = data[d].ntest, pr->train_rows = data[d].ntrain;
+      for (int i = 0; pr->deployed && i < nrun; i++) {
+        gcomp_cv_deployed *dep = &pr->deployed[i];
+        gcomp_cv_deployed_plan(&shaped[p], cfg.per_layer, dep_min_bytes, dep);
+        /* only a job that compresses some calls and not others is neither the checked run
+         * nor the baseline: that one is trained too */
+        dep->trained = dep->compressed > 0 && dep->compressed < dep->calls;
+      }
       snprintf(label, sizeof label, "%s/%s", data[d].name, gcomp_cv_model_name(&shaped[p]));
       cfg.label = label;
       uint64_t seed0 = cfg.seed;
@@ -518,22 +634,16 @@ int main(int argc, char **argv) {
       for (int i = 0; i < nrun; i++) {
         const char *spec = i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n];
         pr->must_fail[i] = i >= codecs.n;
-        st = gcomp_cv_train(&cfg, &data[d], &shaped[p], spec, &pr->base, &pr->runs[i]);
+        errors += codec_seed(&cfg, &data[d], pr, i, spec, &pr->base, GCOMP_OK, 0, &menv, label);
       }
       /* more seeds: each codec against its own seed's baseline, folded into the means */
       for (int k = 1; k < nseeds && pr->base.status >= 0; k++) {
-        gcomp_cv_run base_k, run_k;
+        gcomp_cv_run base_k;
         cfg.seed = seed0 + (uint64_t)k;
         int stk = gcomp_cv_train(&cfg, &data[d], &shaped[p], NULL, NULL, &base_k);
         for (int i = 0; i < nrun; i++) {
           const char *spec = i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n];
-          if (stk >= 0) gcomp_cv_train(&cfg, &data[d], &shaped[p], spec, &base_k, &run_k);
-          else run_k = base_k, run_k.status = stk;   /* shallow: only status and error are read */
-          if (gcomp_cv_run_merge(&pr->runs[i], &run_k, k) < 0) {
-            fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
-            errors++;
-          }
-          if (stk >= 0) gcomp_cv_run_free(&run_k);
+          errors += codec_seed(&cfg, &data[d], pr, i, spec, &base_k, stk, k, &menv, label);
         }
         if (pr->ntwins > 0 && pr->twins[0].status >= 0) {   /* seed 0's placements */
           gcomp_cv_run tw_k[GCOMP_CV_MAX_TWINS];
@@ -577,7 +687,16 @@ int main(int argc, char **argv) {
         gcomp_cv_run *run = &pr->runs[i];
         st = run->status;
         gcomp_cv_tol tol = gcomp_cv_tol_for(ts, spec, run->canon);
-        gcomp_cv_judge(&pr->base, run, &tol, floor, &pr->verdicts[i]);
+        gcomp_cv_judge_paired(&pr->base, run, &tol, floor, &pr->paired[i], &pr->verdicts[i]);
+        if (pr->deployed && pr->deployed[i].trained) {   /* reported, not gating */
+          gcomp_cv_deployed *dep = &pr->deployed[i];
+          gcomp_cv_judge_paired(&pr->base, &dep->run, &tol, floor, &dep->paired, &dep->verdict);
+          if (dep->run.status < 0) {
+            fprintf(stderr, "gcomp-converge: %s: the deployed job's run failed: %s\n", label,
+                    dep->run.error);
+            errors++;
+          }
+        }
         if (st < 0) {
           fprintf(stderr, "gcomp-converge: %s: the library refused or failed: %s\n", label,
                   run->error);
@@ -593,7 +712,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gcomp-converge: no problem to run (check --problem against the tasks found)\n");
     return 2;
   }
-  gcomp_cv_report rep = {.cfg = &cfg, .algo = algo, .nproblems = nprob, .problems = probs};
+  gcomp_cv_report rep = {.cfg = &cfg, .algo = algo, .nproblems = nprob, .problems = probs,
+                         .min_bytes = min_bytes};
   if (!quiet) gcomp_cv_print_table(stdout, &rep);
   fflush(stdout);   /* the table first, then the verdicts on stderr */
   if (json && gcomp_cv_write_json(json, &rep) < 0) errors++, fprintf(stderr, "%s\n", gcomp_last_error());
@@ -616,6 +736,8 @@ int main(int argc, char **argv) {
                 v->coarse ? gcomp_cv_metric_names(v->coarse, names, sizeof names) : "",
                 v->coarse ? ": this run cannot resolve that; use a decaying learning rate or "
                             "more seeds)" : "");
+        if (v->note[0])   /* it escaped through the paired test: say on how few rows */
+          fprintf(stderr, "gcomp-converge:   %s (more seeds pool more test rows)\n", v->note);
       }
     }
   int rc = errors ? 2 : failures ? 1 : 0;
@@ -630,6 +752,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < probs[p].nruns; i++) gcomp_cv_run_free(&probs[p].runs[i]);
     for (int t = 0; t < probs[p].ntwins; t++) gcomp_cv_run_free(&probs[p].twins[t]);
     free(probs[p].twins);
+    for (int i = 0; probs[p].deployed && i < probs[p].nruns; i++)
+      gcomp_cv_run_free(&probs[p].deployed[i].run);
+    free(probs[p].deployed);
+    free(probs[p].paired);
     free(probs[p].runs);
     free(probs[p].verdicts);
     free(probs[p].must_fail);

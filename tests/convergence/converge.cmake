@@ -32,6 +32,15 @@ if(NOT GCOMP_SANITIZE)
                        TIMEOUT 300)
 endif()
 
+# Small held-out sets (digits cut to 300 rows, a 400-row teacher task): the must-fail codecs
+# stay flagged on each, the paired test passes a drop of a row or two and says so, and the
+# small-tensor report says what a deployed job gets. About 15 s of CPU.
+if(NOT GCOMP_SANITIZE)
+  add_test(NAME convergence.small COMMAND ${CMAKE_CURRENT_LIST_DIR}/converge_small.sh
+           $<TARGET_FILE:gcomp-converge> ${CMAKE_BINARY_DIR}/convergence-small)
+  set_tests_properties(convergence.small PROPERTIES LABELS convergence TIMEOUT 300)
+endif()
+
 # The command line as CI uses it: exit statuses, messages, tolerance files, reports; in the
 # sanitizer tree too, where its error paths and the noise floor's run under ASan+UBSan and
 # LeakSanitizer (about 35 s there).

@@ -432,6 +432,25 @@ static void test_digits_loads(void **state) {
   for (int i = 0; i < d.ntrain; i++) seen[d.ytrain[i]]++;
   for (int c = 0; c < 10; c++) assert_true(seen[c] > 100);
   gcomp_cv_data_free(&d);
+  /* a few hundred rows of it, as a small data set: the same split fraction, every class,
+   * the same subset every time; a count outside [2, rows] is an error naming it */
+  gcomp_cv_data a, b;
+  assert_int_equal(gcomp_cv_load_csv_rows(GCOMP_CV_DIGITS_SRC, "digits", 10, 0.2, 12345, 300, &a),
+                   GCOMP_OK);
+  assert_true(a.ntrain == 240 && a.ntest == 60 && a.nclass == 10);
+  assert_int_equal(gcomp_cv_load_csv_rows(GCOMP_CV_DIGITS_SRC, "digits", 10, 0.2, 12345, 300, &b),
+                   GCOMP_OK);
+  assert_memory_equal(a.xtest, b.xtest, (size_t)a.ntest * 64 * sizeof(float));
+  int cls[10] = {0};
+  for (int i = 0; i < a.ntrain; i++) cls[a.ytrain[i]]++;
+  for (int c = 0; c < 10; c++) assert_true(cls[c] > 10);
+  gcomp_cv_data_free(&a);
+  gcomp_cv_data_free(&b);
+  assert_int_equal(gcomp_cv_load_csv_rows(GCOMP_CV_DIGITS_SRC, "digits", 10, 0.2, 12345, 1798, &a),
+                   GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "cannot keep 1798 of its 1797 rows"));
+  assert_int_equal(gcomp_cv_load_csv_rows(GCOMP_CV_DIGITS_SRC, "digits", 10, 0.2, 12345, 1, &a),
+                   GCOMP_ERR_INVALID);
 }
 
 static void test_unknown_codec(void **state) {
@@ -686,6 +705,135 @@ static void test_noise_floor_verdicts(void **state) {
   assert_int_equal(gcomp_cv_floor_measure(&base, tw, pl, 1, &fl), GCOMP_ERR_INVALID);
 }
 
+/* ---- verdicts that respect the data ------------------------------------------------------ */
+/* McNemar's exact one-sided p against the binomial sums (Python's math.comb), the fewest
+ * rows a drop needs, and verdicts: past the point limit a drop fails only when the paired
+ * test calls it real; each verdict states what the rows resolve. */
+static void test_paired_verdicts(void **state) {
+  (void)state;
+  assert_true(gcomp_cv_mcnemar_p(0, 0) == 1 && gcomp_cv_mcnemar_p(0, 7) == 1);
+  assert_true(fabs(gcomp_cv_mcnemar_p(1, 0) - 0.5) < 1e-12);
+  assert_true(fabs(gcomp_cv_mcnemar_p(4, 0) - 1.0 / 16) < 1e-12);
+  assert_true(fabs(gcomp_cv_mcnemar_p(5, 0) - 1.0 / 32) < 1e-12);
+  assert_true(fabs(gcomp_cv_mcnemar_p(3, 1) - 0.3125) < 1e-12);
+  assert_true(fabs(gcomp_cv_mcnemar_p(60, 40) - 0.028443966820490395) < 1e-9);
+  assert_true(fabs(gcomp_cv_mcnemar_p(1040, 960) - 0.03864344528133421) < 1e-9);
+  assert_int_equal(gcomp_cv_mcnemar_min_rows(0.05), 5);
+  assert_int_equal(gcomp_cv_mcnemar_min_rows(0.01), 7);
+
+  /* one row of 60 (1.67 points) against a 0.5-point tolerance: over the limit, no real drop */
+  gcomp_cv_run base = {.final_loss = 1.0, .final_acc = 56 / 60.0, .replicas_equal = 1};
+  gcomp_cv_run run = {.final_loss = 1.0, .final_acc = 55 / 60.0, .replicas_equal = 1};
+  gcomp_cv_tol cast = {0.5, 0.01, INFINITY, INFINITY};
+  gcomp_cv_paired pa = {.seeds = 1, .rows = 60, .lost = 1, .gained = 0, .loss_rows = 240,
+                        .train_rows = 240, .base_loss = 1.0};
+  gcomp_cv_verdict v;
+  gcomp_cv_judge(&base, &run, &cast, NULL, &v);   /* unpaired: the point tolerance alone */
+  assert_int_equal(v.pass, 0);
+  assert_true(isnan(v.acc_p) && v.paired.seeds == 0 && v.unresolved == 0);
+  gcomp_cv_judge_paired(&base, &run, &cast, NULL, &pa, &v);
+  if (v.pass != 1) fail_msg("one row of 60: %s", v.why);
+  if (!strstr(v.note, "1 lost and 0 gained of 60 test rows") || !strstr(v.note, "p = 0.5"))
+    fail_msg("note: '%s'", v.note);
+  assert_true(fabs(v.acc_row_pts - 100.0 / 60) < 1e-12 && fabs(v.acc_min_pts - 500.0 / 60) < 1e-12);
+  assert_int_equal(v.unresolved, GCOMP_CV_M_ACC);   /* 60 rows cannot resolve 0.5 points */
+  assert_true(v.loss_se_rel == 0);                  /* the whole training set */
+  /* six rows lost and none gained is a real drop (p = 1/64): it fails, saying so */
+  run.final_acc = 50 / 60.0, pa.lost = 6;
+  gcomp_cv_judge_paired(&base, &run, &cast, NULL, &pa, &v);
+  assert_int_equal(v.pass, 0);
+  if (!strstr(v.why, "6 lost and 0 gained of 60 test rows, McNemar p = 0.016")) fail_msg("%s", v.why);
+  assert_string_equal(v.note, "");
+  /* the same net drop with rows swapping both ways is not (8 lost, 2 gained: p = 0.055) */
+  pa.lost = 8, pa.gained = 2;
+  gcomp_cv_judge_paired(&base, &run, &cast, NULL, &pa, &v);
+  assert_int_equal(v.pass, 1);
+  /* no wider tolerance: on 2000 rows 11 rows (0.55 points, p = 0.0005) against 0.5 fail, and
+   * that set resolves 0.5 points (5 rows are 0.25) */
+  gcomp_cv_run b2 = {.final_loss = 1.0, .final_acc = 1620 / 2000.0, .replicas_equal = 1};
+  gcomp_cv_run r2 = {.final_loss = 1.0, .final_acc = 1609 / 2000.0, .replicas_equal = 1};
+  gcomp_cv_paired p2 = {.seeds = 1, .rows = 2000, .lost = 11, .loss_rows = 4096,
+                        .train_rows = 8000, .loss_var = 1e-6, .base_loss = 1.0};
+  gcomp_cv_judge_paired(&b2, &r2, &cast, NULL, &p2, &v);
+  assert_int_equal(v.pass, 0);
+  assert_int_equal(v.unresolved & GCOMP_CV_M_ACC, 0);
+  /* the loss's sampling error: sqrt(1e-6) of a loss of 1 is 0.1%, resolved against 1%;
+   * against 0.2% (2.33 standard errors are 0.23%) it is not, and a failing loss says it */
+  assert_true(fabs(v.loss_se_rel - 1e-3) < 1e-12);
+  assert_int_equal(v.unresolved & GCOMP_CV_M_LOSS, 0);
+  gcomp_cv_tol fine = {0.5, 0.002, INFINITY, INFINITY};
+  r2.final_loss = 1.003;
+  gcomp_cv_judge_paired(&b2, &r2, &fine, NULL, &p2, &v);
+  assert_int_equal(v.unresolved & GCOMP_CV_M_LOSS, GCOMP_CV_M_LOSS);
+  if (!strstr(v.why, "sampling error 0.1% on 4096 of 8000 training rows")) fail_msg("%s", v.why);
+  /* with a floor, the limit is tolerance + floor and the paired test still decides */
+  gcomp_cv_floor fl = {.n = 3, .acc_pts = 0.2};
+  r2.final_loss = 1.0, r2.final_acc = 1605 / 2000.0, p2.lost = 15;   /* 0.75 > 0.7, p 3e-5 */
+  gcomp_cv_judge_paired(&b2, &r2, &cast, &fl, &p2, &v);
+  assert_int_equal(v.pass, 0);
+  assert_non_null(strstr(v.why, "+ noise floor 0.20"));
+  /* seeds pool rows: 3 seeds of 60 rows resolve 3 times finer */
+  pa = (gcomp_cv_paired){.seeds = 3, .rows = 180, .lost = 3, .loss_rows = 240, .train_rows = 240,
+                         .base_loss = 3.0};
+  run.final_acc = base.final_acc - 1.0 / 60;
+  gcomp_cv_judge_paired(&base, &run, &cast, NULL, &pa, &v);
+  assert_true(fabs(v.acc_min_pts - 500.0 / 180) < 1e-12);
+  /* a failed run is an ERROR whatever the pairs */
+  run.status = GCOMP_ERR_PEER;
+  gcomp_cv_judge_paired(&base, &run, &cast, NULL, &pa, &v);
+  assert_int_equal(v.pass, -1);
+}
+
+/* The pairs of real runs: test rows each model gets right reproduce the runs' accuracies,
+ * a run paired with itself disagrees nowhere, and parameters that were not the evaluated
+ * ones are refused, not paired. */
+static void test_pair_runs(void **state) {
+  (void)state;
+  gcomp_cv_data d;
+  make_gmm(&d, 1000);
+  gcomp_cv_model m;
+  make_model(&m, "softmax", &d);
+  gcomp_cv_train_cfg cfg;
+  base_cfg(&cfg, 60);
+  gcomp_cv_run base, biased;
+  run_ok(&cfg, &d, &m, NULL, NULL, &base);
+  run_ok(&cfg, &d, &m, "test_biased", &base, &biased);
+  gcomp_cv_paired pa = {0}, self = {0};
+  if (gcomp_cv_pair(&m, &d, &base, &biased, &pa) != GCOMP_OK) fail_msg("%s", gcomp_last_error());
+  assert_true(pa.seeds == 1 && pa.rows == d.ntest && pa.loss_rows == 1000 && pa.train_rows == 1000);
+  assert_int_equal(pa.lost - pa.gained, (int)lround((base.final_acc - biased.final_acc) * d.ntest));
+  assert_true(pa.loss_var == 0);   /* every training row: no sampling error */
+  assert_true(fabs(pa.base_loss - base.final_loss) < 1e-9 * base.final_loss);
+  assert_int_equal(gcomp_cv_pair(&m, &d, &base, &base, &self), GCOMP_OK);
+  assert_true(self.lost == 0 && self.gained == 0);
+  assert_int_equal(gcomp_cv_pair(&m, &d, &base, &biased, &pa), GCOMP_OK);   /* another seed */
+  assert_true(pa.seeds == 2 && pa.rows == 2 * d.ntest);
+  memset(biased.theta, 0, biased.nparams * sizeof *biased.theta);
+  assert_int_equal(gcomp_cv_pair(&m, &d, &base, &biased, &pa), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "per-row predictions"));
+  biased.status = GCOMP_ERR_PEER;
+  assert_int_equal(gcomp_cv_pair(&m, &d, &base, &biased, &pa), GCOMP_ERR_INVALID);
+  gcomp_cv_run_free(&base);
+  gcomp_cv_run_free(&biased);
+  gcomp_cv_data_free(&d);
+
+  /* small tensors: the calls a deployed job compresses under GCOMP_CODEC_MIN_BYTES */
+  gcomp_cv_model mlp;
+  assert_int_equal(gcomp_cv_model_parse("mlp", 64, &mlp), GCOMP_OK);
+  gcomp_cv_model_shape(&mlp, 64, 10);   /* digits: W1 16 KiB, b1 256 B, W2 2560 B, b2 40 B */
+  gcomp_cv_deployed dep;
+  gcomp_cv_deployed_plan(&mlp, 0, 65536, &dep);
+  assert_true(dep.calls == 1 && dep.compressed == 0 && dep.largest == 4810 * 4);
+  assert_string_equal(gcomp_cv_deployed_word(&dep), "fp32");
+  gcomp_cv_deployed_plan(&mlp, 1, 4096, &dep);
+  assert_true(dep.calls == 4 && dep.compressed == 1 && dep.smallest == 40 && dep.largest == 16384);
+  dep.verdict.pass = 0;
+  assert_string_equal(gcomp_cv_deployed_word(&dep), "FAIL");
+  gcomp_cv_deployed_plan(&mlp, 1, 40, &dep);
+  assert_int_equal(dep.compressed, 4);
+  assert_string_equal(gcomp_cv_deployed_word(&dep), "as checked");
+}
+
 static int theta_equal(const gcomp_cv_run *a, const gcomp_cv_run *b) {
   return memcmp(a->theta, b->theta, a->nparams * sizeof(float)) == 0;
 }
@@ -772,6 +920,8 @@ int main(void) {
       cmocka_unit_test(test_tolerance_rules),
       cmocka_unit_test(test_noise_floor_verdicts),
       cmocka_unit_test(test_noise_floor_twins),
+      cmocka_unit_test(test_paired_verdicts),
+      cmocka_unit_test(test_pair_runs),
       cmocka_unit_test(test_bad_csv),
       cmocka_unit_test(test_digits_loads),
       cmocka_unit_test(test_unknown_codec),
