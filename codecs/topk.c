@@ -38,6 +38,7 @@ typedef struct {
   int values;       /* TOPK_V_* */
   uint64_t seed;
   uint8_t given_ratio, given_k;
+  uint32_t warmup;  /* calls of a tensor over which k falls from dense to its value (0: none) */
 } topk_cfg;
 
 _Static_assert(sizeof(topk_cfg) <= GCOMP_KIND_CFG_BYTES, "topk_cfg does not fit");
@@ -79,8 +80,14 @@ static int topk_set(gcomp_kind_cfg *cfg, const char *key, const char *value) {
   }
   if (!strcmp(key, "values")) return gcomp_kv_choice("topk", key, value, value_names, &c->values);
   if (!strcmp(key, "seed")) return gcomp_kv_u64("topk", key, value, 0, UINT64_MAX, &c->seed);
-  GCOMP_FAIL(GCOMP_ERR_INVALID, "topk: unknown parameter '%s' (valid: ratio, k, exact, values, seed)",
-             key);
+  if (!strcmp(key, "warmup")) {
+    uint64_t w;
+    GCOMP_CHECK(gcomp_kv_u64("topk", key, value, 0, UINT32_MAX, &w));
+    c->warmup = (uint32_t)w;
+    return GCOMP_OK;
+  }
+  GCOMP_FAIL(GCOMP_ERR_INVALID, "topk: unknown parameter '%s' (valid: ratio, k, exact, values, "
+             "seed, warmup)", key);
 }
 
 static int topk_validate(const gcomp_kind_cfg *cfg) {
@@ -100,8 +107,10 @@ static size_t topk_print(const gcomp_kind_cfg *cfg, char *buf, size_t n) {
     snprintf(amount, sizeof amount, "k=%llu", (unsigned long long)c->k);
   }
   static const char *const vn[] = {"fp32", "bf16", "fp16"};
-  return (size_t)snprintf(buf, n, "%s,exact=%d,values=%s,seed=%llu", amount, c->exact,
-                          vn[c->values], (unsigned long long)c->seed);
+  char warm[32] = "";   /* only when set: the specs without it read as they always have */
+  if (c->warmup) snprintf(warm, sizeof warm, ",warmup=%u", (unsigned)c->warmup);
+  return (size_t)snprintf(buf, n, "%s,exact=%d,values=%s,seed=%llu%s", amount, c->exact,
+                          vn[c->values], (unsigned long long)c->seed, warm);
 }
 
 /* k for a tensor of n values: ratio * n rounded to nearest, at least 1, at most n. */
@@ -110,6 +119,17 @@ static size_t topk_k(const topk_cfg *c, size_t n) {
   double kk = c->ratio > 0 ? floor(c->ratio * (double)n + 0.5) : (double)c->k;
   if (kk < 1) kk = 1;
   return kk >= (double)n ? n : (size_t)kk;
+}
+
+/* Sparsity warm-up (Deep Gradient Compression, Lin et al. 2018): over the first `warmup`
+ * calls of a tensor the kept fraction falls exponentially from everything to k/n, as
+ * (k/n)^(call/warmup): DGC's schedule (a quarter as dense each epoch), one step a call. */
+static size_t topk_k_at(const topk_cfg *c, size_t n, uint64_t call) {
+  size_t k = topk_k(c, n);
+  if (!c->warmup || call >= c->warmup || n == 0) return k;
+  double frac = pow((double)k / (double)n, (double)call / (double)c->warmup);
+  double kk = floor(frac * (double)n + 0.5);
+  return kk >= (double)n ? n : kk <= (double)k ? k : (size_t)kk;
 }
 
 /* A sparse payload larger than the dense one is sent dense instead (many NaN can push
@@ -525,18 +545,26 @@ static int topk_run(const topk_cfg *cfg, gcomp_enc_ctx *ctx, topk_input in, floa
                     size_t n, uint8_t *dst, size_t cap, size_t *len) {
   GCOMP_FAIL_IF(n > UINT32_MAX, GCOMP_ERR_UNSUPPORTED,
                 "topk: %zu values in one tensor (at most 2^32 - 1)", n);
-  size_t k = topk_k(cfg, n);
+  /* the tensor's state word: the last cut in the low 32 bits, and during warm-up the calls
+   * so far in the high 32 (saved with the residuals, so a checkpoint resumes the ramp) */
+  uint64_t *word = ctx->kind_state;
+  uint64_t calls = word && cfg->warmup ? *word >> 32 : 0, hint = word ? *word & 0xffffffffu : 0;
+  size_t k = topk_k_at(cfg, n, calls);
   if (n == 0) {
     GCOMP_FAIL_IF(cap < HDR, GCOMP_ERR_NOMEM, "topk: %zu bytes of room", cap);
     put_header(dst, CODE_PACKED, cfg->values, 0, 0, 0);
     *len = HDR;
     return GCOMP_OK;
   }
-  if (k >= n) return write_dense(cfg, ctx, &in, res, n, dst, cap, len);
+  if (k >= n) {
+    GCOMP_CHECK(write_dense(cfg, ctx, &in, res, n, dst, cap, len));
+    if (word) *word = (calls + (calls < cfg->warmup)) << 32 | hint;
+    return GCOMP_OK;
+  }
   topk_sel s = {.cfg = cfg, .kt = gcomp_topk_kernels_get(), .in = in, .res = res, .n = n, .k = k};
   size_t cap0 = 2 * k + BLOCK;
   int st = grow(&s, cap0 > n ? n : cap0);
-  if (st == GCOMP_OK) st = select_topk(&s, cfg->seed, ctx->kind_state);
+  if (st == GCOMP_OK) st = select_topk(&s, cfg->seed, word ? &hint : NULL);
   if (st == GCOMP_OK) {
     int code;
     unsigned w;
@@ -564,6 +592,7 @@ static int topk_run(const topk_cfg *cfg, gcomp_enc_ctx *ctx, topk_input in, floa
   free(s.keys);
   free(s.tmp);
   if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
+  if (word) *word = (calls + (calls < cfg->warmup)) << 32 | (hint & 0xffffffffu);
   return GCOMP_OK;
 }
 
@@ -688,7 +717,7 @@ static int topk_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t 
 const gcomp_kind gcomp_kind_topk = {
     .name = "topk",
     .id = GCOMP_KIND_TOPK,
-    .keys = "ratio, k, exact, values, seed",
+    .keys = "ratio, k, exact, values, seed, warmup",
     .elem_bytes = 0,
     .defaults = topk_defaults,
     .set = topk_set,

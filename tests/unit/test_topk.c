@@ -106,7 +106,8 @@ static void test_params(void **state) {
   expect_bad("topk:k=5,ratio=0.01", "not both");
   expect_bad("topk:values=fp8", "values='fp8' is not one of fp32|bf16|fp16");
   expect_bad("topk:exact=2", "out of range");
-  expect_bad("topk:ratoi=0.1", "unknown parameter 'ratoi' (valid: ratio, k, exact, values, seed)");
+  expect_bad("topk:ratoi=0.1", "unknown parameter 'ratoi' (valid: ratio, k, exact, values, seed, "
+                                   "warmup)");
   const char *specs[][2] = {
       {"topk", "topk:ratio=0.01,exact=0,values=fp32,seed=0"},
       {"topk:k=7", "topk:k=7,exact=0,values=fp32,seed=0"},
