@@ -55,17 +55,11 @@ def version():
     return library().gcomp_version().decode()
 
 
-def _has(name):
-    return hasattr(library(), name) and getattr(library(), name).argtypes is not None
-
-
-def _sized(new, old):
-    """A stats struct for this library: sized ([17-api]) or, before it, the old layout."""
-    if _has("gcomp_comm_init_oob"):   # TRANSITION: removed at the switch to the sized ABI
-        s = new()
-        s.struct_size = ctypes.sizeof(new)
-        return s
-    return old()
+def _sized(cls):
+    """A sized stats struct: the library fills what fits (fields are only ever appended)."""
+    s = cls()
+    s.struct_size = ctypes.sizeof(cls)
+    return s
 
 
 def _fields(s):
@@ -116,7 +110,7 @@ class Codec:
         return "+ef" in self.spec()
 
     def stats(self):
-        s = _sized(_lib.CodecStats, _lib._OldCodecStats)
+        s = _sized(_lib.CodecStats)
         check(library().gcomp_codec_get_stats(self._h, ctypes.addressof(s)), "codec stats")
         return _fields(s)
 
@@ -258,7 +252,7 @@ class Comm:
         return library().gcomp_comm_nnodes(self._h)
 
     def stats(self):
-        s = _sized(_lib.CommStats, _lib._OldCommStats)
+        s = _sized(_lib.CommStats)
         check(library().gcomp_comm_get_stats(self._h, ctypes.addressof(s)), "comm stats")
         return _fields(s)
 

@@ -73,20 +73,6 @@ _PROTOS = {
 }
 
 
-# TRANSITION: the functions the contract adds ([17-api]); until they are on main the package
-# falls back to gcomp_comm_init_env and the unsized stats structs. Removed at the switch.
-_PRE_OOB = {"gcomp_config_create", "gcomp_config_set", "gcomp_config_destroy",
-            "gcomp_comm_init_oob"}
-
-
-class _OldCommStats(ctypes.Structure):
-    _fields_ = CommStats._fields_[1:]
-
-
-class _OldCodecStats(ctypes.Structure):
-    _fields_ = CodecStats._fields_[1:]
-
-
 def _candidates():
     env = os.environ.get("GCOMP_LIBRARY")
     if env:
@@ -115,13 +101,11 @@ def load():
     else:
         raise OSError("gcomp: cannot load libgcomp (looked at %s, from %s): %s; set GCOMP_LIBRARY "
                       "to the library's path" % (", ".join(names), where, "; ".join(errors)))
-    missing = [n for n in _PROTOS if not hasattr(lib, n) and n not in _PRE_OOB]
+    missing = [n for n in _PROTOS if not hasattr(lib, n)]
     if missing:
         raise OSError("gcomp: %s lacks %s (a libgcomp older than this package?)"
                       % (lib._name, ", ".join(missing)))
     for n, (res, args) in _PROTOS.items():
-        if not hasattr(lib, n):
-            continue
         f = getattr(lib, n)
         f.restype, f.argtypes = res, args
     return lib

@@ -92,12 +92,7 @@ class State:
             self.codec = gcomp.Codec(codec)
         pg = self.process_group
         rank, size = dist.get_rank(pg), dist.get_world_size(pg)
-        if gcomp._has("gcomp_comm_init_oob"):
-            self.comm = gcomp.Comm.from_allgather(rank, size, _pg_allgather(pg), config=config)
-        else:   # TRANSITION: before [17-api], the environment's rendezvous
-            if config:
-                raise RuntimeError("gcomp.torch.State: config needs gcomp_comm_init_oob")
-            self.comm = gcomp.Comm.from_env()
+        self.comm = gcomp.Comm.from_allgather(rank, size, _pg_allgather(pg), config=config)
         if self.comm.rank() != rank or self.comm.size() != size:
             raise RuntimeError("gcomp.torch.State: communicator rank %d/%d differs from the "
                                "process group's %d/%d" % (self.comm.rank(), self.comm.size(),

@@ -155,12 +155,13 @@ def lossy_runs():
     steps = 300
     # 64 per rank: the global batch of the harness's runs (8 workers of 16)
     _, base_loss, base_acc, _, _, base_curve = train("ddp", steps, batch=64)
-    # the job runs with GCOMP_ALGO=direct and GCOMP_CODEC_MIN_BYTES=0 (python.cmake), as the
-    # harness forces its compressed algorithm, so that these small gradients are compressed
-    cases = [("bf16", 0.9, 0.5, 0.01, 0.02),
-             ("topk:ratio=0.01+ef:momentum=0.9,mask=0", 0.0, 1.0, 0.10, None)]
-    for spec, mom, tol_acc, tol_loss, tol_gap in cases:
-        _, loss, acc, st, same, curve = train(spec, steps, momentum=mom, batch=64)
+    # each State forces the compressed algorithm the harness runs (direct for casts, sparse
+    # for top-k) and compresses these small gradients too, through its own config
+    cases = [("bf16", "direct", 0.9, 0.5, 0.01, 0.02),
+             ("topk:ratio=0.01+ef:momentum=0.9,mask=0", "sparse", 0.0, 1.0, 0.10, None)]
+    for spec, algo, mom, tol_acc, tol_loss, tol_gap in cases:
+        cfg = {"GCOMP_ALGO": algo, "CODEC_MIN_BYTES": 0}
+        _, loss, acc, st, same, curve = train(spec, steps, momentum=mom, batch=64, config=cfg)
         frames = st["codec"]["frames_encoded"]
         check(frames > 0, "%s ran through the codec: %d frames encoded" % (spec, frames))
         check(base_acc - acc <= tol_acc, "%s test accuracy %.2f%% vs fp32 %.2f%% (tolerance %.1f "

@@ -57,6 +57,18 @@ def main():
     except ValueError as e:
         check("do not fit" in str(e), "a count past the buffer's end raises: %s" % e)
     comm.close()
+    try:
+        gcomp.Config({"TIMEOUT_MS": "soon"})
+        check(False, "a bad config value raises")
+    except gcomp.Error as e:
+        check("GCOMP_TIMEOUT_MS" in str(e) and "soon" in str(e),
+              "a bad config value raises naming it: %s" % str(e).split(" [")[0])
+    try:
+        gcomp.Config({"GCOMP_DEBUG": "info"})
+        check(False, "a process-wide setting is refused")
+    except gcomp.Error as e:
+        check("GCOMP_DEBUG" in str(e), "a process-wide setting is refused: %s"
+              % str(e).split(" [")[0])
     print("package_check: %s" % ("%d failed" % len(fails) if fails else "all passed"))
     sys.exit(1 if fails else 0)
 

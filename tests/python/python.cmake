@@ -38,8 +38,7 @@ add_test(NAME python.resume COMMAND bash ${py_dir}/resume_check.sh ${py_run} ${p
 set_tests_properties(python.package python.ddp python.fail_kill python.fail_stall python.resume
   PROPERTIES LABELS python TIMEOUT 300 ENVIRONMENT "${py_env}")
 set_property(TEST python.ddp APPEND PROPERTY ENVIRONMENT
-  "DDP_CHECK_DIGITS=${PROJECT_SOURCE_DIR}/convergence/data/digits.csv.gz"
-  "GCOMP_ALGO=direct" "GCOMP_CODEC_MIN_BYTES=0")
+  "DDP_CHECK_DIGITS=${PROJECT_SOURCE_DIR}/convergence/data/digits.csv.gz")
 # the namespaces and gloo's ports of these jobs must not meet other jobs' mid-run
 set_tests_properties(python.ddp python.fail_kill python.fail_stall python.resume
   PROPERTIES RUN_SERIAL ON)
