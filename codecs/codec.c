@@ -54,6 +54,109 @@ size_t gcomp_codec_spec(const gcomp_codec *codec, char *buf, size_t buf_size) {
   return gcomp_spec_print(&codec->spec, buf, buf_size);
 }
 
+/* ---- answers for planners ------------------------------------------------------------- */
+int gcomp_codec_describe(const gcomp_codec *codec, gcomp_codec_info *out) {
+  GCOMP_FAIL_IF(!codec || !out, GCOMP_ERR_INVALID, "gcomp_codec_describe: NULL argument");
+  const gcomp_spec *s = &codec->spec;
+  gcomp_codec_info info = {.struct_size = sizeof info,
+                           .kind = s->kind->name,
+                           .sparse = s->kind->sparse,
+                           .error_feedback = s->ef,
+                           .ef_momentum = s->ef ? s->ef_momentum : 0,
+                           .ef_momentum_given = s->ef && s->ef_momentum_given,
+                           .ef_mask = s->ef ? s->ef_mask : 0};
+  return GCOMP_SIZED_COPY(out, &info, gcomp_codec_info, ef_mask, "gcomp_codec_describe");
+}
+
+/* 1 when `key` is one of the ", "-separated keys */
+static int has_key(const char *keys, const char *key) {
+  size_t n = strlen(key);
+  for (const char *p = keys; (p = strstr(p, key)) != NULL; p += n)
+    if ((p == keys || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0')) return 1;
+  return 0;
+}
+
+size_t gcomp_codec_wire_spec(const gcomp_codec *codec, char *buf, size_t n) {
+  gcomp_spec s = codec->spec;
+  if (has_key(s.kind->keys, "seed")) {
+    char saved[1024];   /* a refusal is no failure here: the canonical form then serves */
+    snprintf(saved, sizeof saved, "%s", gcomp_last_error());
+    if (s.kind->set(&s.cfg, "seed", "0") < 0) s.cfg = codec->spec.cfg;
+    gcomp_error_restore(GCOMP_OK, saved);
+  }
+  return gcomp_spec_print(&s, buf, n);
+}
+
+int gcomp_codec_second_stage(const gcomp_codec *codec, gcomp_codec **out) {
+  GCOMP_FAIL_IF(!codec || !out, GCOMP_ERR_INVALID, "gcomp_codec_second_stage: NULL argument");
+  if (codec->spec.kind->sparse) return gcomp_codec_create("none", out);
+  gcomp_spec s = codec->spec;
+  s.ef = 0;
+  char text[512];
+  GCOMP_FAIL_IF(gcomp_spec_print(&s, text, sizeof text) >= sizeof text, GCOMP_ERR_INVALID,
+                "codec spec too long for its second stage");
+  return gcomp_codec_create(text, out);
+}
+
+/* The token of `stage` in a canonical spec ("topk:..." is the kind's, "+ef:..." ef's):
+ * its start and length, or NULL */
+static const char *stage_token(const char *spec, const char *stage, size_t *len) {
+  size_t n = strlen(stage);
+  for (const char *p = spec; p; p = strchr(p, '+')) {
+    if (*p == '+') p++;
+    size_t tok = strcspn(p, "+");
+    if (strncmp(p, stage, n) == 0 && (p[n] == ':' || p[n] == '+' || p[n] == '\0')) {
+      *len = tok;
+      return p;
+    }
+    p += tok;
+    if (!*p) break;
+  }
+  return NULL;
+}
+
+/* 1 when the "k=v,k=v" list params names the key key[0..n) */
+static int names_key(const char *params, const char *key, size_t n) {
+  for (const char *p = params;; p++) {
+    if (strncmp(p, key, n) == 0 && p[n] == '=') return 1;
+    p += strcspn(p, ",");
+    if (!*p) return 0;
+  }
+}
+
+int gcomp_codec_spec_with(const gcomp_codec *codec, const char *stage, const char *params,
+                          char *buf, size_t buf_size) {
+  GCOMP_FAIL_IF(!codec || !stage || !params || !buf, GCOMP_ERR_INVALID,
+                "gcomp_codec_spec_with: NULL argument");
+  char canon[512], text[1024];
+  gcomp_spec_print(&codec->spec, canon, sizeof canon);
+  size_t len = 0;
+  const char *tok = stage_token(canon, stage, &len);
+  GCOMP_FAIL_IF(!tok, GCOMP_ERR_INVALID, "codec '%s' has no stage '%s'", canon, stage);
+  /* the token again: its name, then its own parameters that params does not name, then
+   * params (the parser refuses a key given twice) */
+  const char *colon = memchr(tok, ':', len), *end = tok + len;
+  size_t o = (size_t)snprintf(text, sizeof text, "%.*s", (int)((colon ? colon : end) - canon),
+                              canon);
+  char sep = ':';
+  for (const char *p = colon ? colon + 1 : end; p < end;) {
+    size_t kv = strcspn(p, ",+"), key = strcspn(p, "=");
+    if (!names_key(params, p, key) && o < sizeof text)
+      o += (size_t)snprintf(text + o, sizeof text - o, "%c%.*s", sep, (int)kv, p), sep = ',';
+    p += kv + (p[kv] == ',');
+  }
+  if (o < sizeof text) o += (size_t)snprintf(text + o, sizeof text - o, "%c%s%s", sep, params, end);
+  GCOMP_FAIL_IF(o >= sizeof text, GCOMP_ERR_INVALID, "codec '%s' with '%s' on '%s': too long",
+                canon, params, stage);
+  gcomp_spec s;
+  GCOMP_CHECK(gcomp_spec_parse(text, &s));   /* validated as gcomp_codec_create would */
+  size_t need = gcomp_spec_print(&s, buf, buf_size);
+  GCOMP_FAIL_IF(need >= buf_size, GCOMP_ERR_NOMEM,
+                "gcomp_codec_spec_with: %zu bytes of room, the spec needs %zu", buf_size,
+                need + 1);
+  return GCOMP_OK;
+}
+
 /* Counts whose frame size would wrap size_t (no buffer that large can exist; a kind's
  * payload is at most a little over 4 bytes a value). */
 static int count_too_large(size_t count) { return count > SIZE_MAX / 16; }

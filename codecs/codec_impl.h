@@ -83,6 +83,8 @@ struct gcomp_kind {
                            (0: the payload has no fixed element width, do not shuffle) */
   int reads_in_blocks;  /* decode calls gcomp_dec_need before it reads each part of its
                            payload; 0: the whole payload is verified before decode runs */
+  int sparse;           /* frames hold a few (index, value) pairs: reduced shards are dense,
+                           so a planner sums frames as they are instead of re-encoding */
 
   /* Fills cfg with defaults. */
   void (*defaults)(gcomp_kind_cfg *cfg);
@@ -135,5 +137,15 @@ int gcomp_kv_u64(const char *kind, const char *key, const char *value, uint64_t 
 /* choices: "a|b|c"; returns the index in *out */
 int gcomp_kv_choice(const char *kind, const char *key, const char *value, const char *choices,
                     int *out);
+
+/* ---- what a planner asks of a codec (reduce/; codecs/codec.c answers from the parsed spec,
+ * so no caller reads or edits spec text) -------------------------------------------------
+ * Wire identity: the canonical spec with what does not change what its frames mean made
+ * equal (a seed only decorrelates one rank's rounding or sampling, and frames describe
+ * themselves), so ranks may differ in it but in nothing else. Like snprintf. */
+size_t gcomp_codec_wire_spec(const gcomp_codec *codec, char *buf, size_t n);
+/* The codec that re-encodes reduced shards (a second quantisation): the same without error
+ * feedback, or for a sparse codec fp32 ("none": its reduced shards are dense). */
+int gcomp_codec_second_stage(const gcomp_codec *codec, gcomp_codec **out);
 
 #endif /* GCOMP_CODEC_IMPL_H */

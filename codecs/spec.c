@@ -60,6 +60,7 @@ static int ef_set(void *target, const char *key, const char *value) {
   GCOMP_FAIL_IF(strcmp(key, "momentum") != 0, GCOMP_ERR_INVALID,
                 "ef: unknown parameter '%s' (valid: dtype, momentum, mask)", key);
   GCOMP_CHECK(gcomp_kv_double("ef", key, value, -1e300, 1e300, &s->ef_momentum));
+  s->ef_momentum_given = 1;
   /* 1 would be a velocity that never decays: the sum of every gradient ever seen */
   GCOMP_FAIL_IF(!(s->ef_momentum >= 0.0 && s->ef_momentum < 1.0), GCOMP_ERR_INVALID,
                 "ef: momentum='%s' is out of range [0, 1)", value);

@@ -18,6 +18,8 @@ typedef struct {
   double ef_momentum; /* ef:momentum=M, 0 <= M < 1: DGC momentum correction (0: off) */
   int ef_mask;        /* ef:mask=0|1 (default 1 with momentum, 0 without): DGC's momentum
                          factor masking (while parsing, -1: not given) */
+  int ef_momentum_given; /* the text named ef:momentum (0 included); not printed, so a
+                            codec made from the canonical form does not know it */
   const gcomp_stage *stage;   /* NULL: no lossless stage */
   gcomp_stage_cfg stage_cfg;
 } gcomp_spec;

@@ -717,6 +717,7 @@ static int topk_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t 
 const gcomp_kind gcomp_kind_topk = {
     .name = "topk",
     .id = GCOMP_KIND_TOPK,
+    .sparse = 1,
     .keys = "ratio, k, exact, values, seed, warmup",
     .elem_bytes = 0,
     .defaults = topk_defaults,

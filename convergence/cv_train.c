@@ -43,30 +43,6 @@ void gcomp_cv_train_defaults(gcomp_cv_train_cfg *cfg) {
                               .momentum_correction = GCOMP_CV_MC_ON};
 }
 
-/* The ef token of a spec ("ef:dtype=fp32" of "topk:ratio=0.01+ef:dtype=fp32+zstd"): its
- * start and length, or NULL. */
-static const char *ef_token(const char *spec, size_t *len) {
-  for (const char *p = strchr(spec, '+'); p; p = strchr(p + 1, '+'))
-    if (strncmp(p + 1, "ef", 2) == 0 && (p[3] == ':' || p[3] == '+' || p[3] == '\0')) {
-      *len = strcspn(p + 1, "+");
-      return p + 1;
-    }
-  return NULL;
-}
-
-/* momentum=X in an ef token: X, or 0 when the token does not name it (*named = 0). */
-static double token_momentum(const char *tok, size_t len, int *named) {
-  char buf[256];
-  snprintf(buf, sizeof buf, "%.*s", (int)len, tok);
-  *named = 0;
-  for (char *p = strstr(buf, "momentum="); p; p = strstr(p + 1, "momentum="))
-    if (p[-1] == ':' || p[-1] == ',') {
-      *named = 1;
-      return gcomp_strtod(p + 9, NULL);
-    }
-  return 0;
-}
-
 /* DGC's momentum correction, which is what a user of top-k with momentum SGD deploys:
  * error feedback delays most coordinates by many steps, and a momentum buffer applied
  * after the aggregation keeps pushing along those stale, delayed values. The correction
@@ -79,32 +55,25 @@ int gcomp_cv_plan_codec(const gcomp_cv_train_cfg *cfg, const char *spec, gcomp_c
   memset(out, 0, sizeof *out);
   gcomp_codec *c = NULL;
   GCOMP_CHECK(gcomp_codec_create(spec, &c));
-  char canon[256];
-  gcomp_codec_spec(c, canon, sizeof canon);
-  gcomp_codec_destroy(c);
+  gcomp_codec_info info = {.struct_size = sizeof info};
+  int st = gcomp_codec_describe(c, &info);
   snprintf(out->run_spec, sizeof out->run_spec, "%s", spec);
-  size_t len = 0, ulen = 0;
-  const char *tok = ef_token(canon, &len), *utok = ef_token(spec, &ulen);
-  int named = 0, unamed = 0;
-  if (tok) out->ef_momentum = token_momentum(tok, len, &named);
-  if (utok) token_momentum(utok, ulen, &unamed);
-  int topk = strncmp(canon, "topk", 4) == 0 && (canon[4] == ':' || canon[4] == '+' || !canon[4]);
-  if (tok && topk && !unamed && cfg->momentum_correction != GCOMP_CV_MC_OFF &&
-      cfg->momentum > 0) {
-    /* the canonical ef token always has parameters (dtype), so ",momentum=" extends them */
-    char m[40];
+  out->ef_momentum = info.ef_momentum;
+  if (st == GCOMP_OK && info.error_feedback && info.sparse && !info.ef_momentum_given &&
+      cfg->momentum_correction != GCOMP_CV_MC_OFF && cfg->momentum > 0) {
+    char m[40], params[64];
     gcomp_dtoa(m, sizeof m, cfg->momentum);   /* 0.9 under any locale */
-    int n = snprintf(out->run_spec, sizeof out->run_spec, "%.*s,momentum=%s,mask=%d%s",
-                     (int)(tok + len - canon), canon, m,
-                     cfg->momentum_correction == GCOMP_CV_MC_MASKED, tok + len);
-    GCOMP_FAIL_IF(n < 0 || (size_t)n >= sizeof out->run_spec, GCOMP_ERR_INVALID,
-                  "codec '%s': too long with ef momentum added", spec);
-    GCOMP_CHECK(gcomp_codec_create(out->run_spec, &c));
-    gcomp_codec_spec(c, out->run_spec, sizeof out->run_spec);   /* "0.9", not 0.9000...02 */
-    gcomp_codec_destroy(c);
+    snprintf(params, sizeof params, "momentum=%s,mask=%d", m,
+             cfg->momentum_correction == GCOMP_CV_MC_MASKED);
+    st = gcomp_codec_spec_with(c, "ef", params, out->run_spec, sizeof out->run_spec);
+    if (st == GCOMP_ERR_NOMEM)
+      st = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__,
+                           "codec '%s': too long with ef momentum added", spec);
     out->ef_momentum = cfg->momentum;
     out->corrected = 1;
   }
+  gcomp_codec_destroy(c);
+  GCOMP_CHECK(st);
   out->opt_momentum = out->ef_momentum > 0 ? 0 : cfg->momentum;
   return GCOMP_OK;
 }
@@ -153,9 +122,9 @@ int gcomp_cv_setup_env(long long codec_min_bytes, const char *alpha_beta) {
  * algorithm for that codec (sparse for top-k, direct otherwise): the planner's choice
  * depends on measured codec speed, which would make runs irreproducible and could skip the
  * codec altogether. "planner" leaves the choice to the planner. */
-static const char *select_algo(const char *algo, const char *canon) {
+static const char *select_algo(const char *algo, const gcomp_codec_info *codec) {
   const char *a = algo && *algo ? algo : "auto";
-  if (canon && strcmp(a, "auto") == 0) a = strncmp(canon, "topk", 4) == 0 ? "sparse" : "direct";
+  if (codec && strcmp(a, "auto") == 0) a = codec->sparse ? "sparse" : "direct";
   if (strcmp(a, "planner") == 0) a = "auto";
   return a;
 }
@@ -647,6 +616,7 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
 
   /* the spec must be one the library knows: a clear error before any thread starts */
   gcomp_cv_codec_plan plan = {.opt_momentum = cfg->momentum};
+  gcomp_codec_info info = {.struct_size = sizeof info, .kind = "none"};
   if (spec) {
     gcomp_codec *probe = NULL;
     int pst = gcomp_cv_plan_codec(cfg, spec, &plan);
@@ -657,7 +627,9 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
       return gcomp_error_restore(pst, run->error);
     }
     gcomp_codec_spec(probe, run->canon, sizeof run->canon);
+    pst = gcomp_codec_describe(probe, &info);
     gcomp_codec_destroy(probe);
+    GCOMP_CHECK(pst);
   } else {
     snprintf(run->spec, sizeof run->spec, "baseline");
     snprintf(run->canon, sizeof run->canon, "(no codec: fp32)");
@@ -666,8 +638,7 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
   run->opt_momentum = plan.opt_momentum;
   run->corrected = plan.corrected;
   gcomp_config *config = NULL;
-  GCOMP_CHECK(run_config(select_algo(spec ? cfg->algo : "auto", spec ? run->canon : NULL),
-                         &config));
+  GCOMP_CHECK(run_config(select_algo(spec ? cfg->algo : "auto", spec ? &info : NULL), &config));
   int W = cfg->workers, rank = 0;
   gcomp_comm *rcomm = NULL;
   if (cfg->real) {   /* this process is one worker; the launcher made the others */
@@ -759,7 +730,7 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
   } else if (st == GCOMP_OK) {
     summarise(&s);
     /* a lossy codec the planner declined to use would "pass" without being tested */
-    if (spec && strncmp(run->canon, "none", 4) != 0 && gcomp_algo_compresses(run->algo) != 1) {
+    if (spec && strcmp(info.kind, "none") != 0 && gcomp_algo_compresses(run->algo) != 1) {
       st = gcomp_error_set(GCOMP_ERR_UNSUPPORTED, __FILE__, __LINE__,
                            "codec '%s': the library ran '%s', an uncompressed algorithm, so the "
                            "codec was never exercised (check GCOMP_CODEC_MIN_BYTES and --algo)",

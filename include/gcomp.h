@@ -212,6 +212,28 @@ GCOMP_API void gcomp_codec_destroy(gcomp_codec *codec);
  * (excluding the NUL), like snprintf. */
 GCOMP_API size_t gcomp_codec_spec(const gcomp_codec *codec, char *buf, size_t buf_size);
 
+/* What a codec is, for planners and harnesses built on gcomp (sized: set struct_size). */
+typedef struct {
+  size_t struct_size;     /* set by the caller: sizeof the struct it passes */
+  const char *kind;       /* its first stage: "none", "fp16", "bf16", "topk", ... (static) */
+  int sparse;             /* frames hold a few (index, value) pairs, summed as they are: a
+                             reduced shard is dense, so it is never re-encoded (top-k) */
+  int error_feedback;     /* +ef */
+  double ef_momentum;     /* +ef:momentum (0: none) */
+  int ef_momentum_given;  /* the spec it was created from named ef:momentum (0 included) */
+  int ef_mask;            /* +ef:mask */
+} gcomp_codec_info;
+GCOMP_API int gcomp_codec_describe(const gcomp_codec *codec, gcomp_codec_info *out);
+
+/* Writes into buf (buf_size bytes, NUL-terminated) the canonical spec of the codec with
+ * `params` ("key=value[,key=value...]") applied to its stage `stage` (the kind's name, "ef",
+ * or the lossless stage's name) after the spec's own, validated as gcomp_codec_create
+ * would. GCOMP_ERR_INVALID when the codec has no such stage or a parameter is refused,
+ * GCOMP_ERR_NOMEM when buf is too small. E.g. ("topk:ratio=0.01+ef", "ef", "momentum=0.9")
+ * gives "topk:ratio=0.01,...+ef:dtype=fp32,momentum=0.9,mask=1". */
+GCOMP_API int gcomp_codec_spec_with(const gcomp_codec *codec, const char *stage,
+                                    const char *params, char *buf, size_t buf_size);
+
 /* Upper bound, in bytes, of the frame gcomp_encode() produces for `count` floats (SIZE_MAX
  * for a count no buffer could hold: gcomp_encode refuses it). */
 GCOMP_API size_t gcomp_codec_max_encoded_size(const gcomp_codec *codec, size_t count);

@@ -11,6 +11,14 @@
 
 typedef struct gcomp_shm gcomp_shm;   /* a node's shared-memory segment (reduce/shm.c) */
 
+/* Scratch memory the algorithms borrow: grown on demand, kept from call to call by its
+ * owner (a communicator), never shared by two calls at once. */
+typedef struct {
+  uint8_t *p;
+  size_t cap;
+} gcomp_scratch;
+void gcomp_scratch_free(gcomp_scratch *s);
+
 /* A subset of the transport's ranks taking part in one (sub-)collective. */
 typedef struct {
   const int *ranks;   /* world ranks, in the group's order */
@@ -44,13 +52,11 @@ typedef struct gcomp_coll {
    * operand order. */
   int recv_first;
   int float_data;
-  uint8_t *tmp;              /* receive scratch, tmp_cap bytes, owned by the communicator */
-  size_t tmp_cap;
-  uint8_t **tmp_owner;       /* the communicator's own pointer and size, kept in step */
-  size_t *tmp_owner_cap;
+  gcomp_scratch *scratch;    /* receive scratch (gcomp_coll_reserve), owned by the caller */
   size_t seg_bytes;          /* pipeline segment size */
   size_t chunk_bytes;        /* GCOMP_CHUNK_BYTES of the communicator (the transport's cut) */
-  gcomp_comm_stats *stats;   /* wait_s, reduce_s, wire_bytes are added here */
+  gcomp_comm_stats *stats;   /* the call's own figures: wait_s, reduce_s, wire_bytes, ...
+                                are added here (merged into the communicator's after it) */
   const struct gcomp_plan_in *plan;   /* the call's cost-model inputs (for sub-choices) */
   const int *world;          /* 0, 1, ..., size-1: the group of all ranks */
   gcomp_shm *shm;            /* this node's shared segment, or NULL */
@@ -83,8 +89,9 @@ void gcomp_coll_inplace(gcomp_coll *c, uint8_t *buf, size_t count);
 uint64_t gcomp_count_nonfinite_f32(const float *x, size_t n);   /* NaN and Inf */
 void gcomp_scale_f32(float *x, size_t n, float divisor);         /* x[i] /= divisor */
 
-/* Grows the call's scratch (through the communicator that owns it). */
+/* Grows the call's scratch to at least `bytes` (c->scratch->p, which may move). */
 int gcomp_coll_reserve(gcomp_coll *c, size_t bytes);
+static inline uint8_t *gcomp_coll_tmp(const gcomp_coll *c) { return c->scratch->p; }
 
 /* Waits for reqs, counting the time as waiting. */
 int gcomp_coll_waitall(gcomp_coll *c, int n, gcomp_treq **reqs);
@@ -204,11 +211,18 @@ int gcomp_plan_parse_links(const char *text, const char *what, gcomp_plan_in *m)
  * estimates under the tuning subsystem. */
 const gcomp_algo *gcomp_plan_pick(const gcomp_plan_in *in, const gcomp_algo *forced);
 
-/* Model costs of the compressed blocks. */
+/* Model costs of the compressed blocks (reduce/cost.c). */
 double gcomp_cost_direct(int n, double bytes, gcomp_link l, const gcomp_plan_in *in);
 double gcomp_cost_sparse(int n, double bytes, gcomp_link l, const gcomp_plan_in *in);
 
-/* Model costs of the building blocks, shared by the algorithms' cost functions. */
+/* The link a flat algorithm runs at the pace of (the inter-node one when it crosses nodes),
+ * and that link shared by every rank of a node at once (all-to-all steps). */
+gcomp_link gcomp_cost_flat_link(const gcomp_plan_in *in);
+gcomp_link gcomp_cost_shared_link(const gcomp_plan_in *in);
+/* The single-node shared-memory allreduce; < 0 when it cannot serve the call. */
+double gcomp_cost_shm(const gcomp_plan_in *in);
+
+/* Model costs of the building blocks (reduce/cost.c), shared by the algorithms' costs. */
 double gcomp_cost_ring(int n, double bytes, gcomp_link l, double gamma);
 double gcomp_cost_rhd(int n, double bytes, gcomp_link l, double gamma);
 double gcomp_cost_rd(int n, double bytes, gcomp_link l, double gamma);

@@ -5,6 +5,22 @@
 
 #include "coll.h"
 
+int gcomp_coll_reserve(gcomp_coll *c, size_t bytes) {
+  gcomp_scratch *s = c->scratch;
+  if (s->cap >= bytes) return GCOMP_OK;
+  uint8_t *p = realloc(s->p, bytes);
+  GCOMP_FAIL_IF(!p, GCOMP_ERR_NOMEM, "allreduce scratch of %zu bytes", bytes);
+  s->p = p;
+  s->cap = bytes;
+  return GCOMP_OK;
+}
+
+void gcomp_scratch_free(gcomp_scratch *s) {
+  free(s->p);
+  s->p = NULL;
+  s->cap = 0;
+}
+
 void gcomp_coll_inplace(gcomp_coll *c, uint8_t *buf, size_t count) {
   if (!c->src) return;
   memcpy(buf, c->src, count * c->esize);
@@ -47,7 +63,7 @@ size_t gcomp_coll_seg_elems(const gcomp_coll *c, size_t count, size_t batches) {
 
 /* Sends slen bytes at sbuf to peer and receives rlen bytes from it, both in segments of
  * c->seg_bytes (or more: gcomp_coll_seg_elems). With dst != NULL every received segment
- * is reduced into dst (the segment lands in c->tmp first); with dst == NULL it lands
+ * is reduced into dst (the segment lands in the scratch first); with dst == NULL it lands
  * directly at rbuf. */
 int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
                         const uint8_t *sbuf, size_t slen, uint8_t *rbuf, size_t rlen,
@@ -60,7 +76,7 @@ int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
   int nr = rlen ? (int)((rlen + seg - 1) / seg) : 1;
   if (dst) {
     GCOMP_CHECK(gcomp_coll_reserve(c, rlen ? rlen : 1));
-    rbuf = c->tmp;
+    rbuf = gcomp_coll_tmp(c);
   }
   gcomp_treq *stack[64], **reqs = stack;
   int total = ns + nr;

@@ -81,7 +81,7 @@ int gcomp_direct_reduce_scatter(gcomp_coll *c, const gcomp_group *g, float *buf,
   size_t in_cap = gcomp_codec_max_encoded_size(codec, my_len);
   for (int r = 0; st == GCOMP_OK && r < n; r++) off[n + r] = at, at += in_cap;
   if (st == GCOMP_OK) off[2 * n] = at, st = gcomp_coll_reserve(c, at);
-  uint8_t *scratch = c->tmp;
+  uint8_t *scratch = gcomp_coll_tmp(c);
 
   /* receives first, then encode and send shard by shard, so encoding the next shard
    * overlaps the transfer of the last */
@@ -132,7 +132,7 @@ int gcomp_direct_allgather(gcomp_coll *c, const gcomp_group *g, float *buf, size
   int st = off && reqs ? GCOMP_OK
                        : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "direct: tables");
   if (st == GCOMP_OK) st = gcomp_coll_reserve(c, shard_slots(codec, count, n, off));
-  uint8_t *scratch = c->tmp;
+  uint8_t *scratch = gcomp_coll_tmp(c);
   size_t my_off, my_len, red_len = 0;
   gcomp_chunk(count, n, me, &my_off, &my_len);
   if (st == GCOMP_OK) {

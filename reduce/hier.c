@@ -91,8 +91,8 @@ static double hier_cost_with(const gcomp_plan_in *in, int how) {
   if (how == CROSS_SPARSE && !in->sparse) return -1;
   double m = (double)in->bytes;
   int L = in->local, M = in->nnodes;
-  double intra = 2.0 * (L - 1) * in->intra.alpha_s + 2.0 * (L - 1) / L * m * in->intra.beta_spb +
-                 (double)(L - 1) / L * m * in->gamma_spb;
+  /* inside the node: a reduce-scatter and an allgather, a ring's volume */
+  double intra = gcomp_cost_ring(L, m, in->intra, in->gamma_spb);
   /* the L shards cross the node's one link together: m bytes in all, not m / L */
   gcomp_link shared = {in->inter.alpha_s, in->inter.beta_spb * L};
   if (how == CROSS_DIRECT) return intra + gcomp_cost_direct(M, m / L, shared, in);

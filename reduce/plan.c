@@ -1,56 +1,11 @@
-/* The algorithm table and the alpha-beta-gamma cost model that picks from it per call. */
+/* The algorithm table and the planner that picks from it per call, by the costs each
+ * descriptor computes from the primitives of reduce/cost.c. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "coll.h"
-
-static int log2_floor(int n) {
-  int k = 0;
-  while ((1 << (k + 1)) <= n) k++;
-  return k;
-}
-
-double gcomp_cost_ring(int n, double m, gcomp_link l, double gamma) {
-  if (n <= 1) return 0;
-  return 2.0 * (n - 1) * l.alpha_s + 2.0 * (n - 1) / n * m * l.beta_spb + (double)(n - 1) / n * m * gamma;
-}
-
-/* folding a non-power-of-two group costs one whole-vector step before and after */
-static double fold_cost(int n, double m, gcomp_link l, double gamma) {
-  int p = 1 << log2_floor(n);
-  return p == n ? 0 : 2.0 * (l.alpha_s + m * l.beta_spb) + m * gamma;
-}
-
-double gcomp_cost_rhd(int n, double m, gcomp_link l, double gamma) {
-  if (n <= 1) return 0;
-  int k = log2_floor(n), p = 1 << k;
-  return 2.0 * k * l.alpha_s + 2.0 * (p - 1) / p * m * l.beta_spb + (double)(p - 1) / p * m * gamma +
-         fold_cost(n, m, l, gamma);
-}
-
-double gcomp_cost_rd(int n, double m, gcomp_link l, double gamma) {
-  if (n <= 1) return 0;
-  int k = log2_floor(n);
-  return k * (l.alpha_s + m * l.beta_spb + m * gamma) + fold_cost(n, m, l, gamma);
-}
-
-/* direct: n-1 frames out and in, twice (shards to owners, reduced shards back); the codec
- * runs over the whole vector once each way, plus the owner's decode of n contributions */
-double gcomp_cost_direct(int n, double m, gcomp_link l, const gcomp_plan_in *in) {
-  if (n <= 1) return m * in->codec_spb;
-  double wire = 2.0 * (n - 1) / n * m * in->ratio;
-  return 2.0 * (n - 1) * l.alpha_s + wire * l.beta_spb + 2.0 * m * in->codec_spb +
-         (double)(n - 1) / n * m * in->gamma_spb;
-}
-
-/* sparse: the whole frame to each of n-1 peers; n frames decoded and added */
-double gcomp_cost_sparse(int n, double m, gcomp_link l, const gcomp_plan_in *in) {
-  if (n <= 1) return m * in->codec_spb;
-  double frame = m * in->ratio;
-  return (n - 1) * (l.alpha_s + frame * l.beta_spb) + m * in->codec_spb * (1.0 + (n - 1) * in->ratio);
-}
 
 /* Four figures, or six with the shared-memory allreduce's round latency and rate. Without
  * those two, shm_alpha is -1: that algorithm runs only when asked for by name. */
@@ -94,19 +49,6 @@ int gcomp_plan_parse_links(const char *text, const char *what, gcomp_plan_in *m)
   return GCOMP_OK;
 }
 
-/* flat algorithms run at the pace of the slowest link they cross */
-static gcomp_link flat_link(const gcomp_plan_in *in) { return in->nnodes > 1 ? in->inter : in->intra; }
-
-/* ... and when every rank of a node crosses it at once (recursive doubling's cross-node
- * steps, direct's and sparse's all-to-all), the node's link is shared local ways. The ring
- * (one edge per node crosses) and halving/doubling (whose cross-node steps carry 1/local of
- * the vector per rank) need no such correction. */
-static gcomp_link shared_link(const gcomp_plan_in *in) {
-  gcomp_link l = flat_link(in);
-  if (in->nnodes > 1 && in->local > 1) l.beta_spb *= in->local;
-  return l;
-}
-
 static gcomp_group world_group(const gcomp_coll *c) {
   return (gcomp_group){c->world, c->t->size, c->t->rank};
 }
@@ -116,7 +58,7 @@ static int ring_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   return gcomp_ring_allreduce(c, &g, buf, count, 0);
 }
 static double ring_cost(const gcomp_plan_in *in) {
-  return gcomp_cost_ring(in->n, (double)in->bytes, flat_link(in), in->gamma_spb);
+  return gcomp_cost_ring(in->n, (double)in->bytes, gcomp_cost_flat_link(in), in->gamma_spb);
 }
 
 static int rhd_run(gcomp_coll *c, uint8_t *buf, size_t count) {
@@ -124,7 +66,7 @@ static int rhd_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   return gcomp_rhd_allreduce(c, &g, buf, count, 0);
 }
 static double rhd_cost(const gcomp_plan_in *in) {
-  return gcomp_cost_rhd(in->n, (double)in->bytes, flat_link(in), in->gamma_spb);
+  return gcomp_cost_rhd(in->n, (double)in->bytes, gcomp_cost_flat_link(in), in->gamma_spb);
 }
 
 static int rd_run(gcomp_coll *c, uint8_t *buf, size_t count) {
@@ -132,7 +74,7 @@ static int rd_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   return gcomp_rd_allreduce(c, &g, buf, count, 0);
 }
 static double rd_cost(const gcomp_plan_in *in) {
-  return gcomp_cost_rd(in->n, (double)in->bytes, shared_link(in), in->gamma_spb);
+  return gcomp_cost_rd(in->n, (double)in->bytes, gcomp_cost_shared_link(in), in->gamma_spb);
 }
 
 static int direct_run(gcomp_coll *c, uint8_t *buf, size_t count) {
@@ -142,7 +84,7 @@ static int direct_run(gcomp_coll *c, uint8_t *buf, size_t count) {
 }
 static double direct_cost(const gcomp_plan_in *in) {
   if (in->ratio <= 0) return -1;
-  return gcomp_cost_direct(in->n, (double)in->bytes, shared_link(in), in);
+  return gcomp_cost_direct(in->n, (double)in->bytes, gcomp_cost_shared_link(in), in);
 }
 
 static int sparse_run(gcomp_coll *c, uint8_t *buf, size_t count) {
@@ -152,18 +94,13 @@ static int sparse_run(gcomp_coll *c, uint8_t *buf, size_t count) {
 }
 static double sparse_cost(const gcomp_plan_in *in) {
   if (in->ratio <= 0 || !in->sparse) return -1;
-  return gcomp_cost_sparse(in->n, (double)in->bytes, shared_link(in), in);
+  return gcomp_cost_sparse(in->n, (double)in->bytes, gcomp_cost_shared_link(in), in);
 }
 
 static int shm_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   return gcomp_shm_allreduce(c, c->shm, buf, count);
 }
-static double shm_cost(const gcomp_plan_in *in) {
-  if (in->nnodes != 1 || in->shm_alpha == 0 || !in->shm_slot) return -1;
-  if (in->shm_alpha < 0) return 1e30;   /* not calibrated (GCOMP_ALPHA_BETA): only on request */
-  double rounds = in->bytes ? (double)((in->bytes + in->shm_slot - 1) / in->shm_slot) : 1;
-  return rounds * in->shm_alpha + (double)in->bytes * in->shm_spb;
-}
+static double shm_cost(const gcomp_plan_in *in) { return gcomp_cost_shm(in); }
 
 extern const gcomp_algo gcomp_algo_hier, gcomp_algo_hier_direct, gcomp_algo_hier_sparse;
 static const gcomp_algo algo_ring = {

@@ -157,7 +157,7 @@ static int drive(ring_state *r, on_recv_fn on_recv) {
 static int rs_send_chunk(const ring_state *r, int s) { return mod(r->g->me - s - 1, r->n); }
 static uint8_t *rs_slot(const ring_state *r, int s) {
   size_t maxchunk = (size_t)r->nseg * r->seg;
-  return r->c->tmp + (size_t)(s & 1) * maxchunk * r->c->esize;
+  return gcomp_coll_tmp(r->c) + (size_t)(s & 1) * maxchunk * r->c->esize;
 }
 
 static int rs_on_recv(ring_state *r, int s, int j) {

@@ -18,7 +18,7 @@ int gcomp_sparse_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size
   int st = reqs && lens ? GCOMP_OK
                         : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "sparse: tables");
   if (st == GCOMP_OK) st = gcomp_coll_reserve(c, cap * (size_t)n);
-  uint8_t *frames = c->tmp;
+  uint8_t *frames = gcomp_coll_tmp(c);
   for (int r = 0; st == GCOMP_OK && r < n; r++)
     if (r != me)
       st = gcomp_irecv(c->t, g->ranks[r], gcomp_coll_tag(c, phase, 0, (unsigned)r),

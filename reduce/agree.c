@@ -1,0 +1,118 @@
+/* The settings every rank of a communicator must hold alike: read once from its table at
+ * creation, then agreed in one exchange. A rank that differs would plan other algorithms
+ * or codecs than its peers: it waits for messages that never come, or (a codec inside the
+ * node on one node only, another GCOMP_CODEC_MIN_BYTES) ends the call with other bytes and
+ * no error. Calls read only gcomp_agreed, never the table or the environment. */
+#include <stdio.h>
+#include <string.h>
+
+#include "codec_impl.h"
+#include "comm_impl.h"
+
+int gcomp_agreed_read(gcomp_comm *comm) {
+  const gcomp_settings *set = &comm->set;
+  gcomp_agreed *a = &comm->agreed;
+  a->skew_window = (int)gcomp_settings_int(set, GCOMP_P_SKEW_WINDOW);
+  a->codec_min_bytes = gcomp_settings_int(set, GCOMP_P_CODEC_MIN_BYTES);
+  a->chunk_bytes = (size_t)gcomp_settings_int(set, GCOMP_P_CHUNK_BYTES);
+  a->seg_bytes = (size_t)gcomp_settings_int(set, GCOMP_P_SEGMENT_BYTES);
+  a->shm_bytes = (size_t)gcomp_settings_int(set, GCOMP_P_SHM_BYTES);
+  a->links_given = gcomp_settings_is_set(set, GCOMP_P_ALPHA_BETA);
+  const char *algo = gcomp_settings_str(set, GCOMP_P_ALGO);
+  if (strcmp(algo, "auto") != 0) {
+    a->forced = gcomp_algo_find(algo);
+    GCOMP_FAIL_IF(!a->forced, GCOMP_ERR_INVALID,
+                  "GCOMP_ALGO='%s' is not an algorithm (valid: auto, %s)", algo,
+                  gcomp_algo_names());
+  }
+  const char *dflt = gcomp_settings_str(set, GCOMP_P_CODEC);
+  if (strcmp(dflt, "none") != 0) GCOMP_CHECK(gcomp_codec_create(dflt, &a->default_codec));
+  const char *intra = gcomp_settings_str(set, GCOMP_P_INTRA_CODEC);
+  if (strcmp(intra, "none") != 0) GCOMP_CHECK(gcomp_codec_create(intra, &a->intra_codec));
+  return GCOMP_OK;
+}
+
+void gcomp_agreed_free(gcomp_agreed *a) {
+  gcomp_codec_destroy(a->default_codec);
+  gcomp_codec_destroy(a->intra_codec);
+  a->default_codec = a->intra_codec = NULL;
+}
+
+/* 52 bits of FNV-1a over n bytes: exact in a double */
+static double hash52(const void *p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+  return (double)(h >> 12);
+}
+
+/* How a setting is compared: as a number, or by a hash of what it means */
+enum { BY_NUMBER, BY_TEXT, BY_CODEC, BY_LINKS };
+static const struct {
+  gcomp_param_id id;
+  int how;
+} agreed[] = {
+    {GCOMP_P_SKEW_WINDOW, BY_NUMBER},     {GCOMP_P_CODEC, BY_CODEC},
+    {GCOMP_P_INTRA_CODEC, BY_CODEC},      {GCOMP_P_CODEC_MIN_BYTES, BY_NUMBER},
+    {GCOMP_P_ALGO, BY_TEXT},              {GCOMP_P_CHUNK_BYTES, BY_NUMBER},
+    {GCOMP_P_SHM_BYTES, BY_NUMBER},       {GCOMP_P_ALPHA_BETA, BY_LINKS},
+    {GCOMP_P_SEGMENT_BYTES, BY_NUMBER}};
+enum { NAGREED = sizeof agreed / sizeof *agreed };
+
+double gcomp_codec_wire_hash(const gcomp_codec *c) {
+  char spec[256] = "none";
+  if (c) gcomp_codec_wire_spec(c, spec, sizeof spec);
+  return hash52(spec, strlen(spec));
+}
+
+static double value_of(const gcomp_comm *comm, int i) {
+  const gcomp_settings *set = &comm->set;
+  gcomp_param_id id = agreed[i].id;
+  switch (agreed[i].how) {
+  case BY_CODEC:
+    return gcomp_codec_wire_hash(id == GCOMP_P_CODEC ? comm->agreed.default_codec
+                                          : comm->agreed.intra_codec);
+  case BY_TEXT: {
+    const char *text = gcomp_settings_str(set, id);
+    return hash52(text, strlen(text));
+  }
+  case BY_LINKS: {
+    /* the figures GCOMP_ALPHA_BETA gave, as parsed (calibrated ones are agreed anyway) */
+    if (!gcomp_settings_is_set(set, id)) return -1;
+    const gcomp_plan_in *m = &comm->model;
+    double links[6] = {m->intra.alpha_s, m->intra.beta_spb, m->inter.alpha_s,
+                       m->inter.beta_spb, m->shm_alpha,     m->shm_spb};
+    return hash52(links, sizeof links);
+  }
+  default: return (double)gcomp_settings_int(set, id);
+  }
+}
+
+/* One MAX exchange of every value and its negation (equal on all ranks when max == -max
+ * of the negation) and of the negated birth time. The window also fixes when straggler
+ * detection exchanges. The same exchange agrees on the traces' time origin: the earliest
+ * rank's birth in CLOCK_REALTIME (microseconds are exact in a double), so that every
+ * rank's trace shares one time axis (exactly on one host, as well as the hosts' clocks
+ * agree across hosts). */
+int gcomp_agreed_check(gcomp_comm *comm) {
+  if (comm->t->size > 1) {
+    double w[2 * NAGREED + 1];
+    for (int i = 0; i < NAGREED; i++) {
+      double v = value_of(comm, i);
+      w[2 * i] = v, w[2 * i + 1] = -v;
+    }
+    w[2 * NAGREED] = -comm->born_real_us;
+    GCOMP_CHECK(gcomp_call_internal(comm, w, 2 * NAGREED + 1, GCOMP_FLOAT64, GCOMP_MAX,
+                                    gcomp_algo_find("rd"), 0xfffffau));
+    for (int i = 0; i < NAGREED; i++) {
+      if (w[2 * i] == -w[2 * i + 1]) continue;
+      const char *name = gcomp_param_name(agreed[i].id);
+      if (agreed[i].how == BY_NUMBER)
+        GCOMP_FAIL(GCOMP_ERR_INVALID, "%s differs between ranks (from %.0f to %.0f): it must be "
+                   "equal on every rank", name, -w[2 * i + 1], w[2 * i]);
+      GCOMP_FAIL(GCOMP_ERR_INVALID, "%s differs between ranks (this rank: '%s'): it must be "
+                 "equal on every rank", name, gcomp_settings_str(&comm->set, agreed[i].id));
+    }
+    comm->epoch_real_us = -w[2 * NAGREED];
+  }
+  return gcomp_skew_init(&comm->skew, comm->agreed.skew_window, comm->t->size);
+}

@@ -1,0 +1,260 @@
+/* One allreduce call, on whichever thread runs it (the caller's, or the progress thread):
+ * plan -> run -> finish, then the observers.
+ *
+ * Where things plug in (read this before adding to a call):
+ *  - A call is a gcomp_call (comm_impl.h): its arguments, working buffer, plan, and `acc`,
+ *    the figures it adds. The algorithms write acc through gcomp_coll.stats; nothing else
+ *    of the communicator that other threads read is written while a call runs.
+ *  - Observers (observers[] below: stats, trace, skew, in that order) see every call once,
+ *    finished or failed, and are the only code that turns a call into the communicator's
+ *    figures. An observer that measures more (a compute/communication/wait split, per-peer
+ *    throughput) adds fields to acc or gcomp_call, fills them where the time is spent
+ *    (coll_util.c's waits and exchanges, the algorithms, through gcomp_coll), and reads
+ *    them in an observer of its own appended to observers[]; the pipeline does not change.
+ *  - Stages (stages[] below) change the call itself: before_run sees the planned call with
+ *    the input still in place (sendbuf, or the fp32 working copy of 16-bit input), after_run
+ *    the fp32 result in the working buffer, in table order, before it is narrowed back to
+ *    the caller's type. A guard that checks a compressed result against an exact one adds a
+ *    stage ahead of "average": before_run copies the input (call->work, or call->sendbuf
+ *    when out of place), after_run runs gcomp_call_internal on the copy (the dense,
+ *    uncompressed path, outside every observer and stage), compares, and may copy the
+ *    exact result over call->work. A stage that fails breaks the communicator like a
+ *    failed algorithm (its peers may be mid-call).
+ *  - The communicator's own collectives (agreement, calibration, codec probes, straggler
+ *    exchanges) use gcomp_call_internal: no stages, no observers, no codec. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cast.h"
+#include "comm_impl.h"
+
+size_t gcomp_dtype_size(gcomp_dtype d) {
+  static const size_t sizes[] = {4, 8, 4, 8, 2, 2};
+  return (unsigned)d <= GCOMP_FLOAT16 ? sizes[d] : 0;
+}
+
+int gcomp_call_check_args(const char *fn, const gcomp_comm *comm, const void *sendbuf,
+                          const void *recvbuf, size_t count, gcomp_dtype dtype, gcomp_op op) {
+  GCOMP_FAIL_IF(!comm, GCOMP_ERR_INVALID, "%s: comm is NULL", fn);
+  GCOMP_FAIL_IF(!gcomp_dtype_size(dtype), GCOMP_ERR_INVALID, "%s: unknown dtype %d", fn,
+                (int)dtype);
+  GCOMP_FAIL_IF((unsigned)op > GCOMP_PROD, GCOMP_ERR_INVALID, "%s: unknown op %d", fn, (int)op);
+  GCOMP_FAIL_IF(count && (!sendbuf || !recvbuf), GCOMP_ERR_INVALID,
+                "%s: NULL buffer for %zu elements", fn, count);
+  GCOMP_FAIL_IF(count > SIZE_MAX / 8, GCOMP_ERR_INVALID, "%s: count %zu too large", fn, count);
+  return GCOMP_OK;
+}
+
+static uint32_t next_seq(gcomp_comm *comm) {
+  comm->seq = (comm->seq + 1) & ((1u << GCOMP_TAG_SEQ_BITS) - 1);
+  if (comm->seq >= 0xfffff0u) comm->seq = 1;   /* keep clear of creation's fixed tags */
+  return comm->seq;
+}
+
+/* The algorithms' view of a call over the world */
+static gcomp_coll coll_of(gcomp_comm *comm, uint32_t seq, gcomp_dtype wt, gcomp_op op,
+                          const gcomp_plan_in *in, gcomp_comm_stats *acc, size_t seg_bytes) {
+  return (gcomp_coll){.t = comm->t, .seq = seq, .esize = gcomp_dtype_size(wt),
+                      .reduce = gcomp_reduce_kernel(wt, op),
+                      .reduce3 = gcomp_reduce3_kernel(wt, op),
+                      .scratch = &comm->scratch, .seg_bytes = seg_bytes,
+                      .chunk_bytes = comm->agreed.chunk_bytes, .stats = acc, .plan = in,
+                      .world = comm->world, .shm = comm->shm,
+                      .float_data = wt == GCOMP_FLOAT32 || wt == GCOMP_FLOAT64};
+}
+
+/* ---- plan ----------------------------------------------------------------------------- */
+/* The working buffer: recvbuf itself, or an fp32 copy of 16-bit floats */
+static int widen(gcomp_comm *comm, gcomp_call *call) {
+  call->wt = call->dtype;
+  call->work = call->recvbuf;
+  if (call->dtype != GCOMP_BFLOAT16 && call->dtype != GCOMP_FLOAT16) return GCOMP_OK;
+  size_t count = call->count;
+  call->wt = GCOMP_FLOAT32;
+  if (comm->work_cap < count * 4) {
+    uint8_t *p = realloc(comm->work, count * 4);
+    GCOMP_FAIL_IF(!p, GCOMP_ERR_NOMEM, "allreduce: fp32 working copy of %zu values", count);
+    comm->work = p, comm->work_cap = count * 4;
+  }
+  call->work = comm->work;
+  /* the cast codecs' kernels: exact widening, and one round to nearest even at the end */
+  const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
+  if (call->dtype == GCOMP_BFLOAT16) K->bf16_dec(call->sendbuf, count, (float *)(void *)call->work);
+  else K->f16_dec(call->sendbuf, count, (float *)(void *)call->work, 1.0f);
+  return GCOMP_OK;
+}
+
+/* A codec applies to fp32 sums (and averages) of at least GCOMP_CODEC_MIN_BYTES */
+static int codec_applies(const gcomp_comm *comm, const gcomp_call *call, size_t bytes) {
+  return call->dtype == GCOMP_FLOAT32 && (call->op == GCOMP_SUM || call->op == GCOMP_AVG) &&
+         (int64_t)bytes >= comm->agreed.codec_min_bytes;
+}
+
+static int plan(gcomp_comm *comm, gcomp_call *call) {
+  gcomp_plan_in *in = &call->plan;
+  *in = comm->model;
+  in->bytes = call->count * gcomp_dtype_size(call->wt);
+  gcomp_codec *codec = call->codec;
+  if (codec && call->dtype != GCOMP_FLOAT32) {
+    GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: dtype %d is not float32", (int)call->dtype);
+  } else if (codec && call->op != GCOMP_SUM && call->op != GCOMP_AVG) {
+    /* codecs decode by adding: only sums (and averages) can go through them */
+    GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: op %d is not a sum", (int)call->op);
+  } else if (codec && !codec_applies(comm, call, in->bytes)) {
+    GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: %zu B < GCOMP_CODEC_MIN_BYTES", in->bytes);
+  } else if (codec) {
+    int st = gcomp_codec_plan(comm, codec, &call->ci);   /* collective the first time */
+    if (st < 0) return gcomp_comm_mark_broken(comm, st);
+    in->ratio = call->ci->ratio;
+    in->codec_spb = call->ci->spb;
+    in->sparse = call->ci->sparse;
+  }
+  const gcomp_algo *forced = comm->agreed.forced;
+  call->algo = gcomp_plan_pick(in, forced);
+  if (call->ci && !call->algo->compressed)
+    GCOMP_INFO(GCOMP_SUB_TUNING, "%zu B: not compressing with %s: %s is predicted faster",
+               in->bytes, call->ci->spec, call->algo->name);
+  if (forced && call->algo != forced)
+    GCOMP_INFO(GCOMP_SUB_TUNING, "GCOMP_ALGO=%s cannot serve this placement; using %s",
+               forced->name, call->algo->name);
+  return GCOMP_OK;
+}
+
+/* ---- run ------------------------------------------------------------------------------ */
+static int run(gcomp_comm *comm, gcomp_call *call) {
+  const gcomp_algo *algo = call->algo;
+  gcomp_coll c = coll_of(comm, comm->seq, call->wt, call->op, &call->plan, &call->acc,
+                         comm->agreed.seg_bytes);
+  if (algo->compressed) c.codec = call->codec, c.codec2 = call->ci->second;
+  c.key = call->key;
+  /* GCOMP_INTRA_CODEC inside the nodes of a hierarchical call, under the same rules as any
+   * codec (fp32 sums of at least GCOMP_CODEC_MIN_BYTES) */
+  gcomp_codec *intra = comm->agreed.intra_codec;
+  if (intra && !strncmp(algo->name, "hier", 4) && codec_applies(comm, call, call->plan.bytes)) {
+    gcomp_codec_entry *e;
+    int st = gcomp_codec_plan(comm, intra, &e);
+    if (st < 0) return gcomp_comm_mark_broken(comm, st);
+    c.intra = intra, c.intra2 = e->second;
+  }
+  if (call->work == call->recvbuf && call->sendbuf != call->recvbuf) c.src = call->sendbuf;
+  int st = algo->run(&c, call->work, call->count);
+  return st < 0 ? gcomp_comm_mark_broken(comm, st) : GCOMP_OK;
+}
+
+/* ---- stages --------------------------------------------------------------------------- */
+static int stage_average(gcomp_comm *comm, gcomp_call *call) {
+  if (call->op != GCOMP_AVG) return GCOMP_OK;
+  void *buf = call->work;
+  size_t count = call->count;
+  int n = comm->t->size;
+  switch (call->wt) {
+  case GCOMP_FLOAT32: gcomp_scale_f32(buf, count, (float)n); break;
+  case GCOMP_FLOAT64: { double *x = buf; for (size_t i = 0; i < count; i++) x[i] /= n; break; }
+  case GCOMP_INT32: { int32_t *x = buf; for (size_t i = 0; i < count; i++) x[i] /= n; break; }
+  case GCOMP_INT64: { int64_t *x = buf; for (size_t i = 0; i < count; i++) x[i] /= n; break; }
+  default: break;
+  }
+  return GCOMP_OK;
+}
+
+/* Each rank counts its own share of the result (summed over ranks: every NaN and Inf once),
+ * so counting costs 1/n of a pass, not a whole one */
+static int stage_nonfinite(gcomp_comm *comm, gcomp_call *call) {
+  if (call->wt != GCOMP_FLOAT32) return GCOMP_OK;
+  size_t off, len;
+  gcomp_chunk(call->count, comm->t->size, comm->t->rank, &off, &len);
+  call->acc.nonfinite += gcomp_count_nonfinite_f32((const float *)(void *)call->work + off, len);
+  return GCOMP_OK;
+}
+
+typedef struct {
+  const char *name;
+  int (*before_run)(gcomp_comm *comm, gcomp_call *call);   /* NULL: nothing before */
+  int (*after_run)(gcomp_comm *comm, gcomp_call *call);    /* NULL: nothing after */
+} call_stage;
+
+static const call_stage stages[] = {
+    {"average", NULL, stage_average},
+    {"nonfinite", NULL, stage_nonfinite},
+};
+enum { NSTAGES = sizeof stages / sizeof *stages };
+
+static int run_stages(gcomp_comm *comm, gcomp_call *call, int after) {
+  for (int i = 0; i < NSTAGES; i++) {
+    int (*fn)(gcomp_comm *, gcomp_call *) = after ? stages[i].after_run : stages[i].before_run;
+    int st = fn ? fn(comm, call) : GCOMP_OK;
+    if (st < 0) return gcomp_comm_mark_broken(comm, st);
+  }
+  return GCOMP_OK;
+}
+
+/* ---- finish --------------------------------------------------------------------------- */
+/* The fp32 result back to the caller's 16-bit type */
+static void narrow(gcomp_call *call) {
+  if (call->work == call->recvbuf) return;
+  const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
+  gcomp_cast_counts counts = {0, 0, 0};
+  const float *w = (const float *)(void *)call->work;
+  if (call->dtype == GCOMP_BFLOAT16) K->bf16_enc(w, call->count, call->recvbuf, &counts);
+  else K->f16_enc(w, call->count, call->recvbuf, 1.0f, &counts);
+}
+
+static int call_body(gcomp_comm *comm, gcomp_call *call) {
+  /* after a collective failed part-way the ranks no longer agree on which messages belong
+   * to which call: fail at once, as NCCL does with an aborted communicator, instead of
+   * waiting out another timeout per call (empty calls too: "every later call") */
+  GCOMP_FAIL_IF(comm->broken, GCOMP_ERR_PEER,
+                "communicator unusable since an earlier allreduce failed: %s", comm->broken_why);
+  if (call->count == 0) return GCOMP_OK;
+  GCOMP_CHECK(widen(comm, call));
+  GCOMP_CHECK(plan(comm, call));
+  GCOMP_CHECK(run_stages(comm, call, 0));
+  GCOMP_CHECK(run(comm, call));
+  GCOMP_CHECK(run_stages(comm, call, 1));
+  narrow(call);
+  call->completed = 1;
+  return GCOMP_OK;
+}
+
+/* Every call, finished or failed, goes to every observer (the first failure of an observer
+ * is the call's status when the call itself succeeded: a straggler exchange's) */
+typedef int (*call_observer)(gcomp_comm *comm, gcomp_call *call);
+static const call_observer observers[] = {gcomp_stats_observe, gcomp_trace_observe,
+                                          gcomp_skew_observe};
+
+int gcomp_call_run(gcomp_comm *comm, gcomp_call *call) {
+  /* codec per link level: on one node every link is intra-node */
+  if (!call->codec)
+    call->codec = comm->t->nnodes == 1 ? comm->agreed.intra_codec : comm->agreed.default_codec;
+  call->bytes = call->count * gcomp_dtype_size(call->dtype);
+  call->trace_at = SIZE_MAX;
+  call->start_ns = gcomp_now_ns();
+  if (!call->arrive_ns) call->arrive_ns = call->start_ns;
+  next_seq(comm);
+  int st = call_body(comm, call);
+  call->end_ns = gcomp_now_ns();
+  call->status = st;
+  for (size_t i = 0; i < sizeof observers / sizeof *observers; i++) {
+    int ost = observers[i](comm, call);
+    if (ost < 0 && st == GCOMP_OK) st = ost;
+  }
+  return st;
+}
+
+/* ---- the communicator's own ----------------------------------------------------------- */
+int gcomp_call_internal(gcomp_comm *comm, void *buf, size_t count, gcomp_dtype dtype,
+                        gcomp_op op, const gcomp_algo *algo, uint32_t seq) {
+  GCOMP_FAIL_IF(comm->broken, GCOMP_ERR_PEER,
+                "communicator unusable since an earlier allreduce failed: %s", comm->broken_why);
+  if (!seq) seq = next_seq(comm);
+  gcomp_plan_in in = comm->model;
+  in.bytes = count * gcomp_dtype_size(dtype);
+  /* creation's exchanges (a fixed algorithm) run before the segment size is agreed */
+  size_t seg = algo ? (size_t)1 << 20 : comm->agreed.seg_bytes;
+  if (!algo) algo = gcomp_plan_pick(&in, comm->agreed.forced);
+  gcomp_comm_stats scratch = {0};   /* the caller's figures stay the caller's */
+  gcomp_coll c = coll_of(comm, seq, dtype, op, &in, &scratch, seg);
+  int st = algo->run(&c, buf, count);
+  return st < 0 ? gcomp_comm_mark_broken(comm, st) : GCOMP_OK;
+}

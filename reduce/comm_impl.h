@@ -1,0 +1,183 @@
+/* Internal to the communicator's files (comm*.c, call*.c, agree.c, calib.c, codec_plan.c,
+ * progress.c, call_observe.c): the communicator itself, one call's record, and the seams between
+ * them. The algorithms never see this header: they get a gcomp_coll (coll.h).
+ *
+ *   comm.c        lifecycle: create (calibrate, agree, shared segment), destroy, accessors
+ *   comm_init.c   the public ways in: environment, caller's allgather, in-process ranks
+ *   agree.c       the settings every rank must hold alike, read once and agreed in one
+ *                 exchange at creation (gcomp_agreed): the call path reads only these
+ *   calib.c       link and shared-memory figures for the cost model, and the fixed-algorithm
+ *                 exchanges creation uses
+ *   codec_plan.c  what the planner knows of each codec spec (wire ratio, speed, second
+ *                 stage), measured once per spec and agreed
+ *   call.c        one call: plan -> run -> finish, its stages and the observers it feeds
+ *   call_observe.c the observers: stats, trace, stragglers (whose exchanges take the
+ *                 internal path), and the JSON files stats and trace leave
+ *   skew.c        straggler detection's bookkeeping (no communication)
+ *   progress.c    non-blocking calls: the request queue and the progress thread
+ *   cost.c, plan.c (the algorithms' side) the cost primitives and the algorithm table */
+#ifndef GCOMP_COMM_IMPL_H
+#define GCOMP_COMM_IMPL_H
+
+#include <pthread.h>
+
+#include "coll.h"
+#include "comm.h"
+#include "skew.h"
+
+/* ---- settings agreed at creation ------------------------------------------------------ */
+typedef struct {
+  int skew_window;             /* GCOMP_SKEW_WINDOW */
+  int64_t codec_min_bytes;     /* GCOMP_CODEC_MIN_BYTES */
+  size_t chunk_bytes;          /* GCOMP_CHUNK_BYTES: the transport's cut, for the budget */
+  size_t seg_bytes;            /* GCOMP_SEGMENT_BYTES */
+  size_t shm_bytes;            /* GCOMP_SHM_BYTES */
+  const gcomp_algo *forced;    /* GCOMP_ALGO, or NULL for the planner */
+  gcomp_codec *default_codec;  /* GCOMP_CODEC, or NULL for none */
+  gcomp_codec *intra_codec;    /* GCOMP_INTRA_CODEC, or NULL for fp32 inside nodes */
+  int links_given;             /* GCOMP_ALPHA_BETA set: no calibration */
+} gcomp_agreed;
+
+/* Reads the agreed settings from the communicator's table (codecs created, GCOMP_ALGO
+ * resolved); GCOMP_ERR_INVALID names a bad one. Not collective. */
+int gcomp_agreed_read(gcomp_comm *comm);
+void gcomp_agreed_free(gcomp_agreed *a);
+/* Collective: fails (GCOMP_ERR_INVALID naming the setting) when a rank holds another value;
+ * agrees on the traces' time origin too. */
+int gcomp_agreed_check(gcomp_comm *comm);
+
+/* The codec as the wire and the planner see it: 52 bits (exact in a double) of its wire
+ * identity (gcomp_codec_wire_spec: ranks may pick different seeds); NULL is "none". */
+double gcomp_codec_wire_hash(const gcomp_codec *c);
+
+/* ---- calibration (calib.c) ------------------------------------------------------------ */
+/* Ranks per node when every node holds the same number, else 0 (hier cannot serve the
+ * placement). */
+int gcomp_even_local(const gcomp_transport *t);
+/* Collective: alpha and beta of each link class and the add rate into comm->model. */
+int gcomp_calibrate(gcomp_comm *comm);
+/* Collective over the node: the shared-memory allreduce's round latency and rate. */
+int gcomp_calibrate_shm(gcomp_comm *comm);
+
+/* ---- what the planner knows of a codec (codec_plan.c) --------------------------------- */
+enum { GCOMP_MAX_CODECS = 8 };
+typedef struct {
+  char spec[256];          /* canonical spec of the caller's codec */
+  gcomp_codec *second;     /* re-encodes reduced shards (gcomp_codec_second_stage) */
+  double ratio;            /* wire bytes per fp32 byte, measured on a probe, slowest rank's */
+  double spb;              /* encode + decode seconds per fp32 byte, agreed across ranks */
+  int sparse;              /* frames are summed as they are (top-k) */
+} gcomp_codec_entry;
+
+/* The entry of `codec`, measured (collectively) the first time its spec is seen. */
+int gcomp_codec_plan(gcomp_comm *comm, gcomp_codec *codec, gcomp_codec_entry **out);
+
+/* ---- one call ------------------------------------------------------------------------- */
+/* A call as its stages and observers see it. acc is what the call adds to the
+ * communicator's figures; the algorithms write into it (gcomp_coll.stats) and the stats
+ * observer merges it, so nothing a running call writes is read by another thread. */
+typedef struct gcomp_call {
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count;
+  gcomp_dtype dtype;
+  gcomp_op op;
+  gcomp_codec *codec;          /* the caller's, or the communicator's default; NULL: none */
+  uint64_t key;
+  uint64_t arrive_ns;          /* when the caller asked (its gcomp_iallreduce, or the call) */
+  uint64_t start_ns, end_ns;
+  size_t bytes;                /* count * dtype size: the user's bytes */
+  gcomp_dtype wt;              /* the working type (fp32 for 16-bit floats) */
+  uint8_t *work;               /* the working buffer: recvbuf, or the fp32 copy */
+  gcomp_plan_in plan;          /* the cost model's inputs for this call */
+  const gcomp_algo *algo;      /* what runs; NULL before planning (empty or refused calls) */
+  gcomp_codec_entry *ci;  /* the codec's planning entry, or NULL */
+  gcomp_comm_stats acc;        /* what this call adds (struct_size unused) */
+  int completed;               /* reached its end with the result in recvbuf */
+  int status;
+  size_t trace_at;             /* its trace event, or SIZE_MAX */
+} gcomp_call;
+
+size_t gcomp_dtype_size(gcomp_dtype d);   /* 0 for an unknown dtype */
+int gcomp_call_check_args(const char *fn, const gcomp_comm *comm, const void *sendbuf,
+                          const void *recvbuf, size_t count, gcomp_dtype dtype, gcomp_op op);
+
+/* The call itself on whichever thread runs it (the caller's or the progress thread). */
+int gcomp_call_run(gcomp_comm *comm, gcomp_call *call);
+
+/* The communicator's own allreduce (straggler exchanges, creation's agreements): the
+ * planner's dense choice, or `algo` when given, with no codec, no stages and no observers:
+ * it leaves the caller's figures, trace and last algorithm alone. A failure part-way breaks
+ * the communicator like any call's. seq 0: the next call number. */
+int gcomp_call_internal(gcomp_comm *comm, void *buf, size_t count, gcomp_dtype dtype,
+                        gcomp_op op, const gcomp_algo *algo, uint32_t seq);
+
+/* A collective failed part-way: every later call fails at once (GCOMP_ERR_PEER). */
+int gcomp_comm_mark_broken(gcomp_comm *comm, int status);
+
+/* ---- observers (call_observe.c, skew.c) ----------------------------------------------- */
+/* One trace event per call: when, how big, which algorithm, and its phases. */
+typedef struct {
+  uint64_t start_ns, end_ns;
+  size_t bytes;
+  const char *algo;
+  double wait_s, encode_s, decode_s, reduce_s;
+  uint64_t wire_bytes, shm_bytes;
+  double late_s;   /* how late this rank arrived (straggler detection), < 0: not known */
+} gcomp_trace_event;
+
+/* Each returns a status: an observer may run a collective of its own (the straggler
+ * exchange). They may note what later ones read (trace_at). */
+int gcomp_stats_observe(gcomp_comm *comm, gcomp_call *call);
+int gcomp_trace_observe(gcomp_comm *comm, gcomp_call *call);
+int gcomp_skew_observe(gcomp_comm *comm, gcomp_call *call);
+/* At destroy: GCOMP_STATS and GCOMP_TRACE (a failed write warns). */
+void gcomp_stats_write(const gcomp_comm *comm);
+void gcomp_trace_write(const gcomp_comm *comm);
+
+/* ---- non-blocking calls (progress.c) -------------------------------------------------- */
+/* Stops the progress thread after what is queued; requests not yet completed by the
+ * caller make gcomp_comm_destroy refuse before this is reached. */
+void gcomp_progress_stop(gcomp_comm *comm);
+int gcomp_progress_pending(gcomp_comm *comm);
+
+/* ---- the communicator ----------------------------------------------------------------- */
+struct gcomp_request;
+
+struct gcomp_comm {
+  gcomp_transport *t;
+  int own;                     /* destroy the transport with the communicator */
+  gcomp_settings set;          /* this communicator's settings, copied at creation */
+  gcomp_agreed agreed;         /* those the call path reads, agreed across ranks */
+  uint32_t seq;                /* call number, part of every tag */
+  int *world;                  /* 0..size-1 */
+  gcomp_scratch scratch;       /* the algorithms' receive scratch, kept across calls */
+  uint8_t *work;               /* fp32 copy of bf16/fp16 data */
+  size_t work_cap;
+  gcomp_plan_in model;         /* links and placement; bytes set per call */
+  gcomp_codec_entry codecs[GCOMP_MAX_CODECS];
+  int ncodecs;
+  gcomp_shm *shm;              /* the node's shared segment (NULL: alone on the node, or none) */
+  gcomp_skew skew;             /* straggler detection (GCOMP_SKEW_WINDOW) */
+  int tracing;                 /* GCOMP_TRACE is set */
+  gcomp_trace_event *trace;    /* one event per call */
+  size_t ntrace, trace_cap;
+  uint64_t born_ns;
+  double born_real_us;         /* CLOCK_REALTIME when born_ns was taken, microseconds */
+  double epoch_real_us;        /* the job's earliest born_real_us: the traces' time origin */
+  int broken;                  /* a collective failed part-way: peers are in unknown states */
+  char broken_why[768];        /* that failure, for every later call */
+  /* what other threads may read while a call runs (gcomp_comm_get_stats, _get_skew,
+   * _last_algo): written under mu by the observers */
+  gcomp_comm_stats stats;
+  const char *last_algo;
+  /* non-blocking calls: a FIFO served by one progress thread, started on first use */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;           /* queue changed, or a request finished */
+  struct gcomp_request *head, *tail;
+  int thread_on, stopping;
+  int pending;                 /* requests issued and not yet freed by wait or test */
+  pthread_t thread;
+};
+
+#endif /* GCOMP_COMM_IMPL_H */

@@ -1,0 +1,79 @@
+/* The cost model's primitives: predicted seconds of the building blocks over one kind of
+ * link (alpha: latency per message, beta: seconds per byte, gamma: reduction seconds per
+ * byte), and the links a flat algorithm crosses. Every algorithm's descriptor (plan.c,
+ * hier.c) prices itself from these, so one formula serves the planner, hier's choice of
+ * its cross-node block and the public predictions (plan_query.c). */
+#include <math.h>
+
+#include "coll.h"
+
+static int log2_floor(int n) {
+  int k = 0;
+  while ((1 << (k + 1)) <= n) k++;
+  return k;
+}
+
+double gcomp_cost_ring(int n, double m, gcomp_link l, double gamma) {
+  if (n <= 1) return 0;
+  return 2.0 * (n - 1) * l.alpha_s + 2.0 * (n - 1) / n * m * l.beta_spb +
+         (double)(n - 1) / n * m * gamma;
+}
+
+/* folding a non-power-of-two group costs one whole-vector step before and after */
+static double fold_cost(int n, double m, gcomp_link l, double gamma) {
+  int p = 1 << log2_floor(n);
+  return p == n ? 0 : 2.0 * (l.alpha_s + m * l.beta_spb) + m * gamma;
+}
+
+double gcomp_cost_rhd(int n, double m, gcomp_link l, double gamma) {
+  if (n <= 1) return 0;
+  int k = log2_floor(n), p = 1 << k;
+  return 2.0 * k * l.alpha_s + 2.0 * (p - 1) / p * m * l.beta_spb +
+         (double)(p - 1) / p * m * gamma + fold_cost(n, m, l, gamma);
+}
+
+double gcomp_cost_rd(int n, double m, gcomp_link l, double gamma) {
+  if (n <= 1) return 0;
+  int k = log2_floor(n);
+  return k * (l.alpha_s + m * l.beta_spb + m * gamma) + fold_cost(n, m, l, gamma);
+}
+
+/* direct: n-1 frames out and in, twice (shards to owners, reduced shards back); the codec
+ * runs over the whole vector once each way, plus the owner's decode of n contributions */
+double gcomp_cost_direct(int n, double m, gcomp_link l, const gcomp_plan_in *in) {
+  if (n <= 1) return m * in->codec_spb;
+  double wire = 2.0 * (n - 1) / n * m * in->ratio;
+  return 2.0 * (n - 1) * l.alpha_s + wire * l.beta_spb + 2.0 * m * in->codec_spb +
+         (double)(n - 1) / n * m * in->gamma_spb;
+}
+
+/* sparse: the whole frame to each of n-1 peers; n frames decoded and added */
+double gcomp_cost_sparse(int n, double m, gcomp_link l, const gcomp_plan_in *in) {
+  if (n <= 1) return m * in->codec_spb;
+  double frame = m * in->ratio;
+  return (n - 1) * (l.alpha_s + frame * l.beta_spb) +
+         m * in->codec_spb * (1.0 + (n - 1) * in->ratio);
+}
+
+/* flat algorithms run at the pace of the slowest link they cross */
+gcomp_link gcomp_cost_flat_link(const gcomp_plan_in *in) {
+  return in->nnodes > 1 ? in->inter : in->intra;
+}
+
+/* ... and when every rank of a node crosses it at once (recursive doubling's cross-node
+ * steps, direct's and sparse's all-to-all), the node's link is shared local ways. The ring
+ * (one edge per node crosses) and halving/doubling (whose cross-node steps carry 1/local of
+ * the vector per rank) need no such correction. */
+gcomp_link gcomp_cost_shared_link(const gcomp_plan_in *in) {
+  gcomp_link l = gcomp_cost_flat_link(in);
+  if (in->nnodes > 1 && in->local > 1) l.beta_spb *= in->local;
+  return l;
+}
+
+/* the shared-memory allreduce of one node: rounds of shm_slot bytes */
+double gcomp_cost_shm(const gcomp_plan_in *in) {
+  if (in->nnodes != 1 || in->shm_alpha == 0 || !in->shm_slot) return -1;
+  if (in->shm_alpha < 0) return 1e30;   /* not calibrated (GCOMP_ALPHA_BETA): only on request */
+  double rounds = in->bytes ? (double)((in->bytes + in->shm_slot - 1) / in->shm_slot) : 1;
+  return rounds * in->shm_alpha + (double)in->bytes * in->shm_spb;
+}

@@ -1,0 +1,145 @@
+/* Non-blocking calls: a FIFO of requests per communicator, served by one progress thread
+ * started on the first gcomp_iallreduce; and gcomp_allreduce, which joins that queue once
+ * the thread runs so that calls keep their order and the transport keeps one user. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_impl.h"
+
+/* One queued call and, once it ran, its outcome. */
+struct gcomp_request {
+  gcomp_comm *comm;
+  gcomp_call call;
+  struct gcomp_request *next;
+  int done, status;
+  char error[1024];            /* gcomp_last_error() of the progress thread on failure */
+};
+
+static void *progress_main(void *arg) {
+  gcomp_comm *comm = arg;
+  pthread_mutex_lock(&comm->mu);
+  for (;;) {
+    while (!comm->head && !comm->stopping) pthread_cond_wait(&comm->cv, &comm->mu);
+    if (!comm->head) break;   /* stopping, and nothing left to run */
+    gcomp_request *r = comm->head;
+    pthread_mutex_unlock(&comm->mu);
+    int st = gcomp_call_run(comm, &r->call);
+    pthread_mutex_lock(&comm->mu);
+    r->status = st;
+    if (st < 0) snprintf(r->error, sizeof r->error, "%s", gcomp_last_error());
+    comm->head = r->next;
+    if (!comm->head) comm->tail = NULL;
+    r->done = 1;
+    pthread_cond_broadcast(&comm->cv);
+  }
+  pthread_mutex_unlock(&comm->mu);
+  return NULL;
+}
+
+/* Runs what is queued, then ends the thread */
+void gcomp_progress_stop(gcomp_comm *comm) {
+  pthread_mutex_lock(&comm->mu);
+  int on = comm->thread_on;
+  comm->stopping = 1;
+  pthread_cond_broadcast(&comm->cv);
+  pthread_mutex_unlock(&comm->mu);
+  if (on) pthread_join(comm->thread, NULL);
+  comm->thread_on = 0;
+}
+
+int gcomp_progress_pending(gcomp_comm *comm) {
+  pthread_mutex_lock(&comm->mu);
+  int pending = comm->pending;
+  pthread_mutex_unlock(&comm->mu);
+  return pending;
+}
+
+static int enqueue(gcomp_comm *comm, gcomp_request *r) {
+  pthread_mutex_lock(&comm->mu);
+  if (!comm->thread_on) {
+    int rc = pthread_create(&comm->thread, NULL, progress_main, comm);
+    if (rc) {
+      pthread_mutex_unlock(&comm->mu);
+      GCOMP_FAIL(GCOMP_ERR_NOMEM, "gcomp_iallreduce: cannot start the progress thread: %s",
+                 strerror(rc));
+    }
+    comm->thread_on = 1;
+  }
+  if (comm->tail) comm->tail->next = r;
+  else comm->head = r;
+  comm->tail = r;
+  comm->pending++;
+  pthread_cond_broadcast(&comm->cv);
+  pthread_mutex_unlock(&comm->mu);
+  return GCOMP_OK;
+}
+
+static gcomp_call call_of(const void *sendbuf, void *recvbuf, size_t count, gcomp_dtype dtype,
+                          gcomp_op op, gcomp_codec *codec, uint64_t key) {
+  return (gcomp_call){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype,
+                      .op = op, .codec = codec, .key = key};
+}
+
+int gcomp_iallreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                     gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key,
+                     gcomp_request **req) {
+  GCOMP_FAIL_IF(!req, GCOMP_ERR_INVALID, "gcomp_iallreduce: req is NULL");
+  *req = NULL;
+  GCOMP_CHECK(gcomp_call_check_args("gcomp_iallreduce", comm, sendbuf, recvbuf, count, dtype, op));
+  gcomp_request *r = calloc(1, sizeof *r);
+  GCOMP_FAIL_IF(!r, GCOMP_ERR_NOMEM, "gcomp_iallreduce: request");
+  r->comm = comm;
+  r->call = call_of(sendbuf, recvbuf, count, dtype, op, codec, key);
+  r->call.arrive_ns = gcomp_now_ns();   /* the rank's arrival at this call */
+  int st = enqueue(comm, r);
+  if (st < 0) {
+    free(r);
+    return st;
+  }
+  *req = r;
+  return GCOMP_OK;
+}
+
+/* Frees a request that has run (under comm->mu, which the caller holds) */
+static int finish(gcomp_request *r) {
+  r->comm->pending--;
+  int st = r->status;
+  if (st < 0) gcomp_error_restore(st, r->error);
+  free(r);
+  return st;
+}
+
+int gcomp_request_wait(gcomp_request *req) {
+  GCOMP_FAIL_IF(!req, GCOMP_ERR_INVALID, "gcomp_request_wait: req is NULL");
+  gcomp_comm *comm = req->comm;
+  pthread_mutex_lock(&comm->mu);
+  while (!req->done) pthread_cond_wait(&comm->cv, &comm->mu);
+  int st = finish(req);
+  pthread_mutex_unlock(&comm->mu);
+  return st;
+}
+
+int gcomp_request_test(gcomp_request *req, int *done) {
+  GCOMP_FAIL_IF(!req || !done, GCOMP_ERR_INVALID, "gcomp_request_test: NULL argument");
+  gcomp_comm *comm = req->comm;
+  pthread_mutex_lock(&comm->mu);
+  *done = req->done;
+  int st = *done ? finish(req) : GCOMP_OK;
+  pthread_mutex_unlock(&comm->mu);
+  return st;
+}
+
+int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                    gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key) {
+  GCOMP_CHECK(gcomp_call_check_args("gcomp_allreduce", comm, sendbuf, recvbuf, count, dtype, op));
+  /* once a progress thread serves this communicator, every call goes through its queue:
+   * calls keep their order and the transport keeps one user */
+  if (!comm->thread_on) {   /* written only by the user's thread, like this read */
+    gcomp_call call = call_of(sendbuf, recvbuf, count, dtype, op, codec, key);
+    return gcomp_call_run(comm, &call);
+  }
+  gcomp_request *r;
+  GCOMP_CHECK(gcomp_iallreduce(comm, sendbuf, recvbuf, count, dtype, op, codec, key, &r));
+  return gcomp_request_wait(r);
+}
