@@ -7,6 +7,7 @@
 
 #include "cast.h"
 #include "crc_fold.h"
+#include "rand_simd.h"
 
 #define SET1(v) _mm256_set1_epi32((int)(v))
 #define GCOMP_CAST_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -19,12 +20,6 @@ static size_t head_for(const void *p, size_t elem, size_t align, size_t n) {
   if (mis % elem) return n;   /* never aligns: all of it goes the slow way */
   size_t h = mis ? (align - mis) / elem : 0;
   return h < n ? h : n;
-}
-
-static inline uint32_t f2u(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
 }
 
 static void add_counts(gcomp_cast_counts *c, const gcomp_cast_counts *k) {
@@ -270,19 +265,6 @@ uint32_t gcomp_cast_bf16_enc_sum_avx2(const float *src, size_t n, uint8_t *dst,
 }
 
 /* ---- stochastic rounding -------------------------------------------------------------- */
-static inline __m256i hash8(__m256i x) {
-  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
-  x = _mm256_mullo_epi32(x, SET1(0x7feb352du));
-  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
-  x = _mm256_mullo_epi32(x, SET1(0x846ca68bu));
-  return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
-}
-
-/* gcomp_cast_rand(key, idx) for 8 lanes */
-static inline __m256i rand8(__m256i idx, __m256i klo, __m256i khi) {
-  return hash8(_mm256_xor_si256(hash8(_mm256_add_epi32(idx, klo)), khi));
-}
-
 /* 32-bit lane counters (i0 + n never passes 2^32, so n/8 fits a lane) */
 typedef struct {
   __m256i nf, ov, uf;
@@ -350,7 +332,7 @@ static void f16_enc_sr_avx2(const float *src, size_t n, uint8_t *dst, float scal
       __m256 x = _mm256_loadu_ps(src + i + 8 * j);
       __m256i w = _mm256_castps_si256(x), a0 = _mm256_and_si256(w, abs);
       __m256i a = _mm256_and_si256(_mm256_castps_si256(_mm256_mul_ps(x, sc)), abs);
-      __m256i h = f16_sr8(a, rand8(idx, klo, khi));
+      __m256i h = f16_sr8(a, gcomp_rand8(idx, klo, khi));
       idx = _mm256_add_epi32(idx, step);
       lane_count(&lc, a0, h, 0x7c00);
       hv[j] = _mm256_or_si256(h, _mm256_and_si256(_mm256_srli_epi32(w, 16), sgn));
@@ -375,7 +357,7 @@ static void bf16_enc_sr_avx2(const float *src, size_t n, uint8_t *dst, uint64_t 
     for (int j = 0; j < 2; j++) {
       __m256i w = _mm256_loadu_si256((const __m256i *)(src + i + 8 * j));
       __m256i a0 = _mm256_and_si256(w, abs);
-      __m256i r = rand8(idx, klo, khi);
+      __m256i r = gcomp_rand8(idx, klo, khi);
       idx = _mm256_add_epi32(idx, step);
       __m256i h = _mm256_srli_epi32(_mm256_add_epi32(w, _mm256_srli_epi32(r, 16)), 16);
       __m256i q = _mm256_or_si256(_mm256_srli_epi32(w, 16), SET1(0x40));

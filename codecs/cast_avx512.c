@@ -12,6 +12,7 @@
 
 #include "cast.h"
 #include "crc_fold.h"
+#include "rand_simd.h"
 
 #define SET1(v) _mm512_set1_epi32((int)(v))
 
@@ -181,18 +182,7 @@ static uint32_t bf16_enc_sum_avx512(const float *src, size_t n, uint8_t *dst,
   return ~gcomp_crc_fold512_end(f);
 }
 
-/* ---- stochastic rounding (gcomp_cast_rand for 16 lanes) ---------------------------------- */
-static inline __m512i hash16(__m512i x) {
-  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
-  x = _mm512_mullo_epi32(x, SET1(0x7feb352du));
-  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
-  x = _mm512_mullo_epi32(x, SET1(0x846ca68bu));
-  return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
-}
-static inline __m512i rand16(__m512i idx, __m512i klo, __m512i khi) {
-  return hash16(_mm512_xor_si512(hash16(_mm512_add_epi32(idx, klo)), khi));
-}
-
+/* ---- stochastic rounding (gcomp_cast_rand for 16 lanes: rand_simd.h) -------------------- */
 /* counters of one vector: a0 the input magnitude, hmag the output magnitude */
 static inline void sr_count(__m512i a0, __m512i hmag, uint32_t inf16, gcomp_cast_counts *k) {
   __mmask16 nf = _mm512_cmpgt_epu32_mask(a0, SET1(0x7f7fffff));
@@ -237,7 +227,7 @@ static void f16_enc_sr_avx512(const float *src, size_t n, uint8_t *dst, float sc
     __m512 x = _mm512_loadu_ps(src + i);
     __m512i w = _mm512_castps_si512(x), a0 = _mm512_and_si512(w, SET1(0x7fffffff));
     __m512i a = _mm512_and_si512(_mm512_castps_si512(_mm512_mul_ps(x, sc)), SET1(0x7fffffff));
-    __m512i h = f16_sr16(a, rand16(idx, klo, khi));
+    __m512i h = f16_sr16(a, gcomp_rand16(idx, klo, khi));
     idx = _mm512_add_epi32(idx, SET1(16));
     sr_count(a0, h, 0x7c00, &k);
     h = _mm512_or_si512(h, _mm512_and_si512(_mm512_srli_epi32(w, 16), SET1(0x8000)));
@@ -256,7 +246,7 @@ static void bf16_enc_sr_avx512(const float *src, size_t n, uint8_t *dst, uint64_
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     __m512i w = _mm512_loadu_si512(src + i), a0 = _mm512_and_si512(w, SET1(0x7fffffff));
-    __m512i r = rand16(idx, klo, khi);
+    __m512i r = gcomp_rand16(idx, klo, khi);
     idx = _mm512_add_epi32(idx, SET1(16));
     __m512i h = _mm512_srli_epi32(_mm512_add_epi32(w, _mm512_srli_epi32(r, 16)), 16);
     __m512i q = _mm512_or_si512(_mm512_srli_epi32(w, 16), SET1(0x40));

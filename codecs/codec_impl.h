@@ -19,6 +19,8 @@ enum {
   GCOMP_KIND_FP16 = 2,
   GCOMP_KIND_BF16 = 3,
   GCOMP_KIND_TOPK = 4,
+  GCOMP_KIND_QUANT = 5,
+  GCOMP_KIND_SIGN = 6,
   GCOMP_KIND_TEST_BIASED = 250   /* deliberately wrong codec for the harness's own tests */
 };
 

@@ -12,6 +12,8 @@ extern const gcomp_kind gcomp_kind_none;
 extern const gcomp_kind gcomp_kind_fp16;
 extern const gcomp_kind gcomp_kind_bf16;
 extern const gcomp_kind gcomp_kind_topk;
+extern const gcomp_kind gcomp_kind_quant;
+extern const gcomp_kind gcomp_kind_sign;
 extern const gcomp_kind gcomp_kind_test_biased;
 
 static const gcomp_kind *const kinds[] = {
@@ -19,6 +21,8 @@ static const gcomp_kind *const kinds[] = {
     &gcomp_kind_fp16,
     &gcomp_kind_bf16,
     &gcomp_kind_topk,
+    &gcomp_kind_quant,
+    &gcomp_kind_sign,
     &gcomp_kind_test_biased,
 };
 enum { NKINDS = sizeof kinds / sizeof *kinds };

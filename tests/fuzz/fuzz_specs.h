@@ -24,7 +24,17 @@ static const char *const gcomp_fuzz_specs[] = {
     "topk:ratio=0.01+ef+zstd:planes=all",
     "bf16+ef+zstd",
     "none+igzip:level=0",
+    "quant",
+    "quant:bits=8,bucket=32",
+    "quant:bits=3,bucket=64,round=stochastic",
+    "quant:bits=1+zstd",
+    "quant:bits=2,bucket=128+ef:dtype=bf16",
+    "sign",
+    "sign:bucket=32+ef",
+    "sign+igzip",
 };
+/* the selector has 5 bits for the spec */
+_Static_assert(sizeof gcomp_fuzz_specs / sizeof *gcomp_fuzz_specs <= 32, "at most 32 specs");
 enum { GCOMP_FUZZ_NSPECS = sizeof gcomp_fuzz_specs / sizeof *gcomp_fuzz_specs };
 
 #endif

@@ -73,7 +73,9 @@ int main(int argc, char **argv) {
   const char *specs[] = {"none", "none+ef:dtype=fp32+zstd:level=3,planes=all",
                          "bf16+igzip:level=1,planes=exp", "fp16:scale=none",
                          "topk:ratio=0.01,exact=1+ef", "bf16:round=stochastic,seed=7",
-                         "none+zstd:", "none+lz4", "none+ef+ef"};
+                         "none+zstd:", "none+lz4", "none+ef+ef",
+                         "quant:bits=2,bucket=128,round=stochastic,seed=3+ef:dtype=bf16",
+                         "sign:bucket=64+ef+zstd", "quant:bits=9", "sign:bucket=100"};
   for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
     char name[32];
     snprintf(name, sizeof name, "spec%02zu", i);

@@ -24,6 +24,7 @@
 #include "frame.h"
 #include "gcomp_common.h"
 #include "test_cast_ref.h"
+#include "test_util.h"
 
 /* ---- helpers ------------------------------------------------------------------------- */
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
@@ -57,22 +58,6 @@ static uint32_t interesting(void) {
 static void fill(float *p, size_t n) {
   for (size_t i = 0; i < n; i++) p[i] = ref_u2f(interesting());
 }
-
-/* A buffer of `bytes` whose last byte is the last one before a PROT_NONE page. */
-typedef struct {
-  uint8_t *base;
-  size_t len;
-} guarded;
-static void *guard_alloc(guarded *g, size_t bytes) {
-  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-  size_t data = (bytes + pg - 1) / pg * pg;
-  g->len = data + pg;
-  g->base = mmap(NULL, g->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  assert_true(g->base != MAP_FAILED);
-  assert_int_equal(mprotect(g->base + data, pg, PROT_NONE), 0);
-  return g->base + data - bytes;
-}
-static void guard_free(guarded *g) { munmap(g->base, g->len); }
 
 /* The SIMD tables this CPU runs (every table but the portable one), each said once. */
 static const gcomp_cast_kernels *const *simd_tables(size_t *n) {

@@ -1,0 +1,190 @@
+/* Internal: the low-bit kernels behind "quant" (quant.c) and "sign" (sign.c), one table per
+ * ISA (lowbit_base.c, lowbit_avx2.c, lowbit_avx512.c), and the scalar rules every table
+ * follows bit for bit (the SIMD kernels use these for their tails; the differential tests
+ * hold them to it).
+ *
+ * Codes: value j of a bucket occupies bits [B j, B (j + 1)) of the bucket's code bytes,
+ * least significant bit first (byte k holds values 8k/B ...): for B = 4 the low nibble is
+ * the even value, for B = 1 bit i of byte k is value 8k + i. A run of n codes takes
+ * ceil(B n / 8) bytes.
+ *
+ * quant, one bucket of finite values with minimum mn and maximum mx (both +0 rather than
+ * -0), L = 2^B - 1: range = mx - mn; step = range / L and inv = L / range (fp32; range 0:
+ * step 0, inv 0); t = (x - mn) * inv;
+ *   nearest     c = min(L, round-half-even(t))  (t + 1.5 * 2^23 rounds it exactly: t < 2^22)
+ *   stochastic  u = (uint32_t)(t * 2^23) (truncated); c = min(L, (u >> 23) + ((r >> 9) <
+ *               (u & 0x7fffff))) with r = gcomp_cast_rand(key, index): up with probability
+ *               frac(t) truncated to 23 bits, so the code's mean is t within 2^-23
+ *   decoded     mn + (float)c * step  (two roundings, no fused multiply-add)
+ * sign, one bucket: s = sum |x| / nnz over its nonzero values (the sum in the fixed order
+ * of gcomp_lb_sum16: sixteen running sums by index mod 16, then a fixed tree); bit = x < 0;
+ * zero = x == 0; decoded: 0 where zero, else -s where bit, else s.
+ */
+#ifndef GCOMP_LOWBIT_H
+#define GCOMP_LOWBIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cast.h"
+#include "codec_impl.h"
+#include "half.h"
+
+enum { GCOMP_LB_STORE = 0, GCOMP_LB_ADD = 1, GCOMP_LB_SUB = 2 };   /* what a decoder does */
+
+typedef struct {
+  const char *name;
+  /* quant. minmax: the minimum and maximum of x[0..n) (n >= 1), each +0 rather than -0;
+   * returns nonzero (and leaves them unspecified) when any value is NaN or Inf. */
+  int (*minmax)(const float *x, size_t n, float *mn, float *mx);
+  /* The codes of x[0..n), packed at codes (ceil(bits n / 8) bytes); x within the bucket's
+   * grid [mn, mn + range] (outside it a code is still some code < 2^bits). */
+  void (*qenc)(const float *x, size_t n, unsigned bits, float mn, float inv, uint8_t *codes);
+  /* Stochastic: value j draws gcomp_cast_rand(key, i0 + j) (i0 + n never wraps). */
+  void (*qenc_sr)(const float *x, size_t n, unsigned bits, float mn, float inv, uint64_t key,
+                  uint32_t i0, uint8_t *codes);
+  /* dst[j] = (or +=, -=: mode GCOMP_LB_*) mn + (float)c_j * step. */
+  void (*qdec)(const uint8_t *codes, size_t n, unsigned bits, float mn, float step, float *dst,
+               int mode);
+  /* sign. sscan: *sum = sum |x| (fixed order), *nnz = nonzero values; nonzero return when
+   * any value is NaN or Inf. */
+  int (*sscan)(const float *x, size_t n, float *sum, size_t *nnz);
+  /* The sign bits of x[0..n) (x < 0), and when zmask is not NULL its zero bits (x == 0),
+   * ceil(n / 8) bytes each. */
+  void (*senc)(const float *x, size_t n, uint8_t *bits, uint8_t *zmask);
+  /* dst[j] = (or +=, -=) the decoded value; zmask NULL: no zeros. */
+  void (*sdec)(const uint8_t *bits, const uint8_t *zmask, size_t n, float s, float *dst,
+               int mode);
+} gcomp_lowbit_kernels;
+
+extern const gcomp_lowbit_kernels gcomp_lowbit_base;
+extern const gcomp_lowbit_kernels gcomp_lowbit_avx2;
+extern const gcomp_lowbit_kernels gcomp_lowbit_avx512;
+
+/* The table for gcomp_isa_level(); every table this CPU runs, base first (tests). */
+const gcomp_lowbit_kernels *gcomp_lowbit_kernels_get(void);
+const gcomp_lowbit_kernels *const *gcomp_lowbit_tables(size_t *n);
+
+/* ---- what quant.c and sign.c share (lowbit.c) --------------------------------------------
+ * A bucket whose values cannot be coded (NaN or Inf among them, or a range fp32 cannot
+ * step through) is sent as is: the marker word, then its values as little-endian fp32. */
+enum { GCOMP_LB_RAW = 0xffffffffu };   /* a NaN no encoder writes as a step or a scale */
+/* Writes the marker and x[0..n); returns the bytes written (4 + 4n). */
+size_t gcomp_lb_raw_put(uint8_t *p, const float *x, size_t n);
+/* dst[0..n) = (+=, -=) the n raw values at p. */
+void gcomp_lb_raw_get(const uint8_t *p, size_t n, float *dst, int mode);
+/* NaN and Inf among x[0..n). */
+uint64_t gcomp_lb_nonfinite(const float *x, size_t n);
+/* The bucket parameter shared by both kinds: a multiple of 32 in [32, 2^20]. */
+int gcomp_lb_set_bucket(const char *kind, const char *value, uint64_t *bucket);
+/* The encode loop of both kinds: bucket after bucket (with error feedback, x = grad + res
+ * formed in res first), each coded by fn at the next free byte and reported for the
+ * frame's block checksums. fn returns the bytes it wrote, 0 when they would pass end. */
+typedef size_t (*gcomp_lb_bucket_fn)(void *arg, const float *x, size_t n, uint64_t b,
+                                     float *res, uint8_t *p, const uint8_t *end);
+int gcomp_lb_encode(const char *kind, gcomp_enc_ctx *ctx, size_t bucket, const float *src,
+                    const float *grad, float *res, size_t count, uint8_t *dst, size_t cap,
+                    size_t *len, gcomp_lb_bucket_fn fn, void *arg);
+/* A decoder's raw bucket at payload offset o (the marker read): checks the length,
+ * verifies, decodes; *o moves past it. */
+int gcomp_lb_decode_raw(const char *kind, const uint8_t *src, size_t len, size_t *o, size_t n,
+                        size_t b0, float *dst, int mode, gcomp_frame_check *chk);
+
+/* The stochastic-rounding key of bucket b of frame seq (quant:round=stochastic). */
+static inline uint64_t gcomp_lb_key(uint64_t seed, uint64_t seq, uint64_t b) {
+  return gcomp_cast_mix64(gcomp_cast_key(seed, seq, 0) ^ b);
+}
+
+/* ---- the scalar rules -------------------------------------------------------------------- */
+static inline size_t gcomp_lb_bytes(size_t n, unsigned bits) { return (n * bits + 7) / 8; }
+
+static inline uint32_t gcomp_lb_code(float x, float mn, float inv, uint32_t top) {
+  float t = (x - mn) * inv;
+  uint32_t c = gcomp_f2u(t + 0x1.8p23f) - 0x4b400000u;
+  return c < top ? c : top;
+}
+
+static inline uint32_t gcomp_lb_code_sr(float x, float mn, float inv, uint32_t top, uint32_t r) {
+  float t = (x - mn) * inv;
+  uint32_t u = (uint32_t)(int32_t)(t * 0x1p23f);
+  uint32_t c = (u >> 23) + ((r >> 9) < (u & 0x7fffffu));
+  return c < top ? c : top;
+}
+
+static inline float gcomp_lb_apply(float d, float v, int mode) {
+  return mode == GCOMP_LB_ADD ? d + v : mode == GCOMP_LB_SUB ? d - v : v;
+}
+
+/* Packs codes c[0..n) (each < 2^bits), the first at bit 0 of out. */
+static inline void gcomp_lb_pack(const uint32_t *c, size_t n, unsigned bits, uint8_t *out) {
+  uint32_t acc = 0;
+  unsigned nb = 0;
+  size_t o = 0;
+  for (size_t j = 0; j < n; j++) {
+    acc |= c[j] << nb;
+    nb += bits;
+    while (nb >= 8) out[o++] = (uint8_t)acc, acc >>= 8, nb -= 8;
+  }
+  if (nb) out[o] = (uint8_t)acc;
+}
+
+/* Code j of a packed run. */
+static inline uint32_t gcomp_lb_unpack(const uint8_t *codes, size_t j, unsigned bits) {
+  size_t bit = j * bits, b = bit >> 3;
+  unsigned sh = (unsigned)(bit & 7);
+  uint32_t w = codes[b];
+  if (sh + bits > 8) w |= (uint32_t)codes[b + 1] << 8;
+  return (w >> sh) & ((1u << bits) - 1);
+}
+
+#if defined(__BMI2__)
+#include <immintrin.h>
+/* The SIMD kernels' packing of widths 3, 5, 6, 7: 32 codes, one a byte in q, to 4 * bits
+ * bytes (PEXT gathers the low bits of eight bytes at a time). */
+static inline void gcomp_lb_pack_pext(const uint64_t q[4], unsigned bits, uint8_t *out) {
+  uint64_t keep = 0x0101010101010101ull * ((1u << bits) - 1);
+  for (int k = 0; k < 4; k++) {
+    uint64_t v = _pext_u64(q[k], keep);
+    memcpy(out + k * bits, &v, bits);
+  }
+}
+#endif
+
+/* The sign kernels' sum: sixteen running sums (value i goes to acc[i % 16]), reduced
+ * pairwise in a fixed tree; any SIMD width that keeps the lanes so gets the same bits. */
+static inline float gcomp_lb_sum16(const float *acc) {
+  float s8[8], s4[4];
+  for (int j = 0; j < 8; j++) s8[j] = acc[j] + acc[j + 8];
+  for (int j = 0; j < 4; j++) s4[j] = s8[j] + s8[j + 4];
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+/* pshufb masks and shifts that unpack the 8 codes of one B-byte group into eight 32-bit
+ * lanes (the group's 8 bytes in both 128-bit halves; lanes 0-3 from the low half): lane j
+ * takes bytes (B j) / 8 and the next when the code crosses into it, then shifts right by
+ * (B j) % 8. Written out from that rule; test_lowbit.c checks them for every B. */
+static const uint8_t gcomp_lb_shuf[9][32] = {
+    {0},
+#define Z 0x80
+    {0, Z, Z, Z, 0, Z, Z, Z, 0, Z, Z, Z, 0, Z, Z, Z,
+     0, Z, Z, Z, 0, Z, Z, Z, 0, Z, Z, Z, 0, Z, Z, Z},
+    {0, Z, Z, Z, 0, Z, Z, Z, 0, Z, Z, Z, 0, Z, Z, Z,
+     1, Z, Z, Z, 1, Z, Z, Z, 1, Z, Z, Z, 1, Z, Z, Z},
+    {0, Z, Z, Z, 0, Z, Z, Z, 0, 1, Z, Z, 1, Z, Z, Z,
+     1, Z, Z, Z, 1, 2, Z, Z, 2, Z, Z, Z, 2, Z, Z, Z},
+    {0, Z, Z, Z, 0, Z, Z, Z, 1, Z, Z, Z, 1, Z, Z, Z,
+     2, Z, Z, Z, 2, Z, Z, Z, 3, Z, Z, Z, 3, Z, Z, Z},
+    {0, Z, Z, Z, 0, 1, Z, Z, 1, Z, Z, Z, 1, 2, Z, Z,
+     2, 3, Z, Z, 3, Z, Z, Z, 3, 4, Z, Z, 4, Z, Z, Z},
+    {0, Z, Z, Z, 0, 1, Z, Z, 1, 2, Z, Z, 2, Z, Z, Z,
+     3, Z, Z, Z, 3, 4, Z, Z, 4, 5, Z, Z, 5, Z, Z, Z},
+    {0, Z, Z, Z, 0, 1, Z, Z, 1, 2, Z, Z, 2, 3, Z, Z,
+     3, 4, Z, Z, 4, 5, Z, Z, 5, 6, Z, Z, 6, Z, Z, Z},
+    {0, Z, Z, Z, 1, Z, Z, Z, 2, Z, Z, Z, 3, Z, Z, Z,
+     4, Z, Z, Z, 5, Z, Z, Z, 6, Z, Z, Z, 7, Z, Z, Z},
+#undef Z
+};
+static inline unsigned gcomp_lb_shift(unsigned bits, unsigned lane) { return (bits * lane) & 7; }
+
+#endif /* GCOMP_LOWBIT_H */

@@ -1,0 +1,160 @@
+/* "sign": scaled sign, one bit a value and one fp32 scale a bucket (kernels in
+ * lowbit_*.c, rules in lowbit.h), meant with +ef (EF-signSGD; 1-bit Adam's compression).
+ *
+ *   sign[:bucket=S]      S a multiple of 32 in [32, 2^20], default 512
+ *
+ * A bucket's value x decodes to s * sign(x), s the mean magnitude of the bucket's nonzero
+ * values: for fixed signs that s minimises the squared error (d/ds sum (|x| - s)^2 = 0),
+ * and the decoded bucket keeps the bucket's L1 norm. Zeros are explicit, as a sign cannot
+ * say 0: a bucket holding some zeros (ReLU-sparse gradients, frozen or padded rows) also
+ * sends a bit a value saying which, and they decode to exactly 0 (else a zero would be
+ * sent as +s, and error feedback would push it back and forth); a bucket of zeros only
+ * sends s = 0. A bucket holding NaN or Inf (counted in nonfinite_inputs), or whose sum of
+ * magnitudes overflows, is sent as is.
+ *
+ * Payload (little-endian), bucket after bucket, nothing else (n values in the bucket):
+ *   f32 scale, ceil(n / 8) bytes of sign bits (1: negative)           no zeros in it, or
+ *   f32 -scale (sign bit set), ceil(n / 8) sign bytes, ceil(n / 8) bytes of zero bits, or
+ *   u32 0xffffffff, n f32 values                                      sent as is
+ * |scale| is finite. The frame's parameter word is S. Size: 1/8 + 4/S bytes a value
+ * (1/4 + 4/S in buckets with zeros).
+ *
+ * With +ef the error feedback is fused bucket by bucket, as for quant.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "codec_impl.h"
+#include "frame.h"
+#include "lowbit.h"
+
+typedef struct {
+  uint64_t bucket;
+} sign_cfg;
+
+static void sign_defaults(gcomp_kind_cfg *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  ((sign_cfg *)(void *)cfg->bytes)->bucket = 512;
+}
+
+static int sign_set(gcomp_kind_cfg *cfg, const char *key, const char *value) {
+  sign_cfg *c = (sign_cfg *)(void *)cfg->bytes;
+  if (!strcmp(key, "bucket")) return gcomp_lb_set_bucket("sign", value, &c->bucket);
+  GCOMP_FAIL(GCOMP_ERR_INVALID, "sign: unknown parameter '%s' (valid: bucket)", key);
+}
+
+static int sign_validate(const gcomp_kind_cfg *cfg) { return GCOMP_OK; }
+
+static size_t sign_print(const gcomp_kind_cfg *cfg, char *buf, size_t n) {
+  const sign_cfg *c = (const sign_cfg *)(const void *)cfg->bytes;
+  int len = snprintf(buf, n, "bucket=%llu", (unsigned long long)c->bucket);
+  return len < 0 ? 0 : (size_t)len;
+}
+
+static size_t sign_max_payload(const gcomp_kind_cfg *cfg, size_t count) {
+  const sign_cfg *c = (const sign_cfg *)(const void *)cfg->bytes;
+  return 4 * count + 4 * (count / c->bucket + (count % c->bucket != 0));
+}
+
+typedef struct {
+  const gcomp_lowbit_kernels *K;
+  gcomp_enc_ctx *ctx;
+} sign_run_args;
+
+/* Codes bucket x[0..n) at p (res: error feedback, as in quant.c); 0 when past end. */
+static size_t sign_bucket(void *arg, const float *x, size_t n, uint64_t b, float *res,
+                          uint8_t *p, const uint8_t *end) {
+  const gcomp_lowbit_kernels *K = ((sign_run_args *)arg)->K;
+  gcomp_enc_ctx *ctx = ((sign_run_args *)arg)->ctx;
+  float sum;
+  size_t nnz;
+  if (K->sscan(x, n, &sum, &nnz) || !isfinite(sum)) {
+    if ((size_t)(end - p) < 4 + 4 * n) return 0;
+    ctx->stats->nonfinite_inputs += gcomp_lb_nonfinite(x, n);
+    size_t w = gcomp_lb_raw_put(p, x, n);
+    if (res) memset(res, 0, n * sizeof *res);
+    return w;
+  }
+  float s = nnz ? sum / (float)nnz : 0.0f;
+  int zeros = nnz > 0 && nnz < n;
+  size_t nb = (n + 7) / 8, w = 4 + nb * (zeros ? 2 : 1);
+  if ((size_t)(end - p) < w) return 0;
+  gcomp_store_le32(p, gcomp_f2u(zeros ? -s : s));
+  uint8_t *zm = zeros ? p + 4 + nb : NULL;
+  K->senc(x, n, p + 4, zm);
+  if (res) K->sdec(p + 4, zm, n, s, res, GCOMP_LB_SUB);
+  return w;
+}
+
+static int sign_run(const sign_cfg *c, gcomp_enc_ctx *ctx, const float *src, const float *grad,
+                    float *res, size_t count, uint8_t *dst, size_t cap, size_t *len) {
+  sign_run_args a = {gcomp_lowbit_kernels_get(), ctx};
+  ctx->param = (uint32_t)c->bucket;
+  return gcomp_lb_encode("sign", ctx, (size_t)c->bucket, src, grad, res, count, dst, cap, len,
+                         sign_bucket, &a);
+}
+
+static int sign_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const float *restrict src,
+                       size_t count, uint8_t *restrict dst, size_t cap, size_t *len) {
+  return sign_run((const sign_cfg *)(const void *)cfg->bytes, ctx, src, NULL, NULL, count, dst,
+                  cap, len);
+}
+
+static int sign_encode_ef(const gcomp_kind *kind, const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx,
+                          const float *restrict grad, float *restrict residual, size_t count,
+                          uint8_t *restrict dst, size_t cap, size_t *len) {
+  return sign_run((const sign_cfg *)(const void *)cfg->bytes, ctx, NULL, grad, residual, count,
+                  dst, cap, len);
+}
+
+static int sign_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
+                       size_t len, float *restrict dst, size_t count, int add,
+                       gcomp_frame_check *chk) {
+  const sign_cfg *c = (const sign_cfg *)(const void *)cfg->bytes;
+  GCOMP_FAIL_IF(param != c->bucket, GCOMP_ERR_CORRUPT,
+                "sign: frame made with bucket=%u; this codec has bucket=%llu", (unsigned)param,
+                (unsigned long long)c->bucket);
+  const gcomp_lowbit_kernels *K = gcomp_lowbit_kernels_get();
+  int mode = add ? GCOMP_LB_ADD : GCOMP_LB_STORE;
+  size_t o = 0;
+  for (size_t b0 = 0; b0 < count; b0 += c->bucket) {
+    size_t n = count - b0 < c->bucket ? count - b0 : (size_t)c->bucket, nb = (n + 7) / 8;
+    GCOMP_FAIL_IF(len - o < 4, GCOMP_ERR_CORRUPT,
+                  "sign: payload ends before the bucket at value %zu", b0);
+    GCOMP_CHECK(gcomp_dec_need(chk, o + 4));
+    uint32_t w0 = gcomp_load_le32(src + o);
+    if (w0 == GCOMP_LB_RAW) {
+      GCOMP_CHECK(gcomp_lb_decode_raw("sign", src, len, &o, n, b0, dst + b0, mode, chk));
+      continue;
+    }
+    GCOMP_FAIL_IF((w0 & 0x7f800000u) == 0x7f800000u, GCOMP_ERR_CORRUPT,
+                  "sign: bucket at value %zu has scale %08x (finite expected)", b0, w0);
+    int zeros = w0 >> 31;
+    size_t w = 4 + nb * (zeros ? 2 : 1);
+    GCOMP_FAIL_IF(len - o < w, GCOMP_ERR_CORRUPT,
+                  "sign: payload ends inside the bucket at value %zu", b0);
+    GCOMP_CHECK(gcomp_dec_need(chk, o + w));
+    K->sdec(src + o + 4, zeros ? src + o + 4 + nb : NULL, n, gcomp_u2f(w0 & 0x7fffffffu),
+            dst + b0, mode);
+    o += w;
+  }
+  GCOMP_FAIL_IF(o != len, GCOMP_ERR_CORRUPT, "sign: %zu bytes after the last bucket", len - o);
+  return GCOMP_OK;
+}
+
+const gcomp_kind gcomp_kind_sign = {
+    .name = "sign",
+    .id = GCOMP_KIND_SIGN,
+    .keys = "bucket",
+    .elem_bytes = 0,
+    .reads_in_blocks = 1,
+    .defaults = sign_defaults,
+    .set = sign_set,
+    .validate = sign_validate,
+    .print = sign_print,
+    .max_payload = sign_max_payload,
+    .encode = sign_encode,
+    .decode = sign_decode,
+    .encode_ef = sign_encode_ef,
+};
