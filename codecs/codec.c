@@ -91,7 +91,7 @@ int gcomp_codec_second_stage(const gcomp_codec *codec, gcomp_codec **out) {
   GCOMP_FAIL_IF(!codec || !out, GCOMP_ERR_INVALID, "gcomp_codec_second_stage: NULL argument");
   if (codec->spec.kind->sparse) return gcomp_codec_create("none", out);
   gcomp_spec s = codec->spec;
-  s.ef = 0;
+  s.ef = s.ef && s.kind->second_ef;
   char text[512];
   GCOMP_FAIL_IF(gcomp_spec_print(&s, text, sizeof text) >= sizeof text, GCOMP_ERR_INVALID,
                 "codec spec too long for its second stage");

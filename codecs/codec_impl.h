@@ -87,6 +87,9 @@ struct gcomp_kind {
                            payload; 0: the whole payload is verified before decode runs */
   int sparse;           /* frames hold a few (index, value) pairs: reduced shards are dense,
                            so a planner sums frames as they are instead of re-encoding */
+  int second_ef;        /* with +ef, the second quantisation (of reduced shards) keeps error
+                           feedback too: the owner's residual per shard (sign: re-signing a
+                           sum without it would lose its magnitudes for good) */
 
   /* Fills cfg with defaults. */
   void (*defaults)(gcomp_kind_cfg *cfg);
@@ -147,7 +150,8 @@ int gcomp_kv_choice(const char *kind, const char *key, const char *value, const 
  * themselves), so ranks may differ in it but in nothing else. Like snprintf. */
 size_t gcomp_codec_wire_spec(const gcomp_codec *codec, char *buf, size_t n);
 /* The codec that re-encodes reduced shards (a second quantisation): the same without error
- * feedback, or for a sparse codec fp32 ("none": its reduced shards are dense). */
+ * feedback (with it, for a kind with second_ef), or for a sparse codec fp32 ("none": its
+ * reduced shards are dense). */
 int gcomp_codec_second_stage(const gcomp_codec *codec, gcomp_codec **out);
 
 #endif /* GCOMP_CODEC_IMPL_H */

@@ -19,7 +19,10 @@
  * |scale| is finite. The frame's parameter word is S. Size: 1/8 + 4/S bytes a value
  * (1/4 + 4/S in buckets with zeros).
  *
- * With +ef the error feedback is fused bucket by bucket, as for quant.
+ * With +ef the error feedback is fused bucket by bucket, as for quant, and a compressed
+ * allreduce re-signs each reduced shard with error feedback too (the owner keeps a residual
+ * per tensor and shard, as 1-bit Adam's server does): the second sign's error is carried to
+ * the next call rather than lost.
  */
 #include <math.h>
 #include <stdio.h>
@@ -149,6 +152,7 @@ const gcomp_kind gcomp_kind_sign = {
     .keys = "bucket",
     .elem_bytes = 0,
     .reads_in_blocks = 1,
+    .second_ef = 1,
     .defaults = sign_defaults,
     .set = sign_set,
     .validate = sign_validate,

@@ -145,8 +145,10 @@ int gcomp_direct_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size
  * gcomp_chunk partition) holds the fp32 sum of the decoded contributions. */
 int gcomp_direct_reduce_scatter(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
                                 unsigned phase, uint64_t key_salt, gcomp_codec *codec);
+/* The allgather encodes the owner's shard once (key_salt keys its error feedback, for a
+ * second stage that keeps one: the owner's residual per tensor and shard). */
 int gcomp_direct_allgather(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
-                           unsigned phase, gcomp_codec *codec);
+                           unsigned phase, uint64_t key_salt, gcomp_codec *codec);
 int gcomp_sparse_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
                            unsigned phase, uint64_t key_salt);
 /* The error-feedback key of shard `part` of tensor `key`. */

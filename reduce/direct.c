@@ -124,7 +124,7 @@ int gcomp_direct_reduce_scatter(gcomp_coll *c, const gcomp_group *g, float *buf,
 /* Every rank encodes its (reduced) shard once, the frames are allgathered, and every rank
  * decodes every shard — its own too, so that all ranks hold the same values. */
 int gcomp_direct_allgather(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
-                           unsigned phase, gcomp_codec *codec) {
+                           unsigned phase, uint64_t key_salt, gcomp_codec *codec) {
   int n = g->n, me = g->me;
   if (count == 0) return GCOMP_OK;
   size_t *off = calloc((size_t)n + 1, sizeof *off);
@@ -137,7 +137,10 @@ int gcomp_direct_allgather(gcomp_coll *c, const gcomp_group *g, float *buf, size
   gcomp_chunk(count, n, me, &my_off, &my_len);
   if (st == GCOMP_OK) {
     uint64_t t0 = gcomp_now_ns();
-    st = gcomp_encode(codec, 0, buf + my_off, my_len, scratch + off[me], off[me + 1] - off[me],
+    /* a second stage with error feedback (sign) keeps the owner's residual per shard: the
+     * key of the reduce-scatter's, moved to its own range */
+    uint64_t key = gcomp_shard_key(c->key, key_salt ^ 0x5ec0000000000000ull, me);
+    st = gcomp_encode(codec, key, buf + my_off, my_len, scratch + off[me], off[me + 1] - off[me],
                       &red_len);
     c->stats->encode_s += elapsed(t0);
   }
@@ -167,5 +170,5 @@ int gcomp_direct_allgather(gcomp_coll *c, const gcomp_group *g, float *buf, size
 int gcomp_direct_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
                            unsigned phase, uint64_t key_salt) {
   GCOMP_CHECK(gcomp_direct_reduce_scatter(c, g, buf, count, phase, key_salt, c->codec));
-  return gcomp_direct_allgather(c, g, buf, count, phase, c->codec2);
+  return gcomp_direct_allgather(c, g, buf, count, phase, key_salt, c->codec2);
 }

@@ -62,7 +62,7 @@ static int hier_run_with(gcomp_coll *c, uint8_t *buf, size_t count, int how) {
   }
   t2 = gcomp_now_ns();
   if (st == GCOMP_OK && c->intra)
-    st = gcomp_direct_allgather(c, &local, (float *)(void *)buf, count, 4, c->intra2);
+    st = gcomp_direct_allgather(c, &local, (float *)(void *)buf, count, 4, 0x200u, c->intra2);
   else if (st == GCOMP_OK && c->shm)
     st = gcomp_shm_allgather(c, c->shm, buf, count);
   else if (st == GCOMP_OK)

@@ -1,0 +1,186 @@
+/* quant and sign through the compressed allreduces (direct, hier-direct) on in-process
+ * ranks (gcomp_comm_init_local, one thread a rank): every rank ends with the same bits;
+ * each value is quantised at most twice, so the error of an average stays within two
+ * quantisations of the inputs whatever the rank count (2, 4, 8); sign + EF keeps the
+ * error feedback on both sides (each rank's, and the owner's of its reduced shard), so
+ * what the calls deliver tracks what went in over many calls. Only gcomp.h. */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gcomp.h"
+
+enum { MAXR = 8, N = 40000, CALLS = 40 };
+
+typedef struct {
+  gcomp_comm *comm;
+  const char *spec;
+  int calls;
+  float *x;        /* [calls][N]: this rank's inputs, one row a call */
+  float *y;        /* [calls][N]: what each call gave back */
+  int status;
+  char algo[32];
+} job;
+
+static void *rank_main(void *arg) {
+  job *j = arg;
+  gcomp_codec *c = NULL;
+  j->status = gcomp_codec_create(j->spec, &c);
+  for (int t = 0; t < j->calls && j->status == GCOMP_OK; t++) {
+    j->status = gcomp_allreduce(j->comm, j->x + (size_t)t * N, j->y + (size_t)t * N, N,
+                                GCOMP_FLOAT32, GCOMP_AVG, c, 3);
+    snprintf(j->algo, sizeof j->algo, "%s", gcomp_comm_last_algo(j->comm));
+  }
+  gcomp_codec_destroy(c);
+  return NULL;
+}
+
+static uint64_t rng = 5;
+static double unif(void) {
+  rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+/* Runs `calls` AVG calls of spec on n ranks (2 emulated nodes for hier-direct); inputs
+ * uniform in [-1, 1) * 1e-3 with an offset per rank. */
+static job *run(const char *spec, const char *algo, int n, int calls) {
+  gcomp_config *cfg = NULL;
+  assert_int_equal(gcomp_config_create(&cfg), GCOMP_OK);
+  assert_int_equal(gcomp_config_set(cfg, "GCOMP_ALPHA_BETA", "1,10,20,1"), GCOMP_OK);
+  assert_int_equal(gcomp_config_set(cfg, "GCOMP_ALGO", algo), GCOMP_OK);
+  assert_int_equal(gcomp_config_set(cfg, "GCOMP_CODEC_MIN_BYTES", "0"), GCOMP_OK);
+  gcomp_comm *comms[MAXR];
+  int node_of[MAXR];
+  for (int r = 0; r < n; r++) node_of[r] = r < n / 2 ? 0 : 1;
+  int hier = !strncmp(algo, "hier", 4);
+  assert_int_equal(gcomp_comm_init_local(n, hier ? node_of : NULL, cfg, comms), GCOMP_OK);
+  gcomp_config_destroy(cfg);
+  assert_true(n >= 1 && n <= MAXR);
+  job *jobs = calloc(MAXR, sizeof *jobs);
+  pthread_t th[MAXR];
+  for (int r = 0; r < n; r++) {
+    jobs[r] = (job){comms[r], spec, calls, malloc((size_t)calls * N * 4),
+                    malloc((size_t)calls * N * 4), 0, ""};
+    for (size_t i = 0; i < (size_t)calls * N; i++)
+      jobs[r].x[i] = (float)((unif() * 2 - 1) * 1e-3 + 2e-4 * r);
+  }
+  for (int r = 0; r < n; r++)
+    assert_int_equal(pthread_create(&th[r], NULL, rank_main, &jobs[r]), 0);
+  for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < n; r++) {
+    if (jobs[r].status != GCOMP_OK) fail_msg("%s %s n=%d rank %d: %s", spec, algo, n, r,
+                                             gcomp_last_error());
+    assert_string_equal(jobs[r].algo, algo);   /* the algorithm asked for really ran */
+    assert_int_equal(gcomp_comm_destroy(comms[r]), GCOMP_OK);
+  }
+  /* every rank holds the same bits: the owner decodes its own re-encoded shard too */
+  for (int r = 1; r < n; r++)
+    if (memcmp(jobs[r].y, jobs[0].y, (size_t)calls * N * 4))
+      fail_msg("%s %s n=%d: rank %d differs from rank 0", spec, algo, n, r);
+  return jobs;
+}
+
+static void free_jobs(job *jobs, int n) {
+  for (int r = 0; r < n; r++) free(jobs[r].x), free(jobs[r].y);
+  free(jobs);
+}
+
+/* The exact average of call t, value i. */
+static double exact(const job *jobs, int n, int t, size_t i) {
+  double s = 0;
+  for (int r = 0; r < n; r++) s += jobs[r].x[(size_t)t * N + i];
+  return s / n;
+}
+
+/* One quantisation of a rank's inputs is off by at most half a step of its bucket, a
+ * step at most (the rank's range) / (2^B - 1); the average of n such errors is within the
+ * largest rank's half step; the second quantisation, of the reduced shard, within half a
+ * step of the average's range (itself widened by the first errors). So whatever n:
+ *   |y - exact| <= R1 / (2L) + (Ravg + R1 / L) / (2L)   (plus fp32's rounding)
+ * with R1 the largest rank range and Ravg the exact average's range (stochastic rounding:
+ * a whole step each, twice that). A ring that
+ * re-quantised partial sums at each of its n - 1 hops would grow with n. */
+static void quant_within_two_quantisations(const char *spec, unsigned bits, const char *algo) {
+  const int ns[] = {2, 4, 8};
+  /* stochastic rounding moves a value to either neighbour: up to a whole step */
+  double L = (double)((1u << bits) - 1) / (strstr(spec, "stochastic") ? 2 : 1), worst_ratio[3];
+  for (int k = 0; k < 3; k++) {
+    int n = ns[k];
+    job *jobs = run(spec, algo, n, 1);
+    double r1 = 0, lo = INFINITY, hi = -INFINITY, worst = 0;
+    for (int r = 0; r < n; r++) {
+      float a = INFINITY, b = -INFINITY;
+      for (size_t i = 0; i < N; i++) a = fminf(a, jobs[r].x[i]), b = fmaxf(b, jobs[r].x[i]);
+      r1 = fmax(r1, (double)b - a);
+    }
+    for (size_t i = 0; i < N; i++) {
+      double e = exact(jobs, n, 0, i);
+      lo = fmin(lo, e), hi = fmax(hi, e);
+    }
+    double bound = r1 / (2 * L) + ((hi - lo) + r1 / L) / (2 * L) + 1e-9;
+    for (size_t i = 0; i < N; i++) worst = fmax(worst, fabs(jobs[0].y[i] - exact(jobs, n, 0, i)));
+    if (worst > bound) fail_msg("%s %s n=%d: error %g above two quantisations %g", spec, algo, n,
+                                worst, bound);
+    worst_ratio[k] = worst / bound;
+    free_jobs(jobs, n);
+  }
+  print_message("%s %s: error / bound at 2, 4, 8 ranks: %.3f %.3f %.3f\n", spec, algo,
+                worst_ratio[0], worst_ratio[1], worst_ratio[2]);
+  assert_true(worst_ratio[0] > 0.2);   /* the bound is the real one, not a loose wall */
+}
+
+static void test_quant_direct(void **state) {
+  quant_within_two_quantisations("quant:bits=4,bucket=128", 4, "direct");
+  quant_within_two_quantisations("quant:bits=8", 8, "direct");
+  quant_within_two_quantisations("quant:bits=2,bucket=128+ef", 2, "direct");
+}
+
+static void test_quant_hier_direct(void **state) {
+  quant_within_two_quantisations("quant:bits=4,bucket=128", 4, "hier-direct");
+  quant_within_two_quantisations("quant:bits=8,round=stochastic,seed=2", 8, "hier-direct");
+}
+
+/* sign + EF: over many calls what was delivered tracks what went in: sum_t y_t - sum_t
+ * avg_t is what the residuals of both sides still hold (each rank's, averaged, and the
+ * owner's), a few sign magnitudes, not a drift that grows with the calls. */
+static void sign_tracks_inputs(const char *algo, int n) {
+  job *jobs = run("sign:bucket=128+ef", algo, n, CALLS);
+  double half = 0, full = 0, smax = 0;
+  for (size_t i = 0; i < N; i++) {
+    double din = 0, dout = 0;
+    for (int t = 0; t < CALLS; t++) {
+      din += exact(jobs, n, t, i), dout += jobs[0].y[(size_t)t * N + i];
+      smax = fmax(smax, fabs(jobs[0].y[(size_t)t * N + i]));
+      if (t == CALLS / 2 - 1) half = fmax(half, fabs(dout - din));
+    }
+    full = fmax(full, fabs(dout - din));
+  }
+  print_message("sign+ef %s n=%d: |sum delivered - sum in| <= %g after %d calls, %g after %d "
+                "(largest sign magnitude %g)\n", algo, n, half, CALLS / 2, full, CALLS, smax);
+  assert_true(full <= 8 * smax);        /* a few magnitudes: what the residuals hold */
+  assert_true(full <= 1.5 * half + smax);   /* and not growing with the calls */
+  free_jobs(jobs, n);
+}
+
+static void test_sign_ef_both_sides(void **state) {
+  sign_tracks_inputs("direct", 2);
+  sign_tracks_inputs("direct", 4);
+  sign_tracks_inputs("hier-direct", 4);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_quant_direct),
+      cmocka_unit_test(test_quant_hier_direct),
+      cmocka_unit_test(test_sign_ef_both_sides),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
