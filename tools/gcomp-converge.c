@@ -224,7 +224,8 @@ static int codec_seed(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *d, gco
     }
     if (base_st >= 0) {
       gcomp_cv_train(cfg, d, pr->model, spec, base, x);
-      if (x->status >= 0 && gcomp_cv_pair(pr->model, d, base, x, pairs) < 0) {
+      /* --real: only rank 0 holds the metrics, and judges */
+      if (x->status >= 0 && x->rank == 0 && gcomp_cv_pair(pr->model, d, base, x, pairs) < 0) {
         fprintf(stderr, "gcomp-converge: %s: %s\n", label, gcomp_last_error());
         errors++;
       }
