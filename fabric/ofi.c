@@ -28,6 +28,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -565,6 +566,17 @@ static int ofi_cancel(gcomp_transport *tp, gcomp_treq *r) {
   return GCOMP_OK;
 }
 
+/* Two transports of one process may be set up or torn down by two threads at once (the MPI
+ * shim creates one per MPI communicator, on the thread that first reduces on it). Their
+ * libfabric objects are their own (fi_fabric and fi_domain allocate new ones each call,
+ * FI_THREAD_DOMAIN holds per domain), but shm keeps process-wide state behind them: its
+ * list of this process's regions, the region names, its signal handlers, and the files in
+ * /dev/shm that peers open by name. Opening and closing endpoints (and inserting addresses,
+ * which maps peers' regions) therefore runs one thread at a time under this lock; the
+ * out-of-band exchange and the ping, which wait for peers, run outside it, so two ranks that
+ * create two transports in opposite orders never wait for each other while holding it. */
+static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* ---- endpoints ---------------------------------------------------------------------------- */
 
 static void ep_close(ofi_ep *e) {
@@ -629,6 +641,7 @@ static void ofi_destroy(gcomp_transport *tp) {
   ofi_transport *t = (ofi_transport *)tp;
   if (!t) return;
   if (t->ready) farewell(t);
+  pthread_mutex_lock(&setup_lock);
   for (int i = 0; i < t->neps; i++)
     if (t->eps[i].ep) {
       fi_close(&t->eps[i].ep->fid);   /* nothing completes after this: requests can go */
@@ -641,6 +654,7 @@ static void ofi_destroy(gcomp_transport *tp) {
     free(r);
   }
   for (int i = 0; i < t->neps; i++) ep_close(&t->eps[i]);
+  pthread_mutex_unlock(&setup_lock);
   free(t->ep_of);
   free(t->addr);
   free(t->send_seq);
@@ -650,9 +664,15 @@ static void ofi_destroy(gcomp_transport *tp) {
   free(t);
 }
 
-/* Segments of killed shm jobs stay in /dev/shm, named "<pid>:<n>:<m>"; a new process that
- * gets the same pid then cannot create its own. Remove those whose process is gone. */
+/* Segments of killed shm jobs stay in /dev/shm, named "<pid>:<uid>:<n>"; a new process that
+ * gets the same pid then cannot create its own. Remove those whose process is gone, and
+ * those of this process's pid, but the latter only before this process opened its first shm
+ * endpoint: after that they are this process's own live regions, which peers still open by
+ * name (removing one while another transport was being set up on another thread left its
+ * peers unable to map it: shm then dereferenced a missing region inside fi_cq_read). Called
+ * under setup_lock. */
 static void shm_clean_stale(void) {
+  static int own_swept;   /* under setup_lock */
   DIR *d = opendir("/dev/shm");
   if (!d) return;
   struct dirent *de;
@@ -663,13 +683,14 @@ static void shm_clean_stale(void) {
       continue;
     char proc[64];
     snprintf(proc, sizeof proc, "/proc/%d", pid);
-    if (pid != me && access(proc, F_OK) == 0) continue;
+    if (pid == me ? own_swept : access(proc, F_OK) == 0) continue;
     char path[300];
     snprintf(path, sizeof path, "/dev/shm/%s", de->d_name);
     if (unlink(path) == 0)
       GCOMP_INFO(GCOMP_SUB_FABRIC, "removed stale shm segment %s (process %d is gone)", path, pid);
   }
   closedir(d);
+  own_swept = 1;
 }
 
 static struct fi_info *pick_info(struct fi_info *list) {
@@ -688,7 +709,7 @@ static struct fi_info *pick_info(struct fi_info *list) {
  * FI_OFI_RXM_EAGER_LIMIT. libfabric reads it once, at its first fi_getinfo. Over verbs
  * the eager limit must equal rxm's buffer size, so other providers are left alone. */
 static void rxm_tcp_defaults(const char *prov) {
-  static int done;
+  static int done;   /* under setup_lock */
   if (done || !strstr(prov, "tcp")) return;
   done = 1;
   char v[32];
@@ -870,6 +891,7 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
   int need_intra = t->pub.local_size > 1, need_inter = t->pub.nnodes > 1;
   int same = strcmp(intra, inter) == 0;
   int intra_ep = -1, inter_ep = -1;
+  pthread_mutex_lock(&setup_lock);
   rxm_tcp_defaults(inter);   /* before libfabric's first fi_getinfo in this process */
   rxm_tcp_defaults(intra);
   if (status == GCOMP_OK && need_intra) {
@@ -884,6 +906,7 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
       status = ep_open(&t->eps[t->neps++], "inter", inter, n);
     }
   }
+  pthread_mutex_unlock(&setup_lock);
   /* round 2: fabric addresses */
   addr_card ac = {0};
   if (intra_ep >= 0) {
@@ -902,6 +925,7 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
     gcomp_error_restore(status, detail);   /* the first cause is the one to report */
   else
     status = st2;
+  pthread_mutex_lock(&setup_lock);
   for (int r = 0; r < n && status == GCOMP_OK; r++) {
     if (r == me) {
       t->ep_of[r] = -1;
@@ -923,6 +947,7 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
                                "fi_av_insert of rank %d's address over %s failed (%d)", r,
                                t->eps[epi].prov, k);
   }
+  pthread_mutex_unlock(&setup_lock);
   free(keys);
   free(addrs);
   if (status == GCOMP_OK) status = ping_all(t);
