@@ -24,7 +24,11 @@ static const char *const shipped[] = {"none",
                                       "bf16",
                                       "fp16:round=stochastic",
                                       "topk:ratio=0.01+ef",
-                                      "topk:ratio=0.001+ef"};
+                                      "topk:ratio=0.001+ef",
+                                      "quant:bits=8,bucket=128",
+                                      "quant:bits=4,bucket=128",
+                                      "quant:bits=2,bucket=128+ef",
+                                      "sign+ef"};
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -34,7 +38,8 @@ static void usage(FILE *f) {
     "codecs\n"
     "  --codec SPEC          a codec to check (repeatable; default: every shipped codec the\n"
     "                        library knows: none fp16 bf16 fp16:round=stochastic\n"
-    "                        topk:ratio=0.01+ef topk:ratio=0.001+ef)\n"
+    "                        topk:ratio=0.01+ef topk:ratio=0.001+ef quant:bits=8,bucket=128\n"
+    "                        quant:bits=4,bucket=128 quant:bits=2,bucket=128+ef sign+ef)\n"
     "  --must-fail SPEC      a codec that must be flagged (repeatable): proves the check bites\n"
     "  --algo NAME           allreduce algorithm for codec runs (default auto: the codec's\n"
     "                        compressed one, sparse for top-k, direct otherwise; planner:\n"
@@ -82,8 +87,9 @@ static void usage(FILE *f) {
     "                        gcomp-run -n 8 -- gcomp-converge --real ...  (or mpirun); the\n"
     "                        workers are the job's ranks, rank 0 reports\n"
     "  --ci                  the CI-sized check: digits/softmax, digits/mlp, gmm/softmax, and\n"
-    "                        (unless --must-fail is given) test_biased and topk:ratio=0.001\n"
-    "                        as codecs that must be flagged\n"
+    "                        (unless --must-fail is given) test_biased, topk:ratio=0.001 and\n"
+    "                        quant:bits=1 (nearest at 1 bit, no EF) as codecs that must be\n"
+    "                        flagged\n"
     "tolerances (defaults in README.md; later rules win)\n"
     "  --noise-floor N       for long runs, where trajectories part from rounding alone:\n"
     "                        train the baseline N (2..8; 3 recommended) more times with\n"
@@ -451,7 +457,7 @@ int main(int argc, char **argv) {
     }
   }
   if (ci && !mustfail.n) {   /* the check must show it can fail, too */
-    static const char *const bad[] = {"test_biased", "topk:ratio=0.001"};
+    static const char *const bad[] = {"test_biased", "topk:ratio=0.001", "quant:bits=1"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
       gcomp_codec *c = NULL;
       if (gcomp_codec_create(bad[i], &c) == GCOMP_OK) push(&mustfail, bad[i]);
