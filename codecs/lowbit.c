@@ -45,15 +45,15 @@ int gcomp_lb_set_bucket(const char *kind, const char *value, uint64_t *bucket) {
   return GCOMP_OK;
 }
 
-int gcomp_lb_encode(const char *kind, gcomp_enc_ctx *ctx, size_t bucket, const float *src,
-                    const float *grad, float *res, size_t count, uint8_t *dst, size_t cap,
-                    size_t *len, gcomp_lb_bucket_fn fn, void *arg) {
+int gcomp_lb_encode(const char *kind, const gcomp_lowbit_kernels *K, gcomp_enc_ctx *ctx,
+                    size_t bucket, const float *src, const float *grad, float *res, size_t count,
+                    uint8_t *dst, size_t cap, size_t *len, gcomp_lb_bucket_fn fn, void *arg) {
   size_t o = 0;
   for (size_t b0 = 0, b = 0; b0 < count; b0 += bucket, b++) {
     size_t n = count - b0 < bucket ? count - b0 : bucket;
     const float *x = src + b0;
     if (res) {   /* x = grad + residual, formed in the residual while it is in cache */
-      for (size_t i = 0; i < n; i++) res[b0 + i] += grad[b0 + i];
+      K->addto(res + b0, grad + b0, n);
       x = res + b0;
     }
     size_t w = fn(arg, x, n, b, res ? res + b0 : NULL, dst + o, dst + cap);

@@ -56,6 +56,8 @@ typedef struct {
   /* dst[j] = (or +=, -=) the decoded value; zmask NULL: no zeros. */
   void (*sdec)(const uint8_t *bits, const uint8_t *zmask, size_t n, float s, float *dst,
                int mode);
+  /* Error feedback's first step: r[i] = r[i] + g[i]. */
+  void (*addto)(float *restrict r, const float *restrict g, size_t n);
 } gcomp_lowbit_kernels;
 
 extern const gcomp_lowbit_kernels gcomp_lowbit_base;
@@ -79,13 +81,14 @@ uint64_t gcomp_lb_nonfinite(const float *x, size_t n);
 /* The bucket parameter shared by both kinds: a multiple of 32 in [32, 2^20]. */
 int gcomp_lb_set_bucket(const char *kind, const char *value, uint64_t *bucket);
 /* The encode loop of both kinds: bucket after bucket (with error feedback, x = grad + res
- * formed in res first), each coded by fn at the next free byte and reported for the
- * frame's block checksums. fn returns the bytes it wrote, 0 when they would pass end. */
+ * formed in res first by K->addto), each coded by fn at the next free byte and reported
+ * for the frame's block checksums. fn returns the bytes it wrote, 0 when they would pass
+ * end. */
 typedef size_t (*gcomp_lb_bucket_fn)(void *arg, const float *x, size_t n, uint64_t b,
                                      float *res, uint8_t *p, const uint8_t *end);
-int gcomp_lb_encode(const char *kind, gcomp_enc_ctx *ctx, size_t bucket, const float *src,
-                    const float *grad, float *res, size_t count, uint8_t *dst, size_t cap,
-                    size_t *len, gcomp_lb_bucket_fn fn, void *arg);
+int gcomp_lb_encode(const char *kind, const gcomp_lowbit_kernels *K, gcomp_enc_ctx *ctx,
+                    size_t bucket, const float *src, const float *grad, float *res, size_t count,
+                    uint8_t *dst, size_t cap, size_t *len, gcomp_lb_bucket_fn fn, void *arg);
 /* A decoder's raw bucket at payload offset o (the marker read): checks the length,
  * verifies, decodes; *o moves past it. */
 int gcomp_lb_decode_raw(const char *kind, const uint8_t *src, size_t len, size_t *o, size_t n,

@@ -220,6 +220,13 @@ static void sdec_avx2(const uint8_t *bits, const uint8_t *zmask, size_t n, float
   B_.sdec(bits + j / 8, zmask ? zmask + j / 8 : NULL, n - j, s, dst + j, mode);
 }
 
+static void addto_avx2(float *restrict r, const float *restrict g, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(r + i, _mm256_add_ps(_mm256_loadu_ps(r + i), _mm256_loadu_ps(g + i)));
+  B_.addto(r + i, g + i, n - i);
+}
+
 const gcomp_lowbit_kernels gcomp_lowbit_avx2 = {
     .name = "avx2",
     .minmax = minmax_avx2,
@@ -229,4 +236,5 @@ const gcomp_lowbit_kernels gcomp_lowbit_avx2 = {
     .sscan = sscan_avx2,
     .senc = senc_avx2,
     .sdec = sdec_avx2,
+    .addto = addto_avx2,
 };

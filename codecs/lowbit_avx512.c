@@ -197,6 +197,13 @@ static void sdec_avx512(const uint8_t *bits, const uint8_t *zmask, size_t n, flo
   B_.sdec(bits + j / 8, zmask ? zmask + j / 8 : NULL, n - j, s, dst + j, mode);
 }
 
+static void addto_avx512(float *restrict r, const float *restrict g, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(r + i, _mm512_add_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(g + i)));
+  B_.addto(r + i, g + i, n - i);
+}
+
 const gcomp_lowbit_kernels gcomp_lowbit_avx512 = {
     .name = "avx512",
     .minmax = minmax_avx512,
@@ -206,4 +213,5 @@ const gcomp_lowbit_kernels gcomp_lowbit_avx512 = {
     .sscan = sscan_avx512,
     .senc = senc_avx512,
     .sdec = sdec_avx512,
+    .addto = addto_avx512,
 };

@@ -87,6 +87,10 @@ static void sdec_base(const uint8_t *bits, const uint8_t *zmask, size_t n, float
   }
 }
 
+static void addto_base(float *restrict r, const float *restrict g, size_t n) {
+  for (size_t i = 0; i < n; i++) r[i] += g[i];
+}
+
 const gcomp_lowbit_kernels gcomp_lowbit_base = {
     .name = "base",
     .minmax = minmax_base,
@@ -96,4 +100,5 @@ const gcomp_lowbit_kernels gcomp_lowbit_base = {
     .sscan = sscan_base,
     .senc = senc_base,
     .sdec = sdec_base,
+    .addto = addto_base,
 };

@@ -139,8 +139,8 @@ static int quant_run_all(const quant_cfg *c, gcomp_enc_ctx *ctx, const float *sr
                          size_t *len) {
   quant_run q = {c, gcomp_lowbit_kernels_get(), ctx, gcomp_cast_key(c->seed, ctx->seq, 0)};
   ctx->param = param_of(c);
-  return gcomp_lb_encode("quant", ctx, (size_t)c->bucket, src, grad, res, count, dst, cap, len,
-                         code_bucket, &q);
+  return gcomp_lb_encode("quant", q.K, ctx, (size_t)c->bucket, src, grad, res, count, dst, cap,
+                         len, code_bucket, &q);
 }
 
 static int quant_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const float *restrict src,

@@ -94,8 +94,8 @@ static int sign_run(const sign_cfg *c, gcomp_enc_ctx *ctx, const float *src, con
                     float *res, size_t count, uint8_t *dst, size_t cap, size_t *len) {
   sign_run_args a = {gcomp_lowbit_kernels_get(), ctx};
   ctx->param = (uint32_t)c->bucket;
-  return gcomp_lb_encode("sign", ctx, (size_t)c->bucket, src, grad, res, count, dst, cap, len,
-                         sign_bucket, &a);
+  return gcomp_lb_encode("sign", a.K, ctx, (size_t)c->bucket, src, grad, res, count, dst, cap,
+                         len, sign_bucket, &a);
 }
 
 static int sign_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const float *restrict src,

@@ -30,6 +30,9 @@
 enum { TOPK_V_FP32 = 0, TOPK_V_BF16 = 1, TOPK_V_FP16 = 2 };
 enum { CODE_PACKED = 0, CODE_VARINT = 1, CODE_DENSE = 2 };
 enum { HDR = 20, BLOCK = 4096 };
+/* values written between reports to the frame's block checksums (gcomp_enc_progress):
+ * the payload is written in order, so each block is summed while it is in cache */
+enum { PROGRESS = 1 << 14 };
 
 typedef struct {
   double ratio;     /* > 0 unless the spec gave k= */
@@ -502,11 +505,13 @@ static int write_sparse(const topk_cfg *cfg, gcomp_enc_ctx *ctx, const uint32_t 
       uint32_t b = gcomp_f2u(val[j]);
       nonfinite += (b & 0x7f800000u) == 0x7f800000u;
       gcomp_store_le32(p, b);
+      if ((j & (PROGRESS - 1)) == PROGRESS - 1) gcomp_enc_progress(ctx, (size_t)(p - dst) + 4);
     }
   } else {
     for (size_t j = 0; j < c; j++, p += vb) {
       nonfinite += (gcomp_f2u(val[j]) & 0x7f800000u) == 0x7f800000u;
       put_value(p, val[j], cfg->values, ctx->stats);
+      if ((j & (PROGRESS - 1)) == PROGRESS - 1) gcomp_enc_progress(ctx, (size_t)(p - dst) + vb);
     }
   }
   ctx->stats->nonfinite_inputs += nonfinite;
@@ -529,6 +534,7 @@ static int write_dense(const topk_cfg *cfg, gcomp_enc_ctx *ctx, const topk_input
       float r = x - get_value(p, cfg->values);
       res[i] = isfinite(r) ? r : 0.0f;
     }
+    if ((i & (PROGRESS - 1)) == PROGRESS - 1) gcomp_enc_progress(ctx, (size_t)(p - dst) + vb);
   }
   *len = total;
   return GCOMP_OK;

@@ -80,6 +80,10 @@ static void diff_one(const gcomp_lowbit_kernels *K, const float *x, size_t n, ui
                                           bits, mode, n);
     }
   }
+  for (size_t i = 0; i < n; i++) d0[i] = d1[i] = x[n - 1 - i];
+  B->addto(d0, x, n);
+  K->addto(d1, x, n);
+  if (!same_bits(d0, d1, n)) fail_msg("%s %s addto n=%zu", K->name, where, n);
   float s0, s1;
   size_t z0, z1;
   if (B->sscan(x, n, &s0, &z0) != K->sscan(x, n, &s1, &z1) || gcomp_f2u(s0) != gcomp_f2u(s1) ||
