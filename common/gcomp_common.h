@@ -57,9 +57,19 @@ const char *gcomp_param_name(gcomp_param_id id);   /* "GCOMP_TIMEOUT_MS" */
  * gcomp_param_* read); a gcomp_config holds another; a communicator copies one at creation
  * and reads only its own afterwards, so nothing a call does depends on the environment or
  * on another communicator's config. Zero-initialise before the first copy. */
+/* Calibration figures a communicator created with a table may take instead of measuring
+ * them (gcomp_comm_split, gcomp_comm_dup, gcomp_config_share_calibration); what they are is
+ * reduce/calib.c's business. n == 0: none. */
+enum { GCOMP_INHERIT_MAX = 12 };
+typedef struct {
+  int n;
+  double f[GCOMP_INHERIT_MAX];
+} gcomp_inherit;
+
 typedef struct gcomp_settings {
   char *text[GCOMP_P_COUNT_];   /* owned copy of the value as given; NULL: unset (default) */
   int64_t ival[GCOMP_P_COUNT_];
+  gcomp_inherit inherit;        /* figures to take instead of calibrating (copied along) */
 } gcomp_settings;
 
 /* dst (zeroed or freed) becomes a copy of src; NULL copies the environment's (gcomp_init
@@ -73,6 +83,8 @@ const char *gcomp_settings_str(const gcomp_settings *s, gcomp_param_id id);
 int gcomp_settings_is_set(const gcomp_settings *s, gcomp_param_id id);
 /* The config's table (NULL config: NULL, the environment). */
 const gcomp_settings *gcomp_config_settings(const gcomp_config *cfg);
+/* Gives the config's table figures to inherit (reduce/ fills them from a communicator). */
+void gcomp_config_set_inherit(gcomp_config *cfg, const gcomp_inherit *in);
 
 /* While a communicator is created its lower layers (fabric/, which reads its providers,
  * GCOMP_CHUNK_BYTES and GCOMP_TIMEOUT_MS through gcomp_param_* when it opens endpoints)

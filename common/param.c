@@ -252,6 +252,7 @@ int gcomp_settings_copy(gcomp_settings *dst, const gcomp_settings *src) {
       GCOMP_FAIL(GCOMP_ERR_NOMEM, "copying the setting %s", defs[i].name);
     }
   }
+  dst->inherit = src->inherit;
   return GCOMP_OK;
 }
 
@@ -334,6 +335,8 @@ void gcomp_config_destroy(gcomp_config *cfg) {
 const gcomp_settings *gcomp_config_settings(const gcomp_config *cfg) {
   return cfg ? &cfg->s : NULL;
 }
+
+void gcomp_config_set_inherit(gcomp_config *cfg, const gcomp_inherit *in) { cfg->s.inherit = *in; }
 
 const char *gcomp_param_name(gcomp_param_id id) { return defs[id].name; }
 

@@ -481,6 +481,39 @@ GCOMP_API int gcomp_algo_compresses(const char *name);
 GCOMP_API const char *gcomp_comm_last_algo(const gcomp_comm *comm);
 
 /* ---------------------------------------------------------------------------------------
+ * Communicators made from communicators (data-parallel groups of a hybrid job, a library's
+ * private copy), as MPI_Comm_split and MPI_Comm_dup make them.
+ *
+ * gcomp_comm_split is collective over comm: every rank calls it (in the same order as its
+ * other calls on comm), with a color and a key. The ranks of one color form a new
+ * communicator, ranked by key (ties: by their rank in comm); color GCOMP_UNDEFINED joins
+ * none (*out NULL, GCOMP_OK). A negative color other than that is GCOMP_ERR_INVALID on every
+ * rank alike. The new communicator has its own transport (calls on it never interleave with
+ * calls on comm, so two threads may drive the two at once), the same node map (ranks that
+ * shared a node still do: hierarchical algorithms run on a split whose ranks are uneven over
+ * nodes), a copy of comm's settings, its own stats (written at destroy to comm's GCOMP_STATS /
+ * GCOMP_TRACE path, with %r the rank in the communicator made from the environment or out of
+ * band and ".s<N>" before the extension, N counting the splits and dups made from comm),
+ * and comm's calibration where it holds (no new measurement unless the new communicator
+ * uses a link class comm did not measure). Non-blocking calls already issued on comm run
+ * first. gcomp_comm_dup is gcomp_comm_split with one color and the ranks in comm's order.
+ * Each is destroyed with gcomp_comm_destroy, independently of comm (before or after it). A
+ * failure (a member that cannot create its transport) fails the members of that color
+ * within GCOMP_TIMEOUT_MS; comm stays usable. */
+#define GCOMP_UNDEFINED (-1)
+GCOMP_API int gcomp_comm_split(gcomp_comm *comm, int color, int key, gcomp_comm **out);
+GCOMP_API int gcomp_comm_dup(gcomp_comm *comm, gcomp_comm **out);
+
+/* Communicators created with cfg (gcomp_comm_init_oob, as the MPI shim creates one per MPI
+ * communicator) take the link and add-rate figures comm measured (or took itself) instead of
+ * measuring their own, on the same terms as gcomp_comm_split: where every rank of the new
+ * communicator was given figures that cover the link classes it uses, else they all measure.
+ * For communicators among the processes of comm's job (the figures describe the links and
+ * cores, not which ranks use them). The figures are copied: comm may be destroyed right
+ * after. Not thread-safe with other calls on cfg. */
+GCOMP_API int gcomp_config_share_calibration(gcomp_config *cfg, const gcomp_comm *comm);
+
+/* ---------------------------------------------------------------------------------------
  * The planner's cost model, on paper: what gcomp_allreduce would run, and how long the
  * alpha-beta-gamma model says it takes, for a job that need not exist (gcomp-plan prints
  * it). The figures a communicator measured are in its GCOMP_STATS file ("model").

@@ -52,6 +52,8 @@ static uint32_t next_seq(gcomp_comm *comm) {
   return comm->seq;
 }
 
+uint32_t gcomp_call_take_seq(gcomp_comm *comm) { return next_seq(comm); }
+
 /* The algorithms' view of a call over the world */
 static gcomp_coll coll_of(gcomp_comm *comm, uint32_t seq, gcomp_dtype wt, gcomp_op op,
                           const gcomp_plan_in *in, gcomp_comm_stats *acc, size_t seg_bytes) {

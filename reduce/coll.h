@@ -177,6 +177,9 @@ typedef struct gcomp_plan_in {
   size_t bytes;         /* payload of the call */
   int n;                /* ranks */
   int nnodes, local;    /* placement: nodes and ranks per node (0 when uneven) */
+  /* uneven nodes (local == 0): the fewest and most ranks on a node, and the pieces hier
+   * cuts a long vector into (gcomp_hier_placement); 0 when not known */
+  int local_min, local_max, pieces;
   gcomp_link intra, inter;
   double gamma_spb;     /* reduction seconds per byte */
   /* the shared-memory allreduce of a single-node communicator: seconds per round and per
@@ -212,6 +215,10 @@ int gcomp_plan_parse_links(const char *text, const char *what, gcomp_plan_in *m)
 /* Picks the cheapest algorithm for the call (or the GCOMP_ALGO override) and logs the
  * estimates under the tuning subsystem. */
 const gcomp_algo *gcomp_plan_pick(const gcomp_plan_in *in, const gcomp_algo *forced);
+
+/* hier's view of a placement: the fewest and most ranks on a node, and how many pieces
+ * the nodes' chunk boundaries cut a long vector into (more than hier takes: 17). */
+int gcomp_hier_placement(const gcomp_transport *t, int *local_min, int *local_max, int *pieces);
 
 /* Model costs of the compressed blocks (reduce/cost.c). */
 double gcomp_cost_direct(int n, double bytes, gcomp_link l, const gcomp_plan_in *in);

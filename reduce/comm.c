@@ -30,6 +30,9 @@ static int build(gcomp_comm *comm) {
   comm->model.n = t->size;
   comm->model.nnodes = t->nnodes;
   comm->model.local = gcomp_even_local(t);
+  if (!comm->model.local && t->nnodes > 1)
+    GCOMP_CHECK(gcomp_hier_placement(t, &comm->model.local_min, &comm->model.local_max,
+                                     &comm->model.pieces));
   comm->tracing = gcomp_settings_str(&comm->set, GCOMP_P_TRACE)[0] != '\0';
   GCOMP_CHECK(gcomp_agreed_read(comm));
   if (comm->agreed.links_given)

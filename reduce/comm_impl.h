@@ -4,6 +4,7 @@
  *
  *   comm.c        lifecycle: create (calibrate, agree, shared segment), destroy, accessors
  *   comm_init.c   the public ways in: environment, caller's allgather, in-process ranks
+ *   comm_split.c  communicators made from one: split, dup, a calibration lent to a config
  *   agree.c       the settings every rank must hold alike, read once and agreed in one
  *                 exchange at creation (gcomp_agreed): the call path reads only these
  *   calib.c       link and shared-memory figures for the cost model, and the fixed-algorithm
@@ -54,9 +55,12 @@ double gcomp_codec_wire_hash(const gcomp_codec *c);
 /* Ranks per node when every node holds the same number, else 0 (hier cannot serve the
  * placement). */
 int gcomp_even_local(const gcomp_transport *t);
-/* Collective: alpha and beta of each link class and the add rate into comm->model. */
+/* Collective: alpha and beta of each link class and the add rate into comm->model, taken
+ * from the settings' inherit when every rank has figures that hold here, else measured;
+ * comm->calib keeps them. */
 int gcomp_calibrate(gcomp_comm *comm);
-/* Collective over the node: the shared-memory allreduce's round latency and rate. */
+/* Collective over the node: the shared-memory allreduce's round latency and rate (inherited
+ * with the links when they were measured with as many ranks and the same segment size). */
 int gcomp_calibrate_shm(gcomp_comm *comm);
 
 /* ---- what the planner knows of a codec (codec_plan.c) --------------------------------- */
@@ -112,6 +116,10 @@ int gcomp_call_run(gcomp_comm *comm, gcomp_call *call);
 int gcomp_call_internal(gcomp_comm *comm, void *buf, size_t count, gcomp_dtype dtype,
                         gcomp_op op, const gcomp_algo *algo, uint32_t seq);
 
+/* A call number for an exchange of the communicator's own that is no allreduce (a split's
+ * bootstrap): taken by every rank alike, so its tags meet no call's. */
+uint32_t gcomp_call_take_seq(gcomp_comm *comm);
+
 /* A collective failed part-way: every later call fails at once (GCOMP_ERR_PEER). */
 int gcomp_comm_mark_broken(gcomp_comm *comm, int status);
 
@@ -150,11 +158,16 @@ struct gcomp_comm {
   gcomp_settings set;          /* this communicator's settings, copied at creation */
   gcomp_agreed agreed;         /* those the call path reads, agreed across ranks */
   uint32_t seq;                /* call number, part of every tag */
+  int children;                /* splits and dups made from this one (names their files) */
   int *world;                  /* 0..size-1 */
   gcomp_scratch scratch;       /* the algorithms' receive scratch, kept across calls */
   uint8_t *work;               /* fp32 copy of bf16/fp16 data */
   size_t work_cap;
   gcomp_plan_in model;         /* links and placement; bytes set per call */
+  gcomp_inherit calib;         /* the figures behind model as measured (or inherited), for
+                                  communicators made from this one; n == 0: none (given by
+                                  GCOMP_ALPHA_BETA). Fixed after creation. */
+  int calib_inherited;         /* the link figures were taken, not measured */
   gcomp_codec_entry codecs[GCOMP_MAX_CODECS];
   int ncodecs;
   gcomp_shm *shm;              /* the node's shared segment (NULL: alone on the node, or none) */

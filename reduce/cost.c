@@ -66,7 +66,8 @@ gcomp_link gcomp_cost_flat_link(const gcomp_plan_in *in) {
  * the vector per rank) need no such correction. */
 gcomp_link gcomp_cost_shared_link(const gcomp_plan_in *in) {
   gcomp_link l = gcomp_cost_flat_link(in);
-  if (in->nnodes > 1 && in->local > 1) l.beta_spb *= in->local;
+  int local = in->local ? in->local : in->local_max;   /* uneven: the fullest node's */
+  if (in->nnodes > 1 && local > 1) l.beta_spb *= local;
   return l;
 }
 

@@ -7,6 +7,11 @@
  *     start thread A first, odd ranks thread B: a lock held across a whole creation would
  *     deadlock them; and one thread's endpoint setup must not break the other's (the shm
  *     sweep once removed this process's live regions while a peer still had to open one).
+ *   subcomm_check split CALLS
+ *     A dup of the world and a split by rank parity (so that, over gcomp-run's consecutive
+ *     blocks of ranks per node, the groups hold different numbers of ranks per node), each
+ *     reduced on CALLS times by a thread of its own at the same time, exact results checked;
+ *     with GCOMP_ALGO=hier every call on a communicator across nodes must have run hier.
  * Exit 0 when every check passed; prints "subcomm_check: rank R: ..." lines. */
 #include <stdint.h>
 #include <stdio.h>
@@ -108,6 +113,64 @@ static int concurrent(gcomp_comm *world, int rounds) {
   return failures != 0;
 }
 
+/* ---- split and dup, driven at once ----------------------------------------------------- */
+typedef struct {
+  gcomp_comm *c;
+  const char *name;
+  int calls, hier;
+} driver;
+
+static void *drive(void *p) {
+  driver *d = p;
+  for (int k = 0; k < d->calls; k++) {
+    size_t count = k % 3 ? (size_t)(1000 + 7 * k) : (size_t)(300000 + k);
+    int st = reduce_check(d->c, count, k);
+    if (st < 0) {
+      fail(d->name, st);
+      return NULL;
+    }
+    const char *algo = gcomp_comm_last_algo(d->c);
+    if (d->hier && strcmp(algo, "hier") != 0) {
+      pthread_mutex_lock(&out_lock);
+      failures++;
+      printf("subcomm_check: rank %d: FAIL: %s: ran %s, not hier\n", rank_, d->name, algo);
+      pthread_mutex_unlock(&out_lock);
+      return NULL;
+    }
+  }
+  return NULL;
+}
+
+static int split(gcomp_comm *world, int calls, int want_hier) {
+  gcomp_comm *dup = NULL, *half = NULL;
+  int st = gcomp_comm_dup(world, &dup);
+  if (st < 0) fail("gcomp_comm_dup", st);
+  if (st == GCOMP_OK) st = gcomp_comm_split(world, rank_ % 2, -rank_, &half);
+  if (st < 0) fail("gcomp_comm_split", st);
+  if (st < 0) return 1;
+  /* keys reverse the parent's order */
+  int n = size_ / 2 + (rank_ % 2 == 0 ? size_ % 2 : 0), want = (n - 1) - rank_ / 2;
+  if (gcomp_comm_size(half) != n || gcomp_comm_rank(half) != want) {
+    printf("subcomm_check: rank %d: FAIL: split: rank %d of %d, expected %d of %d\n", rank_,
+           gcomp_comm_rank(half), gcomp_comm_size(half), want, n);
+    failures++;
+  }
+  driver a = {dup, "dup", calls, want_hier && gcomp_comm_nnodes(dup) > 1};
+  driver b = {half, "split", calls, want_hier && gcomp_comm_nnodes(half) > 1};
+  pthread_t th;
+  if (pthread_create(&th, NULL, drive, &a) != 0) return 1;
+  drive(&b);
+  pthread_join(th, NULL);
+  st = reduce_check(world, 5000, 1);   /* the world still serves */
+  if (st < 0) fail("world after the split", st);
+  printf("subcomm_check: rank %d: split rank %d of %d on %d node(s), dup on %d: %s\n", rank_,
+         gcomp_comm_rank(half), n, gcomp_comm_nnodes(half), gcomp_comm_nnodes(dup),
+         failures ? "FAIL" : "ok");
+  gcomp_comm_destroy(half);
+  gcomp_comm_destroy(dup);
+  return failures != 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   gcomp_comm *world = NULL;
@@ -118,8 +181,11 @@ int main(int argc, char **argv) {
   }
   rank_ = gcomp_comm_rank(world), size_ = gcomp_comm_size(world);
   int rc = 2;
+  const char *algo = "";
+  gcomp_config_get(NULL, "GCOMP_ALGO", &algo, NULL);
   if (!strcmp(mode, "concurrent") && argc > 2) rc = concurrent(world, atoi(argv[2]));
-  else fprintf(stderr, "usage: subcomm_check concurrent ROUNDS\n");
+  else if (!strcmp(mode, "split") && argc > 2) rc = split(world, atoi(argv[2]), !strcmp(algo, "hier"));
+  else fprintf(stderr, "usage: subcomm_check concurrent ROUNDS | split CALLS\n");
   gcomp_comm_destroy(world);
   return rc;
 }
