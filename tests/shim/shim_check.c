@@ -2,10 +2,11 @@
  * MPI_Allreduce results; the shim tests run it with and without libgcomp_mpi.so preloaded.
  *
  *   shim_check exact   every type the shim maps x SUM/MIN/MAX/PROD x counts 0, 1, primes,
- *                      1 MiB, in place and not, on MPI_COMM_WORLD and on a dup of it; then
- *                      calls the shim must pass to MPI (a split communicator, a derived type,
- *                      an unsigned type, a user op, MPI_Iallreduce). Integer-valued data, so
- *                      every result must be exact.
+ *                      1 MiB, in place and not, on MPI_COMM_WORLD and on a dup of it; on a
+ *                      split communicator (halves of world: served when they hold two ranks
+ *                      or more); then calls the shim must pass to MPI (a derived type, an
+ *                      unsigned type, a user op); MPI_Iallreduce on world (served).
+ *                      Integer-valued data, so every result must be exact.
  *   shim_check exact multiple   the same after MPI_Init_thread(MPI_THREAD_MULTIPLE)
  *   shim_check lossy   float sums of values bf16 cannot represent, 1 MiB and a prime count,
  *                      a few steps each on the same buffers (as a training loop would): the
@@ -150,15 +151,14 @@ static void exact(void) {
       one(MPI_COMM_WORLD, &types[t], inplace ? 0 : 2, big, inplace, send, recv);
       n_world++;
     }
-  /* a duplicate of world is congruent: the shim serves it too */
+  /* a duplicate of world: served, by a gcomp communicator of its own */
   for (int inplace = 0; inplace < 2; inplace++) {
     one(dup, &types[0], 0, 1021, inplace, send, recv);
     one(dup, &types[3], 1, big, inplace, send, recv);
     n_dup += 2;
   }
 
-  /* ---- calls the shim must hand to MPI unchanged ---- */
-  /* a split communicator: halves of world */
+  /* a split communicator, halves of world: served (MPI's when a half has one rank) */
   MPI_Comm half;
   int color = rank % 2;
   MPI_Comm_split(MPI_COMM_WORLD, color, rank, &half);
@@ -180,6 +180,7 @@ static void exact(void) {
   }
   MPI_Comm_free(&half);
 
+  /* ---- calls the shim must hand to MPI unchanged ---- */
   /* a derived type: pairs of ints (predefined ops take only predefined types: a user op) */
   MPI_Datatype pair;
   MPI_Type_contiguous(2, MPI_INT, &pair);
@@ -230,7 +231,7 @@ static void exact(void) {
       }
   }
 
-  /* MPI_Iallreduce */
+  /* MPI_Iallreduce: served through gcomp_iallreduce */
   {
     double *s = (double *)send, *r = (double *)recv;
     for (int i = 0; i < 513; i++) s[i] = rank + i;

@@ -12,7 +12,9 @@
  *     multiple: MPI_Init_thread(MPI_THREAD_MULTIPLE), then two threads reduce on the dup
  *            and on the created communicator at once, each rank starting them in the
  *            opposite order of its neighbour (one lock for all communicators would hold a
- *            call on one while its peers wait in the other: a deadlock).
+ *            call on one while its peers wait in the other: a deadlock); then, four times,
+ *            two fresh dups whose first calls (where the shim creates their gcomp
+ *            communicators) two threads make at once, freed in opposite orders.
  *   shim_comms silent [return]
  *     The last rank stops answering on the dup (it sleeps past GCOMP_TIMEOUT_MS) while the
  *     others MPI_Iallreduce on it and MPI_Wait. The dup has its own error handler: it must
@@ -21,12 +23,13 @@
  *
  * The split: the last rank alone (one rank: passed to MPI) and the others together in
  * reverse order (key = -rank); the created communicator holds every rank in reverse order.
- * Rank 0 prints "calls: dup N split N created N inter N self N iallreduce N" (calls each
- * rank made; iallreduce counts the non-blocking ones among the others) and
+ * Rank 0 prints "calls: dup N split N created N inter N self N iallreduce N fresh N" (calls
+ * each rank made; iallreduce counts the non-blocking ones among the others) and
  * "shim_comms: PASS" or the failures; exit status 1 on any. Every rank prints "expect rank
  * R: served A B; one rank C D; inter-communicator E F; datatype G H; communicators K": how
  * the shim must route its calls (A, C, E, G blocking, B, D, F, H non-blocking; K gcomp
- * communicators: world, the dup, the created one and the split where it has two ranks). */
+ * communicators: world, the dup, the created one, the split where it has two ranks, and the
+ * fresh dups). */
 #include <math.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -296,6 +299,50 @@ static void two_threads(comm_case *dup, comm_case *created, comm_case *split) {
   pthread_join(th, NULL);
 }
 
+/* ---- communicators whose first calls come from two threads at once ----------------- */
+static long n_fresh, x_fresh_comms;
+static void make_case(comm_case *c, const char *name, MPI_Comm comm, long *counter);
+
+/* Each round two fresh dups of world, made by this thread; then two threads make the
+ * first call on one each at the same time, so the shim creates both gcomp communicators
+ * at once, each rank starting them in the opposite order of its neighbour. Then both are
+ * freed, in opposite orders on neighbouring ranks too (each free destroys a gcomp
+ * communicator, which waits for its peers). */
+typedef struct {
+  comm_case c;
+  int late, s;
+} fresh_arg;
+
+static void *fresh_first_call(void *p) {
+  fresh_arg *a = p;
+  float *buf = malloc(N_SMALL * sizeof *buf);
+  if (!buf) MPI_Abort(MPI_COMM_WORLD, 2);
+  if (a->late) usleep(2000);
+  blocking(&a->c, buf, N_SMALL, a->s, 1, NULL);
+  free(buf);
+  return NULL;
+}
+
+static void fresh_dups(int rounds) {
+  for (int k = 0; k < rounds; k++) {
+    MPI_Comm d[2];
+    fresh_arg a[2];
+    for (int i = 0; i < 2; i++) {
+      MPI_Comm_dup(MPI_COMM_WORLD, &d[i]);
+      make_case(&a[i].c, i ? "fresh dup b" : "fresh dup a", d[i], &n_fresh);
+      a[i].late = (rank + i) % 2, a[i].s = 400 + 2 * k + i;
+    }
+    pthread_t th;
+    if (pthread_create(&th, NULL, fresh_first_call, &a[1]) != 0) MPI_Abort(MPI_COMM_WORLD, 2);
+    fresh_first_call(&a[0]);
+    pthread_join(th, NULL);
+    MPI_Comm_free(&d[rank % 2]);
+    MPI_Comm_free(&d[1 - rank % 2]);
+    x_fresh_comms += 2;
+    free(a[0].c.world), free(a[1].c.world);
+  }
+}
+
 /* ---- set-up -------------------------------------------------------------------------- */
 static void make_case(comm_case *c, const char *name, MPI_Comm comm, long *counter) {
   MPI_Group g, w;
@@ -393,7 +440,10 @@ int main(int argc, char **argv) {
       blocking(all[k], buf, N_SMALL, inplace, inplace, send);
       blocking(all[k], buf, N_BIG, 2 + inplace, inplace, send);
     }
-  if (multiple && provided == MPI_THREAD_MULTIPLE) two_threads(&cd, &cc, &cs);
+  if (multiple && provided == MPI_THREAD_MULTIPLE) {
+    two_threads(&cd, &cc, &cs);
+    fresh_dups(4);
+  }
   nonblocking(&cs, &cd, &cc, 300);
   passed_to_mpi();
   free(buf), free(send);
@@ -407,15 +457,16 @@ int main(int argc, char **argv) {
     if (r == rank)
       printf("expect rank %d: served %ld %ld; one rank %ld %ld; inter-communicator %ld %ld; "
              "datatype %ld %ld; communicators %d\n", rank, x_served[0], x_served[1], x_self[0],
-             x_self[1], x_inter[0], x_inter[1], x_dtype[0], x_dtype[1], 1 + 1 + (cs.n > 1) + 1);
+             x_self[1], x_inter[0], x_inter[1], x_dtype[0], x_dtype[1],
+             1 + 1 + (cs.n > 1) + 1 + (int)x_fresh_comms);
     fflush(stdout);
     MPI_Barrier(MPI_COMM_WORLD);
   }
   long total = 0;
   MPI_Reduce(&failures, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
   if (rank == 0) {
-    printf("calls: dup %ld split %ld created %ld inter %ld self %ld iallreduce %ld\n", n_dup,
-           n_split, n_created, n_inter, n_self, n_iall);
+    printf("calls: dup %ld split %ld created %ld inter %ld self %ld iallreduce %ld fresh %ld\n",
+           n_dup, n_split, n_created, n_inter, n_self, n_iall, n_fresh);
     printf("shim_comms: %s (%ld failures)\n", total ? "FAIL" : "PASS", total);
   }
   MPI_Finalize();

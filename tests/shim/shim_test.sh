@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The MPI shim over real processes: mpirun, an unmodified MPI program, LD_PRELOAD.
-#   shim_test.sh exact|thread|bf16|fallback RANKS PRELOAD SHIM_CHECK
-# exact     every mapped type/op/count on world and a dup, served by gcomp (GCOMP_STATS
-#           counts exactly those calls on every rank), the rest passed to MPI (the shim's
-#           report at MPI_Finalize counts them by reason); all results exact
-# thread    the same after MPI_Init_thread(MPI_THREAD_MULTIPLE): only world itself is
-#           served (two threads may run collectives on world and a dup at once)
+#   shim_test.sh MODE RANKS PRELOAD SHIM_CHECK [SHIM_COMMS]
+# exact     every mapped type/op/count on world, a dup and a split, and MPI_Iallreduce,
+#           served by gcomp (each communicator's GCOMP_STATS file counts exactly its calls on
+#           every rank), the rest passed to MPI (the shim's report at MPI_Finalize counts
+#           them by reason); all results exact
+# thread    the same after MPI_Init_thread(MPI_THREAD_MULTIPLE): the dup and the split are
+#           served too (one gcomp communicator and one lock per MPI communicator)
 # bf16      GCOMP_CODEC=bf16 on two emulated nodes behind a 1 Gbit/s link model: the calls
 #           are served by a compressed algorithm and the sums are within bf16's error
 # silent    the last rank goes silent inside the job: with GCOMP_TIMEOUT_MS=2000 the other
@@ -16,8 +17,17 @@
 #           shim waits for a late rank as MPI would (30 min), not gcomp's 30 s
 # fallback  a bad GCOMP_* value: one warning naming it, every call to MPI, results exact, no
 #           stats file; with GCOMP_SHIM_STRICT=1 the job stops instead
+# comms     shim_comms under MPI_THREAD_MULTIPLE: a dup, an uneven split, an MPI_Comm_create
+#           communicator, blocking and MPI_Iallreduce under every completion call, two
+#           threads on two communicators, fresh dups first used by two threads at once; the
+#           shim's report must route every call as the program says it must (served, one
+#           rank, inter-communicator, datatype) on every rank, and the stats files agree
+# lossy     the same program with GCOMP_CODEC=bf16 on two emulated nodes (a slow link
+#           model): every served communicator's results visibly inexact, within bf16's bound
+# errors    shim_comms silent: a rank silent on the dup; the dup's own error handler is the
+#           one called, MPI_Wait returns the error, a later MPI_Waitall MPI_ERR_IN_STATUS
 set -u
-mode=$1 n=$2 preload=$3 prog=$4
+mode=$1 n=$2 preload=$3 prog=$4 comms=${5:-}
 for v in $(compgen -e | grep -E '^(GCOMP_|OMPI_|PMI_|SLURM_)'); do unset "$v"; done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -65,42 +75,68 @@ calls() {
 # stats_calls RANK: the "calls" field of that rank's GCOMP_STATS file ("" when none)
 stats_calls() { sed -n 's/^{.*"calls": \([0-9]*\),.*/\1/p' "$tmp/stats-$1.json" 2>/dev/null; }
 
-# report NAME RANK SERVED OFF COMM DTYPE OP IALL: the shim's line at MPI_Finalize
+# report NAME RANK SERVED COMMS OFF INTER ONE OUTSIDE DTYPE OP ARGS REFUSED: the shim's line
+# at MPI_Finalize must say exactly this. SERVED and each reason are "blocking/non-blocking"
+# (MPI_Allreduce/MPI_Iallreduce) counts; COMMS the gcomp communicators made.
 report() {
-  local name=$1 r=$2 served=$3 off=$4 comm=$5 dt=$6 o=$7 ia=$8
-  local want="rank $r: $served MPI_Allreduce through gcomp ([0-9]* bytes); to MPI: $((off + comm + dt + o + ia)) (gcomp off $off, other communicator $comm, datatype $dt, op $o, bad arguments 0, MPI_Iallreduce $ia); refused (NULL buffers): 0"
-  if grep -q "gcomp INFO shim .*$want" "$tmp/$name.err"; then ok "$name: rank $r's report: $served served, $((off + comm + dt + o + ia)) to MPI"
-  else bad "$name: rank $r's report does not say: $want"; grep 'INFO shim' "$tmp/$name.err" | sed 's/^/    /'; fi
+  local name=$1 r=$2 served=$3 ncomm=$4 refused=${12}
+  local reasons=("$5" "$6" "$7" "$8" "$9" "${10}" "${11}") tb=0 tn=0 x
+  for x in "${reasons[@]}"; do tb=$((tb + ${x%/*})) tn=$((tn + ${x#*/})); done
+  local want="rank $r: gcomp served ${served%/*} MPI_Allreduce and ${served#*/} MPI_Iallreduce ([0-9]* bytes) on $ncomm communicator(s); to MPI: $tb MPI_Allreduce and $tn MPI_Iallreduce (gcomp off $5, inter-communicator $6, one rank $7, outside MPI_COMM_WORLD $8, datatype $9, op ${10}, bad arguments ${11}); refused (NULL buffers): $refused"
+  if grep -q "gcomp INFO shim .*$want" "$tmp/$name.err"; then
+    ok "$name: rank $r's report: $served served on $ncomm communicator(s), $tb/$tn to MPI"
+  else
+    bad "$name: rank $r's report does not say: $want"
+    grep 'INFO shim .*gcomp served' "$tmp/$name.err" | sed 's/^/    /'
+  fi
+}
+
+# stats_sum RANK: the calls of every GCOMP_STATS file of that rank (world's and the others')
+stats_sum() {
+  local f t=0 c
+  for f in "$tmp/stats-$1.json" "$tmp/stats-$1".c*.json; do
+    [ -f "$f" ] || continue
+    c=$(sed -n 's/^{.*"calls": \([0-9]*\),.*/\1/p' "$f")   # as stats_calls, any file
+    t=$((t + ${c:-0}))
+  done
+  echo "$t"
+}
+
+# expect_lines NAME: checks every rank's report against the "expect rank R: ..." lines of
+# shim_comms, and that its stats files count what it served
+expect_lines() {
+  local name=$1 r sb snb ob onb ib inb db dnb k
+  for ((r = 0; r < n; r++)); do
+    read -r sb snb ob onb ib inb db dnb k < <(sed -n "s/^expect rank $r: served \([0-9]*\) \([0-9]*\); one rank \([0-9]*\) \([0-9]*\); inter-communicator \([0-9]*\) \([0-9]*\); datatype \([0-9]*\) \([0-9]*\); communicators \([0-9]*\)$/\1 \2 \3 \4 \5 \6 \7 \8 \9/p" "$tmp/$name.out")
+    if [ -z "${k:-}" ]; then bad "$name: no expect line for rank $r"; continue; fi
+    report "$name" "$r" "$sb/$snb" "$k" 0/0 "$ib/$inb" "$ob/$onb" 0/0 "$db/$dnb" 0/0 0/0 0
+    c=$(stats_sum "$r")
+    [ "$c" = $((sb + snb)) ] && ok "$name: rank $r: the stats files count $c calls" ||
+      bad "$name: rank $r: the stats files count $c calls, expected $((sb + snb))"
+    k=""
+  done
 }
 
 case $mode in
-exact)
-  run exact GCOMP_STATS="$tmp/stats-%r.json" GCOMP_DEBUG=info GCOMP_DEBUG_SUBSYS=shim -- "$prog" exact
-  passed exact
-  calls exact
-  served=$((world + dup))
+exact|thread)
+  # the split's halves hold n/2 ranks: served from two up, else MPI's (one rank)
+  args=(exact); [ "$mode" = thread ] && args=(exact multiple)
+  run "$mode" GCOMP_STATS="$tmp/stats-%r.json" GCOMP_DEBUG=info GCOMP_DEBUG_SUBSYS=shim -- "$prog" "${args[@]}"
+  passed "$mode"
+  calls "$mode"
+  [ "$mode" = thread ] && { grep -q '^thread level: multiple' "$tmp/$mode.out" ||
+    echo "MPI_THREAD_MULTIPLE not granted: served as usual"; }
+  if [ $((n / 2)) -ge 2 ]; then served=$((world + dup + split)) one=0 k=3
+  else served=$((world + dup)) one=$split k=2; fi
   for ((r = 0; r < n; r++)); do
     c=$(stats_calls "$r")
-    if [ "$c" = "$served" ]; then ok "exact: rank $r: gcomp served $c calls (world $world + dup $dup)"
-    else bad "exact: rank $r: GCOMP_STATS calls '${c}', expected $served (world $world + dup $dup)"; fi
-    report exact "$r" "$served" 0 "$split" "$dtype" "$op" "$iall"
+    [ "$c" = $((world + iall)) ] && ok "$mode: rank $r: world's gcomp communicator ran $c calls" ||
+      bad "$mode: rank $r: world's GCOMP_STATS calls '${c}', expected $((world + iall))"
+    c=$(stats_sum "$r")
+    [ "$c" = $((served + iall)) ] && ok "$mode: rank $r: all its gcomp communicators ran $c calls" ||
+      bad "$mode: rank $r: GCOMP_STATS files count $c calls, expected $((served + iall))"
+    report "$mode" "$r" "$served/$iall" "$k" 0/0 0/0 "$one/0" 0/0 "$dtype/0" "$op/0" 0/0 0
   done
-  ;;
-thread)
-  # MPI_THREAD_MULTIPLE: world is served, its dup goes to MPI with the split communicator
-  run thread GCOMP_STATS="$tmp/stats-%r.json" GCOMP_DEBUG=info GCOMP_DEBUG_SUBSYS=shim -- "$prog" exact multiple
-  passed thread
-  calls thread
-  if grep -q '^thread level: multiple' "$tmp/thread.out"; then
-    for ((r = 0; r < n; r++)); do
-      c=$(stats_calls "$r")
-      [ "$c" = "$world" ] && ok "thread: rank $r: gcomp served $c calls (world only)" ||
-        bad "thread: rank $r: GCOMP_STATS calls '${c}', expected $world (world only)"
-      report thread "$r" "$world" 0 $((split + dup)) "$dtype" "$op" "$iall"
-    done
-  else
-    echo "MPI_THREAD_MULTIPLE not granted: the dup is served as usual"
-  fi
   ;;
 bf16)
   # two emulated nodes: ranks 0..n/2-1 and n/2..n-1
@@ -115,7 +151,7 @@ bf16)
     c=$(stats_calls "$r")
     [ "$c" = "$world" ] && ok "bf16: rank $r: gcomp served $c calls" ||
       bad "bf16: rank $r: GCOMP_STATS calls '${c}', expected $world"
-    report bf16 "$r" "$world" 0 0 0 "$op" 0
+    report bf16 "$r" "$world/0" 1 0/0 0/0 0/0 0/0 0/0 "$op/0" 0/0 0
   done
   if grep -q '"nodes": 2' "$tmp/stats-0.json" 2>/dev/null; then ok "bf16: two nodes"
   else bad "bf16: not two nodes: $(cat "$tmp/stats-0.json" 2>/dev/null)"; fi
@@ -149,7 +185,7 @@ badbuf)
     c=$(stats_calls "$r")
     [ "$c" = 3 ] && ok "badbuf: rank $r: gcomp served the 3 good calls" ||
       { bad "badbuf: rank $r: GCOMP_STATS calls '${c}', expected 3"; show badbuf; }
-    grep -q "gcomp INFO shim .*rank $r: 3 MPI_Allreduce through gcomp .*; to MPI: [0-9]* (.*bad arguments 2, .*); refused (NULL buffers): 2$" "$tmp/badbuf.err" &&
+    grep -q "gcomp INFO shim .*rank $r: gcomp served 3 MPI_Allreduce and 0 MPI_Iallreduce .*; to MPI: .*bad arguments 2/0); refused (NULL buffers): 2$" "$tmp/badbuf.err" &&
       ok "badbuf: rank $r: the 4 bad calls went back as errors (2 from MPI, 2 from the shim)" || { bad "badbuf: rank $r's report"; show badbuf; }
   done
   grep -q "gcomp INFO shim .*a late rank is waited for 1800000 ms" "$tmp/badbuf.err" &&
@@ -166,7 +202,7 @@ fallback)
     { bad "spec: $w warnings naming GCOMP_CODEC, expected 1"; show spec; }
   ls "$tmp"/stats-*.json >/dev/null 2>&1 && bad "spec: gcomp wrote stats: it ran" || ok "spec: no gcomp communicator"
   for ((r = 0; r < n; r++)); do
-    report spec "$r" 0 $((world + dup + split + dtype + op)) 0 0 0 "$iall"
+    report spec "$r" 0/0 0 $((world + dup + split))/$iall 0/0 0/0 0/0 "$dtype/0" "$op/0" 0/0 0
   done
 
   # a malformed parameter: gcomp_init fails on every rank
@@ -182,8 +218,43 @@ fallback)
      ! grep -q '^shim_check:' "$tmp/strict.out"; then ok "strict: the job stopped (exit $rc)"
   else bad "strict: exit $rc"; show strict; fi
   ;;
+comms)
+  run comms GCOMP_STATS="$tmp/stats-%r.json" GCOMP_DEBUG=info GCOMP_DEBUG_SUBSYS=shim -- "$comms" exact multiple
+  [ "$rc" -eq 0 ] && grep -q '^shim_comms: PASS' "$tmp/comms.out" && ok "comms: results exact" ||
+    { bad "comms: exit $rc"; show comms; }
+  grep -q '^thread level: multiple' "$tmp/comms.out" || bad "comms: MPI_THREAD_MULTIPLE not granted"
+  expect_lines comms
+  ;;
+lossy)
+  half=$((n / 2))
+  run lossy GCOMP_CODEC=bf16 GCOMP_ALPHA_BETA=2,5,50,0.125 GCOMP_STATS="$tmp/stats-%r.json" \
+    GCOMP_DEBUG=info GCOMP_DEBUG_SUBSYS=shim -- \
+    sh -c "GCOMP_NODE_ID=node\$((OMPI_COMM_WORLD_RANK / $half)) exec \"\$0\" \"\$@\"" "$comms" lossy multiple
+  [ "$rc" -eq 0 ] && grep -q '^shim_comms: PASS' "$tmp/lossy.out" && ok "lossy: within bf16's bound" ||
+    { bad "lossy: exit $rc"; show lossy; }
+  for c in dup split created; do
+    l=$(grep "^lossy: $c: " "$tmp/lossy.out")
+    [ -n "$l" ] && ok "$l" || bad "lossy: no inexact results reported on $c"
+  done
+  expect_lines lossy
+  ;;
+errors)
+  for how in fatal return; do
+    run "errors-$how" GCOMP_TIMEOUT_MS=2000 -- "$comms" silent $how
+    grep -q "gcomp WARN shim .*MPI_Iallreduce of 262144 elements failed in gcomp: GCOMP_ERR_TIMEOUT.*rank $((n - 1))" "$tmp/errors-$how.err" &&
+      ok "errors-$how: the shim names the silent rank" || { bad "errors-$how: no warning naming rank $((n - 1))"; show "errors-$how"; }
+  done
+  [ "$rc" -ne 0 ] || bad "errors-return: the job did not end"
+  # the dup's handler (MPI_ERRORS_RETURN-like, counting) ran: MPI_Wait returned an error after
+  # about the timeout, then MPI_Waitall MPI_ERR_IN_STATUS with MPI_ERR_OTHER's class
+  if grep -qE "^rank [0-9]+: MPI_Wait returned .* after (1[5-9][0-9][0-9]|[2-9][0-9][0-9][0-9]) ms; the dup's handler ran 1 time\(s\), class ([0-9]+) \(MPI_ERR_OTHER \2\)" "$tmp/errors-return.out" &&
+     grep -qE "^rank [0-9]+: then MPI_Waitall returned MPI_ERR_IN_STATUS, status class ([0-9]+); the handler ran 2 time" "$tmp/errors-return.out" &&
+     ! grep -q "MPI_Wait returned MPI_SUCCESS" "$tmp/errors-return.out"; then
+    ok "errors-return: $(grep -m1 '^rank .*MPI_Wait' "$tmp/errors-return.out")"
+  else bad "errors-return: the dup's handler, MPI_Wait and MPI_Waitall"; show errors-return; fi
+  ;;
 *)
-  echo "usage: shim_test.sh exact|thread|bf16|badbuf|fallback|silent RANKS PRELOAD SHIM_CHECK" >&2
+  echo "usage: shim_test.sh exact|thread|bf16|badbuf|fallback|silent|comms|lossy|errors RANKS PRELOAD SHIM_CHECK [SHIM_COMMS]" >&2
   exit 2
   ;;
 esac

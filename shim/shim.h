@@ -1,0 +1,89 @@
+/* Internal to the MPI shim (the files of shim/, the only code in gcomp that includes mpi.h): the
+ * per-communicator table, the requests of MPI_Iallreduce, logging and the counts reported
+ * at MPI_Finalize. Only gcomp.h of the library is used. */
+#ifndef GCOMP_SHIM_H
+#define GCOMP_SHIM_H
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "gcomp.h"
+
+#define SHIM_API __attribute__((visibility("default")))
+#define SHIM_LOG(level, ...)                                                              \
+  do {                                                                                    \
+    if (gcomp_log_enabled((level), "shim"))                                               \
+      gcomp_log_message((level), "shim", __FILE__, __LINE__, __VA_ARGS__);                \
+  } while (0)
+#define SHIM_WARN(...) SHIM_LOG(GCOMP_LOG_WARN, __VA_ARGS__)
+#define SHIM_INFO(...) SHIM_LOG(GCOMP_LOG_INFO, __VA_ARGS__)
+#define SHIM_TRACE(...) SHIM_LOG(GCOMP_LOG_TRACE, __VA_ARGS__)
+
+/* Why a call went to PMPI instead of gcomp; counted per reason (and per kind of call). */
+enum {
+  FALL_OFF,      /* gcomp is not running: it could not start (for the job, or on this
+                    communicator) */
+  FALL_INTER,    /* an inter-communicator */
+  FALL_SELF,     /* a communicator of one rank: nothing to reduce, nothing to compress */
+  FALL_FOREIGN,  /* ranks from outside MPI_COMM_WORLD (spawned or connected processes), which
+                    may not run the shim */
+  FALL_DTYPE,    /* a datatype with no gcomp equivalent (derived, unsigned, 16-bit, ...) */
+  FALL_OP,       /* an op other than MPI_SUM/MIN/MAX/PROD (user ops included) */
+  FALL_ARGS,     /* a negative count, recvbuf MPI_IN_PLACE, aliased buffers: MPI reports
+                    the error (NULL buffers never reach MPI: counted as refused) */
+  FALL_COUNT_
+};
+
+/* One gcomp communicator per MPI communicator the shim serves, created at the first call
+ * that would use it (collectively: every member makes that call) and destroyed at
+ * MPI_Comm_free (or when the last of its requests completes after that) or MPI_Finalize. */
+typedef struct shim_comm {
+  gcomp_comm *comm;         /* NULL: every call on this communicator goes to MPI */
+  int off;                  /* then why (a FALL_ reason) */
+  char name[24];            /* agreed by the members ("c5", "c3-2"): names it in logs and in
+                               its stats files */
+  int rank, size;
+  pthread_mutex_t lock;     /* one call into gcomp at a time on this communicator */
+  int broken;               /* a gcomp call failed: every later one fails at once */
+  int pending;              /* requests gcomp has not finished (under lock) */
+  int freed;                /* MPI_Comm_free came while requests were pending */
+  struct shim_comm *prev, *next;   /* the live ones, for MPI_Finalize */
+} shim_comm;
+
+/* Counts, per rank, reported at MPI_Finalize (GCOMP_DEBUG=info). */
+typedef struct {
+  uint64_t served[2];          /* [0] MPI_Allreduce, [1] MPI_Iallreduce through gcomp */
+  uint64_t served_bytes;
+  uint64_t fell[FALL_COUNT_][2];
+  uint64_t refused;            /* NULL buffers: answered MPI_ERR_BUFFER by the shim */
+  uint64_t comms;              /* gcomp communicators created */
+} shim_counts;
+
+extern shim_counts shim_count;
+extern const char *const shim_fall_names[FALL_COUNT_];
+
+/* ---- shim_comm.c ---------------------------------------------------------------------- */
+/* At MPI_Init, once the world's communicator is up (world NULL: gcomp does not run, and no
+ * other communicator is tried). node names this process's node for every communicator;
+ * config holds the job's settings (the shim keeps it). */
+void shim_comms_start(gcomp_comm *world, int world_rank, const char *node,
+                      const gcomp_config *config);
+/* The entry for comm, created collectively on the first call (never NULL). */
+shim_comm *shim_comm_get(MPI_Comm comm);
+/* At MPI_Finalize: every communicator still alive is destroyed. */
+void shim_comms_finalize(void);
+/* A request of sc finished in gcomp: one fewer pending; destroys sc when it was freed by
+ * MPI_Comm_free meanwhile and this was its last. */
+void shim_comm_request_done(shim_comm *sc, int failed);
+int shim_world_rank(void);
+
+/* ---- shim_req.c ----------------------------------------------------------------------- */
+/* MPI_Iallreduce served by gcomp_iallreduce: *request receives an MPI generalized request
+ * that the shim's MPI_Wait/Test/... complete. Returns an MPI error code. */
+int shim_iallreduce(shim_comm *sc, MPI_Comm comm, const void *src, void *recvbuf, int count,
+                    gcomp_dtype dt, gcomp_op op, uint64_t key, MPI_Request *request);
+/* At MPI_Finalize: finishes every request gcomp still runs (a program that never waited). */
+void shim_reqs_finalize(void);
+
+#endif /* GCOMP_SHIM_H */
