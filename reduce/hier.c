@@ -8,8 +8,8 @@
  * of all nodes together. A piece lies inside one chunk on every node, so one rank per node
  * holds its node's partial sum of it, and those ranks allreduce it. With equal nodes the
  * pieces are the chunks and each rank carries one; otherwise a rank of a smaller node
- * carries several, one after the other and in piece order on every rank, so no two ranks
- * wait for each other in opposite orders. */
+ * carries several, one after the other and in one order on every rank (order_pieces), so
+ * no two ranks wait for each other in opposite orders. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +23,33 @@ typedef struct {
   size_t cut[MAX_PIECES + 1];   /* piece k is [cut[k], cut[k + 1]) */
   int *holder;                  /* [npieces][nnodes]: the rank holding piece k on node j */
   int even;                     /* every node holds the same number of ranks */
+  int order[MAX_PIECES];        /* the pieces in the order every rank runs its own */
 } layout;
+
+/* Pieces k and j have a holder in common */
+static int share_holder(const layout *lay, int M, int k, int j) {
+  for (int n = 0; n < M; n++)
+    if (lay->holder[k * M + n] == lay->holder[j * M + n]) return 1;
+  return 0;
+}
+
+/* The order of the pieces: in rounds of pieces with no holder in common (greedy, in piece
+ * order), round by round. In piece order alone, consecutive pieces share a holder and
+ * each waits for the one before (3 + 2 ranks: four allreduces one after the other); in
+ * rounds, pieces of one round cross at once (two rounds there). Every rank follows the
+ * same total order, so the first unfinished piece always has all its holders at it. */
+static void order_pieces(layout *lay, int M) {
+  int round[MAX_PIECES], n = 0;
+  for (int k = 0; k < lay->npieces; k++) {
+    int r = 0;
+    for (int j = 0; j < k; j++)
+      if (round[j] == r && share_holder(lay, M, k, j)) r++, j = -1;   /* try the next round */
+    round[k] = r;
+  }
+  for (int r = 0; n < lay->npieces; r++)
+    for (int k = 0; k < lay->npieces; k++)
+      if (round[k] == r) lay->order[n++] = k;
+}
 
 static int cmp_size(const void *a, const void *b) {
   size_t x = *(const size_t *)a, y = *(const size_t *)b;
@@ -131,6 +157,7 @@ static int layout_build(const gcomp_transport *t, size_t count, layout *lay) {
   free(seen);
   free(count_of);
   if (st < 0) free(lay->holder), lay->holder = NULL;
+  else order_pieces(lay, M);
   return st;
 }
 
@@ -182,9 +209,11 @@ static int hier_run_with(gcomp_coll *c, uint8_t *buf, size_t count, int how) {
   }
   t1 = gcomp_now_ns();
   /* fp32 inside the node; across it the codec (direct, sparse) or the dense choice */
-  for (int k = 0; st == GCOMP_OK && k < lay.npieces; k++)
+  for (int i = 0; st == GCOMP_OK && i < lay.npieces; i++) {
+    int k = lay.order[i];
     if (lay.holder[(size_t)k * (size_t)t->nnodes + (size_t)t->node] == t->rank)
       st = cross_piece(c, &lay, k, buf, how);
+  }
   t2 = gcomp_now_ns();
   if (st == GCOMP_OK && c->intra)
     st = gcomp_direct_allgather(c, &local, (float *)(void *)buf, count, 4, 0x200u, c->intra2);
