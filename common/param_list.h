@@ -25,6 +25,9 @@ GCOMP_PARAM(INTRA_CODEC, STR, "none", "",
 GCOMP_PARAM(CODEC_MIN_BYTES, SIZE, "65536", "0:1099511627776",
             "messages smaller than this go uncompressed")
 GCOMP_PARAM(ALGO, STR, "auto", "", "allreduce algorithm: auto (cost model) or a name from gcomp-info")
+GCOMP_PARAM(GUARD, STR, "off", "",
+            "drift guard: every=N,budget=E[,backoff=M] checks the first and every Nth compressed call of a key "
+            "against the exact allreduce and falls back over budget (on: every=100,budget=0.5,backoff=100; equal on all ranks)")
 GCOMP_PARAM(SEGMENT_BYTES, SIZE, "16m", "4096:1099511627776",
             "pipeline segment of the ring and pairwise steps (each one message; shm copies whole messages best); "
             "grown so that the chunks a step posts to one peer stay within a budget of 256")

@@ -468,6 +468,33 @@ typedef struct {
 
 GCOMP_API int gcomp_comm_get_skew(const gcomp_comm *comm, gcomp_skew_stats *out);
 
+/* The drift guard (GCOMP_GUARD=every=N,budget=E[,backoff=M], or through gcomp_config_set;
+ * "off" by default, "on" for every=100,budget=0.5,backoff=100): on the first and every Nth
+ * compressed call of a key the exact fp32 allreduce runs too, on the same input, and the
+ * codec's relative error ||compressed - exact|| / ||exact|| is measured; with error
+ * feedback (+ef), whose single calls err by design, every Nth call compares the running
+ * sum of the key's results since its last check with the exact running sum of its inputs.
+ * Over budget the call returns the exact result (with +ef: its result plus what the
+ * window's running sum fell short by, and the codec's residuals are cleared, restarting
+ * every window of that codec) and the key runs uncompressed for its next M calls; the log
+ * warns with the key and the error, and GCOMP_STATS lists every checked key. Equal on all
+ * ranks. Sized like gcomp_comm_stats (first published layout: up to guard_s). */
+typedef struct {
+  size_t struct_size;          /* set by the caller: sizeof the struct it passes */
+  int every;                   /* the setting (every 0: the guard is off) */
+  double budget;
+  int backoff;
+  uint64_t checks;             /* calls checked */
+  uint64_t fallbacks;          /* of which over budget: the exact result returned */
+  uint64_t backoff_calls;      /* calls run uncompressed because their key fell back */
+  double last_error, max_error;       /* of the checks (NaN when a check gave none) */
+  uint64_t last_fallback_key;
+  double last_fallback_error;
+  double guard_s;              /* seconds spent checking (inside the calls' total_s) */
+} gcomp_guard_stats;
+
+GCOMP_API int gcomp_comm_get_guard(const gcomp_comm *comm, gcomp_guard_stats *out);
+
 /* The allreduce algorithms this build offers: name and one-line description of algorithm
  * i (0 <= i < gcomp_algo_count()). */
 GCOMP_API int gcomp_algo_count(void);

@@ -25,6 +25,7 @@ int gcomp_agreed_read(gcomp_comm *comm) {
                   "GCOMP_ALGO='%s' is not an algorithm (valid: auto, %s)", algo,
                   gcomp_algo_names());
   }
+  GCOMP_CHECK(gcomp_guard_parse(gcomp_settings_str(set, GCOMP_P_GUARD), &a->guard));
   const char *dflt = gcomp_settings_str(set, GCOMP_P_CODEC);
   if (strcmp(dflt, "none") != 0) GCOMP_CHECK(gcomp_codec_create(dflt, &a->default_codec));
   const char *intra = gcomp_settings_str(set, GCOMP_P_INTRA_CODEC);
@@ -46,7 +47,7 @@ static double hash52(const void *p, size_t n) {
 }
 
 /* How a setting is compared: as a number, or by a hash of what it means */
-enum { BY_NUMBER, BY_TEXT, BY_CODEC, BY_LINKS };
+enum { BY_NUMBER, BY_TEXT, BY_CODEC, BY_LINKS, BY_GUARD };
 static const struct {
   gcomp_param_id id;
   int how;
@@ -55,7 +56,7 @@ static const struct {
     {GCOMP_P_INTRA_CODEC, BY_CODEC},      {GCOMP_P_CODEC_MIN_BYTES, BY_NUMBER},
     {GCOMP_P_ALGO, BY_TEXT},              {GCOMP_P_CHUNK_BYTES, BY_NUMBER},
     {GCOMP_P_SHM_BYTES, BY_NUMBER},       {GCOMP_P_ALPHA_BETA, BY_LINKS},
-    {GCOMP_P_SEGMENT_BYTES, BY_NUMBER}};
+    {GCOMP_P_SEGMENT_BYTES, BY_NUMBER},   {GCOMP_P_GUARD, BY_GUARD}};
 enum { NAGREED = sizeof agreed / sizeof *agreed };
 
 double gcomp_codec_wire_hash(const gcomp_codec *c) {
@@ -82,6 +83,11 @@ static double value_of(const gcomp_comm *comm, int i) {
     double links[6] = {m->intra.alpha_s, m->intra.beta_spb, m->inter.alpha_s,
                        m->inter.beta_spb, m->shm_alpha,     m->shm_spb};
     return hash52(links, sizeof links);
+  }
+  case BY_GUARD: {   /* as parsed: "every=5,budget=0.1" and "budget=0.1,every=5" agree */
+    const gcomp_guard_cfg *g = &comm->agreed.guard;
+    double v[3] = {g->every, g->every ? g->budget : 0, g->every ? g->backoff : 0};
+    return hash52(v, sizeof v);
   }
   default: return (double)gcomp_settings_int(set, id);
   }

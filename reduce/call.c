@@ -14,11 +14,11 @@
  *  - Stages (stages[] below) change the call itself: before_run sees the planned call with
  *    the input still in place (sendbuf, or the fp32 working copy of 16-bit input), after_run
  *    the fp32 result in the working buffer, in table order, before it is narrowed back to
- *    the caller's type. A guard that checks a compressed result against an exact one adds a
- *    stage ahead of "average": before_run copies the input (call->work, or call->sendbuf
- *    when out of place), after_run runs gcomp_call_internal on the copy (the dense,
- *    uncompressed path, outside every observer and stage), compares, and may copy the
- *    exact result over call->work. A stage that fails breaks the communicator like a
+ *    the caller's type. The drift guard (guard.c) is the stage ahead of "average":
+ *    before_run copies the input (call->sendbuf), after_run runs gcomp_call_internal on
+ *    the copy (the dense, uncompressed path, outside every observer and stage), compares,
+ *    and may copy the exact result over call->work; its backoff reaches planning through
+ *    gcomp_guard_route (call->uncompressed). A stage that fails breaks the communicator like a
  *    failed algorithm (its peers may be mid-call).
  *  - The communicator's own collectives (agreement, calibration, codec probes, straggler
  *    exchanges) use gcomp_call_internal: no stages, no observers, no codec. */
@@ -98,7 +98,10 @@ static int plan(gcomp_comm *comm, gcomp_call *call) {
   *in = comm->model;
   in->bytes = call->count * gcomp_dtype_size(call->wt);
   gcomp_codec *codec = call->codec;
-  if (codec && call->dtype != GCOMP_FLOAT32) {
+  if (codec && call->uncompressed) {
+    GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: the guard's backoff for key %llu",
+                (unsigned long long)call->key);
+  } else if (codec && call->dtype != GCOMP_FLOAT32) {
     GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: dtype %d is not float32", (int)call->dtype);
   } else if (codec && call->op != GCOMP_SUM && call->op != GCOMP_AVG) {
     /* codecs decode by adding: only sums (and averages) can go through them */
@@ -120,6 +123,15 @@ static int plan(gcomp_comm *comm, gcomp_call *call) {
   if (forced && call->algo != forced)
     GCOMP_INFO(GCOMP_SUB_TUNING, "GCOMP_ALGO=%s cannot serve this placement; using %s",
                forced->name, call->algo->name);
+  /* GCOMP_INTRA_CODEC inside the nodes of a hierarchical call, under the same rules as any
+   * codec (fp32 sums of at least GCOMP_CODEC_MIN_BYTES) */
+  gcomp_codec *intra = comm->agreed.intra_codec;
+  if (intra && !call->uncompressed && !strncmp(call->algo->name, "hier", 4) &&
+      codec_applies(comm, call, in->bytes)) {
+    int st = gcomp_codec_plan(comm, intra, &call->intra_ci);
+    if (st < 0) return gcomp_comm_mark_broken(comm, st);
+    call->intra = intra;
+  }
   return GCOMP_OK;
 }
 
@@ -130,15 +142,7 @@ static int run(gcomp_comm *comm, gcomp_call *call) {
                          comm->agreed.seg_bytes);
   if (algo->compressed) c.codec = call->codec, c.codec2 = call->ci->second;
   c.key = call->key;
-  /* GCOMP_INTRA_CODEC inside the nodes of a hierarchical call, under the same rules as any
-   * codec (fp32 sums of at least GCOMP_CODEC_MIN_BYTES) */
-  gcomp_codec *intra = comm->agreed.intra_codec;
-  if (intra && !strncmp(algo->name, "hier", 4) && codec_applies(comm, call, call->plan.bytes)) {
-    gcomp_codec_entry *e;
-    int st = gcomp_codec_plan(comm, intra, &e);
-    if (st < 0) return gcomp_comm_mark_broken(comm, st);
-    c.intra = intra, c.intra2 = e->second;
-  }
+  if (call->intra) c.intra = call->intra, c.intra2 = call->intra_ci->second;
   if (call->work == call->recvbuf && call->sendbuf != call->recvbuf) c.src = call->sendbuf;
   int st = algo->run(&c, call->work, call->count);
   return st < 0 ? gcomp_comm_mark_broken(comm, st) : GCOMP_OK;
@@ -177,6 +181,7 @@ typedef struct {
 } call_stage;
 
 static const call_stage stages[] = {
+    {"guard", gcomp_guard_before, gcomp_guard_after},   /* guard.c: on the sum, before "average" */
     {"average", NULL, stage_average},
     {"nonfinite", NULL, stage_nonfinite},
 };
@@ -210,6 +215,7 @@ static int call_body(gcomp_comm *comm, gcomp_call *call) {
                 "communicator unusable since an earlier allreduce failed: %s", comm->broken_why);
   if (call->count == 0) return GCOMP_OK;
   GCOMP_CHECK(widen(comm, call));
+  gcomp_guard_route(comm, call);
   GCOMP_CHECK(plan(comm, call));
   GCOMP_CHECK(run_stages(comm, call, 0));
   GCOMP_CHECK(run(comm, call));

@@ -140,7 +140,9 @@ void gcomp_stats_write(const gcomp_comm *comm) {
   fprintf(f, "], \"ranks_last\": [");
   for (int r = 0; k->table && m->calls && r < k->size; r++)
     fprintf(f, "%s%.0f", r ? ", " : "", k->table[3 * r + 2]);
-  fprintf(f, "]}}\n");
+  fprintf(f, "]}");
+  gcomp_guard_write(comm, f);
+  fprintf(f, "}\n");
   fclose(f);
 }
 

@@ -101,6 +101,7 @@ int gcomp_comm_destroy(gcomp_comm *comm) {
   uselocale(old_locale);
   free(comm->trace);
   gcomp_skew_free(&comm->skew);
+  gcomp_guard_free(comm);
   gcomp_shm_destroy(comm->shm);
   if (comm->own) gcomp_transport_destroy(comm->t);
   gcomp_agreed_free(&comm->agreed);

@@ -15,18 +15,31 @@
  *   call_observe.c the observers: stats, trace, stragglers (whose exchanges take the
  *                 internal path), and the JSON files stats and trace leave
  *   skew.c        straggler detection's bookkeeping (no communication)
+ *   guard.c       the drift guard: a stage checking compressed results against exact ones
  *   progress.c    non-blocking calls: the request queue and the progress thread
  *   cost.c, plan.c (the algorithms' side) the cost primitives and the algorithm table */
 #ifndef GCOMP_COMM_IMPL_H
 #define GCOMP_COMM_IMPL_H
 
 #include <pthread.h>
+#include <stdio.h>
 
 #include "coll.h"
 #include "comm.h"
 #include "skew.h"
 
 /* ---- settings agreed at creation ------------------------------------------------------ */
+/* GCOMP_GUARD (guard.c); every 0: off */
+enum { GCOMP_GUARD_EVERY = 100, GCOMP_GUARD_BACKOFF = 100 };
+#define GCOMP_GUARD_BUDGET 0.5
+typedef struct {
+  int every;                   /* check the first and every Nth compressed call of a key */
+  double budget;               /* largest relative error let through */
+  int backoff;                 /* uncompressed calls of a key after a fallback */
+} gcomp_guard_cfg;
+/* Parses GCOMP_GUARD's text; GCOMP_ERR_INVALID names the bad token. */
+int gcomp_guard_parse(const char *text, gcomp_guard_cfg *out);
+
 typedef struct {
   int skew_window;             /* GCOMP_SKEW_WINDOW */
   int64_t codec_min_bytes;     /* GCOMP_CODEC_MIN_BYTES */
@@ -37,6 +50,7 @@ typedef struct {
   gcomp_codec *default_codec;  /* GCOMP_CODEC, or NULL for none */
   gcomp_codec *intra_codec;    /* GCOMP_INTRA_CODEC, or NULL for fp32 inside nodes */
   int links_given;             /* GCOMP_ALPHA_BETA set: no calibration */
+  gcomp_guard_cfg guard;       /* GCOMP_GUARD */
 } gcomp_agreed;
 
 /* Reads the agreed settings from the communicator's table (codecs created, GCOMP_ALGO
@@ -96,6 +110,11 @@ typedef struct gcomp_call {
   gcomp_plan_in plan;          /* the cost model's inputs for this call */
   const gcomp_algo *algo;      /* what runs; NULL before planning (empty or refused calls) */
   gcomp_codec_entry *ci;  /* the codec's planning entry, or NULL */
+  gcomp_codec *intra;          /* GCOMP_INTRA_CODEC inside a hierarchical call's nodes, or NULL */
+  gcomp_codec_entry *intra_ci; /* its planning entry */
+  int uncompressed;            /* the guard's backoff: no codec at any level */
+  void *guard_key;             /* the guard's state of this key when it watches the call */
+  int guard_check;             /* and this call is checked */
   gcomp_comm_stats acc;        /* what this call adds (struct_size unused) */
   int completed;               /* reached its end with the result in recvbuf */
   int status;
@@ -143,6 +162,18 @@ int gcomp_skew_observe(gcomp_comm *comm, gcomp_call *call);
 void gcomp_stats_write(const gcomp_comm *comm);
 void gcomp_trace_write(const gcomp_comm *comm);
 
+/* ---- the drift guard (guard.c) -------------------------------------------------------- */
+typedef struct gcomp_guard gcomp_guard;
+/* Before planning: a key in backoff after a fallback runs uncompressed. */
+void gcomp_guard_route(gcomp_comm *comm, gcomp_call *call);
+/* The stage: before the run (copies or sums the input), after it (checks, may replace the
+ * result with the exact one). Collective on checked calls. */
+int gcomp_guard_before(gcomp_comm *comm, gcomp_call *call);
+int gcomp_guard_after(gcomp_comm *comm, gcomp_call *call);
+void gcomp_guard_free(gcomp_comm *comm);
+/* Its part of GCOMP_STATS: `,"guard": {...}` when the guard is on. */
+void gcomp_guard_write(const gcomp_comm *comm, FILE *f);
+
 /* ---- non-blocking calls (progress.c) -------------------------------------------------- */
 /* Stops the progress thread after what is queued; requests not yet completed by the
  * caller make gcomp_comm_destroy refuse before this is reached. */
@@ -172,6 +203,7 @@ struct gcomp_comm {
   int ncodecs;
   gcomp_shm *shm;              /* the node's shared segment (NULL: alone on the node, or none) */
   gcomp_skew skew;             /* straggler detection (GCOMP_SKEW_WINDOW) */
+  struct gcomp_guard *guard;   /* GCOMP_GUARD's state per key, made at the first check */
   int tracing;                 /* GCOMP_TRACE is set */
   gcomp_trace_event *trace;    /* one event per call */
   size_t ntrace, trace_cap;

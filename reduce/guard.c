@@ -1,0 +1,380 @@
+/* The drift guard (GCOMP_GUARD=every=N,budget=E[,backoff=M]): a stage of the call
+ * (call.c) that checks a key's compressed results against exact ones while a job runs.
+ *
+ *  - Without error feedback, on the first and every Nth compressed call of a key the input
+ *    is copied before the call and reduced again, exact (fp32, dense, gcomp_call_internal);
+ *    the error is ||compressed - exact|| / ||exact|| over the whole tensor.
+ *  - With error feedback a single call's error is large by design; what it promises is
+ *    that the running sum of the results tracks the running sum of the gradients. Each
+ *    compressed call adds its input into sum_in (this rank's) and its result into sum_out;
+ *    every Nth call sum_in is reduced exact and compared with sum_out, and both restart.
+ *  - Over budget (or not a number): the call returns the exact result (with error
+ *    feedback: its compressed result plus what the window fell short by, so that the
+ *    window's running sum is exact, and the codec's residuals are cleared, since they hold
+ *    what was just delivered: every key of that codec restarts its window), and the key
+ *    runs uncompressed for its next M calls; then its count starts again (a check first).
+ *
+ * The error's two sums are taken by each rank over its share of the tensor and exchanged
+ * in one MAX allreduce of a slot per rank, so every rank adds the same numbers in the same
+ * order and takes the same decision (ranks that decided differently would disagree on the
+ * next call's algorithm). The guard's exchanges cost no wire bytes in the call's figures;
+ * their time is the guard's (gcomp_comm_get_guard) and inside the call's total. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec_impl.h"
+#include "comm_impl.h"
+
+/* ---- the setting ---------------------------------------------------------------------- */
+int gcomp_guard_parse(const char *text, gcomp_guard_cfg *out) {
+  *out = (gcomp_guard_cfg){0, GCOMP_GUARD_BUDGET, GCOMP_GUARD_BACKOFF};
+  if (!text[0] || !strcmp(text, "off") || !strcmp(text, "0")) return GCOMP_OK;
+  out->every = GCOMP_GUARD_EVERY;
+  if (!strcmp(text, "on") || !strcmp(text, "1")) return GCOMP_OK;
+  char buf[256];
+  GCOMP_FAIL_IF(strlen(text) >= sizeof buf, GCOMP_ERR_INVALID, "GCOMP_GUARD: value too long");
+  strcpy(buf, text);
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(tok, '=');
+    GCOMP_FAIL_IF(!eq, GCOMP_ERR_INVALID,
+                  "GCOMP_GUARD: '%s' is not key=value (every=N,budget=E[,backoff=M], or off)", tok);
+    *eq = '\0';
+    const char *v = eq + 1;
+    uint64_t u;
+    if (!strcmp(tok, "every")) {
+      GCOMP_CHECK(gcomp_kv_u64("GCOMP_GUARD", tok, v, 1, 1u << 30, &u));
+      out->every = (int)u;
+    } else if (!strcmp(tok, "backoff")) {
+      GCOMP_CHECK(gcomp_kv_u64("GCOMP_GUARD", tok, v, 0, 1u << 30, &u));
+      out->backoff = (int)u;
+    } else if (!strcmp(tok, "budget")) {
+      GCOMP_CHECK(gcomp_kv_double("GCOMP_GUARD", tok, v, 0, 1e300, &out->budget));
+      GCOMP_FAIL_IF(!(out->budget > 0), GCOMP_ERR_INVALID,
+                    "GCOMP_GUARD: budget='%s' must be above 0", v);
+    } else {
+      GCOMP_FAIL(GCOMP_ERR_INVALID,
+                 "GCOMP_GUARD: unknown key '%s' (valid: every, budget, backoff)", tok);
+    }
+  }
+  return GCOMP_OK;
+}
+
+/* ---- state per key -------------------------------------------------------------------- */
+typedef struct {
+  uint64_t key;
+  int used;
+  size_t count;
+  uint64_t seen;          /* compressed calls since the count (re)started */
+  int backoff_left;       /* uncompressed calls still to run */
+  uint64_t checks, fallbacks;
+  double last_error, max_error;
+  float *sum_in, *sum_out;   /* error feedback: the window's running sums (count each) */
+  float *vel;             /* with ef momentum m: this rank's u = m u + grad, what it feeds */
+  float momentum;
+  const gcomp_codec *ef_codec;   /* the codec whose residuals the window depends on */
+} guard_key;
+
+struct gcomp_guard {
+  guard_key *keys;        /* open addressing, power-of-two capacity */
+  size_t cap, used;
+  float *exact;           /* the input of a checked call, then its exact sum */
+  size_t exact_cap;
+  double *slots;          /* 2 per rank: the error's sums */
+  gcomp_guard_stats st;   /* under comm->mu */
+};
+
+static size_t hash_key(uint64_t key) {
+  key ^= key >> 33, key *= 0xff51afd7ed558ccdull, key ^= key >> 33;
+  return (size_t)key;
+}
+
+static guard_key *find(const gcomp_guard *g, uint64_t key) {
+  if (!g || !g->cap) return NULL;
+  for (size_t j = hash_key(key) & (g->cap - 1); g->keys[j].used; j = (j + 1) & (g->cap - 1))
+    if (g->keys[j].key == key) return &g->keys[j];
+  return NULL;
+}
+
+static int insert(gcomp_guard *g, uint64_t key, guard_key **out) {
+  if ((g->used + 1) * 2 > g->cap) {
+    size_t cap = g->cap ? g->cap * 2 : 16;
+    guard_key *keys = calloc(cap, sizeof *keys);
+    GCOMP_FAIL_IF(!keys, GCOMP_ERR_NOMEM, "guard: a table of %zu keys", cap);
+    for (size_t i = 0; i < g->cap; i++) {
+      if (!g->keys[i].used) continue;
+      size_t j = hash_key(g->keys[i].key) & (cap - 1);
+      while (keys[j].used) j = (j + 1) & (cap - 1);
+      keys[j] = g->keys[i];
+    }
+    free(g->keys);
+    g->keys = keys, g->cap = cap;
+  }
+  size_t j = hash_key(key) & (g->cap - 1);
+  while (g->keys[j].used) j = (j + 1) & (g->cap - 1);
+  g->keys[j] = (guard_key){.key = key, .used = 1};
+  g->used++;
+  *out = &g->keys[j];
+  return GCOMP_OK;
+}
+
+static int reserve(float **p, size_t *cap, size_t count) {
+  if (*cap >= count) return GCOMP_OK;
+  float *q = realloc(*p, count * sizeof *q);
+  GCOMP_FAIL_IF(!q, GCOMP_ERR_NOMEM, "guard: a copy of %zu values", count);
+  *p = q, *cap = count;
+  return GCOMP_OK;
+}
+
+static void restart_window(guard_key *k) {
+  if (k->sum_in) memset(k->sum_in, 0, k->count * sizeof(float));
+  if (k->sum_out) memset(k->sum_out, 0, k->count * sizeof(float));
+  k->seen = 0;
+}
+
+static void drop_sums(guard_key *k) {
+  free(k->sum_in), free(k->sum_out), free(k->vel);
+  k->sum_in = k->sum_out = k->vel = NULL;
+}
+
+void gcomp_guard_free(gcomp_comm *comm) {
+  gcomp_guard *g = comm->guard;
+  if (!g) return;
+  for (size_t i = 0; i < g->cap; i++) drop_sums(&g->keys[i]);
+  free(g->keys), free(g->exact), free(g->slots), free(g);
+  comm->guard = NULL;
+}
+
+int gcomp_comm_get_guard(const gcomp_comm *comm, gcomp_guard_stats *out) {
+  GCOMP_FAIL_IF(!comm || !out, GCOMP_ERR_INVALID, "gcomp_comm_get_guard: NULL argument");
+  gcomp_guard_stats none = {0};
+  pthread_mutex_t *mu = (pthread_mutex_t *)&comm->mu;
+  pthread_mutex_lock(mu);
+  none.every = comm->agreed.guard.every;
+  none.budget = comm->agreed.guard.budget;
+  none.backoff = comm->agreed.guard.backoff;
+  const gcomp_guard_stats *src = comm->guard ? &comm->guard->st : &none;
+  int st = GCOMP_SIZED_COPY(out, src, gcomp_guard_stats, guard_s, "gcomp_comm_get_guard");
+  pthread_mutex_unlock(mu);
+  return st;
+}
+
+/* ---- the call's stage ----------------------------------------------------------------- */
+/* Before planning: a key in backoff runs uncompressed */
+void gcomp_guard_route(gcomp_comm *comm, gcomp_call *call) {
+  guard_key *k = comm->agreed.guard.every ? find(comm->guard, call->key) : NULL;
+  if (!k || k->backoff_left <= 0) return;
+  k->backoff_left--;
+  call->uncompressed = 1;
+  pthread_mutex_lock(&comm->mu);
+  comm->guard->st.backoff_calls++;
+  pthread_mutex_unlock(&comm->mu);
+}
+
+/* The codec with error feedback among those the call runs, or NULL; *momentum its ef
+ * momentum, *masked 1 with momentum factor masking */
+static const gcomp_codec *ef_codec_of(const gcomp_call *call, float *momentum, int *masked) {
+  const gcomp_codec *c[2] = {call->ci && call->algo->compressed ? call->codec : NULL, call->intra};
+  for (int i = 0; i < 2; i++) {
+    gcomp_codec_info info = {.struct_size = sizeof info};
+    if (c[i] && gcomp_codec_describe(c[i], &info) == GCOMP_OK && info.error_feedback) {
+      *momentum = (float)info.ef_momentum, *masked = info.ef_momentum > 0 && info.ef_mask;
+      return c[i];
+    }
+  }
+  *momentum = 0, *masked = 0;
+  return NULL;
+}
+
+int gcomp_guard_before(gcomp_comm *comm, gcomp_call *call) {
+  const gcomp_guard_cfg *cfg = &comm->agreed.guard;
+  call->guard_key = NULL, call->guard_check = 0;
+  int lossy = (call->ci && call->algo->compressed) || call->intra;
+  if (!cfg->every || call->uncompressed || !lossy || call->wt != GCOMP_FLOAT32) return GCOMP_OK;
+  if (!comm->guard) {
+    gcomp_guard *g = calloc(1, sizeof *g);
+    double *slots = calloc(2 * (size_t)comm->t->size, sizeof *slots);
+    if (!g || !slots) free(g), free(slots);
+    GCOMP_FAIL_IF(!g || !slots, GCOMP_ERR_NOMEM, "guard: its state");
+    g->slots = slots;
+    g->st = (gcomp_guard_stats){.every = cfg->every, .budget = cfg->budget,
+                                .backoff = cfg->backoff};
+    comm->guard = g;
+  }
+  gcomp_guard *g = comm->guard;
+  guard_key *k = find(g, call->key);
+  if (!k) GCOMP_CHECK(insert(g, call->key, &k));
+  float m;
+  int masked;
+  const gcomp_codec *ef = ef_codec_of(call, &m, &masked);
+  /* momentum factor masking zeroes the velocity where the codec sent: only the codec knows
+   * that velocity, so there is nothing exact to hold its running sum against */
+  if (masked) return GCOMP_OK;
+  if (k->count != call->count || k->ef_codec != ef || k->momentum != m) {   /* start over */
+    drop_sums(k);
+    k->count = call->count, k->ef_codec = ef, k->momentum = m, k->seen = 0;
+  }
+  size_t n = call->count;
+  const float *in = call->sendbuf;
+  if (ef && !k->sum_in) {
+    k->sum_in = calloc(n, sizeof(float)), k->sum_out = calloc(n, sizeof(float));
+    if (m > 0) k->vel = calloc(n, sizeof(float));
+    if (!k->sum_in || !k->sum_out || (m > 0 && !k->vel)) drop_sums(k);
+    GCOMP_FAIL_IF(!k->sum_in, GCOMP_ERR_NOMEM, "guard: running sums of %zu values", n);
+  }
+  k->seen++;
+  call->guard_key = k;
+  if (ef && m > 0) {   /* what the codec feeds its error feedback: u = m u + grad */
+    for (size_t i = 0; i < n; i++) k->vel[i] = m * k->vel[i] + in[i];
+    gcomp_reduce_kernel(GCOMP_FLOAT32, GCOMP_SUM)(k->sum_in, k->vel, n);
+    call->guard_check = k->seen % (uint64_t)cfg->every == 0;
+  } else if (ef) {
+    gcomp_reduce_kernel(GCOMP_FLOAT32, GCOMP_SUM)(k->sum_in, in, n);
+    call->guard_check = k->seen % (uint64_t)cfg->every == 0;
+  } else {
+    call->guard_check = (k->seen - 1) % (uint64_t)cfg->every == 0;
+    if (call->guard_check) {
+      GCOMP_CHECK(reserve(&g->exact, &g->exact_cap, n));
+      memcpy(g->exact, in, n * sizeof(float));
+    }
+  }
+  return GCOMP_OK;
+}
+
+/* ||c - e|| / ||e|| over the tensor, the same on every rank: each rank's share of the two
+ * sums (where the exact value is finite), exchanged a slot per rank */
+static int rel_error(gcomp_comm *comm, const float *c, const float *e, size_t count, double *err) {
+  int n = comm->t->size, me = comm->t->rank;
+  double *s = comm->guard->slots;
+  size_t off, len;
+  gcomp_chunk(count, n, me, &off, &len);
+  double d2 = 0, e2 = 0;
+  for (size_t i = off; i < off + len; i++) {
+    if (!isfinite(e[i])) continue;
+    double d = (double)c[i] - (double)e[i];
+    d2 += d * d, e2 += (double)e[i] * (double)e[i];
+  }
+  memset(s, 0, 2 * (size_t)n * sizeof *s);
+  s[2 * me] = d2, s[2 * me + 1] = e2;   /* >= 0 or NaN: the MAX keeps each rank's own */
+  if (n > 1)
+    GCOMP_CHECK(gcomp_call_internal(comm, s, 2 * (size_t)n, GCOMP_FLOAT64, GCOMP_MAX, NULL, 0));
+  d2 = e2 = 0;
+  for (int r = 0; r < n; r++) d2 += s[2 * r], e2 += s[2 * r + 1];
+  *err = e2 > 0 ? sqrt(d2 / e2) : d2 > 0 ? INFINITY : d2 == 0 ? 0 : NAN;
+  return GCOMP_OK;
+}
+
+/* Error feedback's residuals were just delivered: clear them, and restart the window of
+ * every key whose running sums depended on them */
+static void clear_residuals(gcomp_comm *comm, gcomp_call *call, const gcomp_codec *ef) {
+  gcomp_codec_reset_residuals((gcomp_codec *)ef);
+  if (ef == call->codec && call->ci && call->ci->second)
+    gcomp_codec_reset_residuals(call->ci->second);
+  if (ef == call->intra && call->intra_ci && call->intra_ci->second)
+    gcomp_codec_reset_residuals(call->intra_ci->second);
+  gcomp_guard *g = comm->guard;
+  for (size_t i = 0; i < g->cap; i++)
+    if (g->keys[i].used && g->keys[i].ef_codec == ef) {
+      restart_window(&g->keys[i]);
+      if (g->keys[i].vel) memset(g->keys[i].vel, 0, g->keys[i].count * sizeof(float));
+    }
+}
+
+static void note(gcomp_comm *comm, const guard_key *k, double err, int over) {
+  const gcomp_guard_cfg *cfg = &comm->agreed.guard;
+  gcomp_guard_stats *st = &comm->guard->st;
+  pthread_mutex_lock(&comm->mu);
+  st->checks++;
+  st->last_error = err;
+  if (err > st->max_error || isnan(err)) st->max_error = err;
+  if (over) {
+    st->fallbacks++;
+    st->last_fallback_key = k->key;
+    st->last_fallback_error = err;
+  }
+  pthread_mutex_unlock(&comm->mu);
+  if (!over || comm->t->rank != 0) return;
+  /* every fallback at info level; the first of a key and each power of two as warnings */
+  int loud = (k->fallbacks & (k->fallbacks - 1)) == 0;
+  GCOMP_LOG(loud ? GCOMP_LOG_WARN : GCOMP_LOG_INFO, GCOMP_SUB_REDUCE,
+            "guard: key %llu: %s error %.3g over the budget %g at its check %llu: this call "
+            "returns the exact result, the key runs uncompressed for %d calls (fallback %llu "
+            "of this key, %llu in all)",
+            (unsigned long long)k->key, k->ef_codec ? "running-sum" : "relative", err,
+            cfg->budget, (unsigned long long)k->checks, cfg->backoff,
+            (unsigned long long)k->fallbacks, (unsigned long long)st->fallbacks);
+}
+
+int gcomp_guard_after(gcomp_comm *comm, gcomp_call *call) {
+  guard_key *k = call->guard_key;
+  if (!k) return GCOMP_OK;
+  gcomp_guard *g = comm->guard;
+  size_t n = call->count;
+  float *work = (float *)(void *)call->work;
+  if (k->ef_codec) gcomp_reduce_kernel(GCOMP_FLOAT32, GCOMP_SUM)(k->sum_out, work, n);
+  if (!call->guard_check) return GCOMP_OK;
+  uint64_t t0 = gcomp_now_ns();
+  float *exact = k->ef_codec ? k->sum_in : g->exact;
+  const float *got = k->ef_codec ? k->sum_out : work;
+  GCOMP_CHECK(gcomp_call_internal(comm, exact, n, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0));
+  double err = 0;
+  GCOMP_CHECK(rel_error(comm, got, exact, n, &err));
+  k->checks++;
+  k->last_error = err;
+  if (err > k->max_error || isnan(err)) k->max_error = err;
+  int over = !(err <= comm->agreed.guard.budget);
+  if (over) {
+    if (k->ef_codec) {
+      for (size_t i = 0; i < n; i++) work[i] += exact[i] - got[i];
+      clear_residuals(comm, call, k->ef_codec);
+    } else {
+      memcpy(work, exact, n * sizeof(float));
+    }
+    k->fallbacks++;
+    k->backoff_left = comm->agreed.guard.backoff;
+  }
+  note(comm, k, err, over);
+  if (over || k->ef_codec) restart_window(k);
+  pthread_mutex_lock(&comm->mu);
+  g->st.guard_s += (double)(gcomp_now_ns() - t0) * 1e-9;
+  pthread_mutex_unlock(&comm->mu);
+  return GCOMP_OK;
+}
+
+/* ---- GCOMP_STATS ---------------------------------------------------------------------- */
+/* A number, or null for none (JSON has no NaN or Inf) */
+static void jnum(FILE *f, const char *name, double v) {
+  if (isfinite(v)) fprintf(f, ", \"%s\": %.6g", name, v);
+  else fprintf(f, ", \"%s\": null", name);
+}
+
+/* `,"guard": {...}` inside the stats object: the setting, the totals and every key checked
+ * (the first 1024) */
+void gcomp_guard_write(const gcomp_comm *comm, FILE *f) {
+  const gcomp_guard_cfg *cfg = &comm->agreed.guard;
+  if (!cfg->every) return;
+  const gcomp_guard *g = comm->guard;
+  gcomp_guard_stats none = {0};
+  const gcomp_guard_stats *s = g ? &g->st : &none;
+  fprintf(f,
+          ",\n \"guard\": {\"every\": %d, \"budget\": %g, \"backoff\": %d, \"checks\": %llu, "
+          "\"fallbacks\": %llu, \"backoff_calls\": %llu, \"guard_s\": %.6f",
+          cfg->every, cfg->budget, cfg->backoff, (unsigned long long)s->checks,
+          (unsigned long long)s->fallbacks, (unsigned long long)s->backoff_calls, s->guard_s);
+  jnum(f, "max_error", s->max_error);
+  fprintf(f, ", \"keys\": [");
+  int written = 0;
+  for (size_t i = 0; g && i < g->cap && written < 1024; i++) {
+    const guard_key *k = &g->keys[i];
+    if (!k->used || !k->checks) continue;
+    fprintf(f, "%s{\"key\": %llu, \"count\": %zu, \"running_sum\": %d, \"checks\": %llu, "
+               "\"fallbacks\": %llu",
+            written++ ? ", " : "", (unsigned long long)k->key, k->count, k->ef_codec != NULL,
+            (unsigned long long)k->checks, (unsigned long long)k->fallbacks);
+    jnum(f, "last_error", k->last_error);
+    jnum(f, "max_error", k->max_error);
+    fprintf(f, "}");
+  }
+  fprintf(f, "]}");
+}
