@@ -176,6 +176,9 @@ typedef struct {
   uint64_t user_bytes;  /* fp32 bytes given to gcomp_allreduce, summed over ranks */
   uint64_t codec_in, codec_out;   /* gcomp_codec_get_stats, summed over ranks */
   double seconds;
+  /* the drift guard (gcomp_cv_setup_guard), rank 0's figures (sums and the max over seeds) */
+  uint64_t guard_checks, guard_fallbacks, guard_backoff_calls;
+  double guard_max_error;
   /* several seeds (gcomp_cv_run_merge): the metrics above are means over the seeds (maxima
    * for the max_ fields, minima for the min_ ones); per seed: */
   int nseeds;           /* 1 for a single run */
@@ -204,6 +207,9 @@ void gcomp_cv_run_free(gcomp_cv_run *run);
  * for the default: a 2 us, 0.1 GB/s link where compression pays) so the planner's choice
  * never depends on a noisy calibration. */
 int gcomp_cv_setup_env(long long codec_min_bytes, const char *alpha_beta);
+/* GCOMP_GUARD for every run's communicators (NULL or "": the environment's); a bad spec is
+ * an error now. The runs then report the guard's checks and fallbacks. */
+int gcomp_cv_setup_guard(const char *spec);
 
 /* ---- the noise floor ------------------------------------------------------------------ */
 /* How far fp32 training moves from the baseline when nothing changes but the order in which

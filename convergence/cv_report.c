@@ -90,6 +90,26 @@ static const char *calls_text(char *buf, size_t n, const gcomp_cv_deployed *d) {
   return buf;
 }
 
+/* The drift guard (--guard): each codec's checks, how many went over budget (the call
+ * returned the exact result) and the largest error seen. */
+static void print_guard(FILE *f, const gcomp_cv_problem *pr) {
+  int any = 0;
+  for (int i = 0; i < pr->nruns; i++) any |= pr->runs[i].guard_checks > 0;
+  if (!any) return;
+  fputs("  guard:", f);
+  for (int i = 0, k = 0; i < pr->nruns; i++) {
+    const gcomp_cv_run *x = &pr->runs[i];
+    if (!x->guard_checks) continue;
+    fprintf(f, "%s %s %llu of %llu checks over budget (largest error %.3g", k++ ? ";" : "",
+            x->spec, (unsigned long long)x->guard_fallbacks,
+            (unsigned long long)x->guard_checks, x->guard_max_error);
+    if (x->guard_backoff_calls)
+      fprintf(f, ", %llu calls uncompressed", (unsigned long long)x->guard_backoff_calls);
+    fputc(')', f);
+  }
+  fputc('\n', f);
+}
+
 /* Small tensors: what a job under the deployment's GCOMP_CODEC_MIN_BYTES gets. */
 static void print_deployed(FILE *f, const gcomp_cv_problem *pr, long long checked) {
   if (!pr->deployed || pr->nruns == 0) return;
@@ -195,6 +215,7 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
     }
     print_resolution(f, pr);
     print_deployed(f, pr, r->min_bytes);
+    print_guard(f, pr);
     /* codecs whose tolerance is finer than this run can resolve */
     int ncoarse = 0;
     for (int i = 0; i < pr->nruns; i++) ncoarse += pr->verdicts[i].coarse != 0;

@@ -84,6 +84,7 @@ static struct {
   int given;
   long long codec_min_bytes;
   char alpha_beta[256];
+  char guard[128];   /* GCOMP_GUARD, "" for the environment's */
 } cv_env;
 
 /* A run's settings: the environment's, those of gcomp_cv_setup_env, and GCOMP_ALGO=algo */
@@ -98,6 +99,7 @@ static int run_config(const char *algo, gcomp_config **out) {
   if (cv_env.given && st == GCOMP_OK)
     st = gcomp_config_set(*out, "GCOMP_ALPHA_BETA", cv_env.alpha_beta);
   if (st == GCOMP_OK) st = gcomp_config_set(*out, "GCOMP_ALGO", algo);
+  if (st == GCOMP_OK && cv_env.guard[0]) st = gcomp_config_set(*out, "GCOMP_GUARD", cv_env.guard);
   if (st < 0) {
     gcomp_config_destroy(*out);
     *out = NULL;
@@ -115,6 +117,18 @@ int gcomp_cv_setup_env(long long codec_min_bytes, const char *alpha_beta) {
   int st = run_config("auto", &probe);
   gcomp_config_destroy(probe);
   if (st < 0) cv_env.given = 0;
+  return st;
+}
+
+int gcomp_cv_setup_guard(const char *spec) {
+  snprintf(cv_env.guard, sizeof cv_env.guard, "%s", spec ? spec : "");
+  gcomp_config *probe = NULL;   /* a bad spec is an error at the first communicator */
+  int st = run_config("auto", &probe);
+  gcomp_comm *c = NULL;
+  if (st == GCOMP_OK) st = gcomp_comm_init_local(1, NULL, probe, &c);
+  gcomp_comm_destroy(c);
+  gcomp_config_destroy(probe);
+  if (st < 0) cv_env.guard[0] = '\0';
   return st;
 }
 
@@ -207,6 +221,9 @@ int gcomp_cv_run_merge(gcomp_cv_run *acc, const gcomp_cv_run *x, int k) {
   for (size_t i = 0; i < 4; i++)
     *b[i] = (uint64_t)llround((double)*b[i] + ((double)bx[i] - (double)*b[i]) / (k + 1));
   acc->seconds += x->seconds;
+  acc->guard_checks += x->guard_checks, acc->guard_fallbacks += x->guard_fallbacks;
+  acc->guard_backoff_calls += x->guard_backoff_calls;
+  if (x->guard_max_error > acc->guard_max_error) acc->guard_max_error = x->guard_max_error;
   acc->nseeds = k + 1;
   return GCOMP_OK;
 }
@@ -491,7 +508,14 @@ static void worker_body(sim *s, int w, gcomp_comm *comm, int st) {
     s->cstats[slot].bytes = user;
     s->kstats[slot].struct_size = sizeof s->kstats[slot];
     if (codec) gcomp_codec_get_stats(codec, &s->kstats[slot]);
-    if (w == 0 || s->real) snprintf(s->run->algo, sizeof s->run->algo, "%s", algo);
+    if (w == 0 || s->real) {
+      snprintf(s->run->algo, sizeof s->run->algo, "%s", algo);
+      gcomp_guard_stats g = {.struct_size = sizeof g};
+      if (gcomp_comm_get_guard(comm, &g) == GCOMP_OK) {
+        s->run->guard_checks = g.checks, s->run->guard_fallbacks = g.fallbacks;
+        s->run->guard_backoff_calls = g.backoff_calls, s->run->guard_max_error = g.max_error;
+      }
+    }
     if (s->real) real_totals(s, w, theta);
   }
 out:
@@ -729,8 +753,10 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
     gcomp_error_restore(st, run->error);
   } else if (st == GCOMP_OK) {
     summarise(&s);
-    /* a lossy codec the planner declined to use would "pass" without being tested */
-    if (spec && strcmp(info.kind, "none") != 0 && gcomp_algo_compresses(run->algo) != 1) {
+    /* a lossy codec the planner declined to use would "pass" without being tested (the
+     * guard's backoff after a fallback is no such refusal) */
+    if (spec && strcmp(info.kind, "none") != 0 && gcomp_algo_compresses(run->algo) != 1 &&
+        run->guard_fallbacks == 0) {
       st = gcomp_error_set(GCOMP_ERR_UNSUPPORTED, __FILE__, __LINE__,
                            "codec '%s': the library ran '%s', an uncompressed algorithm, so the "
                            "codec was never exercised (check GCOMP_CODEC_MIN_BYTES and --algo)",

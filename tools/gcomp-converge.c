@@ -51,6 +51,8 @@ static void usage(FILE *f) {
     "                        calls under it go uncompressed there, and the table's deployed\n"
     "                        column says what that job gets beside each codec's own verdict\n"
     "  --alpha-beta A,B,C,D  link figures the planner uses (default 2,0.1,20,0.05)\n"
+    "  --guard SPEC          GCOMP_GUARD for every run (e.g. on, every=100,budget=0.5): the\n"
+    "                        report says per codec how many checks went over budget\n"
     "problems\n"
     "  --task LIST           digits, gmm, teacher (comma-separated, repeatable;\n"
     "                        default digits,gmm,teacher; digits is skipped if not found)\n"
@@ -258,6 +260,7 @@ int main(int argc, char **argv) {
    * until exit anyway (the normal path frees it; LeakSanitizer runs the CLI test too) */
   static strlist codecs, mustfail, tasks, datas, models, tols, tolfiles, pairs;
   const char *json = NULL, *junit = NULL, *plot = NULL, *digits = NULL, *alpha_beta = NULL;
+  const char *guard = NULL;
   const char *algo = "auto";
   long long min_bytes = 0, dep_min_bytes = -2;   /* -2: as this environment sets it */
   int max_rows = 0;
@@ -270,7 +273,7 @@ int main(int argc, char **argv) {
          O_HIDDEN, O_CLASSES, O_TFRAC, O_SSEED, O_SDIM, O_SCOND, O_SN, O_WORKERS, O_STEPS,
          O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_EVAL, O_OP, O_CI, O_TOL, O_TOLF, O_LTOL, O_JSON,
          O_JUNIT, O_PLOT, O_PROG, O_NOPROG, O_QUIET, O_HELP, O_PROBLEM, O_REAL, O_PERLAYER, O_MCORR,
-         O_LRS, O_SEEDS, O_FLOOR, O_DEPMINB, O_MAXROWS };
+         O_LRS, O_SEEDS, O_FLOOR, O_DEPMINB, O_MAXROWS, O_GUARD };
   static const struct option opts[] = {
       {"codec", 1, 0, O_CODEC},       {"must-fail", 1, 0, O_MUSTFAIL}, {"algo", 1, 0, O_ALGO},
       {"min-bytes", 1, 0, O_MINB},    {"alpha-beta", 1, 0, O_AB},     {"task", 1, 0, O_TASK},
@@ -288,7 +291,7 @@ int main(int argc, char **argv) {
       {"per-layer", 0, 0, O_PERLAYER}, {"momentum-correction", 1, 0, O_MCORR},
       {"lr-schedule", 1, 0, O_LRS},   {"seeds", 1, 0, O_SEEDS},
       {"noise-floor", 1, 0, O_FLOOR}, {"deployed-min-bytes", 1, 0, O_DEPMINB},
-      {"max-rows", 1, 0, O_MAXROWS},
+      {"max-rows", 1, 0, O_MAXROWS},  {"guard", 1, 0, O_GUARD},
       {0, 0, 0, 0}};
   int eval_set = 0;
   for (int o; (o = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
@@ -298,6 +301,7 @@ int main(int argc, char **argv) {
     case O_ALGO: algo = optarg; break;
     case O_MINB: min_bytes = (long long)whole("--min-bytes", optarg, 0, 1ull << 50); break;
     case O_AB: alpha_beta = optarg; break;
+    case O_GUARD: guard = optarg; break;
     case O_DEPMINB:
       if (!strcmp(optarg, "off")) {
         dep_min_bytes = -1;
@@ -426,6 +430,7 @@ int main(int argc, char **argv) {
   if (dep_min_bytes == min_bytes) dep_min_bytes = -1;   /* the checked runs are the job's */
   const min_bytes_env menv = {min_bytes, dep_min_bytes, alpha_beta};
   int st = gcomp_cv_setup_env(min_bytes, alpha_beta);
+  if (st == GCOMP_OK && guard) st = gcomp_cv_setup_guard(guard);
   if (st < 0) {
     fprintf(stderr, "gcomp-converge: %s\n", gcomp_last_error());
     return 2;
