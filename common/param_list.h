@@ -50,6 +50,8 @@ GCOMP_PARAM(TIMEOUT_MS, INT, "30000", "1:86400000",
             "a peer that does not answer within this many milliseconds is an error")
 GCOMP_PARAM(PROVIDER, STR, "tcp;ofi_rxm", "", "libfabric provider between nodes")
 GCOMP_PARAM(INTRA_PROVIDER, STR, "shm", "", "libfabric provider inside a node")
+GCOMP_PARAM(FAULT, STR, "", "",
+            "debug fault injection for tests, off when empty: KIND:rank=R[,call=N] (fabric/fault.h)")
 GCOMP_PARAM(NODE_ID, STR, "", "", "node identity (overrides the host name; for emulated nodes)")
 GCOMP_PARAM(RANK, INT, "-1", "-1:1048576", "this process's rank (else from launcher variables)")
 GCOMP_PARAM(SIZE, INT, "-1", "-1:1048576", "number of ranks (else from launcher variables)")

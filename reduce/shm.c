@@ -22,11 +22,9 @@
  * A rank that dies leaves its flag still; waiters notice its pid is gone (GCOMP_ERR_PEER)
  * or give up after GCOMP_TIMEOUT_MS (GCOMP_ERR_TIMEOUT). After a failure the segment's
  * state is unknown and every later call on it fails at once. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +35,7 @@
 #include <unistd.h>
 
 #include "coll.h"
+#include "procs.h"
 
 enum { CTL_BYTES = 64, NAME_BYTES = 64, ONE_SHOT_MAX = 8192 };
 
@@ -84,34 +83,20 @@ static int map_segment(gcomp_shm *s, int fd) {
 
 /* Our segments live in /dev/shm only between creation and the moment every local rank has
  * mapped them; a root killed in between leaves "gcomp-<pid>-..." behind. The next root on
- * the machine removes those whose process is gone and that are over a minute old. */
-static void sweep_stale(void) {
-  DIR *d = opendir("/dev/shm");
-  if (!d) return;
-  struct dirent *de;
-  while ((de = readdir(d))) {
-    int pid = 0, used = 0;
-    if (sscanf(de->d_name, "gcomp-%d-%n", &pid, &used) != 1 || used == 0 || pid <= 0) continue;
-    if (kill(pid, 0) == 0 || errno != ESRCH) continue;   /* alive, or not ours to judge */
-    /* a pid from another pid namespace (a container sharing /dev/shm) looks dead from
-     * here: only files older than any setup (milliseconds) go */
-    char name[300], path[320];
-    snprintf(name, sizeof name, "/%s", de->d_name);
-    snprintf(path, sizeof path, "/dev/shm/%s", de->d_name);
-    struct stat st;
-    if (stat(path, &st) != 0 || time(NULL) - st.st_mtime < 60) continue;
-    if (shm_unlink(name) == 0)
-      GCOMP_INFO(GCOMP_SUB_REDUCE, "removed stale segment /dev/shm/%s (process %d is gone)",
-                 de->d_name, pid);
-  }
-  closedir(d);
+ * the machine removes those whose process is gone and that are over a minute old (a pid
+ * from another pid namespace, a container sharing /dev/shm, looks dead from here: only
+ * files older than any setup, which takes milliseconds, go). */
+static int segment_owner(const char *name) {
+  int pid = 0, used = 0;
+  if (sscanf(name, "gcomp-%d-%n", &pid, &used) != 1 || used == 0) return 0;
+  return pid;
 }
 
 /* The local root makes the segment; its size is reserved up front (posix_fallocate) so a
  * full /dev/shm is an error here, not a SIGBUS in the middle of a call. */
 static int make_segment(gcomp_shm *s, char *name) {
   static _Atomic unsigned counter;
-  sweep_stale();
+  gcomp_shm_sweep(segment_owner, 1, 60, GCOMP_SUB_REDUCE);
   snprintf(name, NAME_BYTES, "/gcomp-%d-%u-%llx", (int)getpid(), atomic_fetch_add(&counter, 1),
            (unsigned long long)gcomp_now_ns());
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -237,7 +222,7 @@ static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round
        * separate containers that share /dev/shm only time out) */
       int32_t pid = s->ctl[i].pid;
       uint64_t ns = s->ctl[s->me].pidns;
-      if (pid > 0 && ns && s->ctl[i].pidns == ns && kill(pid, 0) != 0 && errno == ESRCH) {
+      if (pid > 0 && ns && s->ctl[i].pidns == ns && gcomp_pid_gone(pid)) {
         s->broken = 1;
         GCOMP_FAIL_IF(1, GCOMP_ERR_PEER, "shm allreduce: local rank %d (rank %d, pid %d) died",
                       i, c->t->local_ranks[i], (int)pid);

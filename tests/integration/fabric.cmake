@@ -70,3 +70,11 @@ gcomp_fabric_test(integration.fabric.rxfull 60
   ${GCOMP_FABRIC_RUN} -n 2 --tag-output -- ${GCOMP_FABRIC_P2P} rxfull 100)
 set_tests_properties(integration.fabric.rxfull PROPERTIES ENVIRONMENT
   "GCOMP_TIMEOUT_MS=3000;FI_SHM_RX_SIZE=64")
+
+# a completion queue error that fi_cq_readerr cannot read (GCOMP_FAULT=cqerr, fabric/fault.h)
+# fails that rank's requests at once, naming the cause; it used to spin inside progress
+gcomp_fabric_test(integration.fabric.cqerr 60
+  ${GCOMP_FABRIC_RUN} -n 2 --tag-output -- ${GCOMP_FABRIC_P2P} p2p 65536)
+set_tests_properties(integration.fabric.cqerr PROPERTIES ENVIRONMENT
+  "GCOMP_TIMEOUT_MS=5000;GCOMP_FAULT=cqerr:rank=1"
+  PASS_REGULAR_EXPRESSION "\\[1\\] fabric_p2p rank 1: [^\n]*GCOMP_ERR_FABRIC: [^\n]*fi_cq_readerr cannot read")

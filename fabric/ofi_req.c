@@ -1,0 +1,99 @@
+/* The libfabric transport's requests: a pool of reusable request records and their state.
+ * See ofi_impl.h for the file map. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include "ofi_impl.h"
+
+/* ---- requests ----------------------------------------------------------------------- */
+
+void ofi_req_link(ofi_transport *t, gcomp_treq *r) {
+  r->prev = NULL;
+  r->next = t->active;
+  if (t->active) t->active->prev = r;
+  t->active = r;
+}
+
+void ofi_req_free(ofi_transport *t, gcomp_treq *r) {
+  if (r->prev)
+    r->prev->next = r->next;
+  else
+    t->active = r->next;
+  if (r->next) r->next->prev = r->prev;
+  if (r->want_post) t->npost_pending--;
+  if (r->in_fifo) {
+    gcomp_treq **pp = &t->fifo_head[r->op - 1], *last = NULL;
+    while (*pp && *pp != r) last = *pp, pp = &(*pp)->fnext;
+    if (*pp) *pp = r->fnext;
+    if (t->fifo_tail[r->op - 1] == r) t->fifo_tail[r->op - 1] = last;
+  }
+  if (r->mr) fi_close(&r->mr->fid);
+  if (t->nspare < MAX_SPARE_REQS) {
+    r->next = t->spare;
+    t->spare = r;
+    t->nspare++;
+  } else {
+    free(r);
+  }
+}
+
+gcomp_treq *ofi_req_alloc(ofi_transport *t) {
+  gcomp_treq *r = t->spare;
+  if (!r) return calloc(1, sizeof *r);
+  t->spare = r->next;
+  t->nspare--;
+  memset(r, 0, REQ_HEADER_BYTES);
+  return r;
+}
+
+void ofi_req_fail(gcomp_treq *r, int status, const char *fmt, ...) {
+  if (r->status < 0) return;   /* keep the first cause */
+  r->status = status;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->err, sizeof r->err, fmt, ap);
+  va_end(ap);
+}
+
+ofi_slot *ofi_slot_get(gcomp_treq *r) {
+  for (int i = 0; i < OFI_WINDOW; i++)
+    if (!r->slot[i].req) return &r->slot[i];
+  return NULL;
+}
+
+int ofi_req_complete(const gcomp_treq *r) {
+  if (r->inflight || !r->first_posted) return 0;
+  if (r->op == OP_SEND) return r->next_off >= r->total;
+  return r->first_done && r->done_bytes >= r->total;
+}
+
+const char *ofi_op_name(const gcomp_treq *r) {
+  return r->op == OP_SEND ? "send to" : "receive from";
+}
+
+int ofi_is_backpressure(ssize_t rc) {
+  /* shm answers a full receive pool with -FI_ENOMEM rather than -FI_EAGAIN */
+  return rc == -FI_EAGAIN || rc == -FI_ENOMEM;
+}
+
+/* Withdraws what is still posted; the request is freed once the provider gives the slots
+ * back (at once when nothing is in flight). */
+void ofi_req_abandon(ofi_transport *t, gcomp_treq *r) {
+  r->zombie = 1;
+  if (r->want_post) {
+    r->want_post = 0;
+    t->npost_pending--;
+  }
+  for (int i = 0; i < OFI_WINDOW; i++)
+    if (r->slot[i].req) fi_cancel(&r->ep->ep->fid, &r->slot[i].ctx);
+  if (!r->inflight) ofi_req_free(t, r);
+}
