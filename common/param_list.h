@@ -44,6 +44,8 @@ GCOMP_PARAM(TRACE, STR, "", "",
 
 GCOMP_PARAM(SKEW_WINDOW, INT, "256", "0:65536",
             "straggler detection: compare arrival times every this many calls (equal on all ranks; 0: off)")
+GCOMP_PARAM(MEASURE, BOOL, "1", "",
+            "the step split (compute/communication/wait) and per-peer delivered throughput in GCOMP_STATS and GCOMP_TRACE (0: off)")
 
 /* transport and launch */
 GCOMP_PARAM(TIMEOUT_MS, INT, "30000", "1:86400000",

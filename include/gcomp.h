@@ -495,6 +495,17 @@ typedef struct {
 
 GCOMP_API int gcomp_comm_get_guard(const gcomp_comm *comm, gcomp_guard_stats *out);
 
+/* Marks the end of a training step on this rank (optional). With GCOMP_MEASURE on (the
+ * default) each rank's run is split into compute (time outside gcomp between its first and
+ * last call), communication (inside, moving and reducing data) and wait (inside, waiting for
+ * the last rank to arrive: the straggler detector's figure, see gcomp_comm_get_skew): over
+ * the run in GCOMP_STATS (run_s, compute_s, comm_s, split_wait_s) and per step in
+ * GCOMP_TRACE. Without marks a step is a window of GCOMP_SKEW_WINDOW calls (256 when the
+ * detector is off); from the first mark on, steps end at marks. Not collective; safe from
+ * any thread (a non-blocking call in flight belongs to the step in which it completes).
+ * GCOMP_ERR_INVALID for a NULL comm. */
+GCOMP_API int gcomp_comm_mark_step(gcomp_comm *comm);
+
 /* The allreduce algorithms this build offers: name and one-line description of algorithm
  * i (0 <= i < gcomp_algo_count()). */
 GCOMP_API int gcomp_algo_count(void);

@@ -5,7 +5,7 @@
  *  - A call is a gcomp_call (comm_impl.h): its arguments, working buffer, plan, and `acc`,
  *    the figures it adds. The algorithms write acc through gcomp_coll.stats; nothing else
  *    of the communicator that other threads read is written while a call runs.
- *  - Observers (observers[] below: stats, trace, skew, in that order) see every call once,
+ *  - Observers (observers[] below: stats, trace, step, skew, in that order) see every call once,
  *    finished or failed, and are the only code that turns a call into the communicator's
  *    figures. An observer that measures more (a compute/communication/wait split, per-peer
  *    throughput) adds fields to acc or gcomp_call, fills them where the time is spent
@@ -229,7 +229,7 @@ static int call_body(gcomp_comm *comm, gcomp_call *call) {
  * is the call's status when the call itself succeeded: a straggler exchange's) */
 typedef int (*call_observer)(gcomp_comm *comm, gcomp_call *call);
 static const call_observer observers[] = {gcomp_stats_observe, gcomp_trace_observe,
-                                          gcomp_skew_observe};
+                                          gcomp_step_observe, gcomp_skew_observe};
 
 int gcomp_call_run(gcomp_comm *comm, gcomp_call *call) {
   /* codec per link level: on one node every link is intra-node */

@@ -46,7 +46,7 @@ int gcomp_trace_observe(gcomp_comm *comm, gcomp_call *call) {
   call->trace_at = comm->ntrace;
   comm->trace[comm->ntrace++] = (gcomp_trace_event){
       call->start_ns, call->end_ns, call->bytes, call->algo->name, a->wait_s, a->encode_s,
-      a->decode_s, a->reduce_s, a->wire_bytes, a->shm_bytes, -1.0};
+      a->decode_s, a->reduce_s, a->wire_bytes, a->shm_bytes, -1.0, -1.0};
   return GCOMP_OK;
 }
 
@@ -64,7 +64,10 @@ static int skew_exchange(gcomp_comm *comm) {
     len = gcomp_skew_absorb(s, comm->t->rank);
     pthread_mutex_unlock(&comm->mu);
     for (int i = 0; i < n; i++)
-      if (s->trace_at[i] < comm->ntrace) comm->trace[s->trace_at[i]].late_s = s->late[i];
+      if (s->trace_at[i] < comm->ntrace) {
+        comm->trace[s->trace_at[i]].late_s = s->late[i];
+        comm->trace[s->trace_at[i]].waited_s = gcomp_skew_waited(s, i);
+      }
     st = gcomp_call_internal(comm, s->table, len, GCOMP_FLOAT64, GCOMP_MAX, NULL, 0);
   }
   s->exchange_s += (double)(gcomp_now_ns() - t0) * 1e-9;
@@ -132,9 +135,12 @@ void gcomp_stats_write(const gcomp_comm *comm) {
   fprintf(f,
           " \"skew\": {\"window\": %d, \"calls\": %llu, \"late_mean_us\": %.1f, \"late_max_us\": "
           "%.1f, \"last\": %llu, \"spread_mean_us\": %.1f, \"exchange_s\": %.6f, "
-          "\"worst_rank\": %d, \"ranks_late_mean_us\": [",
+          "\"worst_rank\": %d, \"late_typical_us\": %.1f, \"spread_typical_us\": %.1f, "
+          "\"late_max_call\": %llu, \"waited_s\": %.6f, \"ranks_late_mean_us\": [",
           k->window, (unsigned long long)m->calls, m->late_mean_s * 1e6, m->late_max_s * 1e6,
-          (unsigned long long)m->last, m->spread_mean_s * 1e6, k->exchange_s, m->worst_rank);
+          (unsigned long long)m->last, m->spread_mean_s * 1e6, k->exchange_s, m->worst_rank,
+          k->late_typical_s * 1e6, k->spread_typical_s * 1e6,
+          (unsigned long long)k->late_max_call, k->waited_s);
   for (int r = 0; k->table && m->calls && r < k->size; r++)
     fprintf(f, "%s%.1f", r ? ", " : "", k->table[3 * r] * 1e6);
   fprintf(f, "], \"ranks_last\": [");
@@ -142,6 +148,8 @@ void gcomp_stats_write(const gcomp_comm *comm) {
     fprintf(f, "%s%.0f", r ? ", " : "", k->table[3 * r + 2]);
   fprintf(f, "]}");
   gcomp_guard_write(comm, f);
+  fprintf(f, ",\n");
+  gcomp_measure_write_stats(comm, f);
   fprintf(f, "}\n");
   fclose(f);
 }
@@ -170,8 +178,10 @@ void gcomp_trace_write(const gcomp_comm *comm) {
             (unsigned long long)e->shm_bytes, e->wait_s * 1e6, e->encode_s * 1e6,
             e->decode_s * 1e6, e->reduce_s * 1e6);
     if (e->late_s >= 0) fprintf(f, ", \"late_us\": %.1f", e->late_s * 1e6);
+    if (e->waited_s >= 0) fprintf(f, ", \"waited_us\": %.1f", e->waited_s * 1e6);
     fprintf(f, "}}");
   }
+  gcomp_step_write_trace(comm, f, comm->born_real_us - comm->epoch_real_us);
   fprintf(f, "\n], \"displayTimeUnit\": \"ms\", \"otherData\": {\"time_origin_unix_us\": %.0f}}\n",
           comm->epoch_real_us);
   fclose(f);

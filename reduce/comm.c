@@ -70,6 +70,7 @@ int gcomp_comm_create(gcomp_transport *t, int own, const gcomp_settings *set, gc
   pthread_mutex_init(&comm->mu, NULL);
   pthread_cond_init(&comm->cv, NULL);
   st = build(comm);
+  if (st >= 0) st = gcomp_step_init(comm);
   if (st < 0) {
     comm->own = 0;   /* the caller keeps the transport on failure */
     gcomp_comm_destroy(comm);
@@ -102,6 +103,7 @@ int gcomp_comm_destroy(gcomp_comm *comm) {
   free(comm->trace);
   gcomp_skew_free(&comm->skew);
   gcomp_guard_free(comm);
+  gcomp_step_free(&comm->step);
   gcomp_shm_destroy(comm->shm);
   if (comm->own) gcomp_transport_destroy(comm->t);
   gcomp_agreed_free(&comm->agreed);

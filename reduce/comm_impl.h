@@ -16,6 +16,7 @@
  *                 internal path), and the JSON files stats and trace leave
  *   skew.c        straggler detection's bookkeeping (no communication)
  *   guard.c       the drift guard: a stage checking compressed results against exact ones
+ *   step.c links.c the step split and what the TCP links delivered (measure.h)
  *   progress.c    non-blocking calls: the request queue and the progress thread
  *   cost.c, plan.c (the algorithms' side) the cost primitives and the algorithm table */
 #ifndef GCOMP_COMM_IMPL_H
@@ -26,6 +27,7 @@
 
 #include "coll.h"
 #include "comm.h"
+#include "measure.h"
 #include "skew.h"
 
 /* ---- settings agreed at creation ------------------------------------------------------ */
@@ -151,6 +153,7 @@ typedef struct {
   double wait_s, encode_s, decode_s, reduce_s;
   uint64_t wire_bytes, shm_bytes;
   double late_s;   /* how late this rank arrived (straggler detection), < 0: not known */
+  double waited_s; /* how long it waited for the last arrival (the same), < 0: not known */
 } gcomp_trace_event;
 
 /* Each returns a status: an observer may run a collective of its own (the straggler
@@ -204,6 +207,7 @@ struct gcomp_comm {
   gcomp_shm *shm;              /* the node's shared segment (NULL: alone on the node, or none) */
   gcomp_skew skew;             /* straggler detection (GCOMP_SKEW_WINDOW) */
   struct gcomp_guard *guard;   /* GCOMP_GUARD's state per key, made at the first check */
+  gcomp_step step;             /* the step split (GCOMP_MEASURE) */
   int tracing;                 /* GCOMP_TRACE is set */
   gcomp_trace_event *trace;    /* one event per call */
   size_t ntrace, trace_cap;

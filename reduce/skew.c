@@ -93,6 +93,7 @@ size_t gcomp_skew_absorb(gcomp_skew *s, int rank) {
     spread += (double)(longest - shortest) * 1e-6;
     if (late > m->late_max_s) m->late_max_s = late, s->late_max_call = m->calls + (uint64_t)i + 1;
     if (s->own[i] == shortest) m->last++;   /* ties all count: they arrived together */
+    s->waited_s += gcomp_skew_waited(s, i);
   }
   if (s->n) absorb_typical(s);
   m->calls += (uint64_t)s->n;
@@ -105,6 +106,10 @@ size_t gcomp_skew_absorb(gcomp_skew *s, int rank) {
   s->table[3 * (size_t)s->size + 2 * (size_t)rank] = s->late_typical_s;
   s->table[3 * (size_t)s->size + 2 * (size_t)rank + 1] = (double)s->late_max_call;
   return 5 * (size_t)s->size;
+}
+
+double gcomp_skew_waited(const gcomp_skew *s, int i) {
+  return (double)(s->own[i] + s->vec[s->n + i]) * 1e-6;   /* vec[n + i]: -shortest */
 }
 
 double gcomp_skew_rank_typical(const gcomp_skew *s, int r) {

@@ -33,6 +33,9 @@ typedef struct {
   double late_typical_s, spread_typical_s;
   uint64_t late_max_call;
   uint64_t windows;    /* windows folded in */
+  /* over the windows folded in: this rank's time inside its calls less the last
+   * arrival's, the time it waited for the last rank to arrive */
+  double waited_s;
 } gcomp_skew;
 
 /* window 0 (or size 1) leaves the detector off; it still answers queries. */
@@ -50,6 +53,10 @@ size_t gcomp_skew_vec(gcomp_skew *s);
  * fills the table row of `rank` (the other rows zero) for the second MAX allreduce;
  * returns the table's length. */
 size_t gcomp_skew_absorb(gcomp_skew *s, int rank);
+
+/* After the first exchange: how long this rank waited at call i of the window for the
+ * last rank to arrive (its time inside less the last arrival's), seconds */
+double gcomp_skew_waited(const gcomp_skew *s, int i);
 
 /* The table's figures of rank r after the second exchange: typical lateness and the call of
  * its longest. */

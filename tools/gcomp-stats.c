@@ -70,17 +70,55 @@ static void load_peers(const char *text, rank_stats *r) {
   }
 }
 
+/* "key": "text" in obj (up to the next '}'), copied into out; -1 when absent or too long */
+static int stats_string(const char *obj, const char *key, char *out, size_t cap) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\": \"", key);
+  const char *p = strstr(obj, pat), *close = strchr(obj, '}');
+  if (!p || (close && p > close)) return -1;
+  p += strlen(pat);
+  const char *q = strchr(p, '"');
+  if (!q || (size_t)(q - p) >= cap) return -1;
+  memcpy(out, p, (size_t)(q - p));
+  out[q - p] = '\0';
+  return 0;
+}
+
+/* "links": [{"local": IP, "remote": IP, "bytes": B, "busy_s": S}, ...]: what this rank's TCP
+ * connections delivered. Entries that do not parse are skipped. */
+static void load_links(const char *text, rank_stats *r) {
+  const char *p = strstr(text, "\"links\": [");
+  const char *end = p ? strchr(p, ']') : NULL;
+  if (!end) return;
+  int cap = 0;
+  for (const char *q = p; (q = strchr(q + 1, '{')) && q < end;) cap++;
+  r->links = cap ? calloc((size_t)cap, sizeof *r->links) : NULL;
+  for (const char *q = p; r->links && (q = strchr(q + 1, '{')) && q < end;) {
+    link_stats *l = &r->links[r->nlinks];
+    if (stats_string(q, "local", l->local, sizeof l->local) ||
+        stats_string(q, "remote", l->remote, sizeof l->remote) ||
+        stats_number(q, "bytes", &l->bytes) || stats_number(q, "busy_s", &l->busy_s) ||
+        l->bytes < 0 || l->busy_s < 0)
+      continue;
+    r->nlinks++;
+  }
+}
+
 /* Figures later files carry (each absent in older ones): the step split, the cores, the
  * detector's robust figures, what went to each peer. */
 static void load_later(const char *text, const char *skew, rank_stats *r) {
   r->has_steps = !stats_number(text, "run_s", &r->run_s) &&
                  !stats_number(text, "compute_s", &r->compute_s) && r->run_s > 0;
   if (stats_number(text, "steps", &r->steps)) r->steps = 0;
+  if (stats_number(text, "comm_s", &r->comm_s) ||
+      stats_number(text, "split_wait_s", &r->split_wait_s))
+    r->comm_s = r->total - r->wait, r->split_wait_s = r->wait;
   if (stats_number(text, "cores", &r->cores)) r->cores = 0;
   r->has_typical = skew && !stats_number(skew, "late_typical_us", &r->late_typical_us) &&
                    !stats_number(skew, "spread_typical_us", &r->spread_typical_us) &&
                    !stats_number(skew, "late_max_call", &r->late_max_call);
   load_peers(text, r);
+  load_links(text, r);
 }
 
 static int load(const char *path, rank_stats *r) {
@@ -149,7 +187,7 @@ static void print_table(const rank_stats *rs, int n) {
       printf(" %11s %10s %6s", "-", "-", "-");
     if (r->has_steps)
       printf(" | %7.3f %6.1f%% %6.1f%% %6.1f%%", r->run_s, pct(r->compute_s, r->run_s),
-             pct(r->total - r->wait, r->run_s), pct(r->wait, r->run_s));
+             pct(r->comm_s, r->run_s), pct(r->split_wait_s, r->run_s));
     printf("\n");
   }
 }
@@ -217,8 +255,9 @@ static void json_rank(const rank_stats *r, int last) {
   printf("  {\"rank\": %.0f, \"node\": %.0f, ", r->rank, r->node);
   if (r->has_steps)
     printf("\"compute_frac\": %.4f, \"comm_frac\": %.4f, \"wait_frac\": %.4f, \"run_s\": %.6f, "
-           "\"compute_s\": %.6f, \"steps\": %.0f, ", r->compute_s / r->run_s,
-           (r->total - r->wait) / r->run_s, r->wait / r->run_s, r->run_s, r->compute_s, r->steps);
+           "\"compute_s\": %.6f, \"comm_s\": %.6f, \"split_wait_s\": %.6f, \"steps\": %.0f, ",
+           r->compute_s / r->run_s, r->comm_s / r->run_s, r->split_wait_s / r->run_s, r->run_s,
+           r->compute_s, r->comm_s, r->split_wait_s, r->steps);
   else
     printf("\"compute_frac\": null, \"comm_frac\": null, \"wait_frac\": null, ");
   printf("\"calls\": %.0f, \"bytes\": %.0f, \"total_s\": %.6f, \"wait_s\": %.6f, "
@@ -266,7 +305,7 @@ static void print_json(const rank_stats *rs, int n, findings *fs) {
 }
 
 static void free_all(rank_stats *rs, int n) {
-  for (int i = 0; rs && i < n; i++) free(rs[i].peers);
+  for (int i = 0; rs && i < n; i++) free(rs[i].peers), free(rs[i].links);
   free(rs);
 }
 

@@ -13,6 +13,13 @@ typedef struct {
   double bytes, busy_s;
 } peer_stats;
 
+/* What this rank's TCP connections from one local address to one remote address delivered,
+ * as the kernel measured it: acknowledged bytes and the time they had data to send. */
+typedef struct {
+  char local[48], remote[48];
+  double bytes, busy_s;
+} link_stats;
+
 typedef struct {
   const char *path;
   double rank, size, node, nodes, calls, bytes, total, wait, reduce, encode, decode, wire, shm;
@@ -26,11 +33,16 @@ typedef struct {
    * files from before it was recorded */
   int has_steps;
   double run_s, compute_s, steps;
+  /* of the time inside gcomp: moving and reducing, and waiting for the last rank to arrive
+   * (the detector's figure); files without them split total_s by the wait loops' wait_s */
+  double comm_s, split_wait_s;
   double cores;          /* CPUs the rank could run on; 0: not recorded */
   int has_model;
   double intra_a, intra_b, inter_a, inter_b, gamma, shm_a, shm_b;   /* us and GB/s */
   peer_stats *peers;     /* [npeers], malloc'd */
   int npeers;
+  link_stats *links;     /* [nlinks], malloc'd */
+  int nlinks;
 } rank_stats;
 
 /* One finding: what, about whom, the evidence (a JSON object's members, and the same in

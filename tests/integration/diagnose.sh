@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # gcomp-stats --json names each failure mode a real run was given on purpose, with its
 # evidence, and a clean run gets no finding:
-#   clean        4 ranks on 2 emulated nodes, 1 MiB calls after 20 ms of compute: none
-#   straggler    4 ranks on one node, rank 2 computing twice as long: straggler, rank 2
+#   clean        4 ranks on 2 emulated nodes, 1 MiB calls after 20 ms of compute: none; the
+#                step split mostly compute on every rank, per marked step in the trace
+#   straggler    4 ranks on one node, rank 2 computing twice as long: straggler, rank 2; its
+#                step split more compute, the others' more wait
+#   late         4 ranks on 2 nodes, rank 1 sleeping 3 s once before step 20: late_arrival
+#                at call 21, the others waiting ~3 s there; no straggler for it
 #   placement    the clean job placed round-robin (gcomp-run --map-by node): placement
 #   latency      8-byte calls back to back: latency_bound
+#   slow-node    3 ranks on 3 emulated nodes in network namespaces, links at 500 Mbit/s and
+#                node 2's at a fifth of that (--node-rate): slow_link naming node 2, from
+#                the kernel's figures of the job's TCP connections; with every link at
+#                500 Mbit/s (clean3) no finding (needs root and network namespaces)
 # The text output gives the same findings in words.
 #   diagnose.sh GCOMP_RUN DIAGNOSE_JOB GCOMP_STATS_TOOL
 set -u
@@ -23,7 +31,7 @@ job() {
   local args=()
   while [ "$1" != -- ]; do args+=("$1"); shift; done
   shift
-  GCOMP_STATS="$dir/$name-%r.json" "$run" "${args[@]}" --netns off -- "$job" "$@" >"$dir/$name.log" 2>&1 ||
+  GCOMP_STATS="$dir/$name-%r.json" GCOMP_TRACE="$dir/trace-$name-%r.json" "$run" --netns off "${args[@]}" -- "$job" "$@" >"$dir/$name.log" 2>&1 ||
     { fail "$name: the job failed: $(tail -3 "$dir/$name.log")"; return 1; }
   "$stats" --json "$dir/$name"-*.json >"$dir/$name.out" 2>&1 || { fail "$name: gcomp-stats --json failed"; return 1; }
   "$stats" "$dir/$name"-*.json >"$dir/$name.txt" 2>&1 || { fail "$name: gcomp-stats failed"; return 1; }
@@ -38,9 +46,23 @@ sys.exit(0 if eval(sys.argv[2]) else 1)
 PY
 }
 
-job clean -n 4 --nodes 2 -- --steps 32 --compute-ms 20
+job clean -n 4 --nodes 2 -- --steps 32 --compute-ms 20 --mark-steps 1
 expect clean 'len(d["ranks"]) == 4 and [r["node"] for r in d["ranks"]] == [0, 0, 1, 1]' "ranks and nodes"
 expect clean 'd["findings"] == []' "a clean run has findings"
+# 31 gaps of at least 20 ms of compute between the 32 calls (a loaded machine oversleeps), and
+# the split whole
+expect clean 'all(0.6 < r["compute_s"] < 1.6 and abs(r["compute_frac"] + r["comm_frac"] + r["wait_frac"] - 1) < 0.01 for r in d["ranks"])' "step split"
+$py - "$dir"/trace-clean-*.json <<'PY' || fail "clean: the trace's marked steps"
+import json, statistics, sys
+for path in sys.argv[1:]:
+    ev = json.load(open(path))["traceEvents"]
+    steps = [e for e in ev if e.get("cat") == "gcomp.step"]
+    assert len(steps) == 32 and all(e["name"].startswith("step ") for e in steps), len(steps)
+    # a step runs from one mark to the next: its compute (the next step's 20 ms) outside gcomp
+    med = statistics.median(e["args"]["compute_us"] for e in steps[1:])
+    assert 15e3 < med < 80e3, med
+    assert all(e["args"]["calls"] == 1 for e in steps)
+PY
 grep -q "^# findings: none" "$dir/clean.txt" || fail "clean: text: $(tail -2 "$dir/clean.txt")"
 
 job straggler -n 4 -- --steps 32 --compute-ms 20 --slow-rank 2
@@ -48,8 +70,16 @@ expect straggler '"straggler" in f and f["straggler"]["rank"] == 2 and f["stragg
 # rank 2 arrives ~20 ms late each call (its extra compute); the others wait that long
 expect straggler '15 < f["straggler"]["evidence"]["late_mean_ms"] < 40 and f["straggler"]["cost_s"] > 0.3' "lateness not ~20 ms"
 expect straggler 'set(f) == {"straggler"}' "findings besides the straggler"
+# rank 2 computes 40 ms a step, the others 20 ms and then wait ~20 ms for it inside gcomp
+# (32 steps: 0.64 s more compute, and as much more wait for the others)
+expect straggler 'all(r["compute_s"] + 0.3 < d["ranks"][2]["compute_s"] and r["split_wait_s"] > d["ranks"][2]["split_wait_s"] + 0.3 for r in d["ranks"] if r["rank"] != 2)' "step split of the straggler"
 grep -q "^# 1\. straggler: rank 2 (node 0) typically arrives [0-9.]* ms after the first rank" "$dir/straggler.txt" ||
   fail "straggler: text: $(grep '^# 1' "$dir/straggler.txt")"
+
+job late -n 4 --nodes 2 -- --steps 40 --compute-ms 10 --sleep-once 1:20:3
+expect late 'set(f) == {"late_arrival"} and f["late_arrival"]["rank"] == 1 and f["late_arrival"]["node"] == 0 and f["late_arrival"]["evidence"]["call"] == 21' "no late_arrival of rank 1 at call 21"
+expect late '2.5 < f["late_arrival"]["evidence"]["others_waited_s"] < 3.5 and 2.8 < f["late_arrival"]["evidence"]["late_s"] < 3.5' "the others' wait"
+grep -q "^# 1\. late_arrival: rank 1 (node 0) arrived [23]\.[0-9]* s late at call 21" "$dir/late.txt" || fail "late: text: $(grep '^# 1' "$dir/late.txt")"
 
 job placement -n 4 --nodes 2 --map-by node -- --steps 16 --compute-ms 20
 expect placement '[r["node"] for r in d["ranks"]] == [0, 1, 0, 1]' "round-robin nodes"
@@ -60,6 +90,18 @@ grep -q "^# 1\. placement: 4 of 4 neighbouring ranks" "$dir/placement.txt" || fa
 job latency -n 2 -- --steps 2000 --bytes 8
 expect latency '"latency_bound" in f and f["latency_bound"]["evidence"]["mean_call_bytes"] == 8 and f["latency_bound"]["evidence"]["latency_frac"] > 0.5 and f["latency_bound"]["evidence"]["crossover_bytes"] > 8' "no latency_bound finding"
 grep -q "^# 1\. latency_bound: calls of 8 B on average" "$dir/latency.txt" || fail "latency: text: $(grep '^# 1' "$dir/latency.txt")"
+
+if [ "$(id -u)" = 0 ] && ip netns add gcomp-probe-$$ 2>/dev/null; then
+  ip netns del gcomp-probe-$$
+  job slow-node -n 3 --nodes 3 --inter-node-rate 500mbit --node-rate 2=100mbit --netns on -- --steps 16 --compute-ms 5
+  expect slow-node 'set(f) == {"slow_link"} and f["slow_link"]["node"] == 2 and f["slow_link"]["evidence"]["measured_by"] == "tcp_info"' "no slow_link naming node 2"
+  expect slow-node '0.1 < f["slow_link"]["evidence"]["ratio"] < 0.35 and 0.06 < f["slow_link"]["evidence"]["node_gbps"] < 0.11' "node 2's rate not ~100 Mbit/s against ~500"
+  grep -q "^# 1\. slow_link: node 2's link delivers at most 0\.[01][0-9]* Gbit/s" "$dir/slow-node.txt" || fail "slow-node: text: $(grep '^# 1' "$dir/slow-node.txt")"
+  job clean3 -n 3 --nodes 3 --inter-node-rate 500mbit --netns on -- --steps 16 --compute-ms 5
+  expect clean3 'd["findings"] == []' "findings on three equal nodes"
+else
+  echo "SKIP: slow-node: network namespaces need root and a kernel that allows them"
+fi
 
 echo "diagnose: $([ $fails = 0 ] && echo passed || echo FAILED)"
 exit $fails

@@ -2,9 +2,10 @@
  * gcomp-run over real providers. Each step "computes" (sleeps: time outside gcomp, as a
  * device would take it) and then allreduces BYTES of floats.
  *   diagnose_job [--steps N] [--bytes B] [--compute-ms T] [--slow-rank R]
- *                [--sleep-once R:STEP:SECONDS]
+ *                [--sleep-once R:STEP:SECONDS] [--mark-steps 1]
  *   --slow-rank R         rank R computes twice as long every step (a straggler)
  *   --sleep-once R:S:SEC  rank R sleeps SEC seconds once, before step S (a checkpoint)
+ *   --mark-steps 1        gcomp_comm_mark_step after each step's allreduce
  * Public API only. Exit 0 when every call succeeded and the sums are right. */
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@ typedef struct {
   int slow_rank;
   int once_rank, once_step;
   double once_s;
+  int mark;
 } job_opts;
 
 static void pause_s(double s) {
@@ -38,6 +40,7 @@ static int parse(int argc, char **argv, job_opts *o) {
     else if (!strcmp(a, "--bytes")) o->bytes = (size_t)atol(v);
     else if (!strcmp(a, "--compute-ms")) o->compute_ms = atof(v);
     else if (!strcmp(a, "--slow-rank")) o->slow_rank = atoi(v);
+    else if (!strcmp(a, "--mark-steps")) o->mark = atoi(v);
     else if (!strcmp(a, "--sleep-once")) {
       if (sscanf(v, "%d:%d:%lf", &o->once_rank, &o->once_step, &o->once_s) != 3) return -1;
     } else return -1;
@@ -49,7 +52,7 @@ int main(int argc, char **argv) {
   job_opts o;
   if (parse(argc, argv, &o)) {
     fprintf(stderr, "usage: diagnose_job [--steps N] [--bytes B] [--compute-ms T] "
-                    "[--slow-rank R] [--sleep-once R:STEP:SECONDS]\n");
+                    "[--slow-rank R] [--sleep-once R:STEP:SECONDS] [--mark-steps 1]\n");
     return 2;
   }
   gcomp_comm *comm;
@@ -70,6 +73,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < count; i++) buf[i] = (float)(rank + 1);
     st = gcomp_allreduce(comm, buf, buf, count, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
     bad += st == GCOMP_OK && buf[count - 1] != (float)(size * (size + 1) / 2);
+    if (o.mark && st == GCOMP_OK) st = gcomp_comm_mark_step(comm);
   }
   if (st != GCOMP_OK) fprintf(stderr, "diagnose_job: rank %d: %s\n", rank, gcomp_last_error());
   if (bad) fprintf(stderr, "diagnose_job: rank %d: %d wrong sums\n", rank, bad);
