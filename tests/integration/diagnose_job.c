@@ -62,6 +62,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   int rank = gcomp_comm_rank(comm), size = gcomp_comm_size(comm);
+  if (gcomp_comm_mark_step(NULL) != GCOMP_ERR_INVALID) {
+    fprintf(stderr, "diagnose_job: gcomp_comm_mark_step(NULL) is not GCOMP_ERR_INVALID\n");
+    return 1;
+  }
   size_t count = o.bytes / 4;
   float *buf = malloc(count * sizeof *buf);
   if (!buf) return 1;
