@@ -79,7 +79,7 @@ static int q_contains(const gcomp_treq *head, const gcomp_treq *r) {
 static void lb_match(gcomp_treq *s, gcomp_treq *r) {
   if (s->len > r->len) {
     r->len = s->len;   /* report what arrived */
-    atomic_store_explicit(&r->done, GCOMP_ERR_NOMEM, memory_order_release);
+    atomic_store_explicit(&r->done, GCOMP_ERR_INVALID, memory_order_release);
   } else {
     if (s->len) memcpy(r->rbuf, s->sbuf, s->len);
     r->len = s->len;

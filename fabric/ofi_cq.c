@@ -28,11 +28,11 @@ static void on_done(ofi_transport *t, ofi_slot *s, size_t len, uint64_t flags, u
       r->seq = (flags & FI_REMOTE_CQ_DATA) ? data >> LEN_BITS : 0;
       r->total = (size_t)total;
       if (total > r->cap)
-        ofi_req_fail(r, GCOMP_ERR_NOMEM, "message of %" PRIu64 " bytes from rank %d exceeds the "
+        ofi_req_fail(r, GCOMP_ERR_INVALID, "message of %" PRIu64 " bytes from rank %d exceeds the "
                  "receive capacity of %zu bytes: do all ranks pass the same count and dtype?",
                  total, r->peer, r->cap);
       else if (len != (total < r->ep->first ? total : r->ep->first))
-        ofi_req_fail(r, GCOMP_ERR_CORRUPT, "first chunk from rank %d has %zu bytes, expected %zu "
+        ofi_req_fail(r, GCOMP_ERR_INVALID, "first chunk from rank %d has %zu bytes, expected %zu "
                  "(is GCOMP_CHUNK_BYTES equal on all ranks?)", r->peer, len,
                  (size_t)(total < r->ep->first ? total : r->ep->first));
     }
@@ -65,7 +65,7 @@ static ssize_t on_error(ofi_transport *t, ofi_ep *e) {
   if (err.err != FI_ECANCELED) {
     char prov[200] = "";
     const char *txt = fi_cq_strerror(e->cq, err.prov_errno, err.err_data, prov, sizeof prov);
-    int status = err.err == FI_ETRUNC ? GCOMP_ERR_NOMEM
+    int status = err.err == FI_ETRUNC ? GCOMP_ERR_INVALID
                  : (err.err == FI_ECONNREFUSED || err.err == FI_ECONNRESET ||
                     err.err == FI_ENOTCONN || err.err == FI_ECONNABORTED || err.err == FI_EIO ||
                     err.err == FI_EHOSTUNREACH)

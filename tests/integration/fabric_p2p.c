@@ -182,7 +182,7 @@ static int mode_p2p(gcomp_transport *t, size_t max_bytes, int check_trunc) {
   CHECK(gcomp_isend(t, to, gcomp_tag(4, 0), big, sizeof big, &tq[1]));
   CHECK(gcomp_wait(t, tq[1], NULL));
   int s = gcomp_wait(t, tq[0], NULL);
-  EXPECT(s == GCOMP_ERR_NOMEM, "oversized message gave %s (%s), expected GCOMP_ERR_NOMEM",
+  EXPECT(s == GCOMP_ERR_INVALID, "oversized message gave %s (%s), expected GCOMP_ERR_INVALID",
          gcomp_strerror(s), gcomp_last_error());
   }
   /* 5: everybody done before anybody leaves */
