@@ -391,7 +391,8 @@ GCOMP_API int gcomp_comm_destroy(gcomp_comm *comm);
  * chosen per call by the cost model, or by GCOMP_ALGO. For a fixed rank count, placement,
  * algorithm and codec the result is bitwise identical on every rank and across runs.
  *
- * Errors: GCOMP_ERR_INVALID (bad argument), GCOMP_ERR_TIMEOUT / GCOMP_ERR_PEER (a peer
+ * Errors: GCOMP_ERR_INVALID (bad argument; or ranks that disagree on count or dtype, seen as
+ * a message of the wrong length or shape wherever it arrives), GCOMP_ERR_TIMEOUT / GCOMP_ERR_PEER (a peer
  * stopped answering or died), GCOMP_ERR_CORRUPT (a frame failed validation). After any
  * failure past the argument checks the communicator is unusable: every later call returns
  * GCOMP_ERR_PEER at once, naming the first failure. Destroy it and create a new one. */
@@ -437,6 +438,10 @@ typedef struct {
                                 each once). They propagate. */
   uint64_t shm_bytes;        /* bytes this rank copied into its node's shared segment (the
                                 shm algorithm, hier's in-node halves): not on any wire */
+  uint64_t overflows;        /* GCOMP_FLOAT16 / GCOMP_BFLOAT16 calls: finite fp32 results
+                                that became +-Inf when narrowed back to the caller's type
+                                (fp16 above 65504), counted like nonfinite: rank r its chunk
+                                of the result. Not counted in nonfinite. */
 } gcomp_comm_stats;
 
 /* GCOMP_ERR_INVALID when out->struct_size is smaller than the first published layout

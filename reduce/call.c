@@ -197,14 +197,24 @@ static int run_stages(gcomp_comm *comm, gcomp_call *call, int after) {
 }
 
 /* ---- finish --------------------------------------------------------------------------- */
-/* The fp32 result back to the caller's 16-bit type */
-static void narrow(gcomp_call *call) {
+/* The fp32 result back to the caller's 16-bit type. Each rank counts the overflows of its
+ * own share (as stage_nonfinite): the sum over ranks counts every value once. */
+static void narrow(gcomp_comm *comm, gcomp_call *call) {
   if (call->work == call->recvbuf) return;
   const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
-  gcomp_cast_counts counts = {0, 0, 0};
+  size_t off, len;
+  gcomp_chunk(call->count, comm->t->size, comm->t->rank, &off, &len);
+  const size_t from[3] = {0, off, off + len}, to[3] = {off, off + len, call->count};
   const float *w = (const float *)(void *)call->work;
-  if (call->dtype == GCOMP_BFLOAT16) K->bf16_enc(w, call->count, call->recvbuf, &counts);
-  else K->f16_enc(w, call->count, call->recvbuf, 1.0f, &counts);
+  uint8_t *out = call->recvbuf;
+  for (int i = 0; i < 3; i++) {
+    gcomp_cast_counts counts = {0, 0, 0};
+    size_t n = to[i] - from[i];
+    if (!n) continue;
+    if (call->dtype == GCOMP_BFLOAT16) K->bf16_enc(w + from[i], n, out + 2 * from[i], &counts);
+    else K->f16_enc(w + from[i], n, out + 2 * from[i], 1.0f, &counts);
+    if (i == 1) call->acc.overflows += counts.overflow;
+  }
 }
 
 static int call_body(gcomp_comm *comm, gcomp_call *call) {
@@ -220,7 +230,7 @@ static int call_body(gcomp_comm *comm, gcomp_call *call) {
   GCOMP_CHECK(run_stages(comm, call, 0));
   GCOMP_CHECK(run(comm, call));
   GCOMP_CHECK(run_stages(comm, call, 1));
-  narrow(call);
+  narrow(comm, call);
   call->completed = 1;
   return GCOMP_OK;
 }

@@ -1,5 +1,6 @@
 /* The observers of the call stream (call.c): the communicator's figures, the trace, and
  * straggler detection; and the JSON files the first two leave at destroy. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@ static void stats_add(gcomp_comm_stats *s, const gcomp_comm_stats *a) {
   s->decode_s += a->decode_s;
   s->nonfinite += a->nonfinite;
   s->shm_bytes += a->shm_bytes;
+  s->overflows += a->overflows;
 }
 
 /* Under mu: gcomp_comm_get_stats may read them from another thread meanwhile */
@@ -107,6 +109,17 @@ static FILE *open_output(const gcomp_comm *comm, gcomp_param_id id, char *path, 
   return f;
 }
 
+/* Closes a file open_output opened. A failed write (a full disk) leaves truncated JSON: it
+ * draws a warning naming the file instead of passing silently. */
+static void close_output(FILE *f, gcomp_param_id id, const char *path) {
+  int failed = ferror(f), err = 0;
+  if (fflush(f) != 0) failed = 1, err = errno;
+  if (fclose(f) != 0 && !err) failed = 1, err = errno;
+  if (failed)
+    GCOMP_WARN(GCOMP_SUB_REDUCE, "%s: writing '%s' failed%s%s: the file is incomplete",
+               gcomp_param_name(id), path, err ? ": " : "", err ? strerror(err) : "");
+}
+
 void gcomp_stats_write(const gcomp_comm *comm) {
   char path[4096];
   FILE *f = open_output(comm, GCOMP_P_STATS, path, sizeof path);
@@ -116,7 +129,8 @@ void gcomp_stats_write(const gcomp_comm *comm) {
           "{\"rank\": %d, \"size\": %d, \"node\": %d, \"nodes\": %d, \"calls\": %llu, "
           "\"bytes\": %llu, \"wire_bytes\": %llu, \"shm_bytes\": %llu, \"total_s\": %.6f, "
           "\"wait_s\": %.6f, "
-          "\"reduce_s\": %.6f, \"encode_s\": %.6f, \"decode_s\": %.6f, \"nonfinite\": %llu,\n"
+          "\"reduce_s\": %.6f, \"encode_s\": %.6f, \"decode_s\": %.6f, \"nonfinite\": %llu, "
+          "\"overflows\": %llu,\n"
           " \"model\": {\"intra_alpha_us\": %.3f, \"intra_GBps\": %.3f, \"inter_alpha_us\": %.3f, "
           "\"inter_GBps\": %.3f, \"reduce_GBps\": %.3f, \"shm_alpha_us\": %.3f, "
           "\"shm_GBps\": %.3f},\n",
@@ -124,7 +138,8 @@ void gcomp_stats_write(const gcomp_comm *comm) {
           (unsigned long long)s->calls, (unsigned long long)s->bytes,
           (unsigned long long)s->wire_bytes, (unsigned long long)s->shm_bytes, s->total_s,
           s->wait_s, s->reduce_s, s->encode_s,
-          s->decode_s, (unsigned long long)s->nonfinite, comm->model.intra.alpha_s * 1e6,
+          s->decode_s, (unsigned long long)s->nonfinite, (unsigned long long)s->overflows,
+          comm->model.intra.alpha_s * 1e6,
           1e-9 / comm->model.intra.beta_spb, comm->model.inter.alpha_s * 1e6,
           1e-9 / comm->model.inter.beta_spb, 1e-9 / comm->model.gamma_spb,
           comm->model.shm_alpha > 0 ? comm->model.shm_alpha * 1e6 : 0,
@@ -151,7 +166,7 @@ void gcomp_stats_write(const gcomp_comm *comm) {
   fprintf(f, ",\n");
   gcomp_measure_write_stats(comm, f);
   fprintf(f, "}\n");
-  fclose(f);
+  close_output(f, GCOMP_P_STATS, path);
 }
 
 /* Chrome trace-event format: one complete ("X") event per call on this rank's track. Times
@@ -184,6 +199,6 @@ void gcomp_trace_write(const gcomp_comm *comm) {
   gcomp_step_write_trace(comm, f, comm->born_real_us - comm->epoch_real_us);
   fprintf(f, "\n], \"displayTimeUnit\": \"ms\", \"otherData\": {\"time_origin_unix_us\": %.0f}}\n",
           comm->epoch_real_us);
-  fclose(f);
+  close_output(f, GCOMP_P_TRACE, path);
 }
 

@@ -100,7 +100,9 @@ static int make_segment(gcomp_shm *s, char *name) {
   snprintf(name, NAME_BYTES, "/gcomp-%d-%u-%llx", (int)getpid(), atomic_fetch_add(&counter, 1),
            (unsigned long long)gcomp_now_ns());
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-  GCOMP_FAIL_IF(fd < 0, GCOMP_ERR_NOMEM, "shm: shm_open(%s): %s", name, strerror(errno));
+  /* no /dev/shm, or not ours to write: this machine cannot serve the segment (memory is
+   * what posix_fallocate and mmap below may lack) */
+  GCOMP_FAIL_IF(fd < 0, GCOMP_ERR_UNSUPPORTED, "shm: shm_open(%s): %s", name, strerror(errno));
   int err = posix_fallocate(fd, 0, (off_t)s->map_bytes);
   if (err) {
     close(fd);
@@ -116,7 +118,8 @@ static int make_segment(gcomp_shm *s, char *name) {
 
 static int open_segment(gcomp_shm *s, const char *name) {
   int fd = shm_open(name, O_RDWR, 0600);
-  GCOMP_FAIL_IF(fd < 0, GCOMP_ERR_NOMEM, "shm: shm_open(%s): %s", name, strerror(errno));
+  /* the local root's segment, named by it: a failed exchange of the node's setup */
+  GCOMP_FAIL_IF(fd < 0, GCOMP_ERR_BOOTSTRAP, "shm: shm_open(%s): %s", name, strerror(errno));
   int st = map_segment(s, fd);
   close(fd);
   return st;
@@ -150,8 +153,10 @@ int gcomp_shm_create(gcomp_transport *t, size_t slot_bytes, gcomp_shm **out) {
   int32_t ok = 1, verdict = 1;
   int st = GCOMP_OK;
   if (s->me == 0) {
-    if (make_segment(s, name) < 0) {
-      GCOMP_WARN(GCOMP_SUB_REDUCE, "no shared-memory allreduce on this node: %s", gcomp_last_error());
+    int mst = make_segment(s, name);
+    if (mst < 0) {
+      GCOMP_WARN(GCOMP_SUB_REDUCE, "no shared-memory allreduce on this node: %s (%s)",
+                 gcomp_last_error(), gcomp_strerror(mst));
       name[0] = '\0';
       verdict = 0;
     }
@@ -168,8 +173,10 @@ int gcomp_shm_create(gcomp_transport *t, size_t slot_bytes, gcomp_shm **out) {
   } else {
     st = gcomp_recv(t, root, gcomp_tag(seq, 1), name, sizeof name, NULL);
     name[NAME_BYTES - 1] = '\0';
-    if (st == GCOMP_OK && name[0] && open_segment(s, name) < 0) {
-      GCOMP_WARN(GCOMP_SUB_REDUCE, "no shared-memory allreduce on this node: %s", gcomp_last_error());
+    int ost = st == GCOMP_OK && name[0] ? open_segment(s, name) : GCOMP_OK;
+    if (ost < 0) {
+      GCOMP_WARN(GCOMP_SUB_REDUCE, "no shared-memory allreduce on this node: %s (%s)",
+                 gcomp_last_error(), gcomp_strerror(ost));
       ok = 0;
     }
     if (st == GCOMP_OK) {
