@@ -244,6 +244,11 @@ typedef struct {
   size_t np;
   gcomp_comm **comms;   /* [W] simulated: the loopback ranks' communicators */
   pthread_barrier_t bar;
+  /* the start gate: workers wait until every thread started (1) or one could not be (-1),
+   * so a partial world never reaches the barrier */
+  pthread_mutex_t gate_mu;
+  pthread_cond_t gate_cv;
+  int gate;
   float *local[2];      /* [W * np] each: the workers' gradients of even and odd steps */
   double *bloss[2];     /* [W] their minibatch losses */
   float *thetas;        /* [W * np] final replicas */
@@ -533,7 +538,11 @@ out:
 static void *worker_main(void *arg) {
   worker_arg *a = arg;
   sim *s = a->s;
-  worker_body(s, a->w, s->comms[a->w], GCOMP_OK);
+  pthread_mutex_lock(&s->gate_mu);
+  while (!s->gate) pthread_cond_wait(&s->gate_cv, &s->gate_mu);
+  int go = s->gate > 0;
+  pthread_mutex_unlock(&s->gate_mu);
+  if (go) worker_body(s, a->w, s->comms[a->w], GCOMP_OK);
   gcomp_comm_destroy(s->comms[a->w]);   /* in-process ranks: does not wait for the others */
   s->comms[a->w] = NULL;
   return NULL;
@@ -731,16 +740,26 @@ static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,
   int started = 0;
   if (st == GCOMP_OK && !cfg->real) {
     pthread_barrier_init(&s.bar, NULL, (unsigned)W);
+    pthread_mutex_init(&s.gate_mu, NULL);
+    pthread_cond_init(&s.gate_cv, NULL);
     for (; started < W; started++) {
       args[started] = (worker_arg){&s, started};
       if (pthread_create(&th[started], NULL, worker_main, &args[started]) != 0) break;
     }
-    if (started < W) {
-      /* a partial world would wait at the first barrier forever; nothing sane remains */
-      fprintf(stderr, "gcomp-converge: could only start %d of %d worker threads\n", started, W);
-      abort();
-    }
+    pthread_mutex_lock(&s.gate_mu);
+    s.gate = started == W ? 1 : -1;   /* a partial world would wait at the barrier forever */
+    pthread_cond_broadcast(&s.gate_cv);
+    pthread_mutex_unlock(&s.gate_mu);
     for (int w = 0; w < started; w++) pthread_join(th[w], NULL);
+    for (int w = started; w < W; w++) {   /* the workers that never ran: theirs to destroy */
+      gcomp_comm_destroy(s.comms[w]);
+      s.comms[w] = NULL;
+    }
+    if (started < W)
+      st = gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__,
+                           "could start only %d of %d worker threads", started, W);
+    pthread_cond_destroy(&s.gate_cv);
+    pthread_mutex_destroy(&s.gate_mu);
     pthread_barrier_destroy(&s.bar);
     run->seconds = (double)(gcomp_cv_now_ns() - s.t0) * 1e-9;
   }

@@ -112,18 +112,22 @@ typedef struct {
   int n;
 } strlist;
 
+/* Exit status 2, as every error that stops the tool before a verdict */
+static int out_of_memory(const char *what) {
+  fprintf(stderr, "gcomp-converge: out of memory (%s)\n", what);
+  return 2;
+}
+
 static void push(strlist *l, const char *s) {
   char **nv = realloc(l->v, (size_t)(l->n + 1) * sizeof *nv);
-  if (!nv || !(nv[l->n] = strdup(s))) {
-    fprintf(stderr, "gcomp-converge: out of memory\n");
-    exit(2);
-  }
+  if (!nv || !(nv[l->n] = strdup(s))) exit(out_of_memory("option lists"));
   l->v = nv;
   l->n++;
 }
 
 static void push_csv(strlist *l, const char *s) {
   char *d = strdup(s);
+  if (!d) exit(out_of_memory("option lists"));
   for (char *tok = strtok(d, ","); tok; tok = strtok(NULL, ",")) push(l, tok);
   free(d);
 }
@@ -515,6 +519,7 @@ int main(int argc, char **argv) {
   int ndata = 0;
   static gcomp_cv_data *data;
   data = calloc((size_t)(tasks.n + datas.n), sizeof *data);
+  if (!data) return out_of_memory("data sets");
   for (int i = 0; i < tasks.n; i++) {
     const char *t = tasks.v[i];
     if (strcmp(t, "digits") == 0) {
@@ -561,6 +566,7 @@ int main(int argc, char **argv) {
   }
   static gcomp_cv_model *mods;
   mods = calloc((size_t)models.n, sizeof *mods);
+  if (models.n && !mods) return out_of_memory("models");
   for (int i = 0; i < models.n; i++)
     if (gcomp_cv_model_parse(models.v[i], hidden, &mods[i]) < 0) {
       fprintf(stderr, "gcomp-converge: %s\n", gcomp_last_error());
@@ -573,6 +579,7 @@ int main(int argc, char **argv) {
   static gcomp_cv_model *shaped;
   probs = calloc((size_t)nprob, sizeof *probs);
   shaped = calloc((size_t)nprob, sizeof *shaped);
+  if (nprob && (!probs || !shaped)) return out_of_memory("problems");
   int errors = 0, failures = 0, nprob_used = 0, follower = 0;
   char label[96];
   for (int d = 0; d < ndata; d++)
@@ -597,10 +604,8 @@ int main(int argc, char **argv) {
       pr->paired = calloc((size_t)nrun, sizeof *pr->paired);
       if (dep_min_bytes >= 0) pr->deployed = calloc((size_t)nrun, sizeof *pr->deployed);
       if (!pr->runs || !pr->verdicts || !pr->must_fail || !pr->paired ||
-          (dep_min_bytes >= 0 && !pr->deployed)) {
-        fprintf(stderr, "gcomp-converge: out of memory\n");
-        return 2;
-      }
+          (dep_min_bytes >= 0 && !pr->deployed))
+        return out_of_memory("runs");
       pr->test_rows = data[d].ntest, pr->train_rows = data[d].ntrain;
       for (int i = 0; pr->deployed && i < nrun; i++) {
         gcomp_cv_deployed *dep = &pr->deployed[i];
@@ -630,6 +635,7 @@ int main(int argc, char **argv) {
       int twin_pl[GCOMP_CV_MAX_TWINS];
       if (noise_floor) {
         pr->twins = calloc((size_t)noise_floor, sizeof *pr->twins);
+        if (!pr->twins) return out_of_memory("noise floor runs");
         if (gcomp_cv_train_twins(&cfg, &data[d], &shaped[p], &pr->base, noise_floor, 0, twin_pl,
                                  pr->twins) < 0) {
           /* the codecs are not run: without the floor asked for, their verdicts would be the

@@ -11,6 +11,11 @@ endif()
 if(TARGET test_converge)
   set_tests_properties(unit.test_converge PROPERTIES LABELS "unit;convergence")
 endif()
+if(TARGET test_cv_threads)   # worker threads that cannot start: pthread_create made to fail
+  target_link_libraries(test_cv_threads PRIVATE gcomp_converge)
+  target_link_options(test_cv_threads PRIVATE -Wl,--wrap=pthread_create)
+  set_tests_properties(unit.test_cv_threads PROPERTIES LABELS "unit;convergence")
+endif()
 if(GCOMP_SANITIZE)
   # the sanitizer tree stays fast: a short smoke run of the same command. 200 steps, not
   # fewer: quant:bits=1 (a must-fail) sends each value as its bucket's minimum or maximum,
