@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -432,7 +433,6 @@ static void *nan_main(void *arg) {
 typedef struct {
   gcomp_transport *t;
   int join, st, st2;
-  uint64_t ms, ms2;
   char error[512], error2[1024];
 } silent_job;
 
@@ -442,13 +442,9 @@ static void *silent_main(void *arg) {
   j->st = gcomp_comm_from_transport(j->t, 1, &comm);
   float x[4] = {1, 2, 3, 4};
   if (j->st == GCOMP_OK && j->join) {
-    uint64_t t0 = gcomp_now_ns();
     j->st = gcomp_allreduce(comm, x, x, 4, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
-    j->ms = (gcomp_now_ns() - t0) / 1000000u;
     snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
-    t0 = gcomp_now_ns();
     j->st2 = gcomp_allreduce(comm, x, x, 4, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
-    j->ms2 = (gcomp_now_ns() - t0) / 1000000u;
     snprintf(j->error2, sizeof j->error2, "%s", gcomp_last_error());
   }
   gcomp_comm_destroy(comm);
@@ -475,8 +471,8 @@ static void test_shm_silent_peer(void **state) {
   run_silent_pair("shm", silent_main, jobs);
   assert_int_equal(jobs[1].st, GCOMP_OK);
   assert_int_equal(jobs[0].st, GCOMP_ERR_TIMEOUT);
+  /* the timeout's own verdict, not a clock read here (that bound flaked under load) */
   assert_non_null(strstr(jobs[0].error, "local rank 1 (rank 1) silent for 300 ms"));
-  assert_true(jobs[0].ms >= 300 && jobs[0].ms < 5000);
   /* the communicator is not trusted again (nor, below it, the segment) */
   assert_int_equal(jobs[0].st2, GCOMP_ERR_PEER);
   assert_non_null(strstr(jobs[0].error2, "local rank 1 (rank 1) silent for 300 ms"));
@@ -520,19 +516,29 @@ static void *nb_main(void *arg) {
   }
   if (j->st == GCOMP_OK)
     j->st = gcomp_iallreduce(comm, j->b, j->b, NB_B, GCOMP_FLOAT64, GCOMP_MAX, NULL, 2, &rb);
-  /* a blocking call after them runs after them */
+  /* a blocking call after them runs after them: when it returns both are done, so the
+   * first test of each (b before a: out of order) finds it finished */
   if (j->st == GCOMP_OK)
     j->st = gcomp_allreduce(comm, j->c, j->c, NB_C, GCOMP_INT32, GCOMP_SUM, NULL, 3);
-  if (j->st == GCOMP_OK) {   /* out of order: b by polling, then a */
+  if (j->st == GCOMP_OK) {
     int done = 0;
-    while (j->st == GCOMP_OK && !done) j->st = gcomp_request_test(rb, &done);
-    rb = NULL;
-    if (j->st == GCOMP_OK) j->st = gcomp_request_wait(ra);
-    ra = NULL;
+    j->st = gcomp_request_test(rb, &done);
+    if (done) rb = NULL;
+    if (j->st == GCOMP_OK && !done) j->st = -1001;   /* b still pending */
+  }
+  if (j->st == GCOMP_OK) {
+    int done = 0;
+    j->st = gcomp_request_test(ra, &done);
+    if (done) ra = NULL;
+    if (j->st == GCOMP_OK && !done) j->st = -1002;   /* a still pending */
   }
   if (ra) gcomp_request_wait(ra);
   if (rb) gcomp_request_wait(rb);
-  if (j->st < 0) snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
+  if (j->st == -1001 || j->st == -1002)
+    snprintf(j->error, sizeof j->error, "the blocking call returned before non-blocking call %s",
+             j->st == -1001 ? "b" : "a");
+  else if (j->st < 0)
+    snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
   gcomp_comm_destroy(comm);
   return NULL;
 }
@@ -597,7 +603,7 @@ static void test_broken_after_failure(void **state) {
     run_silent_pair(algos[a], silent_main, jobs);
     assert_int_equal(jobs[0].st, GCOMP_ERR_TIMEOUT);
     assert_int_equal(jobs[0].st2, GCOMP_ERR_PEER);
-    assert_true(jobs[0].ms2 < 100);   /* not another 300 ms timeout */
+    /* refused before any message: not another 300 ms timeout (GCOMP_ERR_TIMEOUT) */
     if (!strstr(jobs[0].error2, "communicator unusable since an earlier allreduce failed") ||
         !strstr(jobs[0].error2, "rank 1"))
       fail_msg("%s: second call's error: %s", algos[a], jobs[0].error2);
@@ -644,6 +650,12 @@ static void test_mismatched_counts(void **state) {
                    pairs[c][1], r);
       if (!strstr(j[0].error, "same count") && !strstr(j[1].error, "same count"))
         fail_msg("%s: neither error says why: '%s' / '%s'", algos[a], j[0].error, j[1].error);
+      /* one status for a length the ranks disagree on, wherever it shows (a truncated
+       * receive was GCOMP_ERR_NOMEM, a segment of the wrong length GCOMP_ERR_INVALID) */
+      for (int r = 0; r < 2; r++)
+        if (strstr(j[r].error, "same count") && j[r].st != GCOMP_ERR_INVALID)
+          fail_msg("%s, counts %zu and %zu: rank %d: %s (%s)", algos[a], pairs[c][0],
+                   pairs[c][1], r, gcomp_strerror(j[r].st), j[r].error);
     }
   unsetenv("GCOMP_TIMEOUT_MS");
   force_algo(NULL);
@@ -657,7 +669,6 @@ typedef struct {
   gcomp_transport *t;
   const char *spec;
   int st, st2, st3;
-  double ms2;
   char error[1024], error2[1024];
 } codec_job;
 
@@ -671,9 +682,7 @@ static void *codec_main(void *arg) {
   if (j->st == GCOMP_OK)
     j->st = gcomp_allreduce(comm, x, x, 100000, GCOMP_FLOAT32, GCOMP_SUM, codec, 1);
   snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
-  uint64_t t0 = gcomp_now_ns();
   if (comm) j->st2 = gcomp_allreduce(comm, x, x, 100000, GCOMP_FLOAT32, GCOMP_SUM, codec, 1);
-  j->ms2 = (double)(gcomp_now_ns() - t0) / 1e6;
   snprintf(j->error2, sizeof j->error2, "%s", gcomp_last_error());
   if (comm) j->st3 = gcomp_allreduce(comm, x, x, 0, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
   gcomp_codec_destroy(codec);
@@ -694,8 +703,11 @@ static void test_mismatched_codecs(void **state) {
   for (int r = 0; r < 2; r++) {
     if (j[r].st != GCOMP_ERR_INVALID || !strstr(j[r].error, "ranks call with different codecs"))
       fail_msg("rank %d: %d '%s'", r, j[r].st, j[r].error);
-    if (j[r].st2 != GCOMP_ERR_PEER || j[r].ms2 > 500)
-      fail_msg("rank %d: second call %d after %.0f ms: '%s'", r, j[r].st2, j[r].ms2, j[r].error2);
+    /* at once: refused by the broken communicator before any message (a wait would end
+     * in GCOMP_ERR_TIMEOUT, or a codec measurement's error) */
+    if (j[r].st2 != GCOMP_ERR_PEER ||
+        !strstr(j[r].error2, "communicator unusable since an earlier allreduce failed"))
+      fail_msg("rank %d: second call %d: '%s'", r, j[r].st2, j[r].error2);
     assert_int_equal(j[r].st3, GCOMP_ERR_PEER);   /* an empty call too (it returned OK) */
   }
   /* seeds may differ: they only decorrelate each rank's stochastic rounding or sampling,
@@ -841,8 +853,22 @@ static void test_stats_and_trace_files(void **state) {
  * time: a rank arrives when it asks). Window 8, 16 calls each. The sleep was 20 ms, and
  * under ASan with other tests beside it a punctual rank's mean lateness over the window
  * once reached half of that (a thread descheduled for some 80 ms): the punctual ranks'
- * bound below is half the sleep, so the sleep sets the slack. */
+ * bound below is half the sleep, so the sleep sets the slack. The late rank also waits
+ * until the others have reached their call before it sleeps (sk_arrived), so it is last
+ * by construction, not by the scheduler's grace (on a loaded machine a punctual thread
+ * once reached its call after the sleeping one, and worst_last fell short). */
 enum { SK_CALLS = 16, SK_MS = 60 };
+static atomic_int sk_arrived[2];   /* per phase: punctual ranks that reached a call */
+
+static void sk_arrive(int phase) { atomic_fetch_add(&sk_arrived[phase], 1); }
+
+/* The late rank, before its call i: every punctual rank reached its call i */
+static void sk_wait_others(int phase, int i) {
+  while (atomic_load(&sk_arrived[phase]) < 3 * (i + 1)) {
+    struct timespec ts = {0, 200000L};
+    nanosleep(&ts, NULL);
+  }
+}
 typedef struct {
   gcomp_transport *t;
   int r, st;
@@ -863,12 +889,13 @@ static void *skew_main(void *arg) {
     j->st = gcomp_comm_from_transport(j->t, 0, &comm);
     for (int i = 0; i < SK_CALLS && j->st == GCOMP_OK; i++) {
       for (int k = 0; k < 64; k++) x[k] = (float)(j->r + k);
+      int late = j->r == (phase == 0 ? 2 : 1);
+      if (late) sk_wait_others(phase, i), sleep_ms(SK_MS);
+      else sk_arrive(phase);
       if (phase == 0) {
-        if (j->r == 2) sleep_ms(SK_MS);
         j->st = gcomp_allreduce(comm, x, x, 64, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
       } else {
         gcomp_request *req;
-        if (j->r == 1) sleep_ms(SK_MS);
         j->st = gcomp_iallreduce(comm, x, x, 64, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0, &req);
         if (j->st == GCOMP_OK) {
           if (j->r == 3) sleep_ms(SK_MS);
@@ -890,6 +917,8 @@ static void *skew_main(void *arg) {
 static void test_stragglers(void **state) {
   setenv("GCOMP_SKEW_WINDOW", "8", 1);
   force_algo(NULL);
+  atomic_store(&sk_arrived[0], 0);
+  atomic_store(&sk_arrived[1], 0);
   gcomp_transport *t[4];
   assert_int_equal(gcomp_loopback_create(4, NULL, t), GCOMP_OK);
   skew_job jobs[4];
