@@ -18,8 +18,9 @@
  *     order they were posted (MPI's non-overtaking rule). Different tags never match.
  *   - A receive may get fewer bytes than its capacity (frames vary in size); test/wait
  *     report the received length. A message longer than the capacity is an error
- *     (GCOMP_ERR_INVALID, as every length the ranks disagree on) on the receiving side; treat it as fatal for the transport (after
- *     a truncation, ofi_rxm 1.17 delivers nothing more on that endpoint).
+ *     (GCOMP_ERR_INVALID, as every length the ranks disagree on) on the receiving side;
+ *     treat it as fatal for the transport (after a truncation, ofi_rxm 1.17 delivers
+ *     nothing more on that endpoint).
  *   - test() drives progress itself; a request is consumed (freed) when test reports it
  *     done or failed, and by cancel. A request not completed within GCOMP_TIMEOUT_MS of
  *     its last activity fails with GCOMP_ERR_TIMEOUT; a peer known to have died turns its
