@@ -46,8 +46,9 @@ typedef struct shim_comm {
   int rank, size;
   pthread_mutex_t lock;     /* one call into gcomp at a time on this communicator */
   int broken;               /* a gcomp call failed: every later one fails at once */
-  int pending;              /* requests gcomp has not finished (under lock) */
-  int freed;                /* MPI_Comm_free came while requests were pending */
+  int pending;              /* its MPI_Iallreduce requests MPI has not freed (under lock) */
+  int freed;                /* MPI_Comm_free came (set under lock; the entry stays while
+                               requests are pending) */
   struct shim_comm *prev, *next;   /* the live ones, for MPI_Finalize */
 } shim_comm;
 
@@ -73,9 +74,9 @@ void shim_comms_start(gcomp_comm *world, int world_rank, const char *node,
 shim_comm *shim_comm_get(MPI_Comm comm);
 /* At MPI_Finalize: every communicator still alive is destroyed. */
 void shim_comms_finalize(void);
-/* A request of sc finished in gcomp: one fewer pending; destroys sc when it was freed by
+/* MPI freed a request of sc: one fewer pending; destroys sc when it was freed by
  * MPI_Comm_free meanwhile and this was its last. */
-void shim_comm_request_done(shim_comm *sc, int failed);
+void shim_comm_request_done(shim_comm *sc);
 int shim_world_rank(void);
 
 /* ---- shim_req.c ----------------------------------------------------------------------- */

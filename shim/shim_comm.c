@@ -99,8 +99,8 @@ static void release_later(shim_comm *sc) {
 }
 
 /* MPI_Comm_free (or MPI_Comm_disconnect, or MPI_Finalize) deletes the attribute. MPI lets a
- * communicator be freed with operations pending: then it goes when its last request has
- * finished. */
+ * communicator be freed with operations pending: then it goes when MPI frees its last
+ * request (the completion call still needs to see that it was freed). */
 static int delete_attr(MPI_Comm comm, int keyval, void *attr, void *extra) {
   (void)comm, (void)keyval, (void)extra;
   shim_comm *sc = attr;
@@ -112,10 +112,9 @@ static int delete_attr(MPI_Comm comm, int keyval, void *attr, void *extra) {
   return MPI_SUCCESS;
 }
 
-void shim_comm_request_done(shim_comm *sc, int failed) {
+void shim_comm_request_done(shim_comm *sc) {
   pthread_mutex_lock(&sc->lock);
   sc->pending--;
-  if (failed) sc->broken = 1;
   int last = sc->freed && sc->pending == 0;
   pthread_mutex_unlock(&sc->lock);
   if (last) release_later(sc);

@@ -17,7 +17,10 @@
  * single-request calls, as MPI's are. A call that failed in gcomp: the shim warns with
  * gcomp's reason, raises MPI_ERR_OTHER through the communicator's error handler from the
  * completion call (MPI_ERR_IN_STATUS from those that complete several, with MPI_ERR_OTHER in
- * that request's status), and the communicator's later calls fail at once. */
+ * that request's status), and the communicator's later calls fail at once. A request holds
+ * its shim communicator until MPI frees the request (not only until gcomp finishes it), so
+ * the completion call can tell whether MPI_Comm_free came meanwhile: then MPI_COMM_WORLD's
+ * handler reports the failure, as the freed handle may no longer be used. */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +30,9 @@
 typedef struct shim_req {
   MPI_Request mpi;          /* the generalized request the caller holds */
   gcomp_request *g;         /* NULL once gcomp finished it */
-  shim_comm *sc;            /* until then */
-  MPI_Comm comm;            /* the caller's: its error handler reports a failure */
-  int freed_comm;           /* ... unless it was freed meanwhile: MPI_COMM_WORLD's then */
+  shim_comm *sc;            /* counts this request pending until MPI frees it */
+  MPI_Comm comm;            /* the caller's: its error handler reports a failure, unless
+                               sc says it was freed meanwhile (MPI_COMM_WORLD's then) */
   int status;               /* gcomp's once finished */
   int count;
   struct shim_req *next;    /* hash chain */
@@ -78,7 +81,8 @@ static int query_fn(void *extra, MPI_Status *status) {
   return MPI_SUCCESS;
 }
 
-/* MPI frees the request (at completion, or MPI_Request_free of a completed one) */
+/* MPI frees the request (at completion, or MPI_Request_free of a completed one): its
+ * communicator may go now (when it was freed and this was its last request) */
 static int free_fn(void *extra) {
   shim_req *r = extra;
   pthread_mutex_lock(&reqs.lock);
@@ -89,6 +93,7 @@ static int free_fn(void *extra) {
     __atomic_fetch_sub(&reqs.live, 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&reqs.lock);
+  shim_comm_request_done(r->sc);   /* may destroy it */
   free(r);
   return MPI_SUCCESS;
 }
@@ -103,16 +108,22 @@ static int cancel_fn(void *extra, int complete) {
 static void finished(shim_req *r, int st) {
   r->g = NULL;
   r->status = st;
-  if (st < 0)
+  if (st < 0) {
     SHIM_WARN("rank %d: MPI_Iallreduce of %d elements failed in gcomp: %s: %s", shim_world_rank(),
               r->count, gcomp_strerror(st), gcomp_last_error());
-  shim_comm *sc = r->sc;
-  r->sc = NULL;
-  pthread_mutex_lock(&sc->lock);
-  r->freed_comm = sc->freed;
-  pthread_mutex_unlock(&sc->lock);
-  shim_comm_request_done(sc, st < 0);   /* may destroy sc */
-  PMPI_Grequest_complete(r->mpi);
+    pthread_mutex_lock(&r->sc->lock);
+    r->sc->broken = 1;
+    pthread_mutex_unlock(&r->sc->lock);
+  }
+  PMPI_Grequest_complete(r->mpi);   /* frees r when the caller had freed the request */
+}
+
+/* Whether the caller's communicator was freed (r is still the caller's request) */
+static int comm_freed(const shim_req *r) {
+  pthread_mutex_lock(&r->sc->lock);
+  int freed = r->sc->freed;
+  pthread_mutex_unlock(&r->sc->lock);
+  return freed;
 }
 
 /* One look at gcomp's request; 1 when it is finished (now or before). */
@@ -150,22 +161,21 @@ int shim_iallreduce(shim_comm *sc, MPI_Comm comm, const void *src, void *recvbuf
                                         "failed; it is unusable")
                       : gcomp_iallreduce(sc->comm, src, recvbuf, (size_t)count, dt, op, NULL,
                                          key, &r->g);
-  if (st == GCOMP_OK) sc->pending++;
+  sc->pending++;
   pthread_mutex_unlock(&sc->lock);
   if (PMPI_Grequest_start(query_fn, free_fn, cancel_fn, r, &r->mpi) != MPI_SUCCESS) {
     /* cannot hand out a request: finish gcomp's call here and report that */
-    if (st == GCOMP_OK) shim_comm_request_done(sc, gcomp_request_wait(r->g) < 0);
+    if (st == GCOMP_OK && gcomp_request_wait(r->g) < 0) {
+      pthread_mutex_lock(&sc->lock);
+      sc->broken = 1;
+      pthread_mutex_unlock(&sc->lock);
+    }
+    shim_comm_request_done(sc);
     free(r);
     return raise_error(comm, 0, MPI_ERR_INTERN);
   }
   insert(r);
-  if (st < 0) {
-    /* the failure is the call's outcome: reported where the caller completes it */
-    r->g = NULL, r->status = st, r->sc = NULL;
-    SHIM_WARN("rank %d: MPI_Iallreduce of %d elements failed in gcomp: %s: %s",
-              shim_world_rank(), count, gcomp_strerror(st), gcomp_last_error());
-    PMPI_Grequest_complete(r->mpi);
-  }
+  if (st < 0) finished(r, st);   /* the call's outcome, reported where it is completed */
   *request = r->mpi;
   return MPI_SUCCESS;
 }
@@ -175,7 +185,7 @@ SHIM_API int MPI_Wait(MPI_Request *request, MPI_Status *status) {
   shim_req *r = find(*request);
   if (!r) return PMPI_Wait(request, status);
   for (unsigned spins = 0; !poll_req(r);) idle(r, &spins);
-  int st = r->status, freed = r->freed_comm;
+  int st = r->status, freed = comm_freed(r);
   MPI_Comm comm = r->comm;
   int rc = PMPI_Wait(request, status);   /* frees r */
   return st < 0 ? raise_error(comm, freed, MPI_ERR_OTHER) : rc;
@@ -185,7 +195,7 @@ SHIM_API int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
   shim_req *r = find(*request);
   if (!r) return PMPI_Test(request, flag, status);
   if (!poll_req(r)) return PMPI_Test(request, flag, status);   /* MPI's progress; flag 0 */
-  int st = r->status, freed = r->freed_comm;
+  int st = r->status, freed = comm_freed(r);
   MPI_Comm comm = r->comm;
   int rc = PMPI_Test(request, flag, status);
   return st < 0 ? raise_error(comm, freed, MPI_ERR_OTHER) : rc;
@@ -247,7 +257,7 @@ static shim_req *set_poll(req_set *s) {
       if (!pending) pending = a->r;
       continue;
     }
-    a->failed = a->r->status < 0, a->freed = a->r->freed_comm, a->comm = a->r->comm;
+    a->failed = a->r->status < 0, a->freed = comm_freed(a->r), a->comm = a->r->comm;
   }
   return pending;
 }

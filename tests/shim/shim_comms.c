@@ -19,7 +19,9 @@
  *     The last rank stops answering on the dup (it sleeps past GCOMP_TIMEOUT_MS) while the
  *     others MPI_Iallreduce on it and MPI_Wait. The dup has its own error handler: it must
  *     be the one called (world's stays MPI_ERRORS_ARE_FATAL), MPI_Wait must return an
- *     error, and a Waitall after it MPI_ERR_IN_STATUS with the status saying why.
+ *     error, and a Waitall after it MPI_ERR_IN_STATUS with the status saying why. With
+ *     return, a Waitany then returns MPI_ERR_OTHER (through the dup's handler), and a call
+ *     that failed on the dup, completed after MPI_Comm_free of it, goes through world's.
  *
  * The split: the last rank alone (one rank: passed to MPI) and the others together in
  * reverse order (key = -rank); the created communicator holds every rank in reverse order.
@@ -474,11 +476,15 @@ int main(int argc, char **argv) {
 }
 
 /* ---- a silent rank on the dup ------------------------------------------------------- */
-static int handler_calls, handler_class;
+static int handler_calls, handler_class, world_handler_calls;
 static void dup_handler(MPI_Comm *comm, int *code, ...) {
   (void)comm;
   handler_calls++;
   MPI_Error_class(*code, &handler_class);
+}
+static void world_handler(MPI_Comm *comm, int *code, ...) {
+  (void)comm, (void)code;
+  world_handler_calls++;
 }
 
 static void silent(int errors_return) {
@@ -493,6 +499,9 @@ static void silent(int errors_return) {
   float *buf = calloc(N, sizeof *buf);
   if (!buf) MPI_Abort(MPI_COMM_WORLD, 2);
   MPI_Allreduce(MPI_IN_PLACE, buf, N, MPI_FLOAT, MPI_SUM, dup);   /* every rank: set up */
+  /* the others, to agree that all of them printed before the job ends */
+  MPI_Comm others;
+  MPI_Comm_split(MPI_COMM_WORLD, rank == size - 1 ? MPI_UNDEFINED : 0, rank, &others);
   if (rank == size - 1) sleep(60);   /* silent, not dead: only a timeout can tell */
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -518,7 +527,28 @@ static void silent(int errors_return) {
          rank, rc == MPI_ERR_IN_STATUS ? "MPI_ERR_IN_STATUS" : rc == MPI_SUCCESS ? "MPI_SUCCESS"
                                                                                  : "another error",
          cls, handler_calls);
+  if (errors_return) {
+    /* MPI_Waitany on a call that fails at once */
+    MPI_Iallreduce(MPI_IN_PLACE, buf, 4, MPI_FLOAT, MPI_SUM, dup, &req[1]);
+    req[0] = MPI_REQUEST_NULL;
+    int idx = -1;
+    rc = MPI_Waitany(2, req, &idx, &st[0]);
+    printf("rank %d: then MPI_Waitany returned %s, index %d; the handler ran %d time(s)\n", rank,
+           rc == MPI_ERR_OTHER ? "MPI_ERR_OTHER" : rc == MPI_SUCCESS ? "MPI_SUCCESS" : "another error",
+           idx, handler_calls);
+    /* a failed call completed after its communicator was freed: world's handler reports it */
+    MPI_Errhandler weh;
+    MPI_Comm_create_errhandler(world_handler, &weh);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, weh);
+    MPI_Iallreduce(MPI_IN_PLACE, buf, 4, MPI_FLOAT, MPI_SUM, dup, &req[0]);
+    MPI_Comm_free(&dup);
+    rc = MPI_Wait(&req[0], MPI_STATUS_IGNORE);
+    printf("rank %d: after MPI_Comm_free MPI_Wait returned %s; world's handler ran %d time(s), "
+           "the dup's %d\n", rank, rc == MPI_SUCCESS ? "MPI_SUCCESS" : "an error",
+           world_handler_calls, handler_calls);
+  }
   fflush(stdout);
   free(buf);
+  if (others != MPI_COMM_NULL) MPI_Barrier(others);
   MPI_Abort(MPI_COMM_WORLD, 3);   /* the silent rank will not finish: end the job */
 }

@@ -25,7 +25,9 @@
 # lossy     the same program with GCOMP_CODEC=bf16 on two emulated nodes (a slow link
 #           model): every served communicator's results visibly inexact, within bf16's bound
 # errors    shim_comms silent: a rank silent on the dup; the dup's own error handler is the
-#           one called, MPI_Wait returns the error, a later MPI_Waitall MPI_ERR_IN_STATUS
+#           one called, MPI_Wait returns the error, a later MPI_Waitall MPI_ERR_IN_STATUS,
+#           MPI_Waitany MPI_ERR_OTHER; a failed call completed after MPI_Comm_free of the dup
+#           goes through world's handler
 set -u
 mode=$1 n=$2 preload=$3 prog=$4 comms=${5:-}
 for v in $(compgen -e | grep -E '^(GCOMP_|OMPI_|PMI_|SLURM_)'); do unset "$v"; done
@@ -252,6 +254,14 @@ errors)
      ! grep -q "MPI_Wait returned MPI_SUCCESS" "$tmp/errors-return.out"; then
     ok "errors-return: $(grep -m1 '^rank .*MPI_Wait' "$tmp/errors-return.out")"
   else bad "errors-return: the dup's handler, MPI_Wait and MPI_Waitall"; show errors-return; fi
+  # every rank but the silent one: MPI_Waitany's error through the dup's handler; a failed
+  # call completed after MPI_Comm_free of its communicator reported through world's handler
+  k=$(grep -cE "^rank [0-9]+: then MPI_Waitany returned MPI_ERR_OTHER, index 1; the handler ran 3 time" "$tmp/errors-return.out")
+  [ "$k" = $((n - 1)) ] && ok "errors-return: MPI_Waitany's error on $k ranks" ||
+    { bad "errors-return: MPI_Waitany's error ($k of $((n - 1)) ranks)"; show errors-return; }
+  k=$(grep -cE "^rank [0-9]+: after MPI_Comm_free MPI_Wait returned an error; world's handler ran 1 time\(s\), the dup's 3$" "$tmp/errors-return.out")
+  [ "$k" = $((n - 1)) ] && ok "errors-return: a freed communicator's failure through world's handler on $k ranks" ||
+    { bad "errors-return: a freed communicator's failure ($k of $((n - 1)) ranks)"; show errors-return; }
   ;;
 *)
   echo "usage: shim_test.sh exact|thread|bf16|badbuf|fallback|silent|comms|lossy|errors RANKS PRELOAD SHIM_CHECK [SHIM_COMMS]" >&2
