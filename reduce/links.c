@@ -1,6 +1,7 @@
 /* What this process's TCP connections delivered, as the kernel measured it (TCP_INFO): per
- * pair of local and remote address, the bytes the peer acknowledged and the time the
- * connections had data to send (busy, or held back by the peer's receive window or by the
+ * connection (local and remote address and port: gcomp-stats finds the peer rank by the
+ * file holding the mirror image), the bytes the peer acknowledged and the time the
+ * connection had data to send (busy, or held back by the peer's receive window or by the
  * send buffer). Bytes over that time is the rate the link delivered while the job used it.
  * The transport's own send completions cannot say it: over tcp;ofi_rxm a send completes
  * once the kernel has copied it, megabytes before the link has carried it (measured: 25
@@ -18,14 +19,17 @@
 
 typedef struct {
   char local[INET6_ADDRSTRLEN], remote[INET6_ADDRSTRLEN];
+  int lport, rport;
   double bytes, active_s;
 } link_sum;
 
-static int addr_text(const struct sockaddr_storage *a, char *out, size_t n) {
-  const void *p = a->ss_family == AF_INET ? (const void *)&((const struct sockaddr_in *)a)->sin_addr
-                  : a->ss_family == AF_INET6
-                      ? (const void *)&((const struct sockaddr_in6 *)a)->sin6_addr
-                      : NULL;
+static int addr_text(const struct sockaddr_storage *a, char *out, size_t n, int *port) {
+  const struct sockaddr_in *v4 = (const struct sockaddr_in *)a;
+  const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)a;
+  const void *p = a->ss_family == AF_INET ? (const void *)&v4->sin_addr
+                  : a->ss_family == AF_INET6 ? (const void *)&v6->sin6_addr
+                                             : NULL;
+  *port = ntohs(a->ss_family == AF_INET ? v4->sin_port : v6->sin6_port);
   return p && inet_ntop(a->ss_family, p, out, (socklen_t)n) ? 0 : -1;
 }
 
@@ -36,7 +40,8 @@ static int probe(int fd, link_sum *l) {
   if (getsockname(fd, (struct sockaddr *)&me, &ml) ||
       getpeername(fd, (struct sockaddr *)&peer, &pl))
     return -1;
-  if (addr_text(&me, l->local, sizeof l->local) || addr_text(&peer, l->remote, sizeof l->remote))
+  if (addr_text(&me, l->local, sizeof l->local, &l->lport) ||
+      addr_text(&peer, l->remote, sizeof l->remote, &l->rport))
     return -1;
   struct tcp_info ti;
   socklen_t tl = sizeof ti;
@@ -48,33 +53,19 @@ static int probe(int fd, link_sum *l) {
 }
 
 void gcomp_links_write(FILE *f) {
-  link_sum *sums = NULL;
-  int n = 0, cap = 0;
+  fprintf(f, "\"links\": [");
+  int n = 0;
   DIR *d = opendir("/proc/self/fd");
   for (struct dirent *e; d && (e = readdir(d));) {
     char *end;
     long fd = strtol(e->d_name, &end, 10);
     link_sum l;
     if (*end || end == e->d_name || fd == dirfd(d) || probe((int)fd, &l) || l.bytes <= 0) continue;
-    int i = 0;
-    while (i < n && (strcmp(sums[i].local, l.local) || strcmp(sums[i].remote, l.remote))) i++;
-    if (i == n) {
-      if (n == cap) {
-        link_sum *p = realloc(sums, (size_t)(cap = cap ? 2 * cap : 8) * sizeof *p);
-        if (!p) break;
-        sums = p;
-      }
-      sums[n++] = (link_sum){.bytes = 0};
-      memcpy(sums[i].local, l.local, sizeof l.local);
-      memcpy(sums[i].remote, l.remote, sizeof l.remote);
-    }
-    sums[i].bytes += l.bytes, sums[i].active_s += l.active_s;
+    fprintf(f,
+            "%s{\"local\": \"%s\", \"lport\": %d, \"remote\": \"%s\", \"rport\": %d, "
+            "\"bytes\": %.0f, \"busy_s\": %.6f}",
+            n++ ? ", " : "", l.local, l.lport, l.remote, l.rport, l.bytes, l.active_s);
   }
   if (d) closedir(d);
-  fprintf(f, "\"links\": [");
-  for (int i = 0; i < n; i++)
-    fprintf(f, "%s{\"local\": \"%s\", \"remote\": \"%s\", \"bytes\": %.0f, \"busy_s\": %.6f}",
-            i ? ", " : "", sums[i].local, sums[i].remote, sums[i].bytes, sums[i].active_s);
   fprintf(f, "]");
-  free(sums);
 }

@@ -100,6 +100,9 @@ static void load_links(const char *text, rank_stats *r) {
         stats_number(q, "bytes", &l->bytes) || stats_number(q, "busy_s", &l->busy_s) ||
         l->bytes < 0 || l->busy_s < 0)
       continue;
+    if (stats_number(q, "lport", &l->lport) || stats_number(q, "rport", &l->rport))
+      l->lport = l->rport = -1;
+    l->peer = -1;
     r->nlinks++;
   }
 }
@@ -156,6 +159,24 @@ static int load(const char *path, rank_stats *r) {
   load_later(text, skew, r);
   free(text);
   return 0;
+}
+
+/* Each connection's peer: the rank whose file holds its mirror image (addresses and ports
+ * swapped) */
+static void link_peers(rank_stats *rs, int n) {
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < rs[i].nlinks; k++) {
+      link_stats *l = &rs[i].links[k];
+      for (int j = 0; l->lport >= 0 && l->peer < 0 && j < n; j++)
+        for (int m = 0; j != i && m < rs[j].nlinks; m++) {
+          const link_stats *o = &rs[j].links[m];
+          if (o->lport == l->rport && o->rport == l->lport && !strcmp(o->local, l->remote) &&
+              !strcmp(o->remote, l->local)) {
+            l->peer = (int)rs[j].rank;
+            break;
+          }
+        }
+    }
 }
 
 static int by_rank(const void *a, const void *b) {
@@ -270,7 +291,17 @@ static void json_rank(const rank_stats *r, int last) {
   if (r->has_typical)
     printf(", \"late_typical_us\": %.1f, \"late_max_call\": %.0f", r->late_typical_us,
            r->late_max_call);
-  printf("}%s\n", last ? "" : ",");
+  /* what reached each peer rank over TCP, by the kernel's figures */
+  printf(", \"links\": [");
+  for (int k = 0, first = 1; k < r->nlinks; k++) {
+    const link_stats *l = &r->links[k];
+    if (l->peer < 0) continue;
+    printf("%s{\"peer\": %d, \"bytes\": %.0f, \"busy_s\": %.6f, \"gbps\": %.3f}",
+           first ? "" : ", ", l->peer, l->bytes, l->busy_s,
+           l->busy_s > 0 ? l->bytes / l->busy_s * 8e-9 : 0);
+    first = 0;
+  }
+  printf("]}%s\n", last ? "" : ",");
 }
 
 /* what to try is prose: quotes and backslashes escaped */
@@ -319,6 +350,7 @@ static rank_stats *load_all(char **paths, int n) {
       return NULL;
     }
   qsort(rs, (size_t)n, sizeof *rs, by_rank);
+  link_peers(rs, n);
   for (int i = 1; i < n; i++)
     if (rs[i].rank == rs[i - 1].rank) {
       fprintf(stderr, "gcomp-stats: '%s' and '%s' are both rank %.0f: files of two jobs?\n",

@@ -13,11 +13,14 @@ typedef struct {
   double bytes, busy_s;
 } peer_stats;
 
-/* What this rank's TCP connections from one local address to one remote address delivered,
- * as the kernel measured it: acknowledged bytes and the time they had data to send. */
+/* What one of this rank's TCP connections delivered, as the kernel measured it: acknowledged
+ * bytes and the time it had data to send; the peer rank is the one whose file holds the
+ * same connection seen from the other end (-1: none). */
 typedef struct {
   char local[48], remote[48];
+  double lport, rport;   /* -1: not recorded */
   double bytes, busy_s;
+  int peer;
 } link_stats;
 
 typedef struct {
