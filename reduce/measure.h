@@ -40,6 +40,9 @@ typedef struct {
   uint64_t marks;          /* gcomp_comm_mark_step calls */
   uint64_t nsteps;         /* steps (or windows) finished with calls in them */
   gcomp_step_rec cur;      /* the step under way */
+  /* trace events up to the last call's: comm->ntrace as this observer last saw it (a mark
+   * on another thread must not read it while a call adds to it) */
+  size_t ev_seen;
   gcomp_step_rec *recs;    /* finished steps, kept for the trace (GCOMP_TRACE set) */
   size_t nrecs, cap;
 } gcomp_step;

@@ -30,7 +30,7 @@ void gcomp_step_free(gcomp_step *s) {
 static void close_step(gcomp_comm *comm, uint64_t at_ns) {
   gcomp_step *s = &comm->step;
   s->cur.end_ns = at_ns;
-  s->cur.ev_to = comm->ntrace;
+  s->cur.ev_to = s->ev_seen;
   if (s->cur.calls) s->nsteps++;
   s->cur.marked = s->marks > 0;
   if (comm->tracing && s->cur.calls) {
@@ -41,7 +41,7 @@ static void close_step(gcomp_comm *comm, uint64_t at_ns) {
     }
     if (s->nrecs < s->cap) s->recs[s->nrecs++] = s->cur;
   }
-  s->cur = (gcomp_step_rec){.start_ns = at_ns, .ev_from = comm->ntrace};
+  s->cur = (gcomp_step_rec){.start_ns = at_ns, .ev_from = s->ev_seen};
 }
 
 int gcomp_step_observe(gcomp_comm *comm, gcomp_call *call) {
@@ -55,6 +55,7 @@ int gcomp_step_observe(gcomp_comm *comm, gcomp_call *call) {
   double inside = (double)(call->end_ns - call->start_ns) * 1e-9;
   s->inside_s += inside;
   s->last_end_ns = call->end_ns;
+  if (call->trace_at != SIZE_MAX) s->ev_seen = call->trace_at + 1;
   s->exchange_s = comm->skew.exchange_s;   /* those after this call lie past the run's end */
   /* runs before the detector's observer: a window it has folded in since the last call
    * covers every call up to that one */
