@@ -83,6 +83,11 @@ const char *gcomp_settings_str(const gcomp_settings *s, gcomp_param_id id);
 int gcomp_settings_is_set(const gcomp_settings *s, gcomp_param_id id);
 /* The config's table (NULL config: NULL, the environment). */
 const gcomp_settings *gcomp_config_settings(const gcomp_config *cfg);
+/* gcomp_config_set without the checks of algorithm names, codec specs and the guard's
+ * setting, which the layers above common/ make (reduce/config_set.c) */
+int gcomp_config_set_value(gcomp_config *cfg, const char *name, const char *value);
+/* The id of a setting by name ("GCOMP_" optional), or -1 */
+int gcomp_param_lookup(const char *name);
 /* Gives the config's table figures to inherit (reduce/ fills them from a communicator). */
 void gcomp_config_set_inherit(gcomp_config *cfg, const gcomp_inherit *in);
 

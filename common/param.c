@@ -309,10 +309,13 @@ int gcomp_config_create(gcomp_config **out) {
   return GCOMP_OK;
 }
 
-int gcomp_config_set(gcomp_config *cfg, const char *name, const char *value) {
+/* gcomp_config_set (reduce/config_set.c) once it has checked what only upper layers can */
+int gcomp_config_set_value(gcomp_config *cfg, const char *name, const char *value) {
   GCOMP_FAIL_IF(!cfg, GCOMP_ERR_INVALID, "gcomp_config_set: cfg is NULL");
   return gcomp_settings_set(&cfg->s, name, value);
 }
+
+int gcomp_param_lookup(const char *name) { return name ? param_index(name) : -1; }
 
 int gcomp_config_get(const gcomp_config *cfg, const char *name, const char **value,
                      int *is_set) {

@@ -107,8 +107,9 @@ GCOMP_API int gcomp_param_describe(int i, gcomp_param_info *out);
  * from the environment's values (or the defaults), so a config that sets nothing behaves
  * like the environment. The library never calls setenv. A value is validated as the
  * variable's would be: a malformed one is GCOMP_ERR_INVALID naming the name and the value
- * (specs and algorithm names, like the variables, are checked when a communicator is
- * created from the config). Process-wide settings (GCOMP_DEBUG, GCOMP_DEBUG_SUBSYS,
+ * (GCOMP_ALGO's algorithm name and GCOMP_CODEC's and GCOMP_INTRA_CODEC's specs too, as a
+ * communicator would check them; the environment's values of those, and GCOMP_GUARD, are
+ * checked when a communicator is created from the config). Process-wide settings (GCOMP_DEBUG, GCOMP_DEBUG_SUBSYS,
  * GCOMP_DEBUG_FILE, GCOMP_ISA, GCOMP_SHIM_STRICT) and the launcher's (GCOMP_RANK,
  * GCOMP_SIZE, GCOMP_LOCAL_RANK, GCOMP_ROOT, GCOMP_JOB_TOKEN) are refused by
  * gcomp_config_set with GCOMP_ERR_INVALID naming them. A communicator copies what it needs

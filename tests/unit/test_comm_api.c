@@ -115,13 +115,38 @@ static void test_init_local_refuses(void **state) {
   assert_int_equal(gcomp_comm_init_local(2, bad_node, NULL, comms), GCOMP_ERR_INVALID);
   assert_non_null(strstr(gcomp_last_error(), "node_of[1] = 2"));
   assert_int_equal(gcomp_comm_init_local(2, NULL, NULL, NULL), GCOMP_ERR_INVALID);
-  /* a value only a communicator checks: every rank fails alike, and nothing is left over */
-  gcomp_config *c = quiet_config("bogus");
+  /* a value only a communicator checks (the link figures' count): every rank fails alike,
+   * and nothing is left over */
+  gcomp_config *c = quiet_config(NULL);
+  assert_int_equal(gcomp_config_set(c, "GCOMP_ALPHA_BETA", "1,2,3"), GCOMP_OK);
   comms[0] = comms[1] = (gcomp_comm *)c;
   assert_int_equal(gcomp_comm_init_local(2, NULL, c, comms), GCOMP_ERR_INVALID);
-  assert_non_null(strstr(gcomp_last_error(), "GCOMP_ALGO='bogus'"));
+  assert_non_null(strstr(gcomp_last_error(), "GCOMP_ALPHA_BETA"));
   assert_null(comms[0]);
   assert_null(comms[1]);
+  gcomp_config_destroy(c);
+}
+
+/* gcomp_config_set checks algorithm names and codec specs at once,
+ * naming the token, and leaves the config unchanged (it accepted them all before) */
+static void test_config_set_checks_values(void **state) {
+  gcomp_config *c = quiet_config("ring");
+  assert_int_equal(gcomp_config_set(c, "GCOMP_ALGO", "rnig"), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "GCOMP_ALGO='rnig' is not an algorithm"));
+  assert_int_equal(gcomp_config_set(c, "CODEC", "topk:ratio=2"), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "ratio"));
+  assert_int_equal(gcomp_config_set(c, "GCOMP_INTRA_CODEC", "bf17"), GCOMP_ERR_INVALID);
+  assert_non_null(strstr(gcomp_last_error(), "bf17"));
+  const char *v = NULL;
+  assert_int_equal(gcomp_config_get(c, "GCOMP_ALGO", &v, NULL), GCOMP_OK);
+  assert_string_equal(v, "ring");
+  assert_int_equal(gcomp_config_get(c, "GCOMP_CODEC", &v, NULL), GCOMP_OK);
+  assert_string_equal(v, "none");
+  /* good values pass, and NULL goes back to the default */
+  assert_int_equal(gcomp_config_set(c, "GCOMP_ALGO", "auto"), GCOMP_OK);
+  assert_int_equal(gcomp_config_set(c, "GCOMP_CODEC", "topk:ratio=0.01+ef"), GCOMP_OK);
+  assert_int_equal(gcomp_config_set(c, "GCOMP_INTRA_CODEC", "none"), GCOMP_OK);
+  assert_int_equal(gcomp_config_set(c, "GCOMP_CODEC", NULL), GCOMP_OK);
   gcomp_config_destroy(c);
 }
 
@@ -325,6 +350,7 @@ int main(void) {
       cmocka_unit_test(test_init_local_runs_collectives),
       cmocka_unit_test(test_configs_are_per_communicator),
       cmocka_unit_test(test_init_local_refuses),
+      cmocka_unit_test(test_config_set_checks_values),
       cmocka_unit_test(test_destroy_refuses_pending),
       cmocka_unit_test(test_sized_stats),
       cmocka_unit_test(test_algo_compresses),
