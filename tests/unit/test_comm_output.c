@@ -51,14 +51,12 @@ static void *reduce_main(void *arg) {
   return NULL;
 }
 
-/* Two ranks sum 16-bit values whose fp32 sum is finite but beyond the type: every result
- * overflows, and the ranks' counts add up to COUNT, once each. */
-static void check_overflows(gcomp_dtype dtype, uint16_t a, uint16_t b, uint16_t inf) {
+/* Two in-process ranks, each summing COUNT copies of its value (rank 0 a, rank 1 b) */
+static void sum_pair(gcomp_comm **comms, rank_job *jobs, gcomp_dtype dtype, uint16_t a,
+                     uint16_t b) {
   gcomp_config *c = quiet_config();
-  gcomp_comm *comms[2];
   assert_int_equal(gcomp_comm_init_local(2, NULL, c, comms), GCOMP_OK);
   gcomp_config_destroy(c);
-  static rank_job jobs[2];
   pthread_t th[2];
   for (int r = 0; r < 2; r++) {
     jobs[r].comm = comms[r];
@@ -67,6 +65,14 @@ static void check_overflows(gcomp_dtype dtype, uint16_t a, uint16_t b, uint16_t 
     assert_int_equal(pthread_create(&th[r], NULL, reduce_main, &jobs[r]), 0);
   }
   for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+}
+
+/* Two ranks sum 16-bit values whose fp32 sum is finite but beyond the type: every result
+ * overflows, and the ranks' counts add up to COUNT, once each. */
+static void check_overflows(gcomp_dtype dtype, uint16_t a, uint16_t b, uint16_t inf) {
+  gcomp_comm *comms[2];
+  static rank_job jobs[2];
+  sum_pair(comms, jobs, dtype, a, b);
   uint64_t overflows = 0;
   for (int r = 0; r < 2; r++) {
     assert_int_equal(jobs[r].status, GCOMP_OK);
@@ -138,19 +144,9 @@ static void test_full_disk_warns(void **state) {
 
 /* No shared segment: a warning with the right status, and the communicator still works */
 static void no_segment_run(void) {
-  gcomp_config *c = quiet_config();
   gcomp_comm *comms[2];
-  assert_int_equal(gcomp_comm_init_local(2, NULL, c, comms), GCOMP_OK);
-  gcomp_config_destroy(c);
   static rank_job jobs[2];
-  pthread_t th[2];
-  for (int r = 0; r < 2; r++) {
-    jobs[r].comm = comms[r];
-    jobs[r].dtype = GCOMP_BFLOAT16;
-    for (int i = 0; i < COUNT; i++) jobs[r].x[i] = 0x3f80;   /* 1.0 */
-    assert_int_equal(pthread_create(&th[r], NULL, reduce_main, &jobs[r]), 0);
-  }
-  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  sum_pair(comms, jobs, GCOMP_BFLOAT16, 0x3f80, 0x3f80);   /* 1.0 + 1.0 */
   for (int r = 0; r < 2; r++) {
     assert_int_equal(jobs[r].status, GCOMP_OK);
     assert_int_equal(jobs[r].x[COUNT - 1], 0x4000);   /* 2.0 */
