@@ -101,6 +101,7 @@ if [ "$(id -u)" = 0 ] && ip netns add gcomp-probe-$$ 2>/dev/null; then
   expect slow-node 'all(l["peer"] in (0, 1, 2) and l["peer"] != r["rank"] for r in d["ranks"] for l in r["links"]) and len([l for r in d["ranks"] for l in r["links"] if l["bytes"] >= 1 << 20]) >= 3' "links without peers"
   expect slow-node 'all((l["gbps"] < 0.13) == (2 in (r["rank"], l["peer"])) and (l["gbps"] > 0.2 or 2 in (r["rank"], l["peer"])) for r in d["ranks"] for l in r["links"] if l["bytes"] >= 1 << 20)' "per-peer rates"
   grep -q "^# 1\. slow_link: node 2's link delivers at most 0\.[01][0-9]* Gbit/s" "$dir/slow-node.txt" || fail "slow-node: text: $(grep '^# 1' "$dir/slow-node.txt")"
+  [ $fails = 0 ] || { echo "slow-node: the ranks' connections:"; grep -o '"rank": [0-9]*, "node": [0-9]*\|"links": \[[^]]*\]' "$dir/slow-node.out"; }
   job clean3 -n 3 --nodes 3 --inter-node-rate 500mbit --netns on -- --steps 16 --compute-ms 5
   expect clean3 'd["findings"] == []' "findings on three equal nodes"
 else
