@@ -72,13 +72,12 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
   int n = t->pub.size, me = t->pub.rank;
   t->ep_of = calloc((size_t)n, 1);
   t->addr = calloc((size_t)n, sizeof *t->addr);
-  t->send_seq = calloc((size_t)n, sizeof *t->send_seq);
   t->cards = calloc((size_t)n, sizeof *t->cards);
   t->live_check_ns = calloc((size_t)n, sizeof *t->live_check_ns);
   const char **keys = calloc((size_t)n, sizeof *keys);
   addr_card *addrs = calloc((size_t)n, sizeof *addrs);
   int status = GCOMP_OK;
-  if (!t->ep_of || !t->addr || !t->send_seq || !t->cards || !t->live_check_ns || !keys || !addrs) {
+  if (!t->ep_of || !t->addr || !t->cards || !t->live_check_ns || !keys || !addrs) {
     free(keys);
     free(addrs);
     GCOMP_FAIL(GCOMP_ERR_NOMEM, "tables for %d ranks", n);
@@ -170,6 +169,7 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
   pthread_mutex_unlock(&ofi_setup_lock);
   free(keys);
   free(addrs);
+  if (status == GCOMP_OK) status = ofi_proto_setup(t);
   if (status == GCOMP_OK) status = ping_all(t);
   if (status == GCOMP_OK)
     GCOMP_INFO(GCOMP_SUB_FABRIC, "rank %d of %d: node %d of %d (%s), local rank %d of %d; intra %s, "

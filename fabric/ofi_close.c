@@ -77,11 +77,11 @@ void ofi_destroy(gcomp_transport *tp) {
     t->spare = r->next;
     free(r);
   }
+  ofi_proto_free(t);
   for (int i = 0; i < t->neps; i++) ofi_ep_close(&t->eps[i]);
   pthread_mutex_unlock(&ofi_setup_lock);
   free(t->ep_of);
   free(t->addr);
-  free(t->send_seq);
   free(t->cards);
   free(t->live_check_ns);
   free(t->topo);

@@ -128,16 +128,7 @@ int ofi_ep_open(ofi_ep *e, const char *role, const char *prov, int nranks) {
   if (info->ep_attr->max_msg_size && e->chunk > info->ep_attr->max_msg_size)
     e->chunk = info->ep_attr->max_msg_size;
   if (!e->chunk) e->chunk = 1;
-  /* shm completes a send of up to its inject size at once, whether or not the receiver has
-   * taken it: chunks that small would escape the window (OFI_WINDOW) and pile up at the
-   * receiver unmatched. rhd on 4 ranks with GCOMP_CHUNK_BYTES=4096 stalled so, 2 runs of 2
-   * (see "Receive entries" at the top). So over shm chunks are at least twice that size. */
-  if (!strcmp(info->fabric_attr->prov_name, "shm") && e->inject > 0 && e->chunk < 2 * e->inject &&
-      (!info->ep_attr->max_msg_size || 2 * e->inject <= info->ep_attr->max_msg_size))
-    e->chunk = 2 * e->inject;
-  e->first = e->chunk;
-  if (!strcmp(info->fabric_attr->prov_name, "shm") && e->inject > 0 && e->inject < e->chunk)
-    e->first = e->inject;
+  /* headers go by fi_tsend from the header arena where they exceed the inject size */
 #define EP_TRY(call, what)                                                                   \
   do {                                                                                       \
     int rc_ = (call);                                                                        \

@@ -2,7 +2,7 @@
  *   ofi.c        creation: who is where, fabric addresses, the ping; the ops table
  *   ofi_ep.c     endpoints: provider choice, attributes, opening and closing
  *   ofi_req.c    the request pool and request state
- *   ofi_chunk.c  the chunk protocol: posting a message's chunks (the wire format is there)
+ *   ofi_proto.c  the protocol: headers, credits, grants, software matching (wire format there)
  *   ofi_cq.c     completions: reading the completion queues, progress
  *   ofi_live.c   test, cancel, timeouts and peer liveness
  *   ofi_close.c  teardown (collective goodbyes)
@@ -20,24 +20,50 @@
 #include "gcomp_common.h"
 #include "transport.h"
 
-#define OFI_WINDOW GCOMP_TRANSPORT_WINDOW
+/* ---- the wire (fabric/ofi_proto.c has the protocol) ------------------------------------ */
+#define OFI_WINDOW 8   /* data chunks of one message in flight at once */
 #define KIND_SHIFT GCOMP_TAG_BITS
-#define KIND_FIRST (UINT64_C(1) << KIND_SHIFT)
-#define KIND_CONT (UINT64_C(2) << KIND_SHIFT)
-#define KIND_PING (UINT64_C(3) << KIND_SHIFT)
+#define KIND_HDR (UINT64_C(1) << KIND_SHIFT)    /* provider tag of every header */
+#define KIND_DATA (UINT64_C(2) << KIND_SHIFT)   /* | token: the chunks of one granted message */
+#define KIND_PING (UINT64_C(3) << KIND_SHIFT)   /* match tags of the transport's own messages */
 #define KIND_BYE (UINT64_C(4) << KIND_SHIFT)
-#define LEN_BITS 40
-#define SEQ_MASK ((UINT64_C(1) << (64 - LEN_BITS)) - 1)
+#define OFI_HDR_BYTES 4096   /* a header slot: the header and, for small messages, the payload */
+#define OFI_SLOTS_MAX 16     /* header slots per peer (fewer when the provider has few entries) */
+#define OFI_UNEXP_MAX 64     /* unmatched messages per peer kept in software before credits stop */
 #define MAX_NAME 256
 #define LIVENESS_NS 100000000ull   /* check a silent same-host peer's pid this often */
 
 enum { OP_SEND = 1, OP_RECV = 2 };
+enum { CTX_DATA = 1, CTX_HRECV, CTX_HSEND };   /* what a completion's context is */
 
-typedef struct ofi_slot {
-  struct fi_context ctx;    /* FI_CONTEXT: must come first, the provider owns it while posted */
+/* Every context handed to the provider starts so (FI_CONTEXT: the provider owns ctx while
+ * the operation is posted). */
+typedef struct {
+  struct fi_context ctx;
+  int what;
+} ofi_ctx;
+
+typedef struct ofi_slot {   /* one data chunk of a request */
+  ofi_ctx c;
   struct gcomp_treq *req;   /* NULL while the slot is free */
-  int first;
+  size_t len;
 } ofi_slot;
+
+typedef struct {            /* a header slot: a receive always posted for one peer */
+  ofi_ctx c;
+  int peer;
+  int posted;
+  int owe;                  /* give its credit back once reposted (not for a held header) */
+  char *buf;
+} ofi_hrecv;
+
+typedef struct {            /* a header being sent (providers whose inject size is smaller) */
+  ofi_ctx c;
+  int peer;
+  int busy;
+  struct gcomp_treq *req;   /* a send that completes with this header (no_inject), or NULL */
+  char *buf;
+} ofi_hsend;
 
 typedef struct ofi_ep {
   const char *role;         /* "intra" or "inter" */
@@ -49,31 +75,37 @@ typedef struct ofi_ep {
   struct fid_cq *cq;
   struct fid_ep *ep;
   size_t inject, chunk;
-  size_t first;             /* bytes of a message's first chunk (see the top) */
-  uint64_t recv_refused_ns; /* when the provider last refused to take a receive here */
   int cq_broken;            /* its CQ reported an error it could not read: not read again */
   int mr_local;
+  struct fid_mr *arena_mr;  /* the header arena, registered when mr_local */
+  void *arena_desc;
   char name[MAX_NAME];
   size_t namelen;
 } ofi_ep;
+
+/* A request sits in at most one of its peer's queues at a time */
+enum { Q_NONE = 0, Q_POSTED, Q_RTS, Q_AWAIT, Q_CTS };
 
 struct gcomp_treq {
   int op;
   int peer;
   ofi_ep *ep;
   fi_addr_t addr;
-  uint64_t tag;             /* full tag of the first chunk */
+  uint64_t mtag;            /* matched in software: the caller's tag, or KIND_PING/KIND_BYE */
   char *buf;
   size_t cap;               /* send: length; recv: capacity */
-  size_t total;             /* message length (recv: known once the first chunk is in) */
-  uint64_t seq;
+  size_t total;             /* message length (recv: known once matched) */
+  uint64_t id;              /* send: this message's number to its peer; recv: the matched one's */
+  uint64_t token;           /* data tag of the chunks (the receiver chooses it) */
+  size_t chunk;             /* chunk size of the data phase (the receiver's) */
+  size_t grant;             /* send: bytes the receiver has posted; recv: bytes this side posted */
   size_t next_off;          /* next byte to post */
-  size_t done_bytes;
-  int first_posted, first_done;
+  size_t done_bytes;        /* bytes whose chunk completed */
+  int queue;                /* Q_*: which queue of its peer holds it */
+  int matched;              /* recv: a message was matched; send: its header went out */
+  int finished;             /* all bytes moved (or the message was inline) */
   int inflight;
-  int want_post;            /* a later chunk met backpressure: progress retries it */
-  int in_fifo;              /* first chunk not posted yet: waits its turn in t->fifo */
-  struct gcomp_treq *fnext;
+  int want_post;            /* a chunk met backpressure: progress retries it */
   int no_inject;            /* needs a completion that says the bytes left */
   int status;               /* <0 once failed */
   int zombie;               /* abandoned by the caller: freed when nothing is in flight */
@@ -81,13 +113,45 @@ struct gcomp_treq {
   struct fid_mr *mr;
   void *desc;
   unsigned polls;           /* tests since the last clock check */
-  struct gcomp_treq *next, *prev;
+  struct gcomp_treq *next, *prev;     /* every live request */
+  struct gcomp_treq *qnext, *qprev;   /* its peer's queue */
   /* a request is reused without clearing what follows: slots are free whenever it is */
   ofi_slot slot[OFI_WINDOW];
   char err[512];
 };
 #define REQ_HEADER_BYTES offsetof(struct gcomp_treq, slot)
 #define MAX_SPARE_REQS 128
+
+typedef struct ofi_unexp {  /* a header that matched no posted receive yet */
+  struct ofi_unexp *next;
+  uint64_t mtag, len, id;
+  int held;                 /* its credit is returned only when it is matched */
+  size_t n;                 /* inline bytes */
+  char data[];
+} ofi_unexp;
+
+typedef struct {
+  gcomp_treq *head, *tail;
+} ofi_queue;
+
+/* Flow control with one peer (fabric/ofi_proto.c) */
+typedef struct {
+  int nslots;               /* header slots each side keeps posted for the other */
+  int cred;                 /* headers this side may still send to the peer */
+  int owed;                 /* credits to give back: slots of the peer's reposted here */
+  int nunexp, nheld;
+  uint64_t next_id, next_token;
+  ofi_hrecv *hrecv;         /* [nslots] */
+  ofi_hsend *hsend;         /* [nslots + 2] */
+  ofi_queue q[5];           /* by Q_*: posted receives, unsent headers, sends awaiting grants,
+                               receives owing a grant */
+  ofi_unexp *uhead, *utail;
+  int drops;                /* refusals owed to the peer (a message too long for its receive) */
+  uint64_t drop_id[8];
+  int dirty;                /* something may be sendable: progress pumps it */
+  uint64_t heard_ns;        /* when a header last came from the peer (it is alive and busy) */
+  int broken;               /* a header exchange failed: its requests fail */
+} ofi_peer;
 
 typedef struct {
   int32_t pid;
@@ -107,18 +171,17 @@ typedef struct {
   int neps;
   signed char *ep_of;       /* [size]: index into eps, -1 for self */
   fi_addr_t *addr;          /* [size] */
-  uint64_t *send_seq;       /* [size] */
+  ofi_peer *peers;          /* [size] */
+  char *arena;              /* every peer's header slots and header send buffers */
+  size_t arena_bytes;
   rank_card *cards;         /* [size] */
   uint64_t *live_check_ns;  /* [size] */
   int *topo;
   gcomp_treq *active;       /* every request not yet freed */
   gcomp_treq *spare;        /* freed requests kept for reuse (small messages are hot) */
   int nspare;
-  int npost_pending;
-  /* requests whose first chunk is not posted yet, sends and receives apart, in the order
-   * the caller posted them: a send (receive) that met backpressure must not be overtaken
-   * by a later one, or messages with the same tag would match out of order */
-  gcomp_treq *fifo_head[2], *fifo_tail[2];
+  int ndirty;               /* peers with dirty set */
+  int npost_pending;        /* requests with want_post set */
   int ready;                /* setup finished: destroy says goodbye first */
   int failed;               /* an operation failed: goodbyes are brief */
   int fault_cqerr;          /* GCOMP_FAULT=cqerr armed here and setup done (fabric/fault.h) */
@@ -139,14 +202,18 @@ const char *ofi_op_name(const gcomp_treq *r);
 int ofi_is_backpressure(ssize_t rc);
 void ofi_req_abandon(ofi_transport *t, gcomp_treq *r);
 
-void ofi_req_post(ofi_transport *t, gcomp_treq *r);
-void ofi_fifo_pump(ofi_transport *t, int q);
-int ofi_post(ofi_transport *t, int op, int peer, uint64_t fulltag, void *buf, size_t len,
+int ofi_post(ofi_transport *t, int op, int peer, uint64_t mtag, void *buf, size_t len,
              gcomp_treq **out, int no_inject);
 int ofi_isend(gcomp_transport *tp, int peer, uint64_t tag, const void *buf, size_t len,
               gcomp_treq **req);
 int ofi_irecv(gcomp_transport *tp, int peer, uint64_t tag, void *buf, size_t capacity,
               gcomp_treq **req);
+int ofi_proto_setup(ofi_transport *t);   /* after the addresses: header slots posted */
+void ofi_proto_pump(ofi_transport *t);   /* sends what credits allow, reposts slots */
+void ofi_proto_done(ofi_transport *t, ofi_ctx *c, size_t len);   /* a completion */
+void ofi_proto_error(ofi_transport *t, ofi_ctx *c, int err, const char *detail);
+void ofi_proto_unqueue(ofi_transport *t, gcomp_treq *r);
+void ofi_proto_free(ofi_transport *t);
 
 int ofi_progress(gcomp_transport *tp);
 int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len);

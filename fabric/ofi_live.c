@@ -41,30 +41,30 @@ int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) {
   if (r->status == 0 && (++r->polls & 31u) == 0) {
     uint64_t now = gcomp_now_ns();
     if (!r->last_ns) r->last_ns = now;
-    uint64_t idle = now - r->last_ns;
+    /* a request waiting behind others to a peer that keeps talking is not stalled (a flood
+     * of sends drains at the receiver's pace): silence is the request's and its peer's */
+    uint64_t heard = t->peers[r->peer].heard_ns;
+    uint64_t idle = now - (heard > r->last_ns ? heard : r->last_ns);
     if (idle > LIVENESS_NS && peer_dead(t, r->peer))
       ofi_req_fail(r, GCOMP_ERR_PEER, "%s rank %d: its process (pid %d on %s) has exited",
                ofi_op_name(r), r->peer, (int)t->cards[r->peer].pid, t->cards[r->peer].host);
     else if (idle / 1000000u >= (uint64_t)tp->timeout_ms) {
-      char where[96];
-      /* an endpoint whose receive entries are all taken (see the top) refuses receives */
-      const char *refusing = r->ep->recv_refused_ns && now - r->ep->recv_refused_ns < 1000000000ull
-                                 ? "; and this rank's provider keeps refusing receives: posted "
-                                   "receives and unexpected messages may hold all its receive "
-                                   "entries (too many messages in flight?)"
-                                 : "";
-      if (r->op == OP_SEND)
-        snprintf(where, sizeof where, "%zu of %zu bytes handed to the provider", r->next_off, r->cap);
-      else if (!r->first_posted)
-        snprintf(where, sizeof where, "the provider never took the receive");
-      else if (!r->first_done)
+      char where[160];
+      if (r->op == OP_SEND && !r->matched)
+        snprintf(where, sizeof where, "its header waits for a credit: the peer takes no more "
+                 "messages from this rank");
+      else if (r->op == OP_SEND && !r->grant)
+        snprintf(where, sizeof where, "the peer has not posted a receive for it");
+      else if (r->op == OP_SEND)
+        snprintf(where, sizeof where, "%zu of %zu bytes sent", r->done_bytes, r->cap);
+      else if (!r->matched)
         snprintf(where, sizeof where, "nothing arrived");
       else
         snprintf(where, sizeof where, "%zu of %zu bytes arrived", r->done_bytes, r->total);
-      ofi_req_fail(r, GCOMP_ERR_TIMEOUT, "%s rank %d over %s: no progress within GCOMP_TIMEOUT_MS=%d "
-               "(%s; the peer is stalled, or in another call: do all ranks make the same calls "
-               "with the same counts?%s)", ofi_op_name(r), r->peer, r->ep->prov, tp->timeout_ms, where,
-               refusing);
+      ofi_req_fail(r, GCOMP_ERR_TIMEOUT, "%s rank %d over %s: no progress within "
+                   "GCOMP_TIMEOUT_MS=%d (%s; the peer is stalled, or in another call: do all "
+                   "ranks make the same calls with the same counts?)", ofi_op_name(r), r->peer,
+                   r->ep->prov, tp->timeout_ms, where);
     }
   }
   if (r->status < 0) {

@@ -30,12 +30,7 @@ void ofi_req_free(ofi_transport *t, gcomp_treq *r) {
     t->active = r->next;
   if (r->next) r->next->prev = r->prev;
   if (r->want_post) t->npost_pending--;
-  if (r->in_fifo) {
-    gcomp_treq **pp = &t->fifo_head[r->op - 1], *last = NULL;
-    while (*pp && *pp != r) last = *pp, pp = &(*pp)->fnext;
-    if (*pp) *pp = r->fnext;
-    if (t->fifo_tail[r->op - 1] == r) t->fifo_tail[r->op - 1] = last;
-  }
+  ofi_proto_unqueue(t, r);
   if (r->mr) fi_close(&r->mr->fid);
   if (t->nspare < MAX_SPARE_REQS) {
     r->next = t->spare;
@@ -70,11 +65,7 @@ ofi_slot *ofi_slot_get(gcomp_treq *r) {
   return NULL;
 }
 
-int ofi_req_complete(const gcomp_treq *r) {
-  if (r->inflight || !r->first_posted) return 0;
-  if (r->op == OP_SEND) return r->next_off >= r->total;
-  return r->first_done && r->done_bytes >= r->total;
-}
+int ofi_req_complete(const gcomp_treq *r) { return r->finished && !r->inflight; }
 
 const char *ofi_op_name(const gcomp_treq *r) {
   return r->op == OP_SEND ? "send to" : "receive from";
@@ -85,7 +76,7 @@ int ofi_is_backpressure(ssize_t rc) {
   return rc == -FI_EAGAIN || rc == -FI_ENOMEM;
 }
 
-/* Withdraws what is still posted; the request is freed once the provider gives the slots
+/* Withdraws what is still queued or posted; the request is freed once the provider gives the slots
  * back (at once when nothing is in flight). */
 void ofi_req_abandon(ofi_transport *t, gcomp_treq *r) {
   r->zombie = 1;
@@ -93,7 +84,11 @@ void ofi_req_abandon(ofi_transport *t, gcomp_treq *r) {
     r->want_post = 0;
     t->npost_pending--;
   }
+  ofi_proto_unqueue(t, r);   /* a header not sent or a receive not matched: gone at once */
+  ofi_peer *P = &t->peers[r->peer];
+  for (int i = 0; i < P->nslots + 2; i++)   /* a goodbye's header buffer forgets it */
+    if (P->hsend && P->hsend[i].req == r) P->hsend[i].req = NULL;
   for (int i = 0; i < OFI_WINDOW; i++)
-    if (r->slot[i].req) fi_cancel(&r->ep->ep->fid, &r->slot[i].ctx);
+    if (r->slot[i].req) fi_cancel(&r->ep->ep->fid, &r->slot[i].c.ctx);
   if (!r->inflight) ofi_req_free(t, r);
 }

@@ -9,8 +9,11 @@
  *   fabric_p2p stall VICTIM      the same, but VICTIM stops (SIGSTOP): a silent peer, a timeout
  *   fabric_p2p rxfull N          2 ranks: rank 0 posts N receives rank 1 never sends (more than
  *                                FI_SHM_RX_SIZE): the first and the last must time out saying
- *                                the provider keeps refusing receives; then N messages that
- *                                rank 1 does send must all arrive
+ *                                nothing arrived; then N messages that rank 1 does send must
+ *                                all arrive
+ *   fabric_p2p flood N BYTES     2 ranks: rank 1 sends N messages of BYTES before rank 0 posts
+ *                                a receive; rank 0's peak memory may grow by at most 8 MiB
+ *                                while it waits, then every message must arrive intact
  *   fabric_p2p netns BYTES       rank 0 sends BYTES to the last rank; both check that their
  *                                FI_TCP_IFACE counters (/proc/net/dev) moved at least that much
  * Exit 0 on success, 1 on a failed check, 2 on usage errors, 3 for the expected failure. */
@@ -243,6 +246,62 @@ static int mode_kill(gcomp_transport *t, int victim, int sig) {
  * provider keeps refusing receives. Then rank 1 does send N messages to N fresh receives:
  * those beyond the entries wait in the transport, are posted as entries free up (the
  * retry after a refusal), and all arrive, in order. */
+/* VmHWM (peak resident set) in KiB, or -1 */
+static long peak_kib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long v = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %ld", &v) == 1) break;
+  fclose(f);
+  return v;
+}
+
+static int mode_flood(gcomp_transport *t, int n, size_t bytes) {
+  EXPECT(t->size == 2 && n >= 1 && bytes >= 1, "flood needs 2 ranks, N >= 1 and BYTES >= 1");
+  uint8_t *b = malloc((size_t)n * bytes);
+  gcomp_treq **q = calloc((size_t)n, sizeof *q);
+  size_t *lens = calloc((size_t)n, sizeof *lens);
+  EXPECT(b && q && lens, "out of memory");
+  memset(b, 0xee, (size_t)n * bytes);   /* touched now: not counted as the flood's growth */
+  if (me == 1) {
+    for (int i = 0; i < n; i++) {
+      fill(b + (size_t)i * bytes, bytes, 1, 0, i);
+      CHECK(gcomp_isend(t, 0, gcomp_tag(10, 0), b + (size_t)i * bytes, bytes, &q[i]));
+    }
+    CHECK(gcomp_waitall(t, n, q, NULL));
+  } else {
+    long before = peak_kib();
+    /* the sends are all posted by now; progress takes what rank 1 may send meanwhile */
+    uint64_t until = gcomp_now_ns() + (uint64_t)t->timeout_ms * 300000u;   /* 0.3 timeout */
+    unsigned spins = 0;
+    while (gcomp_now_ns() < until) gcomp_progress(t), gcomp_idle(&spins);
+    long grew = peak_kib() - before;
+    printf("fabric_p2p: rank 0: %d sends of %zu bytes pending at rank 1: peak memory grew %ld KiB\n",
+           n, bytes, grew);
+    EXPECT(before >= 0 && grew <= 8192, "peak memory grew by %ld KiB while %d messages of %zu "
+           "bytes waited for receives", grew, n, bytes);
+    for (int i = 0; i < n; i++)
+      CHECK(gcomp_irecv(t, 1, gcomp_tag(10, 0), b + (size_t)i * bytes, bytes, &q[i]));
+    CHECK(gcomp_waitall(t, n, q, lens));
+    for (int i = 0; i < n; i++)
+      EXPECT(lens[i] == bytes && first_bad(b + (size_t)i * bytes, bytes, 1, 0, i) == bytes,
+             "flood message %d: %zu bytes or content wrong", i, lens[i]);
+    printf("fabric_p2p: rank 0: then all %d arrived intact\n", n);
+  }
+  free(b);
+  free(q);
+  free(lens);
+  uint8_t z = 0;
+  gcomp_treq *bq[2];
+  CHECK(gcomp_irecv(t, 1 - me, gcomp_tag(5, 0), &z, 1, &bq[0]));
+  CHECK(gcomp_isend(t, 1 - me, gcomp_tag(5, 0), &z, 1, &bq[1]));
+  CHECK(gcomp_waitall(t, 2, bq, NULL));
+  printf("fabric_p2p: rank %d OK\n", me);
+  return 0;
+}
+
 static int mode_rxfull(gcomp_transport *t, int nrecv) {
   EXPECT(nrecv >= 2, "rxfull needs 2 receives or more, not %d", nrecv);
   if (me == 0) {
@@ -250,7 +309,8 @@ static int mode_rxfull(gcomp_transport *t, int nrecv) {
     uint8_t *buf = calloc((size_t)nrecv, 8);
     for (int i = 0; i < nrecv; i++)
       CHECK(gcomp_irecv(t, 1, gcomp_tag(8, (uint32_t)i), buf + 8 * i, 8, &rq[i]));
-    static const char *const where[2] = {"nothing arrived", "the provider never took the receive"};
+    /* receives are matched in software: the provider never sees them, whatever their number */
+    static const char *const where[2] = {"nothing arrived", "nothing arrived"};
     for (int k = 0; k < 2; k++) {
       int i = k ? nrecv - 1 : 0;
       uint64_t t0 = gcomp_now_ns();
@@ -264,9 +324,6 @@ static int mode_rxfull(gcomp_transport *t, int nrecv) {
              gcomp_strerror(s));
       EXPECT(strstr(msg, where[k]) != NULL, "receive %d: the timeout does not say '%s': %s",
              i + 1, where[k], msg);
-      EXPECT(strstr(msg, "this rank's provider keeps refusing receives") != NULL,
-             "receive %d: the timeout does not say that the provider keeps refusing receives: %s",
-             i + 1, msg);
     }
     for (int i = 0; i < nrecv; i++) CHECK(gcomp_cancel(t, rq[i]));
     memset(buf, 0xff, (size_t)nrecv * 8);
@@ -367,7 +424,7 @@ static int mode_netns(gcomp_transport *t, size_t len) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
-    fprintf(stderr, "usage: fabric_p2p p2p [MAX] | boot | kill VICTIM | stall VICTIM | rxfull N | netns BYTES | eager LIMIT\n");
+    fprintf(stderr, "usage: fabric_p2p p2p [MAX] | boot | kill VICTIM | stall VICTIM | rxfull N | flood N BYTES | netns BYTES | eager LIMIT\n");
     return 2;
   }
   gcomp_transport *t = NULL;
@@ -391,6 +448,8 @@ int main(int argc, char **argv) {
     rc = mode_kill(t, atoi(argv[2]), SIGKILL);
   } else if (strcmp(argv[1], "stall") == 0 && argc > 2) {
     rc = mode_kill(t, atoi(argv[2]), SIGSTOP);
+  } else if (strcmp(argv[1], "flood") == 0 && argc > 3) {
+    rc = mode_flood(t, atoi(argv[2]), (size_t)strtoull(argv[3], NULL, 10));
   } else if (strcmp(argv[1], "rxfull") == 0 && argc > 2 && t->size == 2) {
     rc = mode_rxfull(t, atoi(argv[2]));
   } else if (strcmp(argv[1], "netns") == 0 && argc > 2) {

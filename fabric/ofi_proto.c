@@ -1,0 +1,574 @@
+/* The libfabric transport's protocol: flow control by construction, for every provider.
+ *
+ * One rule: payload goes only into a buffer the receiver has posted. Only fixed-size
+ * headers (OFI_HDR_BYTES at most) arrive unsolicited, and only into header slots the
+ * receiver keeps posted for that peer, bounded by credits:
+ *
+ *   header slots  each rank keeps nslots receives of OFI_HDR_BYTES posted per peer (provider
+ *                 tag KIND_HDR); a rank sends a peer a header only with a credit, one per
+ *                 slot of the peer's it may fill. Every header gives back the credits its
+ *                 sender owes (slots reposted since); CREDIT headers do so alone when half
+ *                 the slots are owed. The last credit is kept for CREDIT headers, so two
+ *                 ranks that owe each other can always say so.
+ *   RTS           ready to send: match tag, length, message id; a message of up to
+ *                 INLINE_MAX bytes travels inside it and the send is done.
+ *   CTS           clear to send: for a longer message, once the receiver has matched it,
+ *                 has posted receives (provider tag KIND_DATA | token) for its first chunks
+ *                 into the caller's buffer; it grants the bytes posted so far and names the
+ *                 chunk size. It grants more, half a window at a time, as chunks land.
+ *   DROP          the matched receive is too small: the receive fails (GCOMP_ERR_INVALID)
+ *                 from the header, before anything is posted, and the send completes.
+ *
+ * Matching is done here, in software, in the order the caller posted (per peer: the first
+ * posted receive with the tag takes the first arrived header with it), so the caller's
+ * posting order never blocks the provider: headers are taken at once whether or not a
+ * receive waits for them. Headers that match nothing wait here (OFI_UNEXP_MAX per peer,
+ * inline bytes copied; beyond that their slots' credits come back only when they are
+ * matched, so a flood from a fast sender stops at the sender). Memory is bounded whatever
+ * the senders do: nslots slots, nslots + 2 header send buffers and OFI_UNEXP_MAX headers per
+ * peer. The provider sees at most nslots receives per peer plus OFI_WINDOW chunks per
+ * message being received, never an unexpected message of ours, and never a truncation
+ * (chunk receives have the sender's exact lengths; libfabric 1.17's shm deadlock above its
+ * inject size and rxm's disabled endpoint after a truncation cannot be reached). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include "ofi_impl.h"
+
+enum { H_RTS = 1, H_CTS, H_DROP, H_CREDIT };
+
+typedef struct {
+  uint8_t type;
+  uint8_t pad[3];
+  uint32_t ret;     /* credits given back */
+  uint64_t mtag;    /* RTS */
+  uint64_t len;     /* RTS: message length; CTS: bytes granted so far */
+  uint64_t id;      /* RTS, CTS, DROP: the sender's message number */
+  uint64_t token;   /* CTS: data tag */
+  uint64_t chunk;   /* CTS: chunk size */
+} ofi_hdr;
+
+#define INLINE_MAX (OFI_HDR_BYTES - sizeof(ofi_hdr))
+#define DROPS_MAX ((int)(sizeof ((ofi_peer *)0)->drop_id / sizeof(uint64_t)))
+
+/* ---- queues ----------------------------------------------------------------------------- */
+
+static void q_add(ofi_transport *t, gcomp_treq *r, int q) {
+  ofi_queue *Q = &t->peers[r->peer].q[q];
+  r->queue = q;
+  r->qnext = NULL;
+  r->qprev = Q->tail;
+  if (Q->tail)
+    Q->tail->qnext = r;
+  else
+    Q->head = r;
+  Q->tail = r;
+}
+
+void ofi_proto_unqueue(ofi_transport *t, gcomp_treq *r) {
+  if (!r->queue) return;
+  ofi_queue *Q = &t->peers[r->peer].q[r->queue];
+  if (r->qprev)
+    r->qprev->qnext = r->qnext;
+  else
+    Q->head = r->qnext;
+  if (r->qnext)
+    r->qnext->qprev = r->qprev;
+  else
+    Q->tail = r->qprev;
+  r->qnext = r->qprev = NULL;
+  r->queue = Q_NONE;
+}
+
+static void dirty(ofi_transport *t, int peer) {
+  if (!t->peers[peer].dirty) t->peers[peer].dirty = 1, t->ndirty++;
+}
+
+/* Every request of a peer fails (a header exchange with it failed: nothing more can match) */
+static void peer_fail(ofi_transport *t, int peer, int status, const char *msg) {
+  t->peers[peer].broken = 1;
+  t->failed = 1;
+  for (gcomp_treq *r = t->active; r; r = r->next)
+    if (r->peer == peer) ofi_req_fail(r, status, "%s rank %d: %s", ofi_op_name(r), peer, msg);
+}
+
+/* ---- data chunks -------------------------------------------------------------------------- */
+
+/* Posts chunks up to the limit (send: what the receiver granted; receive: the message) while
+ * the window allows. Backpressure is not an error: progress retries (want_post). */
+static void post_data(ofi_transport *t, gcomp_treq *r) {
+  ofi_ep *e = r->ep;
+  size_t limit = r->op == OP_SEND ? r->grant : r->total;
+  if (r->want_post) r->want_post = 0, t->npost_pending--;
+  while (r->status == 0 && !r->zombie && r->next_off < limit && r->inflight < OFI_WINDOW) {
+    size_t n = limit - r->next_off < r->chunk ? limit - r->next_off : r->chunk;
+    ofi_slot *s = ofi_slot_get(r);
+    s->req = r;
+    s->c.what = CTX_DATA;
+    s->len = n;
+    uint64_t tag = KIND_DATA | (r->token & GCOMP_TAG_MASK);
+    char *p = r->buf + r->next_off;
+    ssize_t rc = r->op == OP_SEND ? fi_tsend(e->ep, p, n, r->desc, r->addr, tag, &s->c.ctx)
+                                  : fi_trecv(e->ep, p, n, r->desc, r->addr, tag, 0, &s->c.ctx);
+    if (rc == 0) {
+      r->inflight++;
+      r->next_off += n;
+      continue;
+    }
+    s->req = NULL;
+    if (ofi_is_backpressure(rc)) {
+      r->want_post = 1;
+      t->npost_pending++;
+    } else {
+      ofi_req_fail(r, GCOMP_ERR_FABRIC, "posting a %s rank %d over %s: %s",
+                   r->op == OP_SEND ? "send to" : "receive from", r->peer, e->prov,
+                   fi_strerror((int)-rc));
+    }
+    break;
+  }
+  if (r->op == OP_RECV && r->next_off > r->grant) {   /* new room: tell the sender */
+    r->grant = r->next_off;
+    if (r->queue != Q_CTS) q_add(t, r, Q_CTS);
+    dirty(t, r->peer);
+  }
+}
+
+/* ---- headers ------------------------------------------------------------------------------ */
+
+/* Sends one header (and n inline bytes) to peer, spending a credit and giving back what is
+ * owed. Returns 0 when sent, 1 when it must wait (no credit, no buffer, backpressure). With
+ * done != NULL the header goes by a buffer whose completion finishes that send. */
+static int hdr_send(ofi_transport *t, int peer, ofi_hdr *h, const void *payload, size_t n,
+                    gcomp_treq *done) {
+  ofi_peer *P = &t->peers[peer];
+  if (P->cred < (h->type == H_CREDIT ? 1 : 2)) return 1;
+  ofi_ep *e = &t->eps[t->ep_of[peer]];
+  h->ret = (uint32_t)P->owed;
+  size_t bytes = sizeof *h + n;
+  ssize_t rc;
+  if (bytes <= e->inject && !done) {
+    char buf[OFI_HDR_BYTES];
+    memcpy(buf, h, sizeof *h);
+    if (n) memcpy(buf + sizeof *h, payload, n);
+    rc = fi_tinject(e->ep, buf, bytes, t->addr[peer], KIND_HDR);
+  } else {
+    ofi_hsend *hs = NULL;
+    for (int i = 0; i < P->nslots + 2 && !hs; i++)
+      if (!P->hsend[i].busy) hs = &P->hsend[i];
+    if (!hs) return 1;
+    memcpy(hs->buf, h, sizeof *h);
+    if (n) memcpy(hs->buf + sizeof *h, payload, n);
+    rc = fi_tsend(e->ep, hs->buf, bytes, e->arena_desc, t->addr[peer], KIND_HDR, &hs->c.ctx);
+    if (rc == 0) hs->busy = 1, hs->req = done;
+  }
+  if (rc == 0) {
+    P->owed = 0;
+    P->cred--;
+    return 0;
+  }
+  if (ofi_is_backpressure(rc)) return 1;
+  char msg[160];
+  snprintf(msg, sizeof msg, "sending a header over %s: %s", e->prov, fi_strerror((int)-rc));
+  peer_fail(t, peer, GCOMP_ERR_FABRIC, msg);
+  return 1;
+}
+
+static int repost(ofi_transport *t, ofi_hrecv *h) {
+  ofi_ep *e = &t->eps[t->ep_of[h->peer]];
+  ssize_t rc = fi_trecv(e->ep, h->buf, OFI_HDR_BYTES, e->arena_desc, t->addr[h->peer], KIND_HDR,
+                        0, &h->c.ctx);
+  h->posted = rc == 0;
+  return rc == 0;
+}
+
+/* Sends what the peer's credits allow, in this order: grants (they let data move), refusals,
+ * messages' headers in posting order, then credits alone when half the slots are owed. */
+static void pump_peer(ofi_transport *t, int peer) {
+  ofi_peer *P = &t->peers[peer];
+  if (P->dirty) P->dirty = 0, t->ndirty--;
+  if (P->broken) return;
+  int wait = 0;
+  for (int i = 0; i < P->nslots; i++)
+    if (!P->hrecv[i].posted) {
+      if (!repost(t, &P->hrecv[i])) {
+        wait = 1;
+        break;
+      }
+      if (P->hrecv[i].owe) P->owed++;
+    }
+  gcomp_treq *r;
+  while (!wait && (r = P->q[Q_CTS].head)) {
+    ofi_hdr h = {.type = H_CTS, .len = r->grant, .id = r->id, .token = r->token, .chunk = r->chunk};
+    if ((wait = hdr_send(t, peer, &h, NULL, 0, NULL))) break;
+    ofi_proto_unqueue(t, r);
+  }
+  while (!wait && P->drops) {
+    ofi_hdr h = {.type = H_DROP, .id = P->drop_id[P->drops - 1]};
+    if ((wait = hdr_send(t, peer, &h, NULL, 0, NULL))) break;
+    P->drops--;
+  }
+  while (!wait && (r = P->q[Q_RTS].head)) {
+    int in = r->total <= INLINE_MAX;
+    ofi_hdr h = {.type = H_RTS, .mtag = r->mtag, .len = r->total, .id = r->id};
+    if ((wait = hdr_send(t, peer, &h, r->buf, in ? r->total : 0, in && r->no_inject ? r : NULL)))
+      break;
+    ofi_proto_unqueue(t, r);
+    r->matched = 1;
+    r->last_ns = 0;
+    if (!in)
+      q_add(t, r, Q_AWAIT);
+    else if (!r->no_inject)
+      r->finished = 1;
+  }
+  if (!wait && P->owed > 0 && P->owed >= (P->nslots + 1) / 2) {
+    ofi_hdr h = {.type = H_CREDIT};
+    wait = hdr_send(t, peer, &h, NULL, 0, NULL);
+  }
+  /* waiting for credits needs nothing: their arrival marks the peer again */
+  if (wait && P->cred >= 2) dirty(t, peer);
+}
+
+void ofi_proto_pump(ofi_transport *t) {
+  if (t->npost_pending)
+    for (gcomp_treq *r = t->active, *nx; r; r = nx) {
+      nx = r->next;
+      if (r->want_post) post_data(t, r);
+    }
+  for (int p = 0; p < t->pub.size && t->ndirty; p++)
+    if (t->peers[p].dirty) pump_peer(t, p);
+}
+
+/* ---- matching ----------------------------------------------------------------------------- */
+
+/* A receive meets its message's header: refused, done (inline), or granted. */
+static void match(ofi_transport *t, gcomp_treq *r, uint64_t len, uint64_t id, const char *data,
+                  size_t n) {
+  ofi_peer *P = &t->peers[r->peer];
+  r->matched = 1;
+  r->total = (size_t)len;
+  r->id = id;
+  r->last_ns = 0;
+  if (len > r->cap) {
+    ofi_req_fail(r, GCOMP_ERR_INVALID, "message of %" PRIu64 " bytes from rank %d exceeds the "
+                 "receive capacity of %zu bytes: do all ranks pass the same count and dtype?",
+                 len, r->peer, r->cap);
+    if (len > INLINE_MAX && P->drops < DROPS_MAX) P->drop_id[P->drops++] = id, dirty(t, r->peer);
+    return;
+  }
+  if (len <= INLINE_MAX) {
+    if (n != len) {
+      ofi_req_fail(r, GCOMP_ERR_CORRUPT, "header from rank %d carries %zu bytes of a %" PRIu64
+                   "-byte message", r->peer, n, len);
+      return;
+    }
+    if (n) memcpy(r->buf, data, n);
+    r->done_bytes = n;
+    r->finished = 1;
+    return;
+  }
+  r->token = P->next_token++;
+  r->chunk = r->ep->chunk;
+  post_data(t, r);
+}
+
+static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
+  int peer = hr->peer;
+  ofi_peer *P = &t->peers[peer];
+  hr->posted = 0;
+  P->heard_ns = gcomp_now_ns();
+  ofi_hdr h;
+  if (len < sizeof h) {
+    peer_fail(t, peer, GCOMP_ERR_CORRUPT, "a header of too few bytes arrived");
+    return;
+  }
+  memcpy(&h, hr->buf, sizeof h);
+  const char *data = hr->buf + sizeof h;
+  size_t n = len - sizeof h;
+  if (h.ret) P->cred += (int)h.ret, dirty(t, peer);
+  int held = 0;
+  gcomp_treq *r;
+  switch (h.type) {
+  case H_RTS:
+    for (r = P->q[Q_POSTED].head; r && r->mtag != h.mtag; r = r->qnext) {}
+    if (r) {
+      ofi_proto_unqueue(t, r);
+      match(t, r, h.len, h.id, data, n);
+      break;
+    }
+    ofi_unexp *u = malloc(sizeof *u + n);
+    if (!u) {
+      peer_fail(t, peer, GCOMP_ERR_NOMEM, "no memory for an unmatched message's header");
+      break;
+    }
+    u->next = NULL;
+    u->mtag = h.mtag;
+    u->len = h.len;
+    u->id = h.id;
+    u->n = n;
+    if (n) memcpy(u->data, data, n);
+    u->held = held = P->nunexp >= OFI_UNEXP_MAX;
+    if (P->utail)
+      P->utail->next = u;
+    else
+      P->uhead = u;
+    P->utail = u;
+    P->nunexp++;
+    break;
+  case H_CTS:
+  case H_DROP:
+    for (r = P->q[Q_AWAIT].head; r && r->id != h.id; r = r->qnext) {}
+    if (!r) break;   /* cancelled meanwhile */
+    r->last_ns = 0;
+    if (h.type == H_DROP) {
+      ofi_proto_unqueue(t, r);
+      r->finished = 1;   /* the receiver failed, from the header; the send is over */
+      break;
+    }
+    if (h.chunk == 0 || h.len > r->total) {
+      ofi_req_fail(r, GCOMP_ERR_CORRUPT, "grant from rank %d of %" PRIu64 " bytes in chunks of %"
+                   PRIu64 " for a %zu-byte message", peer, h.len, h.chunk, r->total);
+      break;
+    }
+    r->token = h.token;
+    r->chunk = (size_t)h.chunk;
+    if (h.len > r->grant) r->grant = (size_t)h.len;
+    post_data(t, r);
+    break;
+  case H_CREDIT:
+    break;
+  default:
+    peer_fail(t, peer, GCOMP_ERR_CORRUPT, "a header of an unknown type arrived");
+    return;
+  }
+  hr->owe = !held;
+  if (repost(t, hr)) {
+    if (hr->owe) P->owed++, dirty(t, peer);
+  } else {
+    dirty(t, peer);   /* pump reposts it and gives its credit back then */
+  }
+}
+
+/* ---- posting ------------------------------------------------------------------------------ */
+
+int ofi_post(ofi_transport *t, int op, int peer, uint64_t mtag, void *buf, size_t len,
+             gcomp_treq **out, int no_inject) {
+  GCOMP_FAIL_IF(peer < 0 || peer >= t->pub.size || peer == t->pub.rank, GCOMP_ERR_INVALID,
+                "rank %d: peer %d is not another rank of the %d", t->pub.rank, peer, t->pub.size);
+  GCOMP_FAIL_IF(!out || (len && !buf), GCOMP_ERR_INVALID, "rank %d: NULL buffer or request",
+                t->pub.rank);
+  ofi_ep *e = &t->eps[t->ep_of[peer]];
+  ofi_peer *P = &t->peers[peer];
+  GCOMP_FAIL_IF(e->cq_broken || P->broken, GCOMP_ERR_FABRIC, "rank %d: the %s endpoint to rank "
+                "%d is unusable after an earlier failure", t->pub.rank, e->prov, peer);
+  gcomp_treq *r = ofi_req_alloc(t);
+  GCOMP_FAIL_IF(!r, GCOMP_ERR_NOMEM, "request");
+  r->op = op;
+  r->peer = peer;
+  r->ep = e;
+  r->addr = t->addr[peer];
+  r->mtag = mtag;
+  r->buf = buf;
+  r->cap = len;
+  r->total = op == OP_SEND ? len : 0;
+  r->no_inject = no_inject;
+  if (e->mr_local && len > INLINE_MAX) {
+    int rc = fi_mr_reg(e->domain, buf, len, op == OP_SEND ? FI_SEND : FI_RECV, 0, 0, 0, &r->mr,
+                       NULL);
+    if (rc) {
+      r->next = t->spare;   /* back to the spares: nothing links to it yet */
+      t->spare = r;
+      t->nspare++;
+      GCOMP_FAIL(GCOMP_ERR_FABRIC, "registering %zu bytes for rank %d over %s: %s", len, peer,
+                 e->prov, fi_strerror(-rc));
+    }
+    r->desc = fi_mr_desc(r->mr);
+  }
+  ofi_req_link(t, r);
+  *out = r;
+  if (op == OP_SEND) {
+    r->id = P->next_id++;
+    q_add(t, r, Q_RTS);
+    if (P->q[Q_RTS].head == r) pump_peer(t, peer);   /* at once: latency */
+    return GCOMP_OK;
+  }
+  ofi_unexp *u = P->uhead, *prev = NULL;
+  while (u && u->mtag != mtag) prev = u, u = u->next;
+  if (!u) {
+    q_add(t, r, Q_POSTED);
+    return GCOMP_OK;
+  }
+  if (prev)
+    prev->next = u->next;
+  else
+    P->uhead = u->next;
+  if (P->utail == u) P->utail = prev;
+  P->nunexp--;
+  if (u->held) P->owed++, dirty(t, peer);
+  match(t, r, u->len, u->id, u->data, u->n);
+  free(u);
+  if (P->dirty) pump_peer(t, peer);
+  return GCOMP_OK;
+}
+
+int ofi_isend(gcomp_transport *tp, int peer, uint64_t tag, const void *buf, size_t len,
+              gcomp_treq **req) {
+  GCOMP_FAIL_IF(tag & ~GCOMP_TAG_MASK, GCOMP_ERR_INVALID, "tag 0x%" PRIx64 " uses reserved bits",
+                tag);
+  return ofi_post((ofi_transport *)tp, OP_SEND, peer, tag, (void *)buf, len, req, 0);
+}
+
+int ofi_irecv(gcomp_transport *tp, int peer, uint64_t tag, void *buf, size_t capacity,
+              gcomp_treq **req) {
+  GCOMP_FAIL_IF(tag & ~GCOMP_TAG_MASK, GCOMP_ERR_INVALID, "tag 0x%" PRIx64 " uses reserved bits",
+                tag);
+  return ofi_post((ofi_transport *)tp, OP_RECV, peer, tag, buf, capacity, req, 0);
+}
+
+/* ---- completions -------------------------------------------------------------------------- */
+
+void ofi_proto_done(ofi_transport *t, ofi_ctx *c, size_t len) {
+  if (c->what == CTX_HRECV) {
+    on_header(t, (ofi_hrecv *)c, len);
+    return;
+  }
+  if (c->what == CTX_HSEND) {
+    ofi_hsend *hs = (ofi_hsend *)c;
+    hs->busy = 0;
+    gcomp_treq *r = hs->req;
+    hs->req = NULL;
+    if (r) r->finished = 1, r->last_ns = 0;
+    dirty(t, hs->peer);
+    return;
+  }
+  ofi_slot *s = (ofi_slot *)c;
+  gcomp_treq *r = s->req;
+  s->req = NULL;
+  r->inflight--;
+  r->last_ns = 0;   /* activity: the silence (timeout) clock restarts at the next look */
+  if (r->op == OP_RECV && len != s->len && r->status == 0)
+    ofi_req_fail(r, GCOMP_ERR_CORRUPT, "a chunk from rank %d has %zu bytes, expected %zu",
+                 r->peer, len, s->len);
+  r->done_bytes += s->len;
+  if (r->zombie) {
+    if (!r->inflight) ofi_req_free(t, r);
+    return;
+  }
+  if (r->status) return;
+  if (r->done_bytes >= r->total) {
+    r->finished = 1;
+    if (r->queue == Q_AWAIT) ofi_proto_unqueue(t, r);
+  } else if (r->op == OP_SEND || r->inflight <= OFI_WINDOW / 2) {
+    post_data(t, r);
+  }
+}
+
+void ofi_proto_error(ofi_transport *t, ofi_ctx *c, int status, const char *msg) {
+  if (c->what == CTX_HRECV) {
+    ofi_hrecv *h = (ofi_hrecv *)c;
+    h->posted = 0;
+    if (status) peer_fail(t, h->peer, status, msg);
+    return;
+  }
+  if (c->what == CTX_HSEND) {
+    ofi_hsend *hs = (ofi_hsend *)c;
+    hs->busy = 0;
+    hs->req = NULL;
+    if (status) peer_fail(t, hs->peer, status, msg);
+    return;
+  }
+  ofi_slot *s = (ofi_slot *)c;
+  gcomp_treq *r = s->req;
+  s->req = NULL;
+  r->inflight--;
+  if (status) ofi_req_fail(r, status, "%s rank %d: %s", ofi_op_name(r), r->peer, msg);
+  if (r->zombie && !r->inflight) ofi_req_free(t, r);
+}
+
+/* ---- setup and teardown ------------------------------------------------------------------- */
+
+int ofi_proto_setup(ofi_transport *t) {
+  int n = t->pub.size, me = t->pub.rank;
+  t->peers = calloc((size_t)n, sizeof *t->peers);
+  GCOMP_FAIL_IF(!t->peers, GCOMP_ERR_NOMEM, "peer tables for %d ranks", n);
+  size_t per = 0;
+  for (int p = 0; p < n; p++) {
+    if (p == me) continue;
+    ofi_peer *P = &t->peers[p];
+    ofi_ep *e = &t->eps[t->ep_of[p]];
+    /* half the provider's receive entries for header slots, at most OFI_SLOTS_MAX a peer
+     * (every rank computes the same from the job size and the provider's defaults) */
+    size_t rx = e->info->rx_attr->size ? e->info->rx_attr->size : 1024;
+    size_t k = rx / (2 * (size_t)(n - 1));
+    P->nslots = k > OFI_SLOTS_MAX ? OFI_SLOTS_MAX : k < 4 ? 4 : (int)k;
+    P->cred = P->nslots;
+    per += (size_t)(2 * P->nslots + 2);
+  }
+  t->arena_bytes = per * OFI_HDR_BYTES;
+  t->arena = t->arena_bytes ? calloc(1, t->arena_bytes) : NULL;
+  GCOMP_FAIL_IF(t->arena_bytes && !t->arena, GCOMP_ERR_NOMEM, "header slots (%zu bytes)",
+                t->arena_bytes);
+  for (int i = 0; i < t->neps; i++) {
+    ofi_ep *e = &t->eps[i];
+    if (!e->mr_local || !t->arena) continue;
+    int rc = fi_mr_reg(e->domain, t->arena, t->arena_bytes, FI_SEND | FI_RECV, 0, 0, 0,
+                       &e->arena_mr, NULL);
+    GCOMP_FAIL_IF(rc, GCOMP_ERR_FABRIC, "registering the header slots over %s: %s", e->prov,
+                  fi_strerror(-rc));
+    e->arena_desc = fi_mr_desc(e->arena_mr);
+  }
+  char *b = t->arena;
+  for (int p = 0; p < n; p++) {
+    if (p == me) continue;
+    ofi_peer *P = &t->peers[p];
+    P->hrecv = calloc((size_t)P->nslots, sizeof *P->hrecv);
+    P->hsend = calloc((size_t)P->nslots + 2, sizeof *P->hsend);
+    GCOMP_FAIL_IF(!P->hrecv || !P->hsend, GCOMP_ERR_NOMEM, "header slots");
+    for (int i = 0; i < P->nslots + 2; i++) {
+      P->hsend[i].c.what = CTX_HSEND;
+      P->hsend[i].peer = p;
+      P->hsend[i].buf = b;
+      b += OFI_HDR_BYTES;
+    }
+    for (int i = 0; i < P->nslots; i++) {
+      ofi_hrecv *h = &P->hrecv[i];
+      h->c.what = CTX_HRECV;
+      h->peer = p;
+      h->buf = b;
+      b += OFI_HDR_BYTES;
+      if (!repost(t, h))
+        GCOMP_FAIL(GCOMP_ERR_FABRIC, "posting %d header slots for rank %d over %s", P->nslots,
+                   p, t->eps[t->ep_of[p]].prov);
+    }
+  }
+  return GCOMP_OK;
+}
+
+/* After the endpoints are closed (nothing is posted any more) */
+void ofi_proto_free(ofi_transport *t) {
+  for (int i = 0; i < t->neps; i++)
+    if (t->eps[i].arena_mr) fi_close(&t->eps[i].arena_mr->fid), t->eps[i].arena_mr = NULL;
+  if (t->peers)
+    for (int p = 0; p < t->pub.size; p++) {
+      ofi_peer *P = &t->peers[p];
+      while (P->uhead) {
+        ofi_unexp *u = P->uhead;
+        P->uhead = u->next;
+        free(u);
+      }
+      free(P->hrecv);
+      free(P->hsend);
+    }
+  free(t->peers);
+  free(t->arena);
+  t->peers = NULL;
+  t->arena = NULL;
+}
