@@ -1,7 +1,7 @@
 /* The point-to-point transport that reduce/ is written against.
  *
  * One small, non-blocking ops table. Two implementations fill it:
- *   - libfabric (fabric/ofi.c): RDM endpoints, tagged messages, `shm` inside a node and
+ *   - libfabric (fabric/ofi*.c): RDM endpoints, tagged messages, `shm` inside a node and
  *     `tcp;ofi_rxm` (GCOMP_PROVIDER) between nodes, created for a job from the environment
  *     with gcomp_transport_create_env() or from any out-of-band exchange with
  *     gcomp_transport_create();
@@ -12,15 +12,21 @@
  *   - isend/irecv post an operation and return at once with a request. The caller's buffer
  *     must stay valid and untouched until the request completes or is cancelled.
  *   - peer is another rank: a rank never sends to itself (GCOMP_ERR_INVALID).
+ *   - Flow control is the transport's (over libfabric: fabric/ofi_proto.c): any number of
+ *     sends and receives may be outstanding, posted in any order, to and from any peers;
+ *     none of them can block the provider or another peer's messages, and the memory a
+ *     rank spends on messages it has not matched yet is bounded whatever its peers send
+ *     (a fast sender waits at the sender). Callers keep no budget of messages in flight.
  *   - A send may stay pending until the matching receive is posted (always so on the
- *     loopback, for large messages over libfabric): post receives before waiting on sends.
+ *     loopback, and over libfabric for messages above a few KiB): post receives before
+ *     waiting on sends.
  *   - Messages between one (sender, receiver) pair with the same tag are matched in the
  *     order they were posted (MPI's non-overtaking rule). Different tags never match.
  *   - A receive may get fewer bytes than its capacity (frames vary in size); test/wait
- *     report the received length. A message longer than the capacity is an error
- *     (GCOMP_ERR_INVALID, as every length the ranks disagree on) on the receiving side;
- *     treat it as fatal for the transport (after a truncation, ofi_rxm 1.17 delivers
- *     nothing more on that endpoint).
+ *     report the received length. A message longer than the capacity fails the receive
+ *     (GCOMP_ERR_INVALID, as every length the ranks disagree on), found from the
+ *     message's header before any of it moves; the send completes and the transport
+ *     stays usable.
  *   - test() drives progress itself; a request is consumed (freed) when test reports it
  *     done or failed, and by cancel. A request not completed within GCOMP_TIMEOUT_MS of
  *     its last activity fails with GCOMP_ERR_TIMEOUT; a peer known to have died turns its
@@ -43,9 +49,6 @@
 #define GCOMP_TAG_MASK ((UINT64_C(1) << GCOMP_TAG_BITS) - 1)
 #define GCOMP_TAG_SEQ_BITS 24   /* seq wraps modulo 2^24 */
 #define GCOMP_TAG_STEP_BITS 32
-/* The libfabric transport keeps up to this many chunks of one message in flight at once,
- * besides its first chunk (fabric/ofi.c) */
-#define GCOMP_TRANSPORT_WINDOW 8
 
 static inline uint64_t gcomp_tag(uint32_t seq, uint32_t step) {
   return ((uint64_t)(seq & ((1u << GCOMP_TAG_SEQ_BITS) - 1)) << GCOMP_TAG_STEP_BITS) | step;

@@ -61,7 +61,7 @@ static gcomp_coll coll_of(gcomp_comm *comm, uint32_t seq, gcomp_dtype wt, gcomp_
                       .reduce = gcomp_reduce_kernel(wt, op),
                       .reduce3 = gcomp_reduce3_kernel(wt, op),
                       .scratch = &comm->scratch, .seg_bytes = seg_bytes,
-                      .chunk_bytes = comm->agreed.chunk_bytes, .stats = acc, .plan = in,
+                      .stats = acc, .plan = in,
                       .world = comm->world, .shm = comm->shm,
                       .float_data = wt == GCOMP_FLOAT32 || wt == GCOMP_FLOAT64};
 }

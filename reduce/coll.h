@@ -54,7 +54,6 @@ typedef struct gcomp_coll {
   int float_data;
   gcomp_scratch *scratch;    /* receive scratch (gcomp_coll_reserve), owned by the caller */
   size_t seg_bytes;          /* pipeline segment size */
-  size_t chunk_bytes;        /* GCOMP_CHUNK_BYTES of the communicator (the transport's cut) */
   gcomp_comm_stats *stats;   /* the call's own figures: wait_s, reduce_s, wire_bytes, ...
                                 are added here (merged into the communicator's after it) */
   const struct gcomp_plan_in *plan;   /* the call's cost-model inputs (for sub-choices) */
@@ -96,25 +95,16 @@ static inline uint8_t *gcomp_coll_tmp(const gcomp_coll *c) { return c->scratch->
 /* Waits for reqs, counting the time as waiting. */
 int gcomp_coll_waitall(gcomp_coll *c, int n, gcomp_treq **reqs);
 
-/* Provider messages that one call keeps in flight to one peer at once, at most: each
- * segment is a first chunk plus up to GCOMP_TRANSPORT_WINDOW chunks of GCOMP_CHUNK_BYTES,
- * and segments grow past c->seg_bytes where more would be needed (one segment per step
- * remains the floor, which the ring's allgather reaches above 129 ranks, or above 29 with
- * segments of 8 chunks or more). libfabric 1.17's shm stalls for good once posted
- * receives and unexpected messages hold all of its 1024 receive entries (see the top of
- * fabric/ofi.c). Measured on 4 ranks, in segments x chunks per segment: 1024 x 2 (ring,
- * 32 MiB in 8 KiB segments) stalled 3 runs of 3, 1024 x 1 (rhd, 8 MiB in 4 KiB) 4 of 4,
- * 256 x 5 (rhd, 64 KiB segments, 16 KiB chunks) 2 of 2; 256 x 3 passed, and so did
- * 512 x 2. A budget, not a bound on what is in flight: a left neighbour in the ring's
- * reduce-scatter may send further ahead than the steps posted (ring.c). */
-#define GCOMP_COLL_MAX_ENTRIES 256
+/* Segments one transfer is cut into, at most: bounds the requests (memory) a transfer
+ * holds and keeps segment numbers within the tag's 16 bits. The transport needs no budget:
+ * any number of messages may be posted in any order (fabric/transport.h). */
+#define GCOMP_COLL_MAX_SEGMENTS 4096
 
-/* Elements per segment for count elements that go to one peer in `batches` rounds of
- * segments posted at once: c->seg_bytes / esize, or more, so that batches x segments x
- * provider messages per segment stays within GCOMP_COLL_MAX_ENTRIES. It depends only on
- * its arguments, GCOMP_SEGMENT_BYTES and GCOMP_CHUNK_BYTES (both compared across ranks
- * when a communicator is created), so both ends of a transfer cut alike. */
-size_t gcomp_coll_seg_elems(const gcomp_coll *c, size_t count, size_t batches);
+/* Elements per segment for count elements that go to one peer: c->seg_bytes / esize, or
+ * more where count would need more than GCOMP_COLL_MAX_SEGMENTS. It depends only on its
+ * arguments and GCOMP_SEGMENT_BYTES (compared across ranks when a communicator is
+ * created), so both ends of a transfer cut alike. */
+size_t gcomp_coll_seg_elems(const gcomp_coll *c, size_t count);
 
 /* Sends slen bytes to peer while receiving rlen bytes from it, in pipeline segments.
  * dst != NULL: each received segment is reduced into dst as it lands (via c->tmp): dst op=

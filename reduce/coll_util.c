@@ -39,26 +39,11 @@ static void cancel_all(gcomp_coll *c, gcomp_treq **reqs, int n) {
     if (reqs[i]) gcomp_cancel(c->t, reqs[i]), reqs[i] = NULL;
 }
 
-/* Provider messages a segment of `bytes` may have in flight at once (an upper bound: the
- * first chunk is counted whole, and over shm it is only the inject size) */
-static size_t seg_messages(size_t bytes, size_t chunk) {
-  if (chunk < 1) chunk = 1;
-  size_t more = bytes / chunk + (bytes % chunk != 0);
-  return 1 + (more < GCOMP_TRANSPORT_WINDOW ? more : GCOMP_TRANSPORT_WINDOW);
-}
-
-size_t gcomp_coll_seg_elems(const gcomp_coll *c, size_t count, size_t batches) {
+size_t gcomp_coll_seg_elems(const gcomp_coll *c, size_t count) {
   size_t seg = c->seg_bytes / c->esize ? c->seg_bytes / c->esize : 1;
-  if (batches < 1) batches = 1;
-  /* the smallest segment that keeps batches x segments x messages within the budget,
-   * trying messages per segment from 2 up: segments only grow, and so does their count
-   * of messages, up to 1 + GCOMP_TRANSPORT_WINDOW, where any segment fits */
-  for (size_t per = 2;; per++) {
-    size_t most = GCOMP_COLL_MAX_ENTRIES / (batches * per), s = seg;
-    if (most < 1) most = 1;
-    if (count / s + (count % s != 0) > most) s = count / most + (count % most != 0);
-    if (seg_messages(s * c->esize, c->chunk_bytes) <= per || per > GCOMP_TRANSPORT_WINDOW) return s;
-  }
+  size_t most = GCOMP_COLL_MAX_SEGMENTS;
+  if (count / seg + (count % seg != 0) > most) seg = count / most + (count % most != 0);
+  return seg;
 }
 
 /* Sends slen bytes at sbuf to peer and receives rlen bytes from it, both in segments of
@@ -71,7 +56,7 @@ int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
   /* one cut for both directions (the peer's slen is this rank's rlen and the other way
    * round), which the in-place reduction below relies on */
   size_t most = slen > rlen ? slen : rlen;
-  size_t seg = gcomp_coll_seg_elems(c, (most + c->esize - 1) / c->esize, 1) * c->esize;
+  size_t seg = gcomp_coll_seg_elems(c, (most + c->esize - 1) / c->esize) * c->esize;
   int ns = slen ? (int)((slen + seg - 1) / seg) : 1;
   int nr = rlen ? (int)((rlen + seg - 1) / seg) : 1;
   if (dst) {

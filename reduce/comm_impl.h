@@ -45,7 +45,7 @@ int gcomp_guard_parse(const char *text, gcomp_guard_cfg *out);
 typedef struct {
   int skew_window;             /* GCOMP_SKEW_WINDOW */
   int64_t codec_min_bytes;     /* GCOMP_CODEC_MIN_BYTES */
-  size_t chunk_bytes;          /* GCOMP_CHUNK_BYTES: the transport's cut, for the budget */
+  size_t chunk_bytes;          /* GCOMP_CHUNK_BYTES (compared across ranks) */
   size_t seg_bytes;            /* GCOMP_SEGMENT_BYTES */
   size_t shm_bytes;            /* GCOMP_SHM_BYTES */
   const gcomp_algo *forced;    /* GCOMP_ALGO, or NULL for the planner */

@@ -60,13 +60,11 @@ static int post_recv(ring_state *r, unsigned phase, int s, int chunk, int j, uin
                      len * r->c->esize, &r->rreq[s * r->nseg + j]);
 }
 
-/* batches: how many steps' receives are posted at once (see GCOMP_COLL_MAX_ENTRIES) */
-static int setup(ring_state *r, gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
-                 int batches) {
+static int setup(ring_state *r, gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count) {
   memset(r, 0, sizeof *r);
   r->c = c, r->g = g, r->buf = buf, r->count = count, r->n = g->n, r->steps = g->n - 1;
   size_t maxchunk = (count + (size_t)g->n - 1) / (size_t)g->n;
-  r->seg = gcomp_coll_seg_elems(c, maxchunk, (size_t)batches);
+  r->seg = gcomp_coll_seg_elems(c, maxchunk);
   if (r->seg > maxchunk) r->seg = maxchunk ? maxchunk : 1;
   r->nseg = (int)((maxchunk + r->seg - 1) / r->seg);
   if (r->nseg < 1) r->nseg = 1;
@@ -183,10 +181,8 @@ int gcomp_ring_reduce_scatter(gcomp_coll *c, const gcomp_group *g, uint8_t *buf,
   if (g->n == 1 || count == 0 || !c->reduce3) gcomp_coll_inplace(c, buf, count);
   if (g->n == 1 || count == 0) return GCOMP_OK;
   ring_state r;
-  /* receives of two steps are posted at once (the left neighbour may send further ahead:
-   * over libfabric 1.17's shm, with segments of more than GCOMP_TRANSPORT_WINDOW chunks,
-   * that can stall; see bench/RESULTS.md, "Small segments over shm") */
-  GCOMP_CHECK(setup(&r, c, g, buf, count, g->n > 2 ? 2 : 1));
+  /* receives of two steps are posted at once: the left neighbour may send a step ahead */
+  GCOMP_CHECK(setup(&r, c, g, buf, count));
   int st = gcomp_coll_reserve(c, 2 * (size_t)r.nseg * r.seg * c->esize);
   r.phase = phase;
   for (int j = 0; st == GCOMP_OK && j < r.nseg; j++) {
@@ -214,7 +210,7 @@ int gcomp_ring_allgather(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size
   if (g->n == 1 || count == 0) return GCOMP_OK;
   ring_state r;
   /* receives of every step are posted at once */
-  GCOMP_CHECK(setup(&r, c, g, buf, count, g->n - 1));
+  GCOMP_CHECK(setup(&r, c, g, buf, count));
   int st = GCOMP_OK;
   r.phase = phase;
   for (int s = 0; st == GCOMP_OK && s < r.steps; s++)
