@@ -246,6 +246,17 @@ static int mode_kill(gcomp_transport *t, int victim, int sig) {
  * provider keeps refusing receives. Then rank 1 does send N messages to N fresh receives:
  * those beyond the entries wait in the transport, are posted as entries free up (the
  * retry after a refusal), and all arrive, in order. */
+/* 2 ranks: both are done before either leaves */
+static int pair_done(gcomp_transport *t) {
+  uint8_t z = 0;
+  gcomp_treq *bq[2];
+  CHECK(gcomp_irecv(t, 1 - me, gcomp_tag(5, 0), &z, 1, &bq[0]));
+  CHECK(gcomp_isend(t, 1 - me, gcomp_tag(5, 0), &z, 1, &bq[1]));
+  CHECK(gcomp_waitall(t, 2, bq, NULL));
+  printf("fabric_p2p: rank %d OK\n", me);
+  return 0;
+}
+
 /* VmHWM (peak resident set) in KiB, or -1 */
 static long peak_kib(void) {
   FILE *f = fopen("/proc/self/status", "r");
@@ -293,13 +304,7 @@ static int mode_flood(gcomp_transport *t, int n, size_t bytes) {
   free(b);
   free(q);
   free(lens);
-  uint8_t z = 0;
-  gcomp_treq *bq[2];
-  CHECK(gcomp_irecv(t, 1 - me, gcomp_tag(5, 0), &z, 1, &bq[0]));
-  CHECK(gcomp_isend(t, 1 - me, gcomp_tag(5, 0), &z, 1, &bq[1]));
-  CHECK(gcomp_waitall(t, 2, bq, NULL));
-  printf("fabric_p2p: rank %d OK\n", me);
-  return 0;
+  return pair_done(t);
 }
 
 static int mode_rxfull(gcomp_transport *t, int nrecv) {
@@ -353,13 +358,7 @@ static int mode_rxfull(gcomp_transport *t, int nrecv) {
     free(sq);
     free(v);
   }
-  uint8_t z = 0;
-  gcomp_treq *bq[2];
-  CHECK(gcomp_irecv(t, 1 - me, gcomp_tag(5, 0), &z, 1, &bq[0]));
-  CHECK(gcomp_isend(t, 1 - me, gcomp_tag(5, 0), &z, 1, &bq[1]));
-  CHECK(gcomp_waitall(t, 2, bq, NULL));
-  printf("fabric_p2p: rank %d OK\n", me);
-  return 0;
+  return pair_done(t);
 }
 
 static int read_iface_bytes(const char *iface, unsigned long long *rx, unsigned long long *tx) {
