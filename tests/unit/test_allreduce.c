@@ -19,6 +19,7 @@
 #include "comm.h"
 #include "gcomp.h"
 #include "transport.h"
+#include "test_env.h"
 
 enum { MAXN = 18, SWEEPN = 8 };   /* threads at most; the sweeps go to SWEEPN ranks */
 
@@ -954,27 +955,28 @@ static void test_stragglers(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_ring),
-      cmocka_unit_test(test_rhd),
-      cmocka_unit_test(test_rd),
-      cmocka_unit_test(test_hier),
-      cmocka_unit_test(test_shm),
-      cmocka_unit_test(test_shm_silent_peer),
-      cmocka_unit_test(test_nonblocking),
-      cmocka_unit_test(test_mismatched_codecs),
-      cmocka_unit_test(test_shard_keys_distinct),
-      cmocka_unit_test(test_nonblocking_errors),
-      cmocka_unit_test(test_broken_after_failure),
-      cmocka_unit_test(test_mismatched_counts),
-      cmocka_unit_test(test_large_and_segmented),
-      cmocka_unit_test(test_deterministic),
-      cmocka_unit_test(test_planner_choices),
-      cmocka_unit_test(test_bad_arguments),
-      cmocka_unit_test(test_hier_tiny_segment),
-      cmocka_unit_test(test_same_bits_on_every_rank),
-      cmocka_unit_test(test_nan_propagates_and_is_counted),
-      cmocka_unit_test(test_stats_and_trace_files),
-      cmocka_unit_test(test_stragglers),
+      cmocka_unit_test_teardown(test_ring, test_env_restore),
+      cmocka_unit_test_teardown(test_rhd, test_env_restore),
+      cmocka_unit_test_teardown(test_rd, test_env_restore),
+      cmocka_unit_test_teardown(test_hier, test_env_restore),
+      cmocka_unit_test_teardown(test_shm, test_env_restore),
+      cmocka_unit_test_teardown(test_shm_silent_peer, test_env_restore),
+      cmocka_unit_test_teardown(test_nonblocking, test_env_restore),
+      cmocka_unit_test_teardown(test_mismatched_codecs, test_env_restore),
+      cmocka_unit_test_teardown(test_shard_keys_distinct, test_env_restore),
+      cmocka_unit_test_teardown(test_nonblocking_errors, test_env_restore),
+      cmocka_unit_test_teardown(test_broken_after_failure, test_env_restore),
+      cmocka_unit_test_teardown(test_mismatched_counts, test_env_restore),
+      cmocka_unit_test_teardown(test_large_and_segmented, test_env_restore),
+      cmocka_unit_test_teardown(test_deterministic, test_env_restore),
+      cmocka_unit_test_teardown(test_planner_choices, test_env_restore),
+      cmocka_unit_test_teardown(test_bad_arguments, test_env_restore),
+      cmocka_unit_test_teardown(test_hier_tiny_segment, test_env_restore),
+      cmocka_unit_test_teardown(test_same_bits_on_every_rank, test_env_restore),
+      cmocka_unit_test_teardown(test_nan_propagates_and_is_counted, test_env_restore),
+      cmocka_unit_test_teardown(test_stats_and_trace_files, test_env_restore),
+      cmocka_unit_test_teardown(test_stragglers, test_env_restore),
   };
-  return cmocka_run_group_tests_name("allreduce", tests, NULL, NULL);
+  /* every test ends with the GCOMP_* environment the program started with */
+  return cmocka_run_group_tests_name("allreduce", tests, test_env_save, test_env_free);
 }
