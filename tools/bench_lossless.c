@@ -1,8 +1,8 @@
 /* gcomp-bench kernels --suite lossless: CRC32C against a read pass, the byte-plane kernels
  * against memcpy, and each lossless stage's ratio and speed on gradient-like payloads:
- * N(0, 1e-3) fp32, the same values as bf16 and fp16 (round to nearest even, converted here
- * with scalar code so this suite depends on no cast codec), and a top-k index stream
- * (ascending u32 indices of a 1% random selection). GB/s count the stage's input bytes
+ * N(0, 1e-3) fp32, the same values as bf16 and fp16 (round to nearest even, by the scalar
+ * conversions of codecs/half.h, so this suite depends on no cast codec's kernels), and a
+ * top-k index stream (ascending u32 indices of a 1% random selection). GB/s count the stage's input bytes
  * (the payload, not the fp32 gradient); comp_ratio = payload bytes / staged bytes. */
 #include <math.h>
 #include <stdio.h>
@@ -12,34 +12,8 @@
 #include "bench.h"
 #include "frame.h"
 #include "gcomp.h"
+#include "half.h"
 #include "lossless.h"
-
-static uint16_t f32_to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
-  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
-/* fp32 -> fp16, round to nearest even; overflow to Inf, subnormals kept. */
-static uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
-  if (a >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0));
-  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
-  if (a < 0x38800000u) {   /* below 2^-14: in units of 2^-24, rounded by the FPU */
-    float v, half = 0.5f;
-    memcpy(&v, &a, 4);
-    v += half;
-    uint32_t b, h;
-    memcpy(&b, &v, 4);
-    memcpy(&h, &half, 4);
-    return (uint16_t)(sign | (b - h));
-  }
-  a += 0xc8000fffu + ((a >> 13) & 1u);   /* rebias the exponent, round to nearest even */
-  return (uint16_t)(sign | (a >> 13));
-}
 
 typedef struct {
   const char *data;            /* "fp32", ... */
@@ -165,7 +139,7 @@ static void suite_lossless(gcomp_kbench *kb) {
     free(bf), free(hf), free(idx), free(staged);
     return;
   }
-  for (size_t i = 0; i < n; i++) bf[i] = f32_to_bf16(kb->grad[i]), hf[i] = f32_to_f16(kb->grad[i]);
+  for (size_t i = 0; i < n; i++) bf[i] = gcomp_bf16_rne(kb->grad[i]), hf[i] = gcomp_f16_rne(kb->grad[i]);
   size_t nidx = 0;
   uint64_t s = 0x9e3779b97f4a7c15ull;
   for (size_t i = 0; i < n && nidx < n / 50 + 16; i++) {
