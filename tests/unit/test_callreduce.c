@@ -18,6 +18,7 @@
 #include "comm.h"
 #include "gcomp.h"
 #include "transport.h"
+#include "test_env.h"
 
 enum { MAXN = 8 };
 
@@ -309,16 +310,17 @@ static void test_intra_codec(void **s) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_lossless_paths_exact),
-      cmocka_unit_test(test_bf16_direct_bound),
-      cmocka_unit_test(test_fp16_direct_bound),
-      cmocka_unit_test(test_bf16_hier_direct_bound),
-      cmocka_unit_test(test_sparse_equals_sum_of_decoded),
-      cmocka_unit_test(test_topk_paths_and_ef),
-      cmocka_unit_test(test_sparse_edges),
-      cmocka_unit_test(test_non_sum_ops_stay_dense),
-      cmocka_unit_test(test_intra_codec),
-      cmocka_unit_test(test_planner_and_min_bytes),
+      cmocka_unit_test_teardown(test_lossless_paths_exact, test_env_restore),
+      cmocka_unit_test_teardown(test_bf16_direct_bound, test_env_restore),
+      cmocka_unit_test_teardown(test_fp16_direct_bound, test_env_restore),
+      cmocka_unit_test_teardown(test_bf16_hier_direct_bound, test_env_restore),
+      cmocka_unit_test_teardown(test_sparse_equals_sum_of_decoded, test_env_restore),
+      cmocka_unit_test_teardown(test_topk_paths_and_ef, test_env_restore),
+      cmocka_unit_test_teardown(test_sparse_edges, test_env_restore),
+      cmocka_unit_test_teardown(test_non_sum_ops_stay_dense, test_env_restore),
+      cmocka_unit_test_teardown(test_intra_codec, test_env_restore),
+      cmocka_unit_test_teardown(test_planner_and_min_bytes, test_env_restore),
   };
-  return cmocka_run_group_tests_name("compressed allreduce", tests, NULL, NULL);
+  /* every test ends with the GCOMP_* environment the program started with */
+  return cmocka_run_group_tests_name("compressed allreduce", tests, test_env_save, test_env_free);
 }

@@ -17,6 +17,7 @@
 #include "gcomp_common.h"
 #include "gcomp.h"
 #include "transport.h"
+#include "test_env.h"
 
 enum { MAXN = 8 };
 
@@ -134,8 +135,9 @@ static void test_uneven_interleaved(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_round_robin_crosses_like_blocks),
-      cmocka_unit_test(test_uneven_interleaved),
+      cmocka_unit_test_teardown(test_round_robin_crosses_like_blocks, test_env_restore),
+      cmocka_unit_test_teardown(test_uneven_interleaved, test_env_restore),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  /* every test ends with the GCOMP_* environment the program started with */
+  return cmocka_run_group_tests(tests, test_env_save, test_env_free);
 }
