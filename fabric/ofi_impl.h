@@ -75,6 +75,7 @@ typedef struct ofi_ep {
   struct fid_cq *cq;
   struct fid_ep *ep;
   size_t inject, chunk;
+  size_t inline_max;        /* payload bytes that travel inside the header (ofi_proto.c) */
   int cq_broken;            /* its CQ reported an error it could not read: not read again */
   int mr_local;
   struct fid_mr *arena_mr;  /* the header arena, registered when mr_local */
@@ -126,6 +127,7 @@ typedef struct ofi_unexp {  /* a header that matched no posted receive yet */
   struct ofi_unexp *next;
   uint64_t mtag, len, id;
   int held;                 /* its credit is returned only when it is matched */
+  int in;                   /* its payload is inline */
   size_t n;                 /* inline bytes */
   char data[];
 } ofi_unexp;
@@ -149,7 +151,8 @@ typedef struct {
   int drops;                /* refusals owed to the peer (a message too long for its receive) */
   uint64_t drop_id[8];
   int dirty;                /* something may be sendable: progress pumps it */
-  uint64_t heard_ns;        /* when a header last came from the peer (it is alive and busy) */
+  int heard;                /* a header came from the peer since test last looked */
+  uint64_t heard_ns;        /* when test saw that last (the peer is alive and busy) */
   int broken;               /* a header exchange failed: its requests fail */
 } ofi_peer;
 

@@ -43,7 +43,9 @@ int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) {
     if (!r->last_ns) r->last_ns = now;
     /* a request waiting behind others to a peer that keeps talking is not stalled (a flood
      * of sends drains at the receiver's pace): silence is the request's and its peer's */
-    uint64_t heard = t->peers[r->peer].heard_ns;
+    ofi_peer *P = &t->peers[r->peer];
+    if (P->heard) P->heard = 0, P->heard_ns = now;
+    uint64_t heard = P->heard_ns;
     uint64_t idle = now - (heard > r->last_ns ? heard : r->last_ns);
     if (idle > LIVENESS_NS && peer_dead(t, r->peer))
       ofi_req_fail(r, GCOMP_ERR_PEER, "%s rank %d: its process (pid %d on %s) has exited",

@@ -11,7 +11,9 @@
  *                 the slots are owed. The last credit is kept for CREDIT headers, so two
  *                 ranks that owe each other can always say so.
  *   RTS           ready to send: match tag, length, message id; a message of up to
- *                 INLINE_MAX bytes travels inside it and the send is done.
+ *                 inline_max bytes travels inside it and the send is done (the slot size
+ *                 less the header, or less where that exceeds the provider's inject size
+ *                 and the inject size is large enough: shm's 4 KiB).
  *   CTS           clear to send: for a longer message, once the receiver has matched it,
  *                 has posted receives (provider tag KIND_DATA | token) for its first chunks
  *                 into the caller's buffer; it grants the bytes posted so far and names the
@@ -46,9 +48,12 @@
 
 enum { H_RTS = 1, H_CTS, H_DROP, H_CREDIT };
 
+enum { F_INLINE = 1 };   /* the message's payload follows the header */
+
 typedef struct {
   uint8_t type;
-  uint8_t pad[3];
+  uint8_t flags;
+  uint8_t pad[2];
   uint32_t ret;     /* credits given back */
   uint64_t mtag;    /* RTS */
   uint64_t len;     /* RTS: message length; CTS: bytes granted so far */
@@ -217,8 +222,9 @@ static void pump_peer(ofi_transport *t, int peer) {
     P->drops--;
   }
   while (!wait && (r = P->q[Q_RTS].head)) {
-    int in = r->total <= INLINE_MAX;
-    ofi_hdr h = {.type = H_RTS, .mtag = r->mtag, .len = r->total, .id = r->id};
+    int in = r->total <= r->ep->inline_max;
+    ofi_hdr h = {.type = H_RTS, .flags = in ? F_INLINE : 0, .mtag = r->mtag, .len = r->total,
+                 .id = r->id};
     if ((wait = hdr_send(t, peer, &h, r->buf, in ? r->total : 0, in && r->no_inject ? r : NULL)))
       break;
     ofi_proto_unqueue(t, r);
@@ -250,8 +256,8 @@ void ofi_proto_pump(ofi_transport *t) {
 /* ---- matching ----------------------------------------------------------------------------- */
 
 /* A receive meets its message's header: refused, done (inline), or granted. */
-static void match(ofi_transport *t, gcomp_treq *r, uint64_t len, uint64_t id, const char *data,
-                  size_t n) {
+static void match(ofi_transport *t, gcomp_treq *r, uint64_t len, uint64_t id, int in,
+                  const char *data, size_t n) {
   ofi_peer *P = &t->peers[r->peer];
   r->matched = 1;
   r->total = (size_t)len;
@@ -261,10 +267,10 @@ static void match(ofi_transport *t, gcomp_treq *r, uint64_t len, uint64_t id, co
     ofi_req_fail(r, GCOMP_ERR_INVALID, "message of %" PRIu64 " bytes from rank %d exceeds the "
                  "receive capacity of %zu bytes: do all ranks pass the same count and dtype?",
                  len, r->peer, r->cap);
-    if (len > INLINE_MAX && P->drops < DROPS_MAX) P->drop_id[P->drops++] = id, dirty(t, r->peer);
+    if (!in && P->drops < DROPS_MAX) P->drop_id[P->drops++] = id, dirty(t, r->peer);
     return;
   }
-  if (len <= INLINE_MAX) {
+  if (in) {
     if (n != len) {
       ofi_req_fail(r, GCOMP_ERR_CORRUPT, "header from rank %d carries %zu bytes of a %" PRIu64
                    "-byte message", r->peer, n, len);
@@ -284,7 +290,7 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
   int peer = hr->peer;
   ofi_peer *P = &t->peers[peer];
   hr->posted = 0;
-  P->heard_ns = gcomp_now_ns();
+  P->heard = 1;
   ofi_hdr h;
   if (len < sizeof h) {
     peer_fail(t, peer, GCOMP_ERR_CORRUPT, "a header of too few bytes arrived");
@@ -301,7 +307,7 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
     for (r = P->q[Q_POSTED].head; r && r->mtag != h.mtag; r = r->qnext) {}
     if (r) {
       ofi_proto_unqueue(t, r);
-      match(t, r, h.len, h.id, data, n);
+      match(t, r, h.len, h.id, h.flags & F_INLINE, data, n);
       break;
     }
     ofi_unexp *u = malloc(sizeof *u + n);
@@ -313,6 +319,7 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
     u->mtag = h.mtag;
     u->len = h.len;
     u->id = h.id;
+    u->in = h.flags & F_INLINE;
     u->n = n;
     if (n) memcpy(u->data, data, n);
     u->held = held = P->nunexp >= OFI_UNEXP_MAX;
@@ -380,7 +387,7 @@ int ofi_post(ofi_transport *t, int op, int peer, uint64_t mtag, void *buf, size_
   r->cap = len;
   r->total = op == OP_SEND ? len : 0;
   r->no_inject = no_inject;
-  if (e->mr_local && len > INLINE_MAX) {
+  if (e->mr_local && len > e->inline_max) {
     int rc = fi_mr_reg(e->domain, buf, len, op == OP_SEND ? FI_SEND : FI_RECV, 0, 0, 0, &r->mr,
                        NULL);
     if (rc) {
@@ -413,7 +420,7 @@ int ofi_post(ofi_transport *t, int op, int peer, uint64_t mtag, void *buf, size_
   if (P->utail == u) P->utail = prev;
   P->nunexp--;
   if (u->held) P->owed++, dirty(t, peer);
-  match(t, r, u->len, u->id, u->data, u->n);
+  match(t, r, u->len, u->id, u->in, u->data, u->n);
   free(u);
   if (P->dirty) pump_peer(t, peer);
   return GCOMP_OK;
@@ -499,6 +506,14 @@ int ofi_proto_setup(ofi_transport *t) {
   int n = t->pub.size, me = t->pub.rank;
   t->peers = calloc((size_t)n, sizeof *t->peers);
   GCOMP_FAIL_IF(!t->peers, GCOMP_ERR_NOMEM, "peer tables for %d ranks", n);
+  for (int i = 0; i < t->neps; i++) {
+    /* inline payload goes by inject where a whole slot would not (shm: 4 KiB, a send above
+     * that is shm's slower copy); tcp;ofi_rxm's 64 B is too small to matter */
+    ofi_ep *e = &t->eps[i];
+    e->inline_max = INLINE_MAX;
+    if (e->inject >= sizeof(ofi_hdr) + 1024 && e->inject - sizeof(ofi_hdr) < INLINE_MAX)
+      e->inline_max = e->inject - sizeof(ofi_hdr);
+  }
   size_t per = 0;
   for (int p = 0; p < n; p++) {
     if (p == me) continue;
