@@ -479,10 +479,13 @@ GCOMP_API int gcomp_comm_get_skew(const gcomp_comm *comm, gcomp_skew_stats *out)
  * compressed call of a key the exact fp32 allreduce runs too, on the same input, and the
  * codec's relative error ||compressed - exact|| / ||exact|| is measured; with error
  * feedback (+ef), whose single calls err by design, every Nth call compares the running
- * sum of the key's results since its last check with the exact running sum of its inputs.
- * Over budget the call returns the exact result (with +ef: its result plus what the
- * window's running sum fell short by, and the codec's residuals are cleared, restarting
- * every window of that codec) and the key runs uncompressed for its next M calls; the log
+ * sum of the key's results since its first call (or last fallback) with the exact running
+ * sum of its inputs (with ef momentum: of the velocities the codec feeds; keys with
+ * momentum factor masking are not guarded).
+ * The +ef running sums cover a fixed sample of the tensor (all of it up to 16,384 values,
+ * then 16 blocks of 1,024 spread over it). Over budget the call returns the exact result (with
+ * +ef the codec's residuals are cleared too, restarting the sums of every key of that
+ * codec) and the key runs uncompressed for its next M calls; the log
  * warns with the key and the error, and GCOMP_STATS lists every checked key. Equal on all
  * ranks. Sized like gcomp_comm_stats (first published layout: up to guard_s). */
 typedef struct {
@@ -496,7 +499,8 @@ typedef struct {
   double last_error, max_error;       /* of the checks (NaN when a check gave none) */
   uint64_t last_fallback_key;
   double last_fallback_error;
-  double guard_s;              /* seconds spent checking (inside the calls' total_s) */
+  double guard_s;              /* seconds the guard took: checks, and with +ef the running
+                                  sums of every call (inside the calls' total_s) */
 } gcomp_guard_stats;
 
 GCOMP_API int gcomp_comm_get_guard(const gcomp_comm *comm, gcomp_guard_stats *out);

@@ -21,7 +21,7 @@
 enum { N = 4, COUNT = 20000, MAXSTEPS = 64 };
 
 /* Integer-valued inputs (exact in fp32, and so are their sums in any order): most small,
- * a few large, both signs; `drift` adds a part every step shares (a gradient's mean). */
+ * a few large, both signs; `drift` scales a part every step shares (a gradient's mean). */
 static float value(int r, size_t i, int step, int drift) {
   uint64_t h = (uint64_t)(r + 1) * 0x9e3779b97f4a7c15ull ^
                (uint64_t)(i + 3) * 0xbf58476d1ce4e5b9ull ^
@@ -29,7 +29,7 @@ static float value(int r, size_t i, int step, int drift) {
   h ^= h >> 29, h *= 0xbf58476d1ce4e5b9ull, h ^= h >> 32;
   int v = (int)(h % 17) - 8;
   if ((h >> 20) % 64 == 0) v *= 64;
-  if (drift) v += (int)(i % 7) - 3;
+  v += drift * ((int)(i % 7) - 3);
   return (float)v;
 }
 
@@ -37,6 +37,7 @@ typedef struct {
   gcomp_comm *comm;
   const char *spec;
   int steps, drift, in_place;
+  int last_only;       /* out holds the last step's result only */
   float *out;          /* [steps][COUNT]: every step's result */
   int status;
   char error[600];
@@ -50,7 +51,7 @@ static void *rank_main(void *arg) {
   float *in = malloc(COUNT * sizeof *in);
   j->status = gcomp_codec_create(j->spec, &codec);
   for (int s = 0; s < j->steps && j->status == GCOMP_OK; s++) {
-    float *res = j->out + (size_t)s * COUNT;
+    float *res = j->out + (j->last_only ? 0 : (size_t)s * COUNT);
     float *src = j->in_place ? res : in;
     for (size_t i = 0; i < COUNT; i++) src[i] = value(r, i, s, j->drift);
     j->status = gcomp_allreduce(j->comm, src, res, COUNT, GCOMP_FLOAT32, GCOMP_SUM, codec, 42);
@@ -75,8 +76,8 @@ static gcomp_config *config_with(const char *guard, const char *algo) {
 
 /* Runs `steps` calls on N ranks; returns rank 0's results (caller frees), after checking
  * every rank got the same bits and the same guard figures; *g: rank 0's. */
-static float *run(gcomp_config *cfg, const char *spec, int steps, int drift, int in_place,
-                  gcomp_guard_stats *g) {
+static float *run_kept(gcomp_config *cfg, const char *spec, int steps, int drift, int in_place,
+                       int last_only, gcomp_guard_stats *g) {
   gcomp_comm *comms[N];
   assert_int_equal(gcomp_comm_init_local(N, NULL, cfg, comms), GCOMP_OK);
   gcomp_config_destroy(cfg);
@@ -84,14 +85,16 @@ static float *run(gcomp_config *cfg, const char *spec, int steps, int drift, int
   pthread_t th[N];
   for (int r = 0; r < N; r++) {
     jobs[r] = (job){.comm = comms[r], .spec = spec, .steps = steps, .drift = drift,
-                    .in_place = in_place};
-    jobs[r].out = calloc((size_t)steps * COUNT, sizeof(float));
+                    .in_place = in_place, .last_only = last_only};
+    int kept = last_only ? 1 : steps;
+    jobs[r].out = calloc((size_t)kept * COUNT, sizeof(float));
     assert_int_equal(pthread_create(&th[r], NULL, rank_main, &jobs[r]), 0);
   }
   for (int r = 0; r < N; r++) pthread_join(th[r], NULL);
   for (int r = 0; r < N; r++) {
     if (jobs[r].status != GCOMP_OK) fail_msg("rank %d: %s", r, jobs[r].error);
-    assert_memory_equal(jobs[r].out, jobs[0].out, (size_t)steps * COUNT * sizeof(float));
+    assert_memory_equal(jobs[r].out, jobs[0].out,
+                        (size_t)(last_only ? 1 : steps) * COUNT * sizeof(float));
     assert_int_equal(jobs[r].guard.checks, jobs[0].guard.checks);
     assert_int_equal(jobs[r].guard.fallbacks, jobs[0].guard.fallbacks);
     gcomp_comm_destroy(comms[r]);
@@ -101,21 +104,28 @@ static float *run(gcomp_config *cfg, const char *spec, int steps, int drift, int
   return jobs[0].out;
 }
 
+static float *run(gcomp_config *cfg, const char *spec, int steps, int drift, int in_place,
+                  gcomp_guard_stats *g) {
+  return run_kept(cfg, spec, steps, drift, in_place, 0, g);
+}
+
 static double exact(size_t i, int step, int drift) {
   double s = 0;
   for (int r = 0; r < N; r++) s += value(r, i, step, drift);
   return s;
 }
 
+/* step `step`'s result (out holds every step) is exactly the sum */
+static int is_exact(const float *out, int step, int drift) {
+  for (size_t i = 0; i < COUNT; i++)
+    if (out[(size_t)step * COUNT + i] != exact(i, step, drift)) return 0;
+  return 1;
+}
+
 /* steps whose result is exactly the sum */
 static int exact_steps(const float *out, int steps, int drift) {
   int k = 0;
-  for (int s = 0; s < steps; s++) {
-    int same = 1;
-    for (size_t i = 0; i < COUNT && same; i++)
-      same = out[(size_t)s * COUNT + i] == exact(i, s, drift);
-    k += same;
-  }
+  for (int s = 0; s < steps; s++) k += is_exact(out, s, drift);
   return k;
 }
 
@@ -222,30 +232,28 @@ static void test_bf16_never_falls_back(void **state) {
 
 static void test_topk_ef_running_sum(void **state) {
   (void)state;
-  enum { STEPS = 40 };
+  enum { STEPS = 300 };
   gcomp_guard_stats g;
-  /* a shared drift (a gradient's mean) under noise: error feedback delivers it */
-  float *out = run(config_with("every=10", "sparse"), "topk:ratio=0.01+ef", STEPS, 1, 0, &g);
-  assert_int_equal(g.checks, STEPS / 10);
+  /* a shared drift (a gradient's mean) under noise: error feedback delivers it, about
+   * 1/ratio calls late; the running sums since the first call agree within the default
+   * budget at calls 100, 200 and 300 (the sums since the check before are off by more) */
+  float *out = run_kept(config_with("every=100", "sparse"), "topk:ratio=0.01+ef", STEPS, 4, 0,
+                        1, &g);
+  assert_int_equal(g.checks, STEPS / 100);
   assert_int_equal(g.fallbacks, 0);
   assert_true(g.max_error > 0 && g.max_error < 0.5);
-  assert_true(rel_error(out, 5, 1) > 0.3);   /* single calls are far off, by design */
+  /* the lag is about the same at every check while the sums grow with the calls: by call
+   * 300 its share is near a third of call 100's (sums restarted at each check stay put) */
+  assert_true(g.last_error < 0.5 * g.max_error);
   free(out);
-  /* over a tiny budget: the check falls back, and the window's running sum is exact */
+  /* over a tiny budget: each check (calls 10 and 20: after a fallback the sums start again)
+   * falls back, and that call's result is the exact sum */
   out = run(config_with("every=10,budget=1e-9,backoff=0", "sparse"), "topk:ratio=0.01+ef", 20,
             1, 0, &g);
   assert_int_equal(g.checks, 2);
   assert_int_equal(g.fallbacks, 2);
-  for (int w = 0; w < 2; w++) {
-    double d2 = 0, e2 = 0;
-    for (size_t i = 0; i < COUNT; i++) {
-      double got = 0, want = 0;
-      for (int s = 10 * w; s < 10 * w + 10; s++)
-        got += out[(size_t)s * COUNT + i], want += exact(i, s, 1);
-      d2 += (got - want) * (got - want), e2 += want * want;
-    }
-    if (!(sqrt(d2 / e2) < 1e-5)) fail_msg("window %d: running sum off by %g", w, sqrt(d2 / e2));
-  }
+  assert_true(is_exact(out, 9, 1) && is_exact(out, 19, 1));
+  assert_true(rel_error(out, 8, 1) > 0.3);   /* the others are the codec's */
   free(out);
 }
 
