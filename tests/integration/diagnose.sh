@@ -95,11 +95,13 @@ if [ "$(id -u)" = 0 ] && ip netns add gcomp-probe-$$ 2>/dev/null; then
   ip netns del gcomp-probe-$$
   job slow-node -n 3 --nodes 3 --inter-node-rate 500mbit --node-rate 2=100mbit --netns on -- --steps 16 --compute-ms 5
   expect slow-node 'set(f) == {"slow_link"} and f["slow_link"]["node"] == 2 and f["slow_link"]["evidence"]["measured_by"] == "tcp_info"' "no slow_link naming node 2"
-  expect slow-node '0.1 < f["slow_link"]["evidence"]["ratio"] < 0.35 and 0.06 < f["slow_link"]["evidence"]["node_gbps"] < 0.11' "node 2's rate not ~100 Mbit/s against ~500"
+  # 100 Mbit/s and the tbf's 256 KiB bursts: measured 0.092-0.115 Gbit/s, ratio 0.16-0.32
+  expect slow-node '0.1 < f["slow_link"]["evidence"]["ratio"] < 0.45 and 0.06 < f["slow_link"]["evidence"]["node_gbps"] < 0.13' "node 2's rate not ~100 Mbit/s against ~500"
   # per peer: each rank's connections, their peers found by the other end's file; every
-  # connection of rank 2 (node 2) at ~100 Mbit/s, every other one well above
+  # connection of rank 2 (node 2) carrying the calls' data (16 MiB or more; the others carry
+  # creation's few MB in bursts) at ~100 Mbit/s, every other one well above
   expect slow-node 'all(l["peer"] in (0, 1, 2) and l["peer"] != r["rank"] for r in d["ranks"] for l in r["links"]) and len([l for r in d["ranks"] for l in r["links"] if l["bytes"] >= 1 << 20]) >= 3' "links without peers"
-  expect slow-node 'all((l["gbps"] < 0.13) == (2 in (r["rank"], l["peer"])) and (l["gbps"] > 0.2 or 2 in (r["rank"], l["peer"])) for r in d["ranks"] for l in r["links"] if l["bytes"] >= 1 << 20)' "per-peer rates"
+  expect slow-node 'all((l["gbps"] < 0.13) == (2 in (r["rank"], l["peer"])) and (l["gbps"] > 0.25 or 2 in (r["rank"], l["peer"])) for r in d["ranks"] for l in r["links"] if l["bytes"] >= 16 << 20)' "per-peer rates"
   grep -q "^# 1\. slow_link: node 2's link delivers at most 0\.[01][0-9]* Gbit/s" "$dir/slow-node.txt" || fail "slow-node: text: $(grep '^# 1' "$dir/slow-node.txt")"
   [ $fails = 0 ] || { echo "slow-node: the ranks' connections:"; grep -o '"rank": [0-9]*, "node": [0-9]*\|"links": \[[^]]*\]' "$dir/slow-node.out"; }
   job clean3 -n 3 --nodes 3 --inter-node-rate 500mbit --netns on -- --steps 16 --compute-ms 5
