@@ -90,3 +90,8 @@ add_test(NAME integration.allreduce.straggler
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/straggler.sh ${GCOMP_AR_RUN} $<TARGET_FILE:gcomp-bench>
           $<TARGET_FILE:gcomp-stats>)
 set_tests_properties(integration.allreduce.straggler PROPERTIES LABELS integration TIMEOUT 120)
+
+# the drift guard: fallbacks named in every rank's stats; settings agreed and validated
+add_test(NAME integration.allreduce.guard
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/guard.sh ${GCOMP_AR_RUN} $<TARGET_FILE:gcomp-bench>)
+set_tests_properties(integration.allreduce.guard PROPERTIES LABELS integration TIMEOUT 120)
