@@ -7,9 +7,10 @@
  *   header slots  each rank keeps nslots receives of OFI_HDR_BYTES posted per peer (provider
  *                 tag KIND_HDR); a rank sends a peer a header only with a credit, one per
  *                 slot of the peer's it may fill. Every header gives back the credits its
- *                 sender owes (slots reposted since); CREDIT headers do so alone when half
- *                 the slots are owed. The last credit is kept for CREDIT headers, so two
- *                 ranks that owe each other can always say so.
+ *                 sender owes (slots reposted since); CREDIT headers do so alone when a
+ *                 quarter of the slots are owed. The last credit is kept for CREDIT
+ *                 headers, so two ranks that owe each other can always say so, and RTS
+ *                 headers use only the upper half, so grants always find credits.
  *   RTS           ready to send: match tag, length, message id; a message of up to
  *                 inline_max bytes travels inside it and the send is done (the slot size
  *                 less the header, or less where that exceeds the provider's inject size
@@ -221,7 +222,10 @@ static void pump_peer(ofi_transport *t, int peer) {
     if ((wait = hdr_send(t, peer, &h, NULL, 0, NULL))) break;
     P->drops--;
   }
-  while (!wait && (r = P->q[Q_RTS].head)) {
+  /* messages' headers take at most half the credits: the other half stays for grants and
+   * refusals, which the peer never holds (held RTS credits could otherwise leave a grant
+   * waiting for the very receive it would let complete) */
+  while (!wait && P->cred > P->nslots / 2 && (r = P->q[Q_RTS].head)) {
     int in = r->total <= r->ep->inline_max;
     ofi_hdr h = {.type = H_RTS, .flags = in ? F_INLINE : 0, .mtag = r->mtag, .len = r->total,
                  .id = r->id};
@@ -235,7 +239,7 @@ static void pump_peer(ofi_transport *t, int peer) {
     else if (!r->no_inject)
       r->finished = 1;
   }
-  if (!wait && P->owed > 0 && P->owed >= (P->nslots + 1) / 2) {
+  if (!wait && P->owed > 0 && P->owed >= P->nslots / 4) {
     ofi_hdr h = {.type = H_CREDIT};
     wait = hdr_send(t, peer, &h, NULL, 0, NULL);
   }
