@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "test_env.h"
+
 #include "frame.h"
 #include "gcomp.h"
 #include "gcomp_common.h"
@@ -383,17 +385,17 @@ static void test_corrupt_frames(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_specs_canonical),
-      cmocka_unit_test(test_spec_errors),
-      cmocka_unit_test(test_frames_match_reference),
-      cmocka_unit_test(test_scaling_roundtrips),
-      cmocka_unit_test(test_nonfinite_kept),
-      cmocka_unit_test(test_scale_window),
-      cmocka_unit_test(test_overflow_underflow_counted),
-      cmocka_unit_test(test_stochastic_seeded_per_frame),
-      cmocka_unit_test(test_ef_conserves),
-      cmocka_unit_test(test_lossless_stage_roundtrip),
-      cmocka_unit_test(test_corrupt_frames),
+      cmocka_unit_test_teardown(test_specs_canonical, test_env_restore),
+      cmocka_unit_test_teardown(test_spec_errors, test_env_restore),
+      cmocka_unit_test_teardown(test_frames_match_reference, test_env_restore),
+      cmocka_unit_test_teardown(test_scaling_roundtrips, test_env_restore),
+      cmocka_unit_test_teardown(test_nonfinite_kept, test_env_restore),
+      cmocka_unit_test_teardown(test_scale_window, test_env_restore),
+      cmocka_unit_test_teardown(test_overflow_underflow_counted, test_env_restore),
+      cmocka_unit_test_teardown(test_stochastic_seeded_per_frame, test_env_restore),
+      cmocka_unit_test_teardown(test_ef_conserves, test_env_restore),
+      cmocka_unit_test_teardown(test_lossless_stage_roundtrip, test_env_restore),
+      cmocka_unit_test_teardown(test_corrupt_frames, test_env_restore),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, test_env_save, test_env_free);
 }

@@ -11,27 +11,12 @@
 
 #include <cmocka.h>
 
+#include "test_env.h"
+
 #include "gcomp_common.h"
 
-static void clear_env(void) {
-  extern char **environ;
-  /* unset every GCOMP_* so that tests start from the defaults */
-  for (int again = 1; again;) {
-    again = 0;
-    for (char **e = environ; e && *e; e++) {
-      if (strncmp(*e, "GCOMP_", 6)) continue;
-      char name[128];
-      size_t n = strcspn(*e, "=");
-      snprintf(name, sizeof name, "%.*s", (int)n, *e);
-      unsetenv(name);
-      again = 1;
-      break;
-    }
-  }
-}
-
 static int setup(void **state) {
-  clear_env();
+  test_env_clear();   /* tests start from the defaults */
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
   return 0;
 }
@@ -111,7 +96,7 @@ static void test_param_valid(void **state) {
 }
 
 static void expect_bad(const char *name, const char *value, const char *fragment) {
-  clear_env();
+  test_env_clear();   /* tests start from the defaults */
   setenv(name, value, 1);
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_ERR_INVALID);
   const char *e = gcomp_last_error();
@@ -137,7 +122,7 @@ static void test_param_invalid(void **state) {
   /* an empty subsystem list silenced every message, warnings included */
   expect_bad("GCOMP_DEBUG_SUBSYS", "", "names no subsystem");
   expect_bad("GCOMP_DEBUG_SUBSYS", ",", "names no subsystem");
-  clear_env();
+  test_env_clear();   /* tests start from the defaults */
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
 }
 
@@ -182,7 +167,7 @@ static void test_job_token_not_shown(void **state) {
   }
   assert_string_equal(gcomp_param_str(GCOMP_P_JOB_TOKEN), "s3cret-job-token");   /* still used */
   unlink(path);
-  clear_env();
+  test_env_clear();   /* tests start from the defaults */
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
 }
 
@@ -451,22 +436,22 @@ int main(void) {
     return 1;
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_status_codes_fixed, setup),
-      cmocka_unit_test_setup(test_error_detail_and_trace, setup),
-      cmocka_unit_test_setup(test_param_defaults, setup),
-      cmocka_unit_test_setup(test_param_valid, setup),
-      cmocka_unit_test_setup(test_param_invalid, setup),
-      cmocka_unit_test_setup(test_unknown_variable_warns_with_suggestion, setup),
-      cmocka_unit_test_setup(test_log_file_pattern_and_levels, setup),
-      cmocka_unit_test_setup(test_log_checks_level_first, setup),
-      cmocka_unit_test_setup(test_isa_levels, setup),
-      cmocka_unit_test_setup(test_job_token_not_shown, setup),
-      cmocka_unit_test_setup(test_config_starts_from_environment, setup),
-      cmocka_unit_test_setup(test_config_refuses, setup),
-      cmocka_unit_test_setup(test_config_get_after_bad_environment, setup),
-      cmocka_unit_test_setup(test_param_scope, setup),
-      cmocka_unit_test_setup(test_failure_logged_under_its_subsystem, setup),
-      cmocka_unit_test_setup(test_public_log, setup),
+      cmocka_unit_test_setup_teardown(test_status_codes_fixed, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_error_detail_and_trace, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_param_defaults, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_param_valid, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_param_invalid, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_unknown_variable_warns_with_suggestion, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_log_file_pattern_and_levels, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_log_checks_level_first, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_isa_levels, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_job_token_not_shown, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_config_starts_from_environment, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_config_refuses, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_config_get_after_bad_environment, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_param_scope, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_failure_logged_under_its_subsystem, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_public_log, setup, test_env_restore),
   };
-  return cmocka_run_group_tests_name("common", tests, NULL, NULL);
+  return cmocka_run_group_tests_name("common", tests, test_env_save, test_env_free);
 }

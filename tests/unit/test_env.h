@@ -23,9 +23,8 @@ static inline int test_env_save(void **state) {
   return 0;
 }
 
-/* Unsets every GCOMP_* variable, then sets the saved ones again */
-static inline int test_env_restore(void **state) {
-  (void)state;
+/* Unsets every GCOMP_* variable: a test that wants the defaults starts here */
+static inline void test_env_clear(void) {
   for (int again = 1; again;) {
     again = 0;
     for (char **e = environ; *e; e++) {
@@ -38,6 +37,12 @@ static inline int test_env_restore(void **state) {
       break;
     }
   }
+}
+
+/* Unsets every GCOMP_* variable, then sets the saved ones again */
+static inline int test_env_restore(void **state) {
+  (void)state;
+  test_env_clear();
   for (int i = 0; i < test_env_n; i++) {
     if (!test_env_saved[i]) continue;
     char *eq = strchr(test_env_saved[i], '=');

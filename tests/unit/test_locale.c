@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "test_env.h"
+
 #include "coll.h"
 #include "comm.h"
 #include "gcomp.h"
@@ -145,13 +147,13 @@ int main(void) {
     if (!mkdtemp(tmpdir)) return 1;
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_specs_under_decimal_comma),
-      cmocka_unit_test(test_json_and_env_under_decimal_comma),
+      cmocka_unit_test_teardown(test_specs_under_decimal_comma, test_env_restore),
+      cmocka_unit_test_teardown(test_json_and_env_under_decimal_comma, test_env_restore),
 #ifdef GCOMP_TEST_CONVERGE
-      cmocka_unit_test(test_harness_under_decimal_comma),
+      cmocka_unit_test_teardown(test_harness_under_decimal_comma, test_env_restore),
 #endif
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  int rc = cmocka_run_group_tests(tests, test_env_save, test_env_free);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd) != 0) rc = rc ? rc : 1;

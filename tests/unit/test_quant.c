@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "test_env.h"
+
 #include "codec_impl.h"
 #include "ef.h"
 #include "frame.h"
@@ -546,17 +548,17 @@ static void test_decode_add_and_stages(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_specs),
-      cmocka_unit_test(test_nearest_within_half_a_step),
-      cmocka_unit_test(test_stochastic_unbiased),
-      cmocka_unit_test(test_nonfinite_and_huge),
-      cmocka_unit_test(test_wire_size),
-      cmocka_unit_test(test_sign_scale_and_zeros),
-      cmocka_unit_test(test_fused_ef_equals_plain),
-      cmocka_unit_test(test_ef_invariant_and_checkpoint),
-      cmocka_unit_test(test_levels_identical),
-      cmocka_unit_test(test_corrupt_frames),
-      cmocka_unit_test(test_decode_add_and_stages),
+      cmocka_unit_test_teardown(test_specs, test_env_restore),
+      cmocka_unit_test_teardown(test_nearest_within_half_a_step, test_env_restore),
+      cmocka_unit_test_teardown(test_stochastic_unbiased, test_env_restore),
+      cmocka_unit_test_teardown(test_nonfinite_and_huge, test_env_restore),
+      cmocka_unit_test_teardown(test_wire_size, test_env_restore),
+      cmocka_unit_test_teardown(test_sign_scale_and_zeros, test_env_restore),
+      cmocka_unit_test_teardown(test_fused_ef_equals_plain, test_env_restore),
+      cmocka_unit_test_teardown(test_ef_invariant_and_checkpoint, test_env_restore),
+      cmocka_unit_test_teardown(test_levels_identical, test_env_restore),
+      cmocka_unit_test_teardown(test_corrupt_frames, test_env_restore),
+      cmocka_unit_test_teardown(test_decode_add_and_stages, test_env_restore),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, test_env_save, test_env_free);
 }

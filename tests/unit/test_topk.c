@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "test_env.h"
+
 #include "codec_impl.h"
 #include "frame.h"
 #include "gcomp.h"
@@ -685,18 +687,18 @@ static void test_real_frames_damaged(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_params),
-      cmocka_unit_test(test_kernels_differential),
-      cmocka_unit_test(test_kth_key),
-      cmocka_unit_test(test_kept_count_tolerance),
-      cmocka_unit_test(test_stale_threshold),
-      cmocka_unit_test(test_sample_misjudged),
-      cmocka_unit_test(test_exact_matches_sort),
-      cmocka_unit_test(test_deterministic),
-      cmocka_unit_test(test_roundtrips),
-      cmocka_unit_test(test_degenerate_inputs),
-      cmocka_unit_test(test_bad_payloads),
-      cmocka_unit_test(test_real_frames_damaged),
+      cmocka_unit_test_teardown(test_params, test_env_restore),
+      cmocka_unit_test_teardown(test_kernels_differential, test_env_restore),
+      cmocka_unit_test_teardown(test_kth_key, test_env_restore),
+      cmocka_unit_test_teardown(test_kept_count_tolerance, test_env_restore),
+      cmocka_unit_test_teardown(test_stale_threshold, test_env_restore),
+      cmocka_unit_test_teardown(test_sample_misjudged, test_env_restore),
+      cmocka_unit_test_teardown(test_exact_matches_sort, test_env_restore),
+      cmocka_unit_test_teardown(test_deterministic, test_env_restore),
+      cmocka_unit_test_teardown(test_roundtrips, test_env_restore),
+      cmocka_unit_test_teardown(test_degenerate_inputs, test_env_restore),
+      cmocka_unit_test_teardown(test_bad_payloads, test_env_restore),
+      cmocka_unit_test_teardown(test_real_frames_damaged, test_env_restore),
   };
-  return cmocka_run_group_tests_name("topk", tests, NULL, NULL);
+  return cmocka_run_group_tests_name("topk", tests, test_env_save, test_env_free);
 }
