@@ -37,6 +37,15 @@ add_test(NAME integration.allreduce.kill.one-node
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/allreduce_fail.sh ${GCOMP_AR_RUN} ${GCOMP_AR_CHECK} 1)
 set_tests_properties(integration.allreduce.kill.one-node PROPERTIES LABELS integration TIMEOUT 120)
 
+# a rank stopped with SIGSTOP (alive, silent): every other rank's timeout leads to it; once
+# continued its own next call fails too, and the job ends
+add_test(NAME integration.allreduce.stop
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/allreduce_stop.sh ${GCOMP_AR_RUN} ${GCOMP_AR_CHECK})
+set_tests_properties(integration.allreduce.stop PROPERTIES LABELS integration TIMEOUT 120)
+add_test(NAME integration.allreduce.stop.one-node
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/allreduce_stop.sh ${GCOMP_AR_RUN} ${GCOMP_AR_CHECK} 1)
+set_tests_properties(integration.allreduce.stop.one-node PROPERTIES LABELS integration TIMEOUT 120)
+
 # GCOMP_INTRA_CODEC over real processes: bf16 inside the nodes of a hierarchical call (the
 # dense check's integer sums are exact in bf16, so the results must still be exact)
 gcomp_ar_test(integration.allreduce.mixed.intra-bf16 4 2 hier dense)

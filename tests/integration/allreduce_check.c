@@ -2,6 +2,9 @@
  *   allreduce_check dense         every dtype x op x awkward count, exact reference
  *   allreduce_check codecs        bf16 / fp16 / top-k+ef: bounded error, identical ranks
  *   allreduce_check kill VICTIM   VICTIM SIGKILLs itself mid-run; the others must fail in time
+ *   allreduce_check stop VICTIM   VICTIM SIGSTOPs itself mid-run (printing its pid first); the
+ *                                 others must fail in time; once continued, its own next call
+ *                                 must fail too (its peers are gone), not hang
  *   allreduce_check big COUNT     float32 sums of COUNT elements (small integers: exact),
  *                                 with whatever GCOMP_ALGO / GCOMP_SEGMENT_BYTES the test sets
  * Exit 0 when every check passed; prints "allreduce_check: rank R: ..." lines. */
@@ -273,29 +276,37 @@ static int mismatch_run(gcomp_comm *comm) {
   return 0;   /* both ranks live on: destroying the failed communicator must work too */
 }
 
-static int kill_run(gcomp_comm *comm, int victim) {
+static int kill_run(gcomp_comm *comm, int victim, int sig) {
   size_t n = 4u << 20;
   float *x = calloc(n, sizeof *x);
   uint64_t t0 = 0;
+  int resumed = 0;
   for (int it = 0; it < 1000; it++) {
-    if (it == 3 && rank_ == victim) raise(SIGKILL);
+    if (it == 3 && rank_ == victim) {
+      if (sig == SIGSTOP) printf("allreduce_check: rank %d: stopping (pid %d)\n", rank_, (int)getpid());
+      raise(sig);
+      resumed = 1;   /* SIGSTOP only: someone sent SIGCONT */
+    }
     t0 = gcomp_now_ns();
     int st = gcomp_allreduce(comm, x, x, n, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
     if (st) {
-      printf("allreduce_check: rank %d: error after %llu ms: %s: %s\n", rank_,
-             (unsigned long long)((gcomp_now_ns() - t0) / 1000000), gcomp_strerror(st),
-             gcomp_last_error());
+      printf("allreduce_check: rank %d: %serror after %llu ms: %s: %s\n", rank_,
+             resumed ? "resumed: " : "", (unsigned long long)((gcomp_now_ns() - t0) / 1000000),
+             gcomp_strerror(st), gcomp_last_error());
+      free(x);
       return 3;
     }
   }
-  printf("allreduce_check: rank %d: no error although rank %d died\n", rank_, victim);
+  printf("allreduce_check: rank %d: no error although rank %d %s\n", rank_, victim,
+         sig == SIGKILL ? "died" : "was stopped");
+  free(x);
   return 1;
 }
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
-    fprintf(stderr, "usage: allreduce_check dense|codecs|big COUNT|kill VICTIM|mismatch\n");
+    fprintf(stderr, "usage: allreduce_check dense|codecs|big COUNT|kill VICTIM|stop VICTIM|mismatch\n");
     return 2;
   }
   gcomp_comm *comm;
@@ -309,7 +320,8 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "dense")) rc = dense(comm);
   else if (!strcmp(argv[1], "codecs")) rc = codecs(comm);
   else if (!strcmp(argv[1], "big") && argc > 2) rc = big(comm, (size_t)strtoull(argv[2], NULL, 0));
-  else if (!strcmp(argv[1], "kill") && argc > 2) rc = kill_run(comm, atoi(argv[2]));
+  else if (!strcmp(argv[1], "kill") && argc > 2) rc = kill_run(comm, atoi(argv[2]), SIGKILL);
+  else if (!strcmp(argv[1], "stop") && argc > 2) rc = kill_run(comm, atoi(argv[2]), SIGSTOP);
   else if (!strcmp(argv[1], "mismatch")) rc = mismatch_run(comm);
   if (rc != 3) gcomp_comm_destroy(comm);   /* after a failure the peers are gone */
   return rc;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A rank SIGKILLs itself during a run of allreduces: every other rank must return an error
-# within GCOMP_TIMEOUT_MS (plus slack for 2 oversubscribed cores), and gcomp-run must name it.
+# within GCOMP_TIMEOUT_MS (plus slack for 2 oversubscribed cores) that names it, or names a
+# survivor whose error names it (blame.sh), and gcomp-run must name it.
 #   allreduce_fail.sh GCOMP_RUN ALLREDUCE_CHECK [NODES]
 # NODES=1 puts every rank on one node, where the calls go through the shared-memory segment.
 set -u
@@ -23,5 +24,7 @@ for r in $(seq 0 $((n - 1))); do
   [ "$after" -le $((GCOMP_TIMEOUT_MS + 3000)) ] ||
     { echo "FAIL: rank $r took $after ms (GCOMP_TIMEOUT_MS=$GCOMP_TIMEOUT_MS)"; fails=1; }
 done
+. "$(dirname "$0")/blame.sh"
+blame_check "$out" $n $victim "error after" || fails=1
 echo "allreduce_fail: $([ $fails = 0 ] && echo passed || echo FAILED)"
 exit $fails

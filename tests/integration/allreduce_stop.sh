@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# A rank SIGSTOPs itself during a run of allreduces (alive, but silent: no liveness check can
+# call it dead): every other rank must return an error within GCOMP_TIMEOUT_MS plus slack
+# that names it, or names a survivor whose error names it (tests/integration/blame.sh). Then the test SIGCONTs it: its own next
+# call must fail too (its peers have left) within the same bound, and the job must end.
+#   allreduce_stop.sh GCOMP_RUN ALLREDUCE_CHECK [NODES]
+# NODES=1 puts every rank on one node (libfabric shm, the node's segment for small calls);
+# NODES=2 puts two ranks on each of two emulated nodes (tcp;ofi_rxm between them).
+# Slack: 3000 ms over the timeout, for 2 oversubscribed cores (as allreduce_fail.sh).
+set -u
+run=$1 prog=$2 nodes=${3:-2} n=4 victim=2
+for v in $(compgen -e | grep '^GCOMP_'); do unset "$v"; done
+export GCOMP_TIMEOUT_MS=3000
+slack=3000
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+# a long grace: gcomp-run must not SIGTERM the stopped rank before the test continues it
+"$run" -n $n --nodes $nodes --netns off --grace 60000 --tag-output -- "$prog" stop $victim >"$out" 2>&1 &
+job=$!
+fails=0
+deadline=$(( $(date +%s) + 60 ))
+survivors() { grep -c "^\[[0-9]*\] allreduce_check: rank [0-9]*: error after" "$out"; }
+# wait for the victim to stop and every other rank to report its error
+until [ "$(survivors)" -ge $((n - 1)) ] || [ "$(date +%s)" -ge $deadline ]; do sleep 0.2; done
+vpid=$(sed -n "s/^\[$victim\] allreduce_check: rank $victim: stopping (pid \([0-9]*\)).*/\1/p" "$out")
+if [ -z "$vpid" ]; then
+  echo "FAIL: rank $victim never stopped"; fails=1
+else
+  state=$(ps -o stat= -p "$vpid" 2>/dev/null)
+  case "$state" in T*) ;; *) echo "FAIL: rank $victim (pid $vpid) is not stopped: '$state'"; fails=1 ;; esac
+  kill -CONT "$vpid" 2>/dev/null
+fi
+# nothing may hang once the victim runs again
+while kill -0 $job 2>/dev/null && [ "$(date +%s)" -lt $((deadline + 30)) ]; do sleep 0.2; done
+if kill -0 $job 2>/dev/null; then
+  echo "FAIL: the job still runs 30 s after rank $victim was continued: a hang"; fails=1
+  pkill -KILL -P $job 2>/dev/null; kill -KILL $job 2>/dev/null
+fi
+wait $job
+rc=$?
+cat "$out"
+[ $rc = 3 ] || { echo "FAIL: gcomp-run returned $rc, expected 3 (a rank's error exit)"; fails=1; }
+for r in $(seq 0 $((n - 1))); do
+  [ $r = $victim ] && continue
+  line=$(grep "^\[$r\] allreduce_check: rank $r: error after" "$out")
+  if [ -z "$line" ]; then echo "FAIL: rank $r reported no error"; fails=1; continue; fi
+  after=$(echo "$line" | sed -n 's/.*error after \([0-9]*\) ms.*/\1/p')
+  [ "$after" -le $((GCOMP_TIMEOUT_MS + slack)) ] ||
+    { echo "FAIL: rank $r took $after ms (GCOMP_TIMEOUT_MS=$GCOMP_TIMEOUT_MS)"; fails=1; }
+  # a stopped rank is alive: its partners time out on it and must say so
+  echo "$line" | grep -q "GCOMP_ERR_TIMEOUT" ||
+    { echo "FAIL: rank $r's error is not a timeout"; fails=1; }
+done
+# every survivor's error leads to the victim: it names it, or names a survivor that was
+# itself waiting on it (over 2 nodes hier's ring neighbour waits on the victim's node-mate)
+. "$(dirname "$0")/blame.sh"
+blame_check "$out" $n $victim "error after" || fails=1
+named=$(grep "allreduce_check: rank [0-9]*: error after" "$out" | grep -c "rank $victim\b")
+[ "$named" -ge 1 ] || { echo "FAIL: no rank's error names rank $victim"; fails=1; }
+rline=$(grep "^\[$victim\] allreduce_check: rank $victim: resumed: error after" "$out")
+if [ -z "$rline" ]; then
+  echo "FAIL: rank $victim reported no error after it was continued"; fails=1
+else
+  after=$(echo "$rline" | sed -n 's/.*error after \([0-9]*\) ms.*/\1/p')
+  [ "$after" -le $((GCOMP_TIMEOUT_MS + slack)) ] ||
+    { echo "FAIL: continued rank $victim took $after ms"; fails=1; }
+fi
+echo "allreduce_stop nodes=$nodes: $([ $fails = 0 ] && echo passed || echo FAILED)"
+exit $fails
