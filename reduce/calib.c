@@ -151,12 +151,21 @@ int gcomp_calibrate(gcomp_comm *comm) {
   comm->calib_inherited = inherited;
   /* The pair was measured alone; in a call every local rank copies and adds at once, and
    * with more ranks than cores they share the cores (the shm figures below are measured
-   * with all ranks running, so they need no such correction). */
+   * with all ranks running, so they need no such correction). The crowd is the largest
+   * node's, not this rank's own: the model must be the same on every rank, or on nodes of
+   * different rank counts the ranks pick different algorithms for one call and wait for
+   * each other until the timeout (found by gcomp-soak: 8 ranks on 3 nodes, 3+3+2). */
+  int crowded = t->local_size;
+  for (int node = 0; node < t->nnodes; node++) {
+    int on = 0;
+    for (int r = 0; r < t->size; r++) on += t->node_of[r] == node;
+    crowded = on > crowded ? on : crowded;
+  }
   double crowd = 1;
   cpu_set_t cpus;
   if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 0 &&
-      t->local_size > CPU_COUNT(&cpus))
-    crowd = (double)t->local_size / CPU_COUNT(&cpus);
+      crowded > CPU_COUNT(&cpus))
+    crowd = (double)crowded / CPU_COUNT(&cpus);
   /* floors keep the model sane when a measurement came out at zero */
   comm->model.intra = (gcomp_link){fmax(f[F_INTRA_A], 1e-7), fmax(f[F_INTRA_B] * crowd, 1.0 / 50e9)};
   comm->model.inter = t->nnodes > 1 ? (gcomp_link){fmax(f[F_INTER_A], 1e-7),
