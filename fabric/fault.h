@@ -3,6 +3,11 @@
  * KIND on rank R (at its N-th call where the kind counts calls). Kinds:
  *   cqerr    the libfabric transport's completion queue reports an error entry that
  *            fi_cq_readerr cannot read (from the first progress after setup on)
+ *   corrupt  rank R flips one byte of the first encoded frame it sends in its N-th
+ *            allreduce call (N omitted: 1), after the frame was sealed: its receiver finds
+ *            a checksum mismatch (GCOMP_ERR_CORRUPT). Needs a codec: dense calls send raw
+ *            values with no checksum (a warning says nothing was corrupted). Handled in
+ *            reduce/abort.c, which also arms the abort notice whenever GCOMP_FAULT is set.
  */
 #ifndef GCOMP_FAULT_H
 #define GCOMP_FAULT_H

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abort.h"
 #include "cast.h"
 #include "comm_impl.h"
 
@@ -62,7 +63,7 @@ static gcomp_coll coll_of(gcomp_comm *comm, uint32_t seq, gcomp_dtype wt, gcomp_
                       .reduce3 = gcomp_reduce3_kernel(wt, op),
                       .scratch = &comm->scratch, .seg_bytes = seg_bytes,
                       .stats = acc, .plan = in,
-                      .world = comm->world, .shm = comm->shm,
+                      .world = comm->world, .shm = comm->shm, .abort = comm->abort,
                       .float_data = wt == GCOMP_FLOAT32 || wt == GCOMP_FLOAT64};
 }
 
@@ -250,6 +251,7 @@ int gcomp_call_run(gcomp_comm *comm, gcomp_call *call) {
   call->start_ns = gcomp_now_ns();
   if (!call->arrive_ns) call->arrive_ns = call->start_ns;
   next_seq(comm);
+  gcomp_abort_call_begins(comm->abort);
   int st = call_body(comm, call);
   call->end_ns = gcomp_now_ns();
   call->status = st;

@@ -65,6 +65,7 @@ typedef struct gcomp_coll {
   uint64_t key;              /* the caller's tensor key */
   gcomp_codec *intra;        /* GCOMP_INTRA_CODEC for hierarchical calls, or NULL (fp32) */
   gcomp_codec *intra2;       /* its second stage */
+  struct gcomp_abort *abort; /* the abort notices' watch (abort.h), NULL unless GCOMP_FAULT */
 } gcomp_coll;
 
 /* Tags: phase (4 bits) | step (12 bits) | segment (16 bits), under the call's seq. */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abort.h"
 #include "coll.h"
 
 int gcomp_coll_reserve(gcomp_coll *c, size_t bytes) {
@@ -29,7 +30,7 @@ void gcomp_coll_inplace(gcomp_coll *c, uint8_t *buf, size_t count) {
 
 int gcomp_coll_waitall(gcomp_coll *c, int n, gcomp_treq **reqs) {
   uint64_t t0 = gcomp_now_ns();
-  int s = gcomp_waitall(c->t, n, reqs, NULL);
+  int s = gcomp_abort_waitall(c->abort, c->t, n, reqs);
   c->stats->wait_s += (double)(gcomp_now_ns() - t0) * 1e-9;
   return s;
 }
@@ -150,6 +151,7 @@ int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
     } else {
       if (!idle_from) idle_from = gcomp_now_ns();
       gcomp_idle(&spins);
+      if (c->abort) status = gcomp_abort_poll(c->abort);   /* GCOMP_FAULT set: abort.h */
     }
   }
   if (pending != pend_stack) free(pending);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "abort.h"
 #include "comm_impl.h"
 
 static void log_model(const gcomp_comm *comm) {
@@ -71,6 +72,7 @@ int gcomp_comm_create(gcomp_transport *t, int own, const gcomp_settings *set, gc
   pthread_cond_init(&comm->cv, NULL);
   st = build(comm);
   if (st >= 0) st = gcomp_step_init(comm);
+  if (st >= 0) st = gcomp_abort_create(t, &comm->abort);
   if (st < 0) {
     comm->own = 0;   /* the caller keeps the transport on failure */
     gcomp_comm_destroy(comm);
@@ -105,6 +107,7 @@ int gcomp_comm_destroy(gcomp_comm *comm) {
   gcomp_guard_free(comm);
   gcomp_step_free(&comm->step);
   gcomp_shm_destroy(comm->shm);
+  gcomp_abort_destroy(comm->abort);
   if (comm->own) gcomp_transport_destroy(comm->t);
   gcomp_agreed_free(&comm->agreed);
   for (int i = 0; i < comm->ncodecs; i++) gcomp_codec_destroy(comm->codecs[i].second);

@@ -214,6 +214,7 @@ struct gcomp_comm {
   uint64_t born_ns;
   double born_real_us;         /* CLOCK_REALTIME when born_ns was taken, microseconds */
   double epoch_real_us;        /* the job's earliest born_real_us: the traces' time origin */
+  struct gcomp_abort *abort;   /* abort notices (abort.h): NULL unless GCOMP_FAULT is set */
   int broken;                  /* a collective failed part-way: peers are in unknown states */
   char broken_why[768];        /* that failure, for every later call */
   /* what other threads may read while a call runs (gcomp_comm_get_stats, _get_skew,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abort.h"
 #include "coll.h"
 
 static uint64_t mix64(uint64_t h) {
@@ -27,7 +28,7 @@ static double elapsed(uint64_t t0) { return (double)(gcomp_now_ns() - t0) * 1e-9
 /* Waits for one request, counting the time as waiting; *len gets the received bytes. */
 static int wait_one(gcomp_coll *c, gcomp_treq **req, size_t *len) {
   uint64_t t0 = gcomp_now_ns();
-  int st = gcomp_wait(c->t, *req, len);
+  int st = gcomp_abort_wait(c->abort, c->t, *req, len);
   *req = NULL;
   c->stats->wait_s += elapsed(t0);
   return st;
@@ -104,6 +105,7 @@ int gcomp_direct_reduce_scatter(gcomp_coll *c, const gcomp_group *g, float *buf,
       my_frame_len = flen;
     } else {
       c->stats->wire_bytes += flen;
+      gcomp_abort_corrupt_frame(c->abort, scratch + off[j], flen, g->ranks[j]);   /* GCOMP_FAULT */
       st = gcomp_isend(c->t, g->ranks[j], gcomp_coll_tag(c, phase, 0, (unsigned)me), scratch + off[j],
                        flen, &reqs[j]);
     }
@@ -117,6 +119,7 @@ int gcomp_direct_reduce_scatter(gcomp_coll *c, const gcomp_group *g, float *buf,
     st = r == 0 ? gcomp_decode(codec, scratch + off[n + r], flen, acc, my_len)
                 : gcomp_decode_add(codec, scratch + off[n + r], flen, acc, my_len);
     c->stats->decode_s += elapsed(t0);
+    if (st == GCOMP_ERR_CORRUPT) st = gcomp_abort_corrupt_from(c->abort, c, st, g->ranks[r]);
   }
   return finish(c, st, n, reqs, off);
 }
@@ -163,6 +166,7 @@ int gcomp_direct_allgather(gcomp_coll *c, const gcomp_group *g, float *buf, size
     uint64_t t0 = gcomp_now_ns();
     st = gcomp_decode(codec, scratch + off[r], flen, buf + o, l);
     c->stats->decode_s += elapsed(t0);
+    if (st == GCOMP_ERR_CORRUPT) st = gcomp_abort_corrupt_from(c->abort, c, st, g->ranks[r]);
   }
   return finish(c, st, n, reqs, off);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abort.h"
 #include "coll.h"
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
@@ -144,6 +145,8 @@ static int drive(ring_state *r, on_recv_fn on_recv) {
     } else {
       if (!idle_from) idle_from = gcomp_now_ns();
       gcomp_idle(&spins);
+      int st = r->c->abort ? gcomp_abort_poll(r->c->abort) : GCOMP_OK;   /* abort.h */
+      if (st < 0) return st;
     }
   }
   if (idle_from) r->c->stats->wait_s += (double)(gcomp_now_ns() - idle_from) * 1e-9;

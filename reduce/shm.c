@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "abort.h"
 #include "coll.h"
 #include "procs.h"
 
@@ -222,6 +223,11 @@ static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round
       if (!start) start = gcomp_now_ns(), last_check = start;
       gcomp_idle(&spins);
       if ((spins & 63u) != 0) continue;
+      int ast = c->abort ? gcomp_abort_poll(c->abort) : GCOMP_OK;   /* GCOMP_FAULT: abort.h */
+      if (ast < 0) {
+        s->broken = 1;
+        return gcomp_error_trace(ast, __FILE__, __LINE__);
+      }
       uint64_t now = gcomp_now_ns();
       if (now - last_check < 1000000u) continue;
       last_check = now;

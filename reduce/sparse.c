@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abort.h"
 #include "coll.h"
 
 int gcomp_sparse_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
@@ -38,7 +39,7 @@ int gcomp_sparse_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size
   for (int r = 0; st == GCOMP_OK && r < n; r++) {
     if (r != me) {
       uint64_t t0 = gcomp_now_ns();
-      st = gcomp_wait(c->t, reqs[n + r], &lens[r]);
+      st = gcomp_abort_wait(c->abort, c->t, reqs[n + r], &lens[r]);
       reqs[n + r] = NULL;
       c->stats->wait_s += (double)(gcomp_now_ns() - t0) * 1e-9;
       if (st < 0) break;
@@ -47,6 +48,7 @@ int gcomp_sparse_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size
     st = r == 0 ? gcomp_decode(c->codec, frames + cap * (size_t)r, lens[r], buf, count)
                 : gcomp_decode_add(c->codec, frames + cap * (size_t)r, lens[r], buf, count);
     c->stats->decode_s += (double)(gcomp_now_ns() - t0) * 1e-9;
+    if (st == GCOMP_ERR_CORRUPT) st = gcomp_abort_corrupt_from(c->abort, c, st, g->ranks[r]);
   }
   if (st == GCOMP_OK) st = gcomp_coll_waitall(c, n, reqs);
   for (int i = 0; st < 0 && reqs && i < 2 * n; i++)

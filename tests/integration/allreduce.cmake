@@ -46,6 +46,20 @@ add_test(NAME integration.allreduce.stop.one-node
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/allreduce_stop.sh ${GCOMP_AR_RUN} ${GCOMP_AR_CHECK} 1)
 set_tests_properties(integration.allreduce.stop.one-node PROPERTIES LABELS integration TIMEOUT 120)
 
+# a corrupt frame on the wire (GCOMP_FAULT=corrupt: rank 1 flips a byte of the first frame
+# it sends in its 3rd call): every rank, not only the receiver, fails that call with
+# GCOMP_ERR_CORRUPT naming rank 1 sooner than GCOMP_TIMEOUT_MS (reduce/abort.c's notice),
+# and the next call at once; over libfabric shm, tcp between 2 emulated nodes, and hier
+function(gcomp_ar_corrupt name n nodes algo spec)
+  gcomp_ar_test(${name} ${n} ${nodes} ${algo} corrupt 3 1 ${spec})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 60 ENVIRONMENT
+    "GCOMP_TIMEOUT_MS=5000;GCOMP_ALGO=${algo};GCOMP_CODEC_MIN_BYTES=0;GCOMP_FAULT=corrupt:rank=1,call=3")
+endfunction()
+gcomp_ar_corrupt(integration.allreduce.corrupt.shm-bf16 4 1 direct bf16)
+gcomp_ar_corrupt(integration.allreduce.corrupt.shm-quant 4 1 direct quant)
+gcomp_ar_corrupt(integration.allreduce.corrupt.tcp-bf16 4 2 direct bf16)
+gcomp_ar_corrupt(integration.allreduce.corrupt.mixed-hier-quant 4 2 hier-direct quant)
+
 # GCOMP_INTRA_CODEC over real processes: bf16 inside the nodes of a hierarchical call (the
 # dense check's integer sums are exact in bf16, so the results must still be exact)
 gcomp_ar_test(integration.allreduce.mixed.intra-bf16 4 2 hier dense)

@@ -5,6 +5,11 @@
  *   allreduce_check stop VICTIM   VICTIM SIGSTOPs itself mid-run (printing its pid first); the
  *                                 others must fail in time; once continued, its own next call
  *                                 must fail too (its peers are gone), not hang
+ *   allreduce_check corrupt CALL CULPRIT SPEC
+ *                                 with GCOMP_FAULT=corrupt:rank=CULPRIT,call=CALL: calls with
+ *                                 codec SPEC succeed before CALL; call CALL fails on every rank
+ *                                 with GCOMP_ERR_CORRUPT naming CULPRIT, sooner than
+ *                                 GCOMP_TIMEOUT_MS; the next call fails at once
  *   allreduce_check big COUNT     float32 sums of COUNT elements (small integers: exact),
  *                                 with whatever GCOMP_ALGO / GCOMP_SEGMENT_BYTES the test sets
  * Exit 0 when every check passed; prints "allreduce_check: rank R: ..." lines. */
@@ -276,6 +281,65 @@ static int mismatch_run(gcomp_comm *comm) {
   return 0;   /* both ranks live on: destroying the failed communicator must work too */
 }
 
+/* One rank corrupts a frame it sends at call `bad` (GCOMP_FAULT, set by the test): every
+ * rank, not only the receiver, must fail that call with GCOMP_ERR_CORRUPT naming the
+ * culprit, without waiting out the timeout; the communicator is then unusable (every later
+ * call fails at once, naming the first failure) and can be destroyed. */
+static int corrupt_run(gcomp_comm *comm, int bad, int culprit, const char *spec) {
+  size_t n = (1u << 18) + 5;
+  float *x = malloc(n * sizeof *x);
+  gcomp_codec *codec = NULL;
+  if (!x || gcomp_codec_create(spec, &codec)) {
+    free(x);
+    return fail(spec);
+  }
+  long timeout = gcomp_param_int(GCOMP_P_TIMEOUT_MS);
+  int rc = 0;
+  for (int call = 1; call <= bad + 1 && !rc; call++) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)((int)((i + (size_t)rank_) % 7) - 3);
+    uint64_t t0 = gcomp_now_ns();
+    int st = gcomp_allreduce(comm, x, x, n, GCOMP_FLOAT32, GCOMP_SUM, codec, 1);
+    unsigned long long ms = (gcomp_now_ns() - t0) / 1000000;
+    const char *e = gcomp_last_error();
+    if (call < bad) {
+      /* small integers: exact in bf16, within one quantisation step otherwise */
+      double worst = 0;
+      for (size_t i = 0; i < n && !st; i++) {
+        double want = 0;
+        for (int r = 0; r < size_; r++) want += (double)((int)((i + (size_t)r) % 7) - 3);
+        if (fabs(x[i] - want) > worst) worst = fabs(x[i] - want);
+      }
+      if (st || worst > 0.25 * size_) {
+        printf("allreduce_check: rank %d: FAILED call %d before the fault: %s, worst error %g: %s\n",
+               rank_, call, gcomp_strerror(st), worst, st ? e : "");
+        rc = 1;
+      }
+    } else if (call == bad) {
+      char want[64];
+      snprintf(want, sizeof want, "data from rank %d failed validation", culprit);
+      printf("allreduce_check: rank %d: corrupt call %d: %s after %llu ms: %s\n", rank_, call,
+             gcomp_strerror(st), ms, e);
+      if (st != GCOMP_ERR_CORRUPT || !strstr(e, want) || ms >= (unsigned long long)timeout) {
+        printf("allreduce_check: rank %d: FAILED: call %d must fail with GCOMP_ERR_CORRUPT naming "
+               "rank %d within GCOMP_TIMEOUT_MS=%ld\n", rank_, call, culprit, timeout);
+        rc = 1;
+      }
+    } else if (st != GCOMP_ERR_PEER || !strstr(e, "unusable") || !strstr(e, "GCOMP_ERR_CORRUPT") ||
+               ms > 1000) {
+      printf("allreduce_check: rank %d: FAILED: the call after the corrupt one returned %s after "
+             "%llu ms (want GCOMP_ERR_PEER at once, naming the corrupt call): %s\n", rank_,
+             gcomp_strerror(st), ms, st ? e : "");
+      rc = 1;
+    } else {
+      printf("allreduce_check: rank %d: then unusable: %s\n", rank_, gcomp_strerror(st));
+    }
+  }
+  gcomp_codec_destroy(codec);
+  free(x);
+  if (!rc) printf("allreduce_check: rank %d: corrupt passed (%s)\n", rank_, spec);
+  return rc;
+}
+
 static int kill_run(gcomp_comm *comm, int victim, int sig) {
   size_t n = 4u << 20;
   float *x = calloc(n, sizeof *x);
@@ -306,7 +370,7 @@ static int kill_run(gcomp_comm *comm, int victim, int sig) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
-    fprintf(stderr, "usage: allreduce_check dense|codecs|big COUNT|kill VICTIM|stop VICTIM|mismatch\n");
+    fprintf(stderr, "usage: allreduce_check dense|codecs|big COUNT|kill VICTIM|stop VICTIM|mismatch|corrupt CALL CULPRIT SPEC\n");
     return 2;
   }
   gcomp_comm *comm;
@@ -323,6 +387,8 @@ int main(int argc, char **argv) {
   else if (!strcmp(argv[1], "kill") && argc > 2) rc = kill_run(comm, atoi(argv[2]), SIGKILL);
   else if (!strcmp(argv[1], "stop") && argc > 2) rc = kill_run(comm, atoi(argv[2]), SIGSTOP);
   else if (!strcmp(argv[1], "mismatch")) rc = mismatch_run(comm);
+  else if (!strcmp(argv[1], "corrupt") && argc > 4)
+    rc = corrupt_run(comm, atoi(argv[2]), atoi(argv[3]), argv[4]);
   if (rc != 3) gcomp_comm_destroy(comm);   /* after a failure the peers are gone */
   return rc;
 }

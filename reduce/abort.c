@@ -1,0 +1,212 @@
+/* The abort notice and the corrupt-frame fault (abort.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "abort.h"
+#include "coll.h"
+#include "fault.h"
+#include "gcomp_common.h"
+
+#define NOTICE_MAGIC 0x6763616bu   /* "gcak" */
+#define NOTICE_SEQ 0xfffff1u       /* reserved: calls wrap below 0xfffff0 (call.c) */
+
+/* One notice: fixed size, so a receive of its size takes exactly one */
+typedef struct {
+  uint32_t magic;
+  int32_t status;     /* what the reporter failed with */
+  int32_t reporter, culprit;
+  uint32_t seq;       /* the call's number */
+  char why[236];      /* the reporter's detail, cut to fit */
+} notice;
+
+struct gcomp_abort {
+  gcomp_transport *t;
+  gcomp_treq **watch;   /* [size]: the posted receive from each peer, NULL when gone */
+  notice *in;           /* [size]: where they land */
+  notice out;           /* what this rank sends, once */
+  unsigned polls;
+  long calls;           /* user calls begun */
+  long corrupt_call;    /* GCOMP_FAULT=corrupt: the call that corrupts a frame, or 0 */
+  int corrupt_now;      /* armed for the running call and no frame corrupted yet */
+};
+
+static uint64_t notice_tag(void) { return gcomp_tag(NOTICE_SEQ, 0); }
+
+static int post(gcomp_abort *a, int peer) {
+  return gcomp_irecv(a->t, peer, notice_tag(), &a->in[peer], sizeof a->in[peer],
+                     &a->watch[peer]);
+}
+
+int gcomp_abort_create(gcomp_transport *t, gcomp_abort **out) {
+  *out = NULL;
+  const char *fault = gcomp_param_str(GCOMP_P_FAULT);
+  if (!fault || !*fault) return GCOMP_OK;
+  gcomp_abort *a = calloc(1, sizeof *a);
+  GCOMP_FAIL_IF(!a, GCOMP_ERR_NOMEM, "abort notices");
+  a->t = t;
+  a->watch = calloc((size_t)t->size, sizeof *a->watch);
+  a->in = calloc((size_t)t->size, sizeof *a->in);
+  if (!a->watch || !a->in) {
+    gcomp_abort_destroy(a);
+    GCOMP_FAIL(GCOMP_ERR_NOMEM, "abort notices for %d ranks", t->size);
+  }
+  long call = -1;
+  if (gcomp_fault_armed("corrupt", t->rank, &call)) a->corrupt_call = call > 0 ? call : 1;
+  for (int p = 0; p < t->size; p++) {
+    if (p == t->rank) continue;
+    int st = post(a, p);
+    if (st < 0) {
+      gcomp_abort_destroy(a);
+      return gcomp_error_trace(st, __FILE__, __LINE__);
+    }
+  }
+  GCOMP_INFO(GCOMP_SUB_REDUCE, "GCOMP_FAULT=%s: abort notices watched%s", fault,
+             a->corrupt_call ? "; this rank corrupts a frame" : "");
+  *out = a;
+  return GCOMP_OK;
+}
+
+static void warn_unused(gcomp_abort *a) {
+  if (!a->corrupt_now) return;
+  a->corrupt_now = 0;
+  GCOMP_WARN(GCOMP_SUB_REDUCE, "GCOMP_FAULT=corrupt: rank %d sent no encoded frame in call %ld "
+             "(dense, or no codec): nothing corrupted; the fault needs a codec, whose frames "
+             "carry checksums", a->t->rank, a->corrupt_call);
+}
+
+void gcomp_abort_destroy(gcomp_abort *a) {
+  if (!a) return;
+  warn_unused(a);
+  for (int p = 0; a->watch && p < a->t->size; p++)
+    if (a->watch[p]) gcomp_cancel(a->t, a->watch[p]);
+  free(a->watch);
+  free(a->in);
+  free(a);
+}
+
+void gcomp_abort_call_begins(gcomp_abort *a) {
+  if (!a) return;
+  warn_unused(a);
+  a->calls++;
+  a->corrupt_now = a->corrupt_call && a->calls == a->corrupt_call;
+}
+
+void gcomp_abort_corrupt_frame(gcomp_abort *a, uint8_t *frame, size_t len, int peer) {
+  if (!a || !a->corrupt_now || !len) return;
+  a->corrupt_now = 0;
+  frame[len / 2] ^= 0x5a;   /* payload or block checksums: either fails the frame's CRCs */
+  GCOMP_WARN(GCOMP_SUB_REDUCE, "GCOMP_FAULT=corrupt: rank %d flipped byte %zu of the %zu-byte "
+             "frame it sends to rank %d in call %ld", a->t->rank, len / 2, len, peer, a->calls);
+}
+
+/* Sends the notice to every peer and waits until each send is done or failed (a dead
+ * peer's fails; the live ones have their receive posted since creation). */
+static void tell_everyone(gcomp_abort *a) {
+  gcomp_transport *t = a->t;
+  gcomp_treq **reqs = calloc((size_t)t->size, sizeof *reqs);
+  int left = 0;
+  for (int p = 0; reqs && p < t->size; p++)
+    if (p != t->rank && gcomp_isend(t, p, notice_tag(), &a->out, sizeof a->out, &reqs[p]) == GCOMP_OK)
+      left++;
+  unsigned spins = 0;
+  while (left > 0) {
+    int moved = 0;
+    for (int p = 0; p < t->size; p++) {
+      if (!reqs[p]) continue;
+      int done = 0;
+      int st = gcomp_test(t, reqs[p], &done, NULL);
+      if (st < 0 || done) reqs[p] = NULL, left--, moved = 1;
+    }
+    if (moved) spins = 0;
+    else gcomp_idle(&spins);
+  }
+  free(reqs);
+}
+
+int gcomp_abort_corrupt_from(gcomp_abort *a, const gcomp_coll *c, int st, int culprit) {
+  int me = c->t->rank;
+  char detail[768];
+  snprintf(detail, sizeof detail, "%s", gcomp_last_error());
+  gcomp_error_set(st, __FILE__, __LINE__, "data from rank %d failed validation at rank %d: %s",
+                  culprit, me, detail);
+  if (!a) return st;
+  a->out = (notice){.magic = NOTICE_MAGIC, .status = st, .reporter = me, .culprit = culprit,
+                    .seq = c->seq};
+  snprintf(a->out.why, sizeof a->out.why, "%s", gcomp_last_error());
+  snprintf(detail, sizeof detail, "%s", gcomp_last_error());
+  tell_everyone(a);
+  return gcomp_error_restore(st, detail);
+}
+
+/* A watched receive ended: a notice (returned as its status), or a failure of the receive
+ * itself, which is no notice: a timeout (the peer was silent towards this rank, as peers
+ * of other algorithms' steps are) posts it again, a dead peer's stays gone. */
+static int landed(gcomp_abort *a, int p, int st, size_t len) {
+  a->watch[p] = NULL;
+  if (st == GCOMP_ERR_TIMEOUT) {
+    post(a, p);
+    return GCOMP_OK;
+  }
+  if (st < 0) return GCOMP_OK;
+  const notice *m = &a->in[p];
+  if (len != sizeof *m || m->magic != NOTICE_MAGIC || m->status >= 0 || m->reporter != p)
+    GCOMP_FAIL(GCOMP_ERR_CORRUPT, "rank %d sent a malformed abort notice (%zu bytes)", p, len);
+  char why[sizeof m->why + 1];
+  memcpy(why, m->why, sizeof m->why);
+  why[sizeof m->why] = '\0';
+  GCOMP_FAIL(m->status, "call aborted by rank %d's notice (call seq %u): %s", p, m->seq, why);
+}
+
+int gcomp_abort_poll(gcomp_abort *a) {
+  if ((++a->polls & 15u) != 0) return GCOMP_OK;
+  for (int p = 0; p < a->t->size; p++) {
+    if (!a->watch[p]) continue;
+    int done = 0;
+    size_t len = 0;
+    int st = gcomp_test(a->t, a->watch[p], &done, &len);
+    if (st < 0 || done) GCOMP_CHECK(landed(a, p, st, len));
+  }
+  return GCOMP_OK;
+}
+
+int gcomp_abort_wait(gcomp_abort *a, gcomp_transport *t, gcomp_treq *req, size_t *len) {
+  if (!a) return gcomp_wait(t, req, len);
+  unsigned spins = 0;
+  for (;;) {
+    int done = 0;
+    GCOMP_CHECK(gcomp_test(t, req, &done, len));
+    if (done) return GCOMP_OK;
+    gcomp_idle(&spins);
+    int st = gcomp_abort_poll(a);
+    if (st < 0) {
+      gcomp_cancel(t, req);
+      return gcomp_error_trace(st, __FILE__, __LINE__);
+    }
+  }
+}
+
+int gcomp_abort_waitall(gcomp_abort *a, gcomp_transport *t, int n, gcomp_treq **reqs) {
+  if (!a) return gcomp_waitall(t, n, reqs, NULL);
+  unsigned spins = 0;
+  int st = GCOMP_OK, left = 0;
+  for (int i = 0; i < n; i++) left += reqs[i] != NULL;
+  while (left && st == GCOMP_OK) {
+    int moved = 0;
+    for (int i = 0; i < n && st == GCOMP_OK; i++) {
+      if (!reqs[i]) continue;
+      int done = 0;
+      st = gcomp_test(t, reqs[i], &done, NULL);
+      if (st < 0 || done) reqs[i] = NULL, left--, moved = 1;
+    }
+    if (st == GCOMP_OK && !moved) {
+      gcomp_idle(&spins);
+      st = gcomp_abort_poll(a);
+    } else {
+      spins = 0;
+    }
+  }
+  for (int i = 0; st < 0 && i < n; i++)
+    if (reqs[i]) gcomp_cancel(t, reqs[i]), reqs[i] = NULL;
+  return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
+}
