@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gcomp_common.h"
+#include "loopback.h"
 #include "transport.h"
 
 enum { LB_SEND = 1, LB_RECV = 2 };
@@ -36,15 +37,12 @@ typedef struct {
 typedef struct {
   atomic_int refs;
   int size;
-  int *node_of;
   lb_mailbox *box;
 } lb_world;
 
-typedef struct {
-  gcomp_transport pub;
-  lb_world *world;
-  int *topo;
-} lb_transport;
+typedef gcomp_lb_rank lb_transport;   /* its world is an lb_world */
+
+static lb_world *world_of(const lb_transport *t) { return t->world; }
 
 static void q_push(gcomp_treq **head, gcomp_treq **tail, gcomp_treq *r) {
   r->next = NULL;
@@ -117,7 +115,7 @@ static int lb_isend(gcomp_transport *tp, int peer, uint64_t tag, const void *buf
   GCOMP_FAIL_IF(!s, GCOMP_ERR_NOMEM, "loopback send request");
   s->sbuf = buf;
   s->len = len;
-  lb_mailbox *box = &t->world->box[peer];
+  lb_mailbox *box = &world_of(t)->box[peer];
   pthread_mutex_lock(&box->lock);
   gcomp_treq *r = box->recvs_head;
   for (; r; r = r->next)
@@ -142,7 +140,7 @@ static int lb_irecv(gcomp_transport *tp, int peer, uint64_t tag, void *buf, size
   GCOMP_FAIL_IF(!r, GCOMP_ERR_NOMEM, "loopback receive request");
   r->rbuf = buf;
   r->len = capacity;
-  lb_mailbox *box = &t->world->box[tp->rank];
+  lb_mailbox *box = &world_of(t)->box[tp->rank];
   pthread_mutex_lock(&box->lock);
   gcomp_treq *s = box->sends_head;
   for (; s; s = s->next)
@@ -160,7 +158,7 @@ static int lb_irecv(gcomp_transport *tp, int peer, uint64_t tag, void *buf, size
 
 /* Removes r from its mailbox if it is still waiting there; returns 1 when it was. */
 static int lb_withdraw(lb_transport *t, gcomp_treq *r) {
-  lb_mailbox *box = &t->world->box[r->dst];
+  lb_mailbox *box = &world_of(t)->box[r->dst];
   int was = 0;
   pthread_mutex_lock(&box->lock);
   if (atomic_load_explicit(&r->done, memory_order_acquire) == 0) {
@@ -237,15 +235,12 @@ static void lb_world_release(lb_world *w) {
     pthread_mutex_destroy(&b->lock);
   }
   free(w->box);
-  free(w->node_of);
   free(w);
 }
 
 static void lb_destroy(gcomp_transport *tp) {
-  lb_transport *t = (lb_transport *)tp;
-  lb_world_release(t->world);
-  free(t->topo);
-  free(t);
+  lb_world_release(world_of((lb_transport *)tp));
+  gcomp_lb_rank_free(tp);
 }
 
 static const gcomp_transport_ops lb_ops = {
@@ -258,45 +253,34 @@ static const gcomp_transport_ops lb_ops = {
     .destroy = lb_destroy,
 };
 
-int gcomp_loopback_create(int size, const int *node_of, gcomp_transport **out) {
-  GCOMP_FAIL_IF(size < 1 || !out, GCOMP_ERR_INVALID, "loopback: size %d must be >= 1", size);
-  GCOMP_CHECK(gcomp_init());
-  for (int i = 0; i < size; i++) out[i] = NULL;
-  lb_world *w = calloc(1, sizeof *w);
-  GCOMP_FAIL_IF(!w, GCOMP_ERR_NOMEM, "loopback world of %d ranks", size);
-  w->size = size;
-  w->box = calloc((size_t)size, sizeof *w->box);
-  w->node_of = calloc((size_t)size, sizeof *w->node_of);
+void gcomp_lb_rank_free(gcomp_transport *tp) {
+  gcomp_lb_rank *t = (gcomp_lb_rank *)tp;
+  free(t->topo);
+  free(t);
+}
+
+int gcomp_lb_ranks_create(int size, const int *node_of, const gcomp_transport_ops *ops,
+                          void *world, gcomp_transport **out) {
   char (*keys)[16] = calloc((size_t)size, sizeof *keys);
   const char **kp = calloc((size_t)size, sizeof *kp);
-  if (!w->box || !w->node_of || !keys || !kp) {
-    free(w->box);
-    free(w->node_of);
-    free(w);
-    free(keys);
-    free(kp);
-    GCOMP_FAIL(GCOMP_ERR_NOMEM, "loopback world of %d ranks", size);
-  }
-  for (int i = 0; i < size; i++) {
-    pthread_mutex_init(&w->box[i].lock, NULL);
-    w->node_of[i] = node_of ? node_of[i] : 0;
-    snprintf(keys[i], sizeof keys[i], "%d", w->node_of[i]);
+  int status = keys && kp ? GCOMP_OK
+                          : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "node keys");
+  for (int i = 0; status == GCOMP_OK && i < size; i++) {
+    snprintf(keys[i], sizeof keys[i], "%d", node_of ? node_of[i] : 0);
     kp[i] = keys[i];
   }
-  atomic_init(&w->refs, size);
-  int status = GCOMP_OK;
   int made = 0;
   for (int i = 0; i < size && status == GCOMP_OK; i++) {
-    lb_transport *t = calloc(1, sizeof *t);
+    gcomp_lb_rank *t = calloc(1, sizeof *t);
     if (!t) {
       status = gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "loopback rank %d", i);
       break;
     }
-    t->pub.ops = &lb_ops;
+    t->pub.ops = ops;
     t->pub.rank = i;
     t->pub.size = size;
     t->pub.timeout_ms = (int)gcomp_param_int(GCOMP_P_TIMEOUT_MS);
-    t->world = w;
+    t->world = world;
     status = gcomp_topology_fill(&t->pub, kp, &t->topo);
     if (status < 0) {
       free(t);
@@ -307,16 +291,31 @@ int gcomp_loopback_create(int size, const int *node_of, gcomp_transport **out) {
   }
   free(keys);
   free(kp);
+  for (int i = 0; status < 0 && i < made; i++) {
+    gcomp_lb_rank_free(out[i]);
+    out[i] = NULL;
+  }
+  return status;
+}
+
+int gcomp_loopback_create(int size, const int *node_of, gcomp_transport **out) {
+  GCOMP_FAIL_IF(size < 1 || !out, GCOMP_ERR_INVALID, "loopback: size %d must be >= 1", size);
+  GCOMP_CHECK(gcomp_init());
+  for (int i = 0; i < size; i++) out[i] = NULL;
+  lb_world *w = calloc(1, sizeof *w);
+  GCOMP_FAIL_IF(!w, GCOMP_ERR_NOMEM, "loopback world of %d ranks", size);
+  w->size = size;
+  w->box = calloc((size_t)size, sizeof *w->box);
+  if (!w->box) {
+    free(w);
+    GCOMP_FAIL(GCOMP_ERR_NOMEM, "loopback world of %d ranks", size);
+  }
+  for (int i = 0; i < size; i++) pthread_mutex_init(&w->box[i].lock, NULL);
+  atomic_init(&w->refs, size);
+  int status = gcomp_lb_ranks_create(size, node_of, &lb_ops, w, out);
   if (status < 0) {
-    for (int i = 0; i < made; i++) {
-      lb_transport *t = (lb_transport *)out[i];
-      free(t->topo);
-      free(t);
-      out[i] = NULL;
-    }
     for (int i = 0; i < size; i++) pthread_mutex_destroy(&w->box[i].lock);
     free(w->box);
-    free(w->node_of);
     free(w);
     return status;
   }
