@@ -260,15 +260,17 @@ static void *rank_main(void *arg) {
   return NULL;
 }
 
-/* One forced-ring float sum of count values on 4 constrained ranks; fills the jobs. */
-static void ring(const gcomp_loopback_limits *lim, const char *seg_bytes, size_t count, job *jobs) {
-  setenv("GCOMP_ALGO", "ring", 1);
+/* One float sum of count values by algo on 4 constrained ranks (nodes node_of, NULL: one);
+ * fills the jobs. */
+static void run_algo(const gcomp_loopback_limits *lim, const char *algo, const int *node_of,
+                     const char *seg_bytes, size_t count, job *jobs) {
+  setenv("GCOMP_ALGO", algo, 1);
   setenv("GCOMP_SEGMENT_BYTES", seg_bytes, 1);
   setenv("GCOMP_SHM_BYTES", "0", 1);     /* every byte through the transport */
   setenv("GCOMP_SKEW_WINDOW", "0", 1);
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
   gcomp_transport *t[MAXN];
-  assert_int_equal(gcomp_loopback_create_constrained(MAXN, NULL, lim, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_create_constrained(MAXN, node_of, lim, t), GCOMP_OK);
   pthread_t th[MAXN];
   for (int r = 0; r < MAXN; r++) {
     jobs[r] = (job){.t = t[r], .count = count, .out = calloc(count, sizeof(float))};
@@ -277,6 +279,21 @@ static void ring(const gcomp_loopback_limits *lim, const char *seg_bytes, size_t
   }
   for (int r = 0; r < MAXN; r++) pthread_join(th[r], NULL);
   for (int r = 0; r < MAXN; r++) gcomp_transport_destroy(t[r]);
+}
+
+/* every rank finished by algo, every element the sum of the 4 ranks' inputs; frees out */
+static void check_sums(job *jobs, const char *algo, const char *seg, size_t count) {
+  for (int r = 0; r < MAXN; r++) {
+    if (jobs[r].status != GCOMP_OK) fail_msg("%s, segments %s, rank %d: %s", algo, seg, r, jobs[r].error);
+    if (strcmp(jobs[r].algo, algo) != 0) fail_msg("rank %d ran %s, not %s", r, jobs[r].algo, algo);
+    for (size_t i = 0; i < count; i++) {
+      float want = (float)(1000 * MAXN * (MAXN - 1) / 2 + MAXN * (int)(i % 997));
+      if (jobs[r].out[i] != want)
+        fail_msg("%s, segments %s, rank %d, element %zu: %g, not %g", algo, seg, r, i,
+                 (double)jobs[r].out[i], (double)want);
+    }
+    free(jobs[r].out);
+  }
 }
 
 /* 4 ranks, GCOMP_CHUNK_BYTES=8192, segments of 64 KiB, 256 KiB and 1 MiB (8 to 128 chunks
@@ -289,18 +306,23 @@ static void test_ring_granted_completes(void **state) {
   for (int k = 0; k < 3; k++) {
     gcomp_loopback_limits lim = {.entries = 16, .protocol = GCOMP_LB_GRANTED};
     job jobs[MAXN];
-    ring(&lim, segs[k], counts[k], jobs);
-    for (int r = 0; r < MAXN; r++) {
-      if (jobs[r].status != GCOMP_OK) fail_msg("segments %s, rank %d: %s", segs[k], r, jobs[r].error);
-      assert_string_equal(jobs[r].algo, "ring");
-      for (size_t i = 0; i < counts[k]; i++) {
-        float want = (float)(1000 * MAXN * (MAXN - 1) / 2 + MAXN * (int)(i % 997));
-        if (jobs[r].out[i] != want)
-          fail_msg("segments %s, rank %d, element %zu: %g, not %g", segs[k], r, i,
-                   (double)jobs[r].out[i], (double)want);
-      }
-      free(jobs[r].out);
-    }
+    run_algo(&lim, "ring", NULL, segs[k], counts[k], jobs);
+    check_sums(jobs, "ring", segs[k], counts[k]);
+  }
+}
+
+/* The other dense algorithms over the same model and settings: rhd, rd, and hier over two
+ * nodes of two ranks. */
+static void test_dense_granted_complete(void **state) {
+  (void)state;
+  start(__func__, "8192");
+  const int two_nodes[MAXN] = {0, 0, 1, 1};
+  const char *algos[] = {"rhd", "rd", "hier"};
+  for (int k = 0; k < 3; k++) {
+    gcomp_loopback_limits lim = {.entries = 16, .protocol = GCOMP_LB_GRANTED};
+    job jobs[MAXN];
+    run_algo(&lim, algos[k], k == 2 ? two_nodes : NULL, "64k", (size_t)1 << 19, jobs);
+    check_sums(jobs, algos[k], "64k", (size_t)1 << 19);
   }
 }
 
@@ -312,7 +334,7 @@ static void test_ring_eager_times_out(void **state) {
   start(__func__, "8192");
   gcomp_loopback_limits lim = {.entries = 16, .protocol = GCOMP_LB_EAGER};
   job jobs[MAXN];
-  ring(&lim, "64k", (size_t)1 << 20, jobs);
+  run_algo(&lim, "ring", NULL, "64k", (size_t)1 << 20, jobs);
   int timeouts = 0;
   for (int r = 0; r < MAXN; r++) {
     if (jobs[r].status == GCOMP_OK) fail_msg("rank %d completed over the eager protocol", r);
@@ -357,6 +379,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_wait_for_last_is_bounded, teardown),
       cmocka_unit_test_teardown(test_ring_granted_completes, teardown),
       cmocka_unit_test_teardown(test_ring_eager_times_out, teardown),
+      cmocka_unit_test_teardown(test_dense_granted_complete, teardown),
       cmocka_unit_test_teardown(test_bad_input, teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, test_env_free);
