@@ -430,8 +430,8 @@ static int lbc_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) 
   }
   if (st == GCOMP_ERR_TIMEOUT)
     GCOMP_FAIL(st, "constrained loopback rank %d: %s rank %d (tag 0x%" PRIx64 ") did not complete "
-               "within GCOMP_TIMEOUT_MS=%d (%s)", tp->rank, kind == T_SEND ? "send to" : "receive from",
-               peer, tag, tp->timeout_ms, why);
+               "within GCOMP_TIMEOUT_MS=%d (%s)", tp->rank,
+               kind == T_SEND ? "send to" : "receive from", peer, tag, tp->timeout_ms, why);
   if (st == GCOMP_ERR_INVALID)
     GCOMP_FAIL(st, "constrained loopback rank %d: message of %zu bytes from rank %d (tag 0x%" PRIx64
                ") exceeds the receive capacity: do all ranks pass the same count and dtype?",
@@ -492,7 +492,8 @@ static lbc_world *world_new(int size, const gcomp_loopback_limits *lim) {
   w->refs = size;
   w->headers = lim && lim->headers > 0 ? lim->headers : 64;
   w->protocol = lim ? lim->protocol : GCOMP_LB_GRANTED;
-  w->chunk = lim && lim->chunk_bytes ? lim->chunk_bytes : (size_t)gcomp_param_int(GCOMP_P_CHUNK_BYTES);
+  w->chunk = lim && lim->chunk_bytes ? lim->chunk_bytes
+                                      : (size_t)gcomp_param_int(GCOMP_P_CHUNK_BYTES);
   if (!w->chunk) w->chunk = 1;
   pthread_mutex_init(&w->lock, NULL);
   lbm_hooks hooks = {.recv_done = on_recv_done, .recv_posted = on_recv_posted,
@@ -515,9 +516,9 @@ int gcomp_loopback_create_constrained(int size, const int *node_of,
                                       const gcomp_loopback_limits *limits, gcomp_transport **out) {
   GCOMP_FAIL_IF(size < 1 || !out, GCOMP_ERR_INVALID, "constrained loopback: size %d must be >= 1",
                 size);
-  GCOMP_FAIL_IF(limits && limits->protocol != GCOMP_LB_GRANTED && limits->protocol != GCOMP_LB_EAGER,
-                GCOMP_ERR_INVALID, "constrained loopback: protocol %d is neither granted nor eager",
-                limits->protocol);
+  int proto = limits ? limits->protocol : GCOMP_LB_GRANTED;
+  GCOMP_FAIL_IF(proto != GCOMP_LB_GRANTED && proto != GCOMP_LB_EAGER, GCOMP_ERR_INVALID,
+                "constrained loopback: protocol %d is neither granted nor eager", proto);
   GCOMP_CHECK(gcomp_init());
   for (int i = 0; i < size; i++) out[i] = NULL;
   lbc_world *w = world_new(size, limits);

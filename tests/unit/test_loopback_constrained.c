@@ -27,7 +27,8 @@
 #include "transport.h"
 #include "test_env.h"
 
-enum { TIMEOUT_MS = 1000, MAXN = 4 };
+enum { TIMEOUT_MS = 1500, MAXN = 4 };
+#define TIMEOUT_TEXT "GCOMP_TIMEOUT_MS=1500"   /* what a timeout error must name */
 
 /* ---- watchdog ----------------------------------------------------------------------------- */
 static _Atomic uint64_t g_deadline_ns;   /* 0: no test running */
@@ -97,7 +98,7 @@ static void drive(gcomp_transport *a, gcomp_treq **sreq, gcomp_transport *b, gco
       left--;
       if (st == GCOMP_ERR_TIMEOUT) {
         *(i < n ? &o->sent_timeout : &o->recv_timeout) += 1;
-        if (!strstr(gcomp_last_error(), "GCOMP_TIMEOUT_MS=1000"))
+        if (!strstr(gcomp_last_error(), TIMEOUT_TEXT))
           o->wrong++;
         snprintf(o->error, sizeof o->error, "%s", gcomp_last_error());
       } else if (st < 0) {
@@ -152,7 +153,8 @@ static void test_granted_reverse_order_completes(void **state) {
   start(__func__, "1k");
   const int headers[] = {0, 4};
   for (int k = 0; k < 2; k++) {
-    gcomp_loopback_limits lim = {.entries = 16, .headers = headers[k], .protocol = GCOMP_LB_GRANTED};
+    gcomp_loopback_limits lim = {.entries = 16, .headers = headers[k],
+                                 .protocol = GCOMP_LB_GRANTED};
     outcome o = reversed(&lim, NMSG);
     if (o.sent_ok != NMSG || o.recv_ok != NMSG || o.wrong)
       fail_msg("headers %d: %d of %d sends and %d receives completed, %d wrong: %s", headers[k],
@@ -201,7 +203,8 @@ static void test_wait_for_last_is_bounded(void **state) {
     size_t got[NMSG] = {0};
     for (int m = 0; m < n; m++) {
       memset(src[m], m + 1, sizeof src[m]);
-      assert_int_equal(gcomp_isend(t[0], 1, (uint64_t)m, src[m], sizeof src[m], &sreq[m]), GCOMP_OK);
+      assert_int_equal(gcomp_isend(t[0], 1, (uint64_t)m, src[m], sizeof src[m], &sreq[m]),
+                       GCOMP_OK);
     }
     size_t len = 0;
     int st = gcomp_recv(t[1], 0, (uint64_t)(n - 1), dst[n - 1], sizeof dst[n - 1], &len);
@@ -209,12 +212,13 @@ static void test_wait_for_last_is_bounded(void **state) {
       assert_int_equal(st, GCOMP_OK);
       assert_int_equal(dst[n - 1][0], n);
     } else {
-      if (st != GCOMP_ERR_TIMEOUT || !strstr(gcomp_last_error(), "GCOMP_TIMEOUT_MS=1000"))
+      if (st != GCOMP_ERR_TIMEOUT || !strstr(gcomp_last_error(), TIMEOUT_TEXT))
         fail_msg("waiting for message %d of %d: %s (%d)", n, n, gcomp_last_error(), st);
       /* the last message is still owed: receive it again after the others */
     }
     for (int m = 0; m < (n <= 64 ? n - 1 : n); m++)
-      assert_int_equal(gcomp_irecv(t[1], 0, (uint64_t)m, dst[m], sizeof dst[m], &rreq[m]), GCOMP_OK);
+      assert_int_equal(gcomp_irecv(t[1], 0, (uint64_t)m, dst[m], sizeof dst[m], &rreq[m]),
+                       GCOMP_OK);
     outcome o = {0};
     int nr = n <= 64 ? n - 1 : n;
     /* after the failed wait rank 0's sends may have timed out too: each either completed or
@@ -228,7 +232,8 @@ static void test_wait_for_last_is_bounded(void **state) {
       fail_msg("n %d: %d of %d receives completed, sends %d ok %d timed out: %s", n, o.recv_ok, nr,
                o.sent_ok, o.sent_timeout, o.error);
     for (int m = 0; m < n; m++)
-      if (dst[m][0] != m + 1 || dst[m][63] != m + 1) fail_msg("n %d: message %d arrived wrong", n, m);
+      if (dst[m][0] != m + 1 || dst[m][63] != m + 1)
+        fail_msg("n %d: message %d arrived wrong", n, m);
     gcomp_transport_destroy(t[0]);
     gcomp_transport_destroy(t[1]);
   }
@@ -284,7 +289,8 @@ static void run_algo(const gcomp_loopback_limits *lim, const char *algo, const i
 /* every rank finished by algo, every element the sum of the 4 ranks' inputs; frees out */
 static void check_sums(job *jobs, const char *algo, const char *seg, size_t count) {
   for (int r = 0; r < MAXN; r++) {
-    if (jobs[r].status != GCOMP_OK) fail_msg("%s, segments %s, rank %d: %s", algo, seg, r, jobs[r].error);
+    if (jobs[r].status != GCOMP_OK)
+      fail_msg("%s, segments %s, rank %d: %s", algo, seg, r, jobs[r].error);
     if (strcmp(jobs[r].algo, algo) != 0) fail_msg("rank %d ran %s, not %s", r, jobs[r].algo, algo);
     for (size_t i = 0; i < count; i++) {
       float want = (float)(1000 * MAXN * (MAXN - 1) / 2 + MAXN * (int)(i % 997));
@@ -296,13 +302,14 @@ static void check_sums(job *jobs, const char *algo, const char *seg, size_t coun
   }
 }
 
-/* 4 ranks, GCOMP_CHUNK_BYTES=8192, segments of 64 KiB, 256 KiB and 1 MiB (8 to 128 chunks
- * each, 2 to 16 segments a step): the ring finishes with every element right on every rank. */
+/* 4 ranks, 4 MiB, GCOMP_CHUNK_BYTES=8192, segments of 64 KiB, 256 KiB and 1 MiB (8 to 128
+ * chunks each, 16 to 1 segments a step): the ring finishes with every element right on every
+ * rank. */
 static void test_ring_granted_completes(void **state) {
   (void)state;
   start(__func__, "8192");
   const char *segs[] = {"64k", "256k", "1m"};
-  const size_t counts[] = {(size_t)1 << 20, (size_t)1 << 20, (size_t)2 << 20};
+  const size_t counts[] = {(size_t)1 << 20, (size_t)1 << 20, (size_t)1 << 20};
   for (int k = 0; k < 3; k++) {
     gcomp_loopback_limits lim = {.entries = 16, .protocol = GCOMP_LB_GRANTED};
     job jobs[MAXN];
@@ -338,11 +345,52 @@ static void test_ring_eager_times_out(void **state) {
   int timeouts = 0;
   for (int r = 0; r < MAXN; r++) {
     if (jobs[r].status == GCOMP_OK) fail_msg("rank %d completed over the eager protocol", r);
-    if (jobs[r].status == GCOMP_ERR_TIMEOUT && strstr(jobs[r].error, "GCOMP_TIMEOUT_MS=1000"))
+    if (jobs[r].status == GCOMP_ERR_TIMEOUT && strstr(jobs[r].error, TIMEOUT_TEXT))
       timeouts++;
     free(jobs[r].out);
   }
   if (!timeouts) fail_msg("no rank timed out: rank 0 says %s", jobs[0].error);
+}
+
+/* In-order sender completions: rank 0 sends X to rank 1, which has posted nothing, then Y
+ * to rank 2, which has. Eager: Y's chunks land (rank 2's receive completes) but Y's send
+ * cannot complete before X's, whose chunks wait unmatched at rank 1, until rank 1 posts.
+ * Granted: X has nothing at the provider before it is matched, so Y completes first. */
+static int poll_done(gcomp_transport *t, gcomp_treq **r, int rounds) {
+  for (int i = 0; i < rounds && *r; i++) {
+    int done = 0;
+    assert_int_equal(gcomp_test(t, *r, &done, NULL), GCOMP_OK);
+    if (done) *r = NULL;
+  }
+  return *r == NULL;
+}
+
+static void test_inorder_completions(void **state) {
+  (void)state;
+  start(__func__, "1k");
+  for (int proto = GCOMP_LB_GRANTED; proto <= GCOMP_LB_EAGER; proto++) {
+    gcomp_transport *t[3];
+    gcomp_loopback_limits lim = {.entries = 16, .protocol = proto};
+    assert_int_equal(gcomp_loopback_create_constrained(3, NULL, &lim, t), GCOMP_OK);
+    static uint8_t x[MSG_BYTES], y[MSG_BYTES], xin[MSG_BYTES], yin[MSG_BYTES];
+    memset(x, 1, sizeof x), memset(y, 2, sizeof y);
+    gcomp_treq *sx, *sy, *ry, *rx;
+    assert_int_equal(gcomp_irecv(t[2], 0, 7, yin, sizeof yin, &ry), GCOMP_OK);
+    assert_int_equal(gcomp_isend(t[0], 1, 7, x, sizeof x, &sx), GCOMP_OK);
+    assert_int_equal(gcomp_isend(t[0], 2, 7, y, sizeof y, &sy), GCOMP_OK);
+    assert_true(poll_done(t[2], &ry, 100));   /* Y arrived */
+    assert_int_equal(yin[MSG_BYTES - 1], 2);
+    int y_done = poll_done(t[0], &sy, 100);
+    if (proto == GCOMP_LB_EAGER && y_done) fail_msg("eager: Y's send completed before X's");
+    if (proto == GCOMP_LB_GRANTED && !y_done) fail_msg("granted: Y's send held back by X");
+    assert_false(poll_done(t[0], &sx, 100));   /* X is unmatched either way */
+    assert_int_equal(gcomp_irecv(t[1], 0, 7, xin, sizeof xin, &rx), GCOMP_OK);
+    assert_int_equal(gcomp_wait(t[1], rx, NULL), GCOMP_OK);
+    assert_int_equal(xin[0], 1);
+    assert_int_equal(gcomp_wait(t[0], sx, NULL), GCOMP_OK);
+    if (sy) assert_int_equal(gcomp_wait(t[0], sy, NULL), GCOMP_OK);
+    for (int r = 0; r < 3; r++) gcomp_transport_destroy(t[r]);
+  }
 }
 
 /* Bad input is an error naming it, on the constrained loopback as on the others. */
@@ -380,6 +428,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_ring_granted_completes, teardown),
       cmocka_unit_test_teardown(test_ring_eager_times_out, teardown),
       cmocka_unit_test_teardown(test_dense_granted_complete, teardown),
+      cmocka_unit_test_teardown(test_inorder_completions, teardown),
       cmocka_unit_test_teardown(test_bad_input, teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, test_env_free);
