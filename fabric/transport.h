@@ -169,8 +169,10 @@ int gcomp_loopback_create(int size, const int *node_of, gcomp_transport **out);
  * `headers` unmatched per pair, payload only into receives posted after the match), which
  * meets the contract above; GCOMP_LB_EAGER, the chunk protocol before flow control (a first
  * chunk, then up to 8 more sent unasked), which does not: it stalls, and the stall ends in
- * GCOMP_ERR_TIMEOUT. A zero field takes its default: 16 entries, 64 headers, GCOMP_CHUNK_BYTES.
- * limits may be NULL (all defaults, granted). */
+ * GCOMP_ERR_TIMEOUT. A zero field takes its default: 16 entries, 64 headers, GCOMP_CHUNK_BYTES;
+ * limits may be NULL (all defaults, granted). Under either, as over libfabric, a rank that
+ * waits for one message before posting receives for more than `headers` sent before it by
+ * the same peer waits until GCOMP_TIMEOUT_MS: what a rank holds unmatched is bounded. */
 enum { GCOMP_LB_GRANTED = 0, GCOMP_LB_EAGER = 1 };
 typedef struct gcomp_loopback_limits {
   int entries;

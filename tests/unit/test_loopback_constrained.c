@@ -4,8 +4,8 @@
  *   - granted (today's flow control, fabric/ofi_proto.c's rule) must complete them;
  *   - eager (the chunk protocol before it) must stall, and the stall must end in
  *     GCOMP_ERR_TIMEOUT naming GCOMP_TIMEOUT_MS on the stuck ranks, never a hang;
- * and one pattern no transport with bounded memory can complete (a receiver that waits for
- * the last of more messages than it may hold unmatched) must time out under both.
+ * and one pattern today's protocol cannot complete by design (a receiver that waits for the
+ * last of more messages from one peer than it holds unmatched) must time out, not hang.
  * A watchdog thread ends the program if any test runs for 20 timeouts. */
 #include <pthread.h>
 #include <setjmp.h>
@@ -184,11 +184,11 @@ static void test_eager_reverse_order_stalls(void **state) {
              NMSG, o.recv_ok, o.wrong, o.error);
 }
 
-/* Rank 1 waits for the last of n messages before it posts a receive for any other: only a
- * transport that holds all n - 1 earlier ones unmatched can deliver it. With bounded memory
- * (64 unmatched headers per pair) no transport can for n = 200: the wait must end in
- * GCOMP_ERR_TIMEOUT, and after it the earlier messages still arrive. With n = 40 it must
- * complete. */
+/* Rank 1 waits for the last of n messages before it posts a receive for any other. A
+ * protocol whose unmatched headers per pair are bounded and arrive in order (ofi_proto.c's:
+ * 64 in software, then the sender waits for credits) cannot deliver it for n = 200 without
+ * holding the 199 before it: the wait must end in GCOMP_ERR_TIMEOUT, and afterwards the
+ * messages still arrive once received. With n = 40 it completes. */
 static void test_wait_for_last_is_bounded(void **state) {
   (void)state;
   start(__func__, "1k");
