@@ -475,7 +475,7 @@ static void lbc_destroy(gcomp_transport *tp) {
 }
 
 static const gcomp_transport_ops lbc_ops = {
-    .name = "loopback",
+    .name = "loopback",   /* in-process: a split communicator's children get the default one */
     .isend = lbc_isend,
     .irecv = lbc_irecv,
     .test = lbc_test,

@@ -172,7 +172,8 @@ int gcomp_loopback_create(int size, const int *node_of, gcomp_transport **out);
  * GCOMP_ERR_TIMEOUT. A zero field takes its default: 16 entries, 64 headers, GCOMP_CHUNK_BYTES;
  * limits may be NULL (all defaults, granted). Under either, as over libfabric, a rank that
  * waits for one message before posting receives for more than `headers` sent before it by
- * the same peer waits until GCOMP_TIMEOUT_MS: what a rank holds unmatched is bounded. */
+ * the same peer waits until GCOMP_TIMEOUT_MS: what a rank holds unmatched is bounded.
+ * Communicators split from it run over the default loopback (reduce/comm_split.c). */
 enum { GCOMP_LB_GRANTED = 0, GCOMP_LB_EAGER = 1 };
 typedef struct gcomp_loopback_limits {
   int entries;
