@@ -10,6 +10,7 @@
 
 #define NOTICE_MAGIC 0x6763616bu   /* "gcak" */
 #define NOTICE_SEQ 0xfffff1u       /* reserved: calls wrap below 0xfffff0 (call.c) */
+#define BLAME_SEQ 0xfffff2u        /* the failure-path exchange (gcomp_abort_blame) */
 
 /* One notice: fixed size, so a receive of its size takes exactly one */
 typedef struct {
@@ -209,4 +210,102 @@ int gcomp_abort_waitall(gcomp_abort *a, gcomp_transport *t, int n, gcomp_treq **
   for (int i = 0; st < 0 && i < n; i++)
     if (reqs[i]) gcomp_cancel(t, reqs[i]), reqs[i] = NULL;
   return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
+}
+
+/* ---- after a failure: who else failed, who is silent ---------------------------------- */
+typedef struct {
+  gcomp_treq **send, **recv;
+  notice *in;
+  char *state;   /* per peer: 0 waiting, 'r' reported, 'g' gone (exited), 's' silent */
+} blame_tables;
+
+static void blame_free(gcomp_transport *t, blame_tables *b) {
+  for (int p = 0; p < t->size; p++) {
+    if (b->send && b->send[p]) gcomp_cancel(t, b->send[p]);
+    if (b->recv && b->recv[p]) gcomp_cancel(t, b->recv[p]);
+  }
+  free(b->send), free(b->recv), free(b->in), free(b->state);
+}
+
+/* Drives the sends and receives until every peer reported or is gone, or the deadline */
+static void blame_run(gcomp_transport *t, blame_tables *b, uint64_t deadline) {
+  unsigned spins = 0;
+  for (;;) {
+    int open = 0, moved = 0;
+    for (int p = 0; p < t->size; p++) {
+      int done = 0;
+      size_t len = 0;
+      if (b->send[p]) {
+        int st = gcomp_test(t, b->send[p], &done, NULL);
+        if (st < 0 || done) b->send[p] = NULL, moved = 1;
+        else open++;
+      }
+      if (!b->recv[p]) continue;
+      done = 0;
+      int st = gcomp_test(t, b->recv[p], &done, &len);
+      if (st < 0 || done) {
+        b->recv[p] = NULL, moved = 1;
+        b->state[p] = st == GCOMP_ERR_PEER ? 'g' : st < 0 ? 's' : 'r';
+      } else {
+        open++;
+      }
+    }
+    if (!open || gcomp_now_ns() >= deadline) break;
+    if (moved) spins = 0;
+    else gcomp_idle(&spins);
+  }
+  for (int p = 0; p < t->size; p++)
+    if (p != t->rank && !b->state[p]) b->state[p] = 's';
+}
+
+/* "rank 2, rank 5" for the peers in state s; 0 when there are none */
+static int blame_list(const gcomp_transport *t, const blame_tables *b, char s, char *out,
+                      size_t cap) {
+  int k = 0;
+  size_t at = 0;
+  out[0] = '\0';
+  for (int p = 0; p < t->size && at < cap; p++)
+    if (p != t->rank && b->state[p] == s) {
+      int w = snprintf(out + at, cap - at, "%srank %d", k ? ", " : "", p);
+      if (w > 0) at += (size_t)w;
+      k++;
+    }
+  return k;
+}
+
+int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st) {
+  if ((st != GCOMP_ERR_TIMEOUT && st != GCOMP_ERR_PEER) || t->size < 2) return st;
+  char detail[1024];
+  snprintf(detail, sizeof detail, "%s", gcomp_last_error());
+  int n = t->size;
+  blame_tables b = {calloc((size_t)n, sizeof *b.send), calloc((size_t)n, sizeof *b.recv),
+                    calloc((size_t)n, sizeof *b.in), calloc((size_t)n, 1)};
+  if (!b.send || !b.recv || !b.in || !b.state) {
+    blame_free(t, &b);
+    return gcomp_error_restore(st, detail);
+  }
+  notice out = {.magic = NOTICE_MAGIC, .status = st, .reporter = t->rank, .culprit = -1,
+                .seq = seq};
+  snprintf(out.why, sizeof out.why, "%.*s", (int)sizeof out.why - 1, detail);
+  uint64_t tag = gcomp_tag(BLAME_SEQ, 0);
+  for (int p = 0; p < n; p++) {
+    if (p == t->rank) continue;
+    if (gcomp_irecv(t, p, tag, &b.in[p], sizeof b.in[p], &b.recv[p]) < 0) b.recv[p] = NULL;
+    if (gcomp_isend(t, p, tag, &out, sizeof out, &b.send[p]) < 0) b.send[p] = NULL;
+  }
+  /* ranks stuck on the same culprit time out within a few ms of each other; a rank stuck
+   * behind a failing one fails once that one exits, and finds its word already there */
+  int wait_ms = t->timeout_ms / 4 < 250 ? t->timeout_ms / 4 : 250;
+  blame_run(t, &b, gcomp_now_ns() + (uint64_t)wait_ms * 1000000u);
+  char failed[160], gone[160], silent[160];
+  int nf = blame_list(t, &b, 'r', failed, sizeof failed);
+  int ng = blame_list(t, &b, 'g', gone, sizeof gone);
+  int ns = blame_list(t, &b, 's', silent, sizeof silent);
+  blame_free(t, &b);
+  if (!ng && !ns) return gcomp_error_restore(st, detail);   /* every peer failed alike */
+  char head[600];
+  snprintf(head, sizeof head, "%s%s%s%s%s%s%s%s", ns ? "no word after the failure from " : "",
+           ns ? silent : "", ns ? " (stopped, hung, or still waiting)" : "", ns && ng ? "; " : "",
+           ng ? "exited: " : "", ng ? gone : "", nf ? "; failed too: " : "", nf ? failed : "");
+  return gcomp_error_set(st, __FILE__, __LINE__, "%s; this rank: %s", head, detail);
 }

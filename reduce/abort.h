@@ -51,6 +51,15 @@ int gcomp_abort_corrupt_from(gcomp_abort *a, const struct gcomp_coll *c, int st,
  * or a notice's status with its detail. a must not be NULL. */
 int gcomp_abort_poll(gcomp_abort *a);
 
+/* After a call failed with GCOMP_ERR_TIMEOUT or GCOMP_ERR_PEER (always on: it costs nothing
+ * until a call fails): every failing rank tells every peer it failed (sequence 0xfffff2) and
+ * listens for theirs, for up to min(250 ms, GCOMP_TIMEOUT_MS / 4), or until every peer has
+ * answered or is known to have exited. A rank that neither answers nor has exited is
+ * stopped, hung, or still waiting on another: the detail then starts by naming those (and
+ * the exited ones), so that every rank names the culprit, not only the ranks that waited on
+ * it directly. Returns st (other statuses pass unchanged). */
+int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st);
+
 /* gcomp_wait / gcomp_waitall watching the notices too (plain when a is NULL). */
 int gcomp_abort_wait(gcomp_abort *a, gcomp_transport *t, gcomp_treq *req, size_t *len);
 int gcomp_abort_waitall(gcomp_abort *a, gcomp_transport *t, int n, gcomp_treq **reqs);

@@ -146,6 +146,7 @@ static int run(gcomp_comm *comm, gcomp_call *call) {
   if (call->intra) c.intra = call->intra, c.intra2 = call->intra_ci->second;
   if (call->work == call->recvbuf && call->sendbuf != call->recvbuf) c.src = call->sendbuf;
   int st = algo->run(&c, call->work, call->count);
+  if (st < 0) st = gcomp_abort_blame(comm->t, c.seq, st);   /* who else failed (abort.h) */
   return st < 0 ? gcomp_comm_mark_broken(comm, st) : GCOMP_OK;
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A rank SIGKILLs itself during a run of allreduces: every other rank must return an error
-# within GCOMP_TIMEOUT_MS (plus slack for 2 oversubscribed cores) that names it, or names a
-# survivor whose error names it (blame.sh), and gcomp-run must name it.
+# within GCOMP_TIMEOUT_MS (plus slack for 2 oversubscribed cores) that names it (blame.sh),
+# and gcomp-run must name it.
 #   allreduce_fail.sh GCOMP_RUN ALLREDUCE_CHECK [NODES]
 # NODES=1 puts every rank on one node, where the calls go through the shared-memory segment.
 set -u

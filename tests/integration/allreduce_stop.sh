@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # A rank SIGSTOPs itself during a run of allreduces (alive, but silent: no liveness check can
 # call it dead): every other rank must return an error within GCOMP_TIMEOUT_MS plus slack
-# that names it, or names a survivor whose error names it (tests/integration/blame.sh). Then the test SIGCONTs it: its own next
+# that names it (tests/integration/blame.sh). Then the test SIGCONTs it: its own next
 # call must fail too (its peers have left) within the same bound, and the job must end.
 #   allreduce_stop.sh GCOMP_RUN ALLREDUCE_CHECK [NODES]
 # NODES=1 puts every rank on one node (libfabric shm, the node's segment for small calls);
 # NODES=2 puts two ranks on each of two emulated nodes (tcp;ofi_rxm between them).
-# Slack: 3000 ms over the timeout, for 2 oversubscribed cores (as allreduce_fail.sh).
+# Slack: 3000 ms over the timeout, for 2 oversubscribed cores (as allreduce_fail.sh) and
+# the failure exchange (250 ms a rank, more for a rank that fails after another exits).
 set -u
 run=$1 prog=$2 nodes=${3:-2} n=4 victim=2
 for v in $(compgen -e | grep '^GCOMP_'); do unset "$v"; done
@@ -47,16 +48,15 @@ for r in $(seq 0 $((n - 1))); do
   after=$(echo "$line" | sed -n 's/.*error after \([0-9]*\) ms.*/\1/p')
   [ "$after" -le $((GCOMP_TIMEOUT_MS + slack)) ] ||
     { echo "FAIL: rank $r took $after ms (GCOMP_TIMEOUT_MS=$GCOMP_TIMEOUT_MS)"; fails=1; }
-  # a stopped rank is alive: its partners time out on it and must say so
-  echo "$line" | grep -q "GCOMP_ERR_TIMEOUT" ||
-    { echo "FAIL: rank $r's error is not a timeout"; fails=1; }
+  # a stopped rank is alive: its partners time out on it (a rank stuck behind one of them
+  # may instead see it exit first)
+  echo "$line" | grep -qE "GCOMP_ERR_(TIMEOUT|PEER)" ||
+    { echo "FAIL: rank $r's error is neither a timeout nor a peer's failure"; fails=1; }
 done
-# every survivor's error leads to the victim: it names it, or names a survivor that was
-# itself waiting on it (over 2 nodes hier's ring neighbour waits on the victim's node-mate)
+# every survivor's error names the victim, also the one stuck behind another survivor
+# (over 2 nodes hier's ring neighbour waits on the victim's node-mate)
 . "$(dirname "$0")/blame.sh"
 blame_check "$out" $n $victim "error after" || fails=1
-named=$(grep "allreduce_check: rank [0-9]*: error after" "$out" | grep -c "rank $victim\b")
-[ "$named" -ge 1 ] || { echo "FAIL: no rank's error names rank $victim"; fails=1; }
 rline=$(grep "^\[$victim\] allreduce_check: rank $victim: resumed: error after" "$out")
 if [ -z "$rline" ]; then
   echo "FAIL: rank $victim reported no error after it was continued"; fails=1
