@@ -39,7 +39,8 @@ enum { SCALE_AUTO = 0, SCALE_NONE = 1, ROUND_NEAREST = 0, ROUND_STOCHASTIC = 1 }
 _Static_assert(sizeof(cast_cfg) <= GCOMP_KIND_CFG_BYTES, "cast_cfg must fit gcomp_kind_cfg");
 
 static const gcomp_cast_kernels *avx512_table(void) {
-  return gcomp_cpu_has(GCOMP_CPU_VPCLMUL) ? &gcomp_cast_avx512 : &gcomp_cast_avx512_xmmsum;
+  if (!gcomp_cpu_has(GCOMP_CPU_VPCLMUL)) return &gcomp_cast_avx512_xmmsum;
+  return gcomp_cpu_has(GCOMP_CPU_AVX512BF16) ? &gcomp_cast_avx512bf16 : &gcomp_cast_avx512;
 }
 
 const gcomp_cast_kernels *gcomp_cast_kernels_get(void) {
@@ -49,14 +50,16 @@ const gcomp_cast_kernels *gcomp_cast_kernels_get(void) {
 }
 
 const gcomp_cast_kernels *const *gcomp_cast_tables(size_t *n) {
-  static const gcomp_cast_kernels *t[4];
+  static const gcomp_cast_kernels *t[5];
   size_t k = 0;
   gcomp_isa best = gcomp_isa_best_level(gcomp_cpu_detect());
+  unsigned f = gcomp_cpu_detect();
   t[k++] = &gcomp_cast_base;
   if (best >= GCOMP_ISA_AVX2) t[k++] = &gcomp_cast_avx2;
   if (best >= GCOMP_ISA_AVX512) t[k++] = &gcomp_cast_avx512_xmmsum;
-  if (best >= GCOMP_ISA_AVX512 && (gcomp_cpu_detect() & GCOMP_CPU_VPCLMUL))
-    t[k++] = &gcomp_cast_avx512;
+  if (best >= GCOMP_ISA_AVX512 && (f & GCOMP_CPU_VPCLMUL)) t[k++] = &gcomp_cast_avx512;
+  if (best >= GCOMP_ISA_AVX512 && (f & GCOMP_CPU_VPCLMUL) && (f & GCOMP_CPU_AVX512BF16))
+    t[k++] = &gcomp_cast_avx512bf16;
   *n = k;
   return t;
 }

@@ -86,13 +86,19 @@ extern const gcomp_cast_kernels gcomp_cast_base;
 extern const gcomp_cast_kernels gcomp_cast_avx2;   /* only when the CPU has AVX2+F16C+FMA */
 extern const gcomp_cast_kernels gcomp_cast_avx512;   /* AVX-512 F/BW/VL and VPCLMULQDQ */
 extern const gcomp_cast_kernels gcomp_cast_avx512_xmmsum;   /* AVX-512 F/BW/VL without it */
+extern const gcomp_cast_kernels gcomp_cast_avx512bf16;   /* gcomp_cast_avx512 + AVX512_BF16 */
+/* Its bf16 encoders (cast_bf16_avx512.c, built with -mavx512bf16). */
+void gcomp_cast_bf16_enc_avx512bf16(const float *src, size_t n, uint8_t *dst,
+                                    gcomp_cast_counts *c);
+uint32_t gcomp_cast_bf16_enc_sum_avx512bf16(const float *src, size_t n, uint8_t *dst,
+                                            gcomp_cast_counts *c, int stream);
 /* The AVX2 table's block-summing encoders (folded on xmm), which the second one borrows. */
 uint32_t gcomp_cast_f16_enc_sum_avx2(const float *src, size_t n, uint8_t *dst, float scale,
                                      gcomp_cast_counts *c, uint32_t *mx, int stream);
 uint32_t gcomp_cast_bf16_enc_sum_avx2(const float *src, size_t n, uint8_t *dst,
                                       gcomp_cast_counts *c, int stream);
 
-/* The table for gcomp_isa_level() (and the CPU's VPCLMULQDQ). */
+/* The table for gcomp_isa_level() (and the CPU's VPCLMULQDQ and AVX512_BF16). */
 const gcomp_cast_kernels *gcomp_cast_kernels_get(void);
 /* Every table this CPU can run, the portable one first; *n receives their number (for
  * tests and benchmarks, which compare each with the first). */

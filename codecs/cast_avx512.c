@@ -12,6 +12,7 @@
 
 #include "cast.h"
 #include "crc_fold.h"
+#include "nt_store.h"
 #include "rand_simd.h"
 
 #define SET1(v) _mm512_set1_epi32((int)(v))
@@ -69,14 +70,22 @@ static inline void count16(__m512i a0, thresholds t, gcomp_cast_counts *k) {
   }
 }
 
-/* 16 fp16 halves of x * scale; m gathers the finite maximum of |x| */
+/* 16 fp16 halves of x * scale; m gathers the finite maximum of |x|. One masked compare
+ * tells the common vector, every lane zero or strictly between the thresholds (finite,
+ * nothing to count: |x| - (lo + 1) < hi - lo - 1 unsigned), from one that needs the
+ * counters and the mask of its non-finite lanes. */
 static inline __m256i f16_vec(const float *p, __m512 sc, thresholds t, __m512i *m,
                               gcomp_cast_counts *k) {
   __m512 x = _mm512_loadu_ps(p);
   __m512i a0 = _mm512_and_si512(_mm512_castps_si512(x), SET1(0x7fffffff));
-  count16(a0, t, k);
-  __mmask16 finite = _mm512_cmplt_epu32_mask(a0, SET1(0x7f800000));
-  *m = _mm512_max_epu32(*m, _mm512_maskz_mov_epi32(finite, a0));
+  __mmask16 odd = _mm512_mask_cmpge_epu32_mask(_mm512_test_epi32_mask(a0, a0),
+                                               _mm512_sub_epi32(a0, SET1(t.lo + 1)),
+                                               SET1(t.hi - t.lo - 1));
+  if (__builtin_expect(odd != 0, 0)) {
+    count16(a0, t, k);
+    a0 = _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(a0, SET1(0x7f800000)), a0);
+  }
+  *m = _mm512_max_epu32(*m, a0);
   return _mm512_cvtps_ph(_mm512_mul_ps(x, sc), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
@@ -140,11 +149,8 @@ static void bf16_enc_avx512(const float *src, size_t n, uint8_t *dst, gcomp_cast
   add_counts(c, &k);
 }
 
-/* ---- one frame block, its CRC-32C folded in registers (n a multiple of 32) -------------- */
-static inline void store64(uint8_t *d, __m512i v, int nt) {
-  if (nt) _mm512_stream_si512((void *)d, v);
-  else _mm512_storeu_si512(d, v);
-}
+/* ---- one frame block, its CRC-32C folded in registers (n a multiple of 32) --------------
+ * Streaming stores at any 16-byte alignment of the output (nt_store.h). */
 
 static uint32_t f16_enc_sum_avx512(const float *src, size_t n, uint8_t *dst, float scale,
                                    gcomp_cast_counts *c, uint32_t *mx, int stream) {
@@ -153,14 +159,14 @@ static uint32_t f16_enc_sum_avx512(const float *src, size_t n, uint8_t *dst, flo
   gcomp_cast_f16_thresholds(scale, &t.hi, &t.lo);
   const __m512 sc = _mm512_set1_ps(scale);
   __m512i m0 = _mm512_setzero_si512(), m1 = m0, f = m0;
-  int nt = stream && !((uintptr_t)dst & 63);
+  int mode = gcomp_store_mode(dst, stream);
   for (size_t i = 0; i < n; i += 32) {
     __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(f16_vec(src + i, sc, t, &m0, &k)),
                                    f16_vec(src + i + 16, sc, t, &m1, &k), 1);
-    store64(dst + 2 * i, v, nt);
+    gcomp_store64(dst + 2 * i, v, mode);
     f = i ? gcomp_crc_fold512_64(f, v) : gcomp_crc_fold512_init(v, 0xffffffffu);
   }
-  if (nt) _mm_sfence();
+  if (mode != GCOMP_ST_PLAIN) _mm_sfence();
   add_counts(c, &k);
   *mx = _mm512_reduce_max_epu32(_mm512_max_epu32(m0, m1));
   return ~gcomp_crc_fold512_end(f);
@@ -170,14 +176,14 @@ static uint32_t bf16_enc_sum_avx512(const float *src, size_t n, uint8_t *dst,
                                     gcomp_cast_counts *c, int stream) {
   gcomp_cast_counts k = {0, 0, 0};
   __m512i f = _mm512_setzero_si512();
-  int nt = stream && !((uintptr_t)dst & 63);
+  int mode = gcomp_store_mode(dst, stream);
   for (size_t i = 0; i < n; i += 32) {
     __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(bf16_vec(src + i, &k)),
                                    bf16_vec(src + i + 16, &k), 1);
-    store64(dst + 2 * i, v, nt);
+    gcomp_store64(dst + 2 * i, v, mode);
     f = i ? gcomp_crc_fold512_64(f, v) : gcomp_crc_fold512_init(v, 0xffffffffu);
   }
-  if (nt) _mm_sfence();
+  if (mode != GCOMP_ST_PLAIN) _mm_sfence();
   add_counts(c, &k);
   return ~gcomp_crc_fold512_end(f);
 }
@@ -319,15 +325,25 @@ static void bf16_dec_add_avx512(const uint8_t *src, size_t n, float *acc) {
 #define AVX512_ENTRIES                                                                    \
   .maxabs = maxabs_avx512, .f16_enc = f16_enc_avx512, .f16_enc_sr = f16_enc_sr_avx512,    \
   .f16_dec = f16_dec_avx512, .f16_dec_add = f16_dec_add_avx512,                           \
-  .bf16_enc = bf16_enc_avx512, .bf16_enc_sr = bf16_enc_sr_avx512,                         \
+  .bf16_enc_sr = bf16_enc_sr_avx512,                                                      \
   .bf16_dec = bf16_dec_avx512, .bf16_dec_add = bf16_dec_add_avx512,                       \
   .f16_dec_nt = f16_dec_nt_avx512, .bf16_dec_nt = bf16_dec_nt_avx512
 
 const gcomp_cast_kernels gcomp_cast_avx512 = {
     .name = "avx512",
     AVX512_ENTRIES,
+    .bf16_enc = bf16_enc_avx512,
     .f16_enc_sum = f16_enc_sum_avx512,
     .bf16_enc_sum = bf16_enc_sum_avx512,
+};
+
+/* With AVX512_BF16 as well: bf16 encoders on vcvtne2ps2bf16 (cast_bf16_avx512.c). */
+const gcomp_cast_kernels gcomp_cast_avx512bf16 = {
+    .name = "avx512bf16",
+    AVX512_ENTRIES,
+    .bf16_enc = gcomp_cast_bf16_enc_avx512bf16,
+    .f16_enc_sum = f16_enc_sum_avx512,
+    .bf16_enc_sum = gcomp_cast_bf16_enc_sum_avx512bf16,
 };
 
 /* For AVX-512 CPUs without VPCLMULQDQ (Skylake-X, Cascade Lake): the block sums of the
@@ -335,6 +351,7 @@ const gcomp_cast_kernels gcomp_cast_avx512 = {
 const gcomp_cast_kernels gcomp_cast_avx512_xmmsum = {
     .name = "avx512-xmmsum",
     AVX512_ENTRIES,
+    .bf16_enc = bf16_enc_avx512,
     .f16_enc_sum = gcomp_cast_f16_enc_sum_avx2,
     .bf16_enc_sum = gcomp_cast_bf16_enc_sum_avx2,
 };

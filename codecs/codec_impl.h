@@ -118,6 +118,14 @@ struct gcomp_kind {
   int (*encode_ef)(const gcomp_kind *kind, const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx,
                    const float *restrict grad, float *restrict residual, size_t count,
                    uint8_t *restrict dst, size_t cap, size_t *len);
+  /* The same with a bf16 residual (ef:dtype=bf16), fused bucket by bucket: each value
+   * widened exactly, updated as encode_ef does, rounded back with gcomp_bf16_rne_sat, the
+   * bits ef.c's widening of the whole residual around encode_ef gives. Called only with
+   * room for max_payload (a failure could leave the residual partly updated). NULL: ef.c
+   * widens the whole residual around encode_ef. */
+  int (*encode_ef_bf16)(const gcomp_kind *kind, const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx,
+                        const float *restrict grad, uint16_t *restrict residual, size_t count,
+                        uint8_t *restrict dst, size_t cap, size_t *len);
 };
 
 /* The registry (codecs/registry.c). */

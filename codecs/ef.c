@@ -183,6 +183,8 @@ static int encode_residual(gcomp_ef *ef, ef_slot *s, const gcomp_kind *kind,
                            size_t count, uint8_t *dst, size_t cap, size_t *len) {
   if (ef->dtype == GCOMP_EF_FP32)
     return kind->encode_ef(kind, cfg, ctx, grad, s->data, count, dst, cap, len);
+  if (kind->encode_ef_bf16 && cap >= kind->max_payload(cfg, count))   /* it cannot fail midway */
+    return kind->encode_ef_bf16(kind, cfg, ctx, grad, s->data, count, dst, cap, len);
   GCOMP_CHECK(reserve_floats(&ef->wide, &ef->wide_cap, count, "widening bf16 residuals"));
   uint16_t *r16 = s->data;
   for (size_t i = 0; i < count; i++) ef->wide[i] = float_of_bf16(r16[i]);

@@ -1,6 +1,7 @@
 /* The low-bit kernels' dispatch, and what the quant and sign kinds share: raw buckets and
  * the bucket parameter. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "codec_impl.h"
 #include "frame.h"
@@ -46,21 +47,37 @@ int gcomp_lb_set_bucket(const char *kind, const char *value, uint64_t *bucket) {
 }
 
 int gcomp_lb_encode(const char *kind, const gcomp_lowbit_kernels *K, gcomp_enc_ctx *ctx,
-                    size_t bucket, const float *src, const float *grad, float *res, size_t count,
-                    uint8_t *dst, size_t cap, size_t *len, gcomp_lb_bucket_fn fn, void *arg) {
+                    size_t bucket, const float *src, const float *grad, float *res,
+                    uint16_t *res16, size_t count, uint8_t *dst, size_t cap, size_t *len,
+                    gcomp_lb_bucket_fn fn, void *arg) {
+  float *wide = NULL;   /* res16: the bucket's residual, widened */
+  if (res16) {
+    wide = malloc((count < bucket ? count : bucket) * sizeof *wide + sizeof *wide);
+    GCOMP_FAIL_IF(!wide, GCOMP_ERR_NOMEM, "%s: a bucket of %zu residuals", kind, bucket);
+  }
   size_t o = 0;
+  int st = GCOMP_OK;
   for (size_t b0 = 0, b = 0; b0 < count; b0 += bucket, b++) {
-    size_t n = count - b0 < bucket ? count - b0 : bucket;
-    const float *x = src + b0;
-    if (res) {   /* x = grad + residual, formed in the residual while it is in cache */
-      K->addto(res + b0, grad + b0, n);
-      x = res + b0;
+    size_t n = count - b0 < bucket ? count - b0 : bucket, w;
+    if (res16) {
+      K->widen(wide, res16 + b0, n);
+      w = fn(arg, NULL, grad + b0, n, b, wide, dst + o, dst + cap);
+      if (w) K->narrow(res16 + b0, wide, n);
+    } else if (res) {
+      w = fn(arg, NULL, grad + b0, n, b, res + b0, dst + o, dst + cap);
+    } else {
+      w = fn(arg, src + b0, NULL, n, b, NULL, dst + o, dst + cap);
     }
-    size_t w = fn(arg, x, n, b, res ? res + b0 : NULL, dst + o, dst + cap);
-    GCOMP_FAIL_IF(!w, GCOMP_ERR_NOMEM, "%s: %zu bytes of room for %zu values", kind, cap, count);
+    if (!w) {
+      st = gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__,
+                           "%s: %zu bytes of room for %zu values", kind, cap, count);
+      break;
+    }
     o += w;
     gcomp_enc_progress(ctx, o);
   }
+  free(wide);
+  if (st < 0) return st;
   *len = o;
   return GCOMP_OK;
 }

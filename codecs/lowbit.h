@@ -58,6 +58,16 @@ typedef struct {
                int mode);
   /* Error feedback's first step: r[i] = r[i] + g[i]. */
   void (*addto)(float *restrict r, const float *restrict g, size_t n);
+  /* sign with error feedback, fused: addto(r, g, n) then sscan(r, ...) in one pass ... */
+  int (*sscan_ef)(float *restrict r, const float *restrict g, size_t n, float *sum,
+                  size_t *nnz);
+  /* ... and senc(r, ...) then sdec(..., s, r, GCOMP_LB_SUB) in one more (r: what was not
+   * sent). */
+  void (*senc_ef)(float *r, size_t n, float s, uint8_t *bits, uint8_t *zmask);
+  /* bf16 residual stores (ef:dtype=bf16): x[i] = the exact widening of r16[i]
+   * (gcomp_bf16_to_f32), and back, r16[i] = gcomp_bf16_rne_sat(x[i]). */
+  void (*widen)(float *restrict x, const uint16_t *restrict r16, size_t n);
+  void (*narrow)(uint16_t *restrict r16, const float *restrict x, size_t n);
 } gcomp_lowbit_kernels;
 
 extern const gcomp_lowbit_kernels gcomp_lowbit_base;
@@ -80,15 +90,22 @@ void gcomp_lb_raw_get(const uint8_t *p, size_t n, float *dst, int mode);
 uint64_t gcomp_lb_nonfinite(const float *x, size_t n);
 /* The bucket parameter shared by both kinds: a multiple of 32 in [32, 2^20]. */
 int gcomp_lb_set_bucket(const char *kind, const char *value, uint64_t *bucket);
-/* The encode loop of both kinds: bucket after bucket (with error feedback, x = grad + res
- * formed in res first by K->addto), each coded by fn at the next free byte and reported
- * for the frame's block checksums. fn returns the bytes it wrote, 0 when they would pass
- * end. */
-typedef size_t (*gcomp_lb_bucket_fn)(void *arg, const float *x, size_t n, uint64_t b,
-                                     float *res, uint8_t *p, const uint8_t *end);
+/* The encode loop of both kinds: bucket after bucket, each coded by fn at the next free
+ * byte and reported for the frame's block checksums. Without error feedback fn gets the
+ * bucket's values x (g and res NULL); with it, x NULL, the bucket's gradient g and its fp32
+ * residual res, which fn turns into x = g + res (in res) and then into what was not sent.
+ * fn returns the bytes it wrote, 0 when they would pass end.
+ * With error feedback the residual is res (fp32) or res16 (bf16, the other NULL): a bf16
+ * bucket is widened into a bucket-sized fp32 buffer for fn, then rounded back
+ * (gcomp_bf16_rne_sat), the same arithmetic as widening the whole residual around an fp32
+ * encode; a failure after the first bucket leaves res16 partly updated, so the caller
+ * gives room for the largest payload. */
+typedef size_t (*gcomp_lb_bucket_fn)(void *arg, const float *x, const float *g, size_t n,
+                                     uint64_t b, float *res, uint8_t *p, const uint8_t *end);
 int gcomp_lb_encode(const char *kind, const gcomp_lowbit_kernels *K, gcomp_enc_ctx *ctx,
-                    size_t bucket, const float *src, const float *grad, float *res, size_t count,
-                    uint8_t *dst, size_t cap, size_t *len, gcomp_lb_bucket_fn fn, void *arg);
+                    size_t bucket, const float *src, const float *grad, float *res,
+                    uint16_t *res16, size_t count, uint8_t *dst, size_t cap, size_t *len,
+                    gcomp_lb_bucket_fn fn, void *arg);
 /* A decoder's raw bucket at payload offset o (the marker read): checks the length,
  * verifies, decodes; *o moves past it. */
 int gcomp_lb_decode_raw(const char *kind, const uint8_t *src, size_t len, size_t *o, size_t n,

@@ -159,14 +159,24 @@ static void qdec_avx2(const uint8_t *codes, size_t n, unsigned bits, float mn, f
 }
 
 /* ---- sign ------------------------------------------------------------------------------ */
-static int sscan_avx2(const float *x, size_t n, float *sum, size_t *nnz) {
+/* The scan of x, or with g (error feedback) of x = x + g, stored: one body, inlined into
+ * both, g NULL or not at compile time. */
+static inline __attribute__((always_inline)) int scan_avx2(float *x, const float *g, size_t n,
+                                                           float *sum, size_t *nnz) {
   const __m256i abs = SET1(0x7fffffff);
   __m256 a0 = _mm256_setzero_ps(), a1 = a0;   /* running sums of lanes 0-7 and 8-15 */
   __m256i bad = _mm256_setzero_si256();
   size_t zeros = 0, i = 0;
   for (; i + 16 <= n; i += 16) {
-    __m256i v0 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), abs);
-    __m256i v1 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8)), abs);
+    __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+    if (g) {
+      x0 = _mm256_add_ps(x0, _mm256_loadu_ps(g + i));
+      x1 = _mm256_add_ps(x1, _mm256_loadu_ps(g + i + 8));
+      _mm256_storeu_ps(x + i, x0);
+      _mm256_storeu_ps(x + i + 8, x1);
+    }
+    __m256i v0 = _mm256_and_si256(_mm256_castps_si256(x0), abs);
+    __m256i v1 = _mm256_and_si256(_mm256_castps_si256(x1), abs);
     bad = _mm256_or_si256(bad, _mm256_or_si256(_mm256_cmpgt_epi32(v0, SET1(0x7f7fffff)),
                                                _mm256_cmpgt_epi32(v1, SET1(0x7f7fffff))));
     __m256i z0 = _mm256_cmpeq_epi32(v0, _mm256_setzero_si256());
@@ -181,6 +191,7 @@ static int sscan_avx2(const float *x, size_t n, float *sum, size_t *nnz) {
   _mm256_storeu_ps(acc + 8, a1);
   int b = !_mm256_testz_si256(bad, bad);
   for (; i < n; i++) {   /* value i into lane i % 16, as the base kernel does */
+    if (g) x[i] += g[i];
     uint32_t a = gcomp_f2u(x[i]) & 0x7fffffffu;
     b |= a >= 0x7f800000u;
     zeros += a == 0;
@@ -189,6 +200,10 @@ static int sscan_avx2(const float *x, size_t n, float *sum, size_t *nnz) {
   *sum = gcomp_lb_sum16(acc);
   *nnz = n - zeros;
   return b;
+}
+
+static int sscan_avx2(const float *x, size_t n, float *sum, size_t *nnz) {
+  return scan_avx2((float *)x, NULL, n, sum, nnz);   /* read only: g is NULL */
 }
 
 static void senc_avx2(const float *x, size_t n, uint8_t *bits, uint8_t *zmask) {
@@ -227,6 +242,66 @@ static void addto_avx2(float *restrict r, const float *restrict g, size_t n) {
   B_.addto(r + i, g + i, n - i);
 }
 
+/* ---- error feedback, fused (lowbit.h) ---------------------------------------------------- */
+static int sscan_ef_avx2(float *restrict r, const float *restrict g, size_t n, float *sum,
+                         size_t *nnz) {
+  return scan_avx2(r, g, n, sum, nnz);
+}
+
+/* senc and sdec(GCOMP_LB_SUB) in one pass: bits of r, then r minus the decoded value */
+static void senc_ef_avx2(float *r, size_t n, float s, uint8_t *bits, uint8_t *zmask) {
+  const __m256 zero = _mm256_setzero_ps(), sv = _mm256_set1_ps(s);
+  const __m256 sign = _mm256_castsi256_ps(SET1(0x80000000u));
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(r + i);
+    __m256 neg = _mm256_cmp_ps(v, zero, _CMP_LT_OQ);
+    bits[i / 8] = (uint8_t)_mm256_movemask_ps(neg);
+    __m256 d = _mm256_xor_ps(sv, _mm256_and_ps(neg, sign));
+    if (zmask) {
+      __m256 z = _mm256_cmp_ps(v, zero, _CMP_EQ_OQ);
+      zmask[i / 8] = (uint8_t)_mm256_movemask_ps(z);
+      d = _mm256_andnot_ps(z, d);   /* +0 where zero */
+    }
+    _mm256_storeu_ps(r + i, _mm256_sub_ps(v, d));
+  }
+  B_.senc_ef(r + i, n - i, s, bits + i / 8, zmask ? zmask + i / 8 : NULL);
+}
+
+static void widen_avx2(float *restrict x, const uint16_t *restrict r16, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(r16 + i)));
+    _mm256_storeu_si256((__m256i *)(x + i), _mm256_slli_epi32(v, 16));
+  }
+  B_.widen(x + i, r16 + i, n - i);
+}
+
+/* gcomp_bf16_rne_sat of eight values, in 32-bit lanes */
+static inline __m256i bf16_sat8(__m256i w) {
+  __m256i a = _mm256_and_si256(w, SET1(0x7fffffff));
+  __m256i r = _mm256_srli_epi32(
+      _mm256_add_epi32(w, _mm256_add_epi32(SET1(0x7fff), _mm256_and_si256(_mm256_srli_epi32(w, 16),
+                                                                          SET1(1)))),
+      16);
+  /* rounded up to Inf from a finite value: one less, the largest finite */
+  __m256i inf = _mm256_cmpeq_epi32(_mm256_and_si256(r, SET1(0x7fff)), SET1(0x7f80));
+  __m256i fin = _mm256_cmpgt_epi32(SET1(0x7f800000), a);
+  r = _mm256_add_epi32(r, _mm256_and_si256(inf, fin));   /* -1 where both */
+  return _mm256_andnot_si256(_mm256_cmpgt_epi32(a, SET1(0x7f800000)), r);   /* NaN: 0 */
+}
+
+static void narrow_avx2(uint16_t *restrict r16, const float *restrict x, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i lo = bf16_sat8(_mm256_loadu_si256((const __m256i *)(x + i)));
+    __m256i hi = bf16_sat8(_mm256_loadu_si256((const __m256i *)(x + i + 8)));
+    __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
+    _mm256_storeu_si256((__m256i *)(r16 + i), p);
+  }
+  B_.narrow(r16 + i, x + i, n - i);
+}
+
 const gcomp_lowbit_kernels gcomp_lowbit_avx2 = {
     .name = "avx2",
     .minmax = minmax_avx2,
@@ -237,4 +312,8 @@ const gcomp_lowbit_kernels gcomp_lowbit_avx2 = {
     .senc = senc_avx2,
     .sdec = sdec_avx2,
     .addto = addto_avx2,
+    .sscan_ef = sscan_ef_avx2,
+    .senc_ef = senc_ef_avx2,
+    .widen = widen_avx2,
+    .narrow = narrow_avx2,
 };

@@ -144,12 +144,20 @@ static void qdec_avx512(const uint8_t *codes, size_t n, unsigned bits, float mn,
 }
 
 /* ---- sign ------------------------------------------------------------------------------ */
-static int sscan_avx512(const float *x, size_t n, float *sum, size_t *nnz) {
+/* The scan of x, or with g (error feedback) of x = x + g, stored: one body, inlined into
+ * both, g NULL or not at compile time. */
+static inline __attribute__((always_inline)) int scan_avx512(float *x, const float *g, size_t n,
+                                                             float *sum, size_t *nnz) {
   __m512 acc = _mm512_setzero_ps();   /* lane l: the running sum of values l mod 16 */
   __mmask16 bad = 0;
   size_t zeros = 0, i = 0;
   for (; i + 16 <= n; i += 16) {
-    __m512i v = _mm512_and_si512(_mm512_loadu_si512(x + i), SET1(0x7fffffff));
+    __m512 y = _mm512_loadu_ps(x + i);
+    if (g) {
+      y = _mm512_add_ps(y, _mm512_loadu_ps(g + i));
+      _mm512_storeu_ps(x + i, y);
+    }
+    __m512i v = _mm512_and_si512(_mm512_castps_si512(y), SET1(0x7fffffff));
     bad |= _mm512_cmpgt_epu32_mask(v, SET1(0x7f7fffff));
     zeros += (size_t)__builtin_popcount(_mm512_testn_epi32_mask(v, v));
     acc = _mm512_add_ps(acc, _mm512_castsi512_ps(v));
@@ -158,6 +166,7 @@ static int sscan_avx512(const float *x, size_t n, float *sum, size_t *nnz) {
   _mm512_storeu_ps(a, acc);
   int b = bad != 0;
   for (; i < n; i++) {
+    if (g) x[i] += g[i];
     uint32_t u = gcomp_f2u(x[i]) & 0x7fffffffu;
     b |= u >= 0x7f800000u;
     zeros += u == 0;
@@ -166,6 +175,10 @@ static int sscan_avx512(const float *x, size_t n, float *sum, size_t *nnz) {
   *sum = gcomp_lb_sum16(a);
   *nnz = n - zeros;
   return b;
+}
+
+static int sscan_avx512(const float *x, size_t n, float *sum, size_t *nnz) {
+  return scan_avx512((float *)x, NULL, n, sum, nnz);   /* read only: g is NULL */
 }
 
 static void senc_avx512(const float *x, size_t n, uint8_t *bits, uint8_t *zmask) {
@@ -204,6 +217,58 @@ static void addto_avx512(float *restrict r, const float *restrict g, size_t n) {
   B_.addto(r + i, g + i, n - i);
 }
 
+/* ---- error feedback, fused (lowbit.h) ---------------------------------------------------- */
+static int sscan_ef_avx512(float *restrict r, const float *restrict g, size_t n, float *sum,
+                           size_t *nnz) {
+  return scan_avx512(r, g, n, sum, nnz);
+}
+
+/* senc and sdec(GCOMP_LB_SUB) in one pass: bits of r, then r minus the decoded value */
+static void senc_ef_avx512(float *r, size_t n, float s, uint8_t *bits, uint8_t *zmask) {
+  const __m512 zero = _mm512_setzero_ps(), pos = _mm512_set1_ps(s), neg = _mm512_set1_ps(-s);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_loadu_ps(r + i);
+    __mmask16 b = _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), z = 0;
+    uint16_t bw = b;
+    memcpy(bits + i / 8, &bw, 2);
+    if (zmask) {
+      z = _mm512_cmp_ps_mask(v, zero, _CMP_EQ_OQ);
+      uint16_t zw = z;
+      memcpy(zmask + i / 8, &zw, 2);
+    }
+    __m512 d = _mm512_maskz_mov_ps((__mmask16)~z, _mm512_mask_blend_ps(b, pos, neg));
+    _mm512_storeu_ps(r + i, _mm512_sub_ps(v, d));
+  }
+  B_.senc_ef(r + i, n - i, s, bits + i / 8, zmask ? zmask + i / 8 : NULL);
+}
+
+static void widen_avx512(float *restrict x, const uint16_t *restrict r16, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(r16 + i)));
+    _mm512_storeu_si512(x + i, _mm512_slli_epi32(v, 16));
+  }
+  B_.widen(x + i, r16 + i, n - i);
+}
+
+/* gcomp_bf16_rne_sat of sixteen values */
+static void narrow_avx512(uint16_t *restrict r16, const float *restrict x, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512i w = _mm512_loadu_si512(x + i), a = _mm512_and_si512(w, SET1(0x7fffffff));
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(w, 16), SET1(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(w, _mm512_add_epi32(SET1(0x7fff), lsb)), 16);
+    /* rounded up to Inf from a finite value: the largest finite; NaN: 0 */
+    __mmask16 up = _mm512_mask_cmpeq_epi32_mask(_mm512_cmplt_epu32_mask(a, SET1(0x7f800000)),
+                                                _mm512_and_si512(r, SET1(0x7fff)), SET1(0x7f80));
+    r = _mm512_mask_sub_epi32(r, up, r, SET1(1));
+    r = _mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(a, SET1(0x7f800000)), r);
+    _mm256_storeu_si256((__m256i *)(r16 + i), _mm512_cvtepi32_epi16(r));
+  }
+  B_.narrow(r16 + i, x + i, n - i);
+}
+
 const gcomp_lowbit_kernels gcomp_lowbit_avx512 = {
     .name = "avx512",
     .minmax = minmax_avx512,
@@ -214,4 +279,8 @@ const gcomp_lowbit_kernels gcomp_lowbit_avx512 = {
     .senc = senc_avx512,
     .sdec = sdec_avx512,
     .addto = addto_avx512,
+    .sscan_ef = sscan_ef_avx512,
+    .senc_ef = senc_ef_avx512,
+    .widen = widen_avx512,
+    .narrow = narrow_avx512,
 };

@@ -91,6 +91,26 @@ static void addto_base(float *restrict r, const float *restrict g, size_t n) {
   for (size_t i = 0; i < n; i++) r[i] += g[i];
 }
 
+/* The fused error-feedback kernels are defined as the two steps they fuse. */
+static int sscan_ef_base(float *restrict r, const float *restrict g, size_t n, float *sum,
+                         size_t *nnz) {
+  addto_base(r, g, n);
+  return sscan_base(r, n, sum, nnz);
+}
+
+static void senc_ef_base(float *r, size_t n, float s, uint8_t *bits, uint8_t *zmask) {
+  senc_base(r, n, bits, zmask);
+  sdec_base(bits, zmask, n, s, r, GCOMP_LB_SUB);
+}
+
+static void widen_base(float *restrict x, const uint16_t *restrict r16, size_t n) {
+  for (size_t i = 0; i < n; i++) x[i] = gcomp_bf16_to_f32(r16[i]);
+}
+
+static void narrow_base(uint16_t *restrict r16, const float *restrict x, size_t n) {
+  for (size_t i = 0; i < n; i++) r16[i] = gcomp_bf16_rne_sat(x[i]);
+}
+
 const gcomp_lowbit_kernels gcomp_lowbit_base = {
     .name = "base",
     .minmax = minmax_base,
@@ -101,4 +121,8 @@ const gcomp_lowbit_kernels gcomp_lowbit_base = {
     .senc = senc_base,
     .sdec = sdec_base,
     .addto = addto_base,
+    .sscan_ef = sscan_ef_base,
+    .senc_ef = senc_ef_base,
+    .widen = widen_base,
+    .narrow = narrow_base,
 };

@@ -109,9 +109,13 @@ typedef struct {
 
 /* Codes bucket x[0..n) (index b) at p; res: error feedback (res == x, updated to x minus
  * what was sent). Returns the bytes written, 0 when they would pass end. */
-static size_t code_bucket(void *arg, const float *x, size_t n, uint64_t b, float *res,
-                          uint8_t *p, const uint8_t *end) {
+static size_t code_bucket(void *arg, const float *x, const float *g, size_t n, uint64_t b,
+                          float *res, uint8_t *p, const uint8_t *end) {
   const quant_run *q = arg;
+  if (res) {   /* x = grad + residual, formed in the residual while it is in cache */
+    q->K->addto(res, g, n);
+    x = res;
+  }
   unsigned bits = (unsigned)q->cfg->bits;
   float mn, mx, step = 0, inv = 0;
   int raw = q->K->minmax(x, n, &mn, &mx) || grid(mn, mx, bits, &step, &inv);
@@ -135,25 +139,33 @@ static size_t code_bucket(void *arg, const float *x, size_t n, uint64_t b, float
 }
 
 static int quant_run_all(const quant_cfg *c, gcomp_enc_ctx *ctx, const float *src,
-                         const float *grad, float *res, size_t count, uint8_t *dst, size_t cap,
-                         size_t *len) {
+                         const float *grad, float *res, uint16_t *res16, size_t count,
+                         uint8_t *dst, size_t cap, size_t *len) {
   quant_run q = {c, gcomp_lowbit_kernels_get(), ctx, gcomp_cast_key(c->seed, ctx->seq, 0)};
   ctx->param = param_of(c);
-  return gcomp_lb_encode("quant", q.K, ctx, (size_t)c->bucket, src, grad, res, count, dst, cap,
-                         len, code_bucket, &q);
+  return gcomp_lb_encode("quant", q.K, ctx, (size_t)c->bucket, src, grad, res, res16, count,
+                         dst, cap, len, code_bucket, &q);
 }
 
 static int quant_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const float *restrict src,
                         size_t count, uint8_t *restrict dst, size_t cap, size_t *len) {
-  return quant_run_all((const quant_cfg *)(const void *)cfg->bytes, ctx, src, NULL, NULL, count,
-                       dst, cap, len);
+  return quant_run_all((const quant_cfg *)(const void *)cfg->bytes, ctx, src, NULL, NULL, NULL,
+                       count, dst, cap, len);
 }
 
 static int quant_encode_ef(const gcomp_kind *kind, const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx,
                            const float *restrict grad, float *restrict residual, size_t count,
                            uint8_t *restrict dst, size_t cap, size_t *len) {
   return quant_run_all((const quant_cfg *)(const void *)cfg->bytes, ctx, NULL, grad, residual,
-                       count, dst, cap, len);
+                       NULL, count, dst, cap, len);
+}
+
+static int quant_encode_ef_bf16(const gcomp_kind *kind, const gcomp_kind_cfg *cfg,
+                                gcomp_enc_ctx *ctx, const float *restrict grad,
+                                uint16_t *restrict residual, size_t count, uint8_t *restrict dst,
+                                size_t cap, size_t *len) {
+  return quant_run_all((const quant_cfg *)(const void *)cfg->bytes, ctx, NULL, grad, NULL,
+                       residual, count, dst, cap, len);
 }
 
 static int quant_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
@@ -207,4 +219,5 @@ const gcomp_kind gcomp_kind_quant = {
     .encode = quant_encode,
     .decode = quant_decode,
     .encode_ef = quant_encode_ef,
+    .encode_ef_bf16 = quant_encode_ef_bf16,
 };

@@ -19,7 +19,10 @@
  * |scale| is finite. The frame's parameter word is S. Size: 1/8 + 4/S bytes a value
  * (1/4 + 4/S in buckets with zeros).
  *
- * With +ef the error feedback is fused bucket by bucket, as for quant, and a compressed
+ * With +ef the error feedback is fused bucket by bucket: one pass adds the gradient to the
+ * residual and sums the magnitudes, a second (over the bucket, still in cache) writes the
+ * sign bits and subtracts the decoded values from the residual; a bf16 residual is widened
+ * and rounded back bucket by bucket around them. A compressed
  * allreduce re-signs each reduced shard with error feedback too (the owner keeps a residual
  * per tensor and shard, as 1-bit Adam's server does): the second sign's error is carried to
  * the next call rather than lost.
@@ -65,14 +68,18 @@ typedef struct {
   gcomp_enc_ctx *ctx;
 } sign_run_args;
 
-/* Codes bucket x[0..n) at p (res: error feedback, as in quant.c); 0 when past end. */
-static size_t sign_bucket(void *arg, const float *x, size_t n, uint64_t b, float *res,
-                          uint8_t *p, const uint8_t *end) {
+/* Codes bucket x[0..n) at p, or with error feedback x = g + res formed in res, the scan
+ * fused with that add and the sign bits with the residual's update (lowbit.h); 0 when
+ * past end. */
+static size_t sign_bucket(void *arg, const float *x, const float *g, size_t n, uint64_t b,
+                          float *res, uint8_t *p, const uint8_t *end) {
   const gcomp_lowbit_kernels *K = ((sign_run_args *)arg)->K;
   gcomp_enc_ctx *ctx = ((sign_run_args *)arg)->ctx;
   float sum;
   size_t nnz;
-  if (K->sscan(x, n, &sum, &nnz) || !isfinite(sum)) {
+  int bad = res ? K->sscan_ef(res, g, n, &sum, &nnz) : K->sscan(x, n, &sum, &nnz);
+  if (res) x = res;
+  if (bad || !isfinite(sum)) {
     if ((size_t)(end - p) < 4 + 4 * n) return 0;
     ctx->stats->nonfinite_inputs += gcomp_lb_nonfinite(x, n);
     size_t w = gcomp_lb_raw_put(p, x, n);
@@ -85,30 +92,39 @@ static size_t sign_bucket(void *arg, const float *x, size_t n, uint64_t b, float
   if ((size_t)(end - p) < w) return 0;
   gcomp_store_le32(p, gcomp_f2u(zeros ? -s : s));
   uint8_t *zm = zeros ? p + 4 + nb : NULL;
-  K->senc(x, n, p + 4, zm);
-  if (res) K->sdec(p + 4, zm, n, s, res, GCOMP_LB_SUB);
+  if (res) K->senc_ef(res, n, s, p + 4, zm);
+  else K->senc(x, n, p + 4, zm);
   return w;
 }
 
 static int sign_run(const sign_cfg *c, gcomp_enc_ctx *ctx, const float *src, const float *grad,
-                    float *res, size_t count, uint8_t *dst, size_t cap, size_t *len) {
+                    float *res, uint16_t *res16, size_t count, uint8_t *dst, size_t cap,
+                    size_t *len) {
   sign_run_args a = {gcomp_lowbit_kernels_get(), ctx};
   ctx->param = (uint32_t)c->bucket;
-  return gcomp_lb_encode("sign", a.K, ctx, (size_t)c->bucket, src, grad, res, count, dst, cap,
-                         len, sign_bucket, &a);
+  return gcomp_lb_encode("sign", a.K, ctx, (size_t)c->bucket, src, grad, res, res16, count, dst,
+                         cap, len, sign_bucket, &a);
 }
 
 static int sign_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const float *restrict src,
                        size_t count, uint8_t *restrict dst, size_t cap, size_t *len) {
-  return sign_run((const sign_cfg *)(const void *)cfg->bytes, ctx, src, NULL, NULL, count, dst,
-                  cap, len);
+  return sign_run((const sign_cfg *)(const void *)cfg->bytes, ctx, src, NULL, NULL, NULL, count,
+                  dst, cap, len);
 }
 
 static int sign_encode_ef(const gcomp_kind *kind, const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx,
                           const float *restrict grad, float *restrict residual, size_t count,
                           uint8_t *restrict dst, size_t cap, size_t *len) {
-  return sign_run((const sign_cfg *)(const void *)cfg->bytes, ctx, NULL, grad, residual, count,
-                  dst, cap, len);
+  return sign_run((const sign_cfg *)(const void *)cfg->bytes, ctx, NULL, grad, residual, NULL,
+                  count, dst, cap, len);
+}
+
+static int sign_encode_ef_bf16(const gcomp_kind *kind, const gcomp_kind_cfg *cfg,
+                               gcomp_enc_ctx *ctx, const float *restrict grad,
+                               uint16_t *restrict residual, size_t count, uint8_t *restrict dst,
+                               size_t cap, size_t *len) {
+  return sign_run((const sign_cfg *)(const void *)cfg->bytes, ctx, NULL, grad, NULL, residual,
+                  count, dst, cap, len);
 }
 
 static int sign_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
@@ -161,4 +177,5 @@ const gcomp_kind gcomp_kind_sign = {
     .encode = sign_encode,
     .decode = sign_decode,
     .encode_ef = sign_encode_ef,
+    .encode_ef_bf16 = sign_encode_ef_bf16,
 };

@@ -70,6 +70,8 @@ static const gcomp_cast_kernels *const *simd_tables(size_t *n) {
       print_message("no AVX-512 F/BW/VL on this CPU: the avx512 kernels are not tested\n");
     else if (!(gcomp_cpu_detect() & GCOMP_CPU_VPCLMUL))
       print_message("no VPCLMULQDQ on this CPU: the avx512 zmm block sums are not tested\n");
+    else if (!(gcomp_cpu_detect() & GCOMP_CPU_AVX512BF16))
+      print_message("no AVX512_BF16 on this CPU: the avx512bf16 kernels are not tested\n");
   }
   *n = all - 1;
   return t + 1;
@@ -219,6 +221,39 @@ static void large(const gcomp_cast_kernels *K) {
   free(src), free(f0), free(f1), free(o0), free(o1);
 }
 static void test_simd_vs_base_large(void **state) { FOR_SIMD(K) large(K); }
+
+/* Gradient-like values (normal magnitudes, zeros of both signs) with a special value (from
+ * interesting(): subnormals, values that round to Inf, Inf, NaN) about once in 700, so that
+ * most 32-value groups hold none (the kernels' fast paths, e.g. avx512bf16's
+ * vcvtne2ps2bf16) and some hold one (their fallbacks); outputs at each 16-byte alignment
+ * within a cache line and at an odd address, for the streaming-store modes. */
+static void sparse_specials(const gcomp_cast_kernels *K) {
+  enum { N = 3 * 32768 + 77 };
+  float *src = malloc(N * 4), *f0 = malloc(N * 4), *f1 = malloc(N * 4);
+  size_t ob = (2 * N + 128 + 63) / 64 * 64;   /* aligned_alloc: a multiple of the alignment */
+  uint8_t *o0 = aligned_alloc(64, ob), *o1 = aligned_alloc(64, ob);
+  for (size_t i = 0; i < N; i++) {
+    uint32_t r = rnd32();
+    if (r % 700 == 0) src[i] = ref_u2f(interesting());
+    else if (r % 97 == 0) src[i] = ref_u2f(r & 0x80000000u);   /* +-0 */
+    else src[i] = ref_u2f((r & 0x80000000u) | (0x30000000u + (rnd32() % 0x0f000000u)));
+  }
+  static const size_t offs[] = {0, 16, 32, 48, 1};
+  for (size_t k = 0; k < sizeof offs / sizeof *offs; k++) {
+    diff_all(K, src, N, o0 + offs[k], o1 + offs[k], f0, f1, "sparse specials");
+    /* whole blocks as the frame encoder runs them, streaming */
+    gcomp_cast_counts c0 = {0, 0, 0}, c1 = {0, 0, 0};
+    for (size_t i = 0; i + 32768 <= N; i += 32768) {
+      uint32_t s0 = gcomp_cast_base.bf16_enc_sum(src + i, 32768, o0 + offs[k] + 2 * i, &c0, 1);
+      uint32_t s1 = K->bf16_enc_sum(src + i, 32768, o1 + offs[k] + 2 * i, &c1, 1);
+      if (s0 != s1) fail_msg("%s: bf16_enc_sum block at %zu, offset %zu", K->name, i, offs[k]);
+    }
+    if (memcmp(o0 + offs[k], o1 + offs[k], 2 * (N / 32768 * 32768)) || !same_counts(&c0, &c1))
+      fail_msg("%s: bf16_enc_sum blocks, offset %zu", K->name, offs[k]);
+  }
+  free(src), free(f0), free(f1), free(o0), free(o1);
+}
+static void test_simd_vs_base_sparse_specials(void **state) { FOR_SIMD(K) sparse_specials(K); }
 
 /* ---- against the IEEE reference ------------------------------------------------------- */
 static void check_against_reference(const gcomp_cast_kernels *K) {
@@ -467,6 +502,7 @@ int main(void) {
       cmocka_unit_test(test_simd_vs_base_lengths_and_alignment),
       cmocka_unit_test(test_simd_vs_base_guard_page),
       cmocka_unit_test(test_simd_vs_base_large),
+      cmocka_unit_test(test_simd_vs_base_sparse_specials),
       cmocka_unit_test(test_encoders_match_ieee_reference),
       cmocka_unit_test(test_decode_under_daz),
       cmocka_unit_test(test_decode_all_patterns),

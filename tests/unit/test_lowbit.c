@@ -50,6 +50,51 @@ static const gcomp_lowbit_kernels *const *simd(size_t *n) {
 
 static int same_bits(const float *a, const float *b, size_t n) { return !memcmp(a, b, 4 * n); }
 
+/* The error-feedback kernels: sign's fused pair (against base, which is the two steps it
+ * fuses: addto + sscan, senc + sdec(SUB)) with residuals r = x reversed and gradients x,
+ * with and without zero bits, and the bf16 residual conversions over x and over the edges
+ * of gcomp_bf16_rne_sat (largest finite and what rounds past it, Inf, NaN, subnormals). */
+static void diff_ef(const gcomp_lowbit_kernels *K, const float *x, size_t n, uint8_t *c0,
+                    uint8_t *c1, float *d0, float *d1, const char *where) {
+  const gcomp_lowbit_kernels *B = &gcomp_lowbit_base;
+  float s0, s1;
+  size_t z0, z1, nb = (n + 7) / 8;
+  for (size_t i = 0; i < n; i++) d0[i] = d1[i] = x[n - 1 - i];
+  int b0 = B->sscan_ef(d0, x, n, &s0, &z0), b1 = K->sscan_ef(d1, x, n, &s1, &z1);
+  if (b0 != b1 || gcomp_f2u(s0) != gcomp_f2u(s1) || z0 != z1 || !same_bits(d0, d1, n))
+    fail_msg("%s %s sscan_ef n=%zu", K->name, where, n);
+  for (int z = 0; z < 2; z++) {
+    float *e0 = malloc(4 * n + 4), *e1 = malloc(4 * n + 4);
+    memcpy(e0, d0, 4 * n), memcpy(e1, d0, 4 * n);
+    memset(c0, 0xa5, 2 * nb), memset(c1, 0x5a, 2 * nb);
+    B->senc_ef(e0, n, 0.375f, c0, z ? c0 + nb : NULL);
+    K->senc_ef(e1, n, 0.375f, c1, z ? c1 + nb : NULL);
+    if (memcmp(c0, c1, z ? 2 * nb : nb) || !same_bits(e0, e1, n))
+      fail_msg("%s %s senc_ef z=%d n=%zu", K->name, where, z, n);
+    free(e0), free(e1);
+  }
+  static const uint32_t edges[] = {0x7f7f7fff, 0x7f7f8000, 0x7f7f8001, 0x7f7fffff, 0x7f800000,
+                                   0x7f800001, 0x7fc00000, 0x7fffffff, 0x00000001, 0x00007fff,
+                                   0x00008000, 0x00018000, 0x007fffff, 0x3f808000, 0x3f818000,
+                                   0x00000000, 0x7f7effff, 0x7f7e8000};
+  uint16_t *h0 = malloc(2 * n + 2), *h1 = malloc(2 * n + 2);
+  float *y = malloc(4 * n + 4);
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t i = 0; i < n; i++)
+      y[i] = pass == 0 ? x[i]
+                       : gcomp_u2f(edges[(i * 7) % (sizeof edges / sizeof *edges)] |
+                                   (i & 1 ? 0x80000000u : 0));
+    B->narrow(h0, y, n);
+    K->narrow(h1, y, n);
+    if (memcmp(h0, h1, 2 * n)) fail_msg("%s %s narrow pass=%d n=%zu", K->name, where, pass, n);
+    for (size_t i = 0; i < n; i++) h0[i] = (uint16_t)(rnd32() >> 7);   /* every bf16, NaN too */
+    B->widen(d0, h0, n);
+    K->widen(d1, h0, n);
+    if (!same_bits(d0, d1, n)) fail_msg("%s %s widen n=%zu", K->name, where, n);
+  }
+  free(h0), free(h1), free(y);
+}
+
 /* Every kernel of K against base on x[0..n); codes/outputs where the caller put them (so
  * they may end at a guard page). */
 static void diff_one(const gcomp_lowbit_kernels *K, const float *x, size_t n, uint8_t *c0,
@@ -104,6 +149,7 @@ static void diff_one(const gcomp_lowbit_kernels *K, const float *x, size_t n, ui
       if (!same_bits(d0, d1, n)) fail_msg("%s %s sdec mode=%d z=%d n=%zu", K->name, where, mode,
                                           z, n);
     }
+  diff_ef(K, x, n, c0, c1, d0, d1, where);
 }
 
 static void test_simd_vs_base_lengths(void **state) {

@@ -325,6 +325,49 @@ static void test_fused_ef_equals_plain(void **state) {
   }
 }
 
+/* bf16 residuals: the fused path (each bucket widened, updated and rounded back; taken when
+ * there is room for the largest payload) gives the same frames and the same residual bits
+ * as widening the whole residual around the fp32 encode (taken with one byte less), step
+ * after step, through zeros, a NaN bucket and a partial last bucket. */
+static void test_fused_bf16_ef_equals_widened(void **state) {
+  const char *specs[] = {"sign+ef:dtype=bf16", "sign:bucket=128+ef:dtype=bf16",
+                         "quant+ef:dtype=bf16",
+                         "quant:bits=2,bucket=96,round=stochastic,seed=3+ef:dtype=bf16"};
+  enum { N = 10007 };
+  static float g[N], r0[N], r1[N];
+  for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
+    gcomp_spec sp;
+    assert_int_equal(gcomp_spec_parse(specs[s], &sp), GCOMP_OK);
+    gcomp_ef *e0, *e1;
+    assert_int_equal(gcomp_ef_create(sp.ef_dtype, 0, 0, &e0), GCOMP_OK);
+    assert_int_equal(gcomp_ef_create(sp.ef_dtype, 0, 0, &e1), GCOMP_OK);
+    size_t cap = sp.kind->max_payload(&sp.cfg, N), l0, l1;
+    uint8_t *f0 = malloc(cap), *f1 = malloc(cap);
+    test_rng = 23;
+    for (int step = 0; step < 4; step++) {
+      gradient(g, N, 1e-3);
+      for (size_t i = 0; i < N; i += 13) g[i] = 0.0f;
+      if (step == 1) g[77] = NAN;
+      gcomp_codec_stats st = {0};
+      gcomp_enc_ctx c0 = {.seq = (uint64_t)step, .stats = &st};
+      gcomp_enc_ctx c1 = c0;
+      assert_int_equal(gcomp_ef_encode(e0, sp.kind, &sp.cfg, &c0, 9, g, N, f0, cap, &l0), GCOMP_OK);
+      assert_int_equal(gcomp_ef_encode(e1, sp.kind, &sp.cfg, &c1, 9, g, N, f1, cap - 1, &l1),
+                       GCOMP_OK);
+      assert_int_equal(l0, l1);
+      assert_memory_equal(f0, f1, l0);
+      assert_int_equal(gcomp_ef_residual(e0, 9, r0, N), GCOMP_OK);
+      assert_int_equal(gcomp_ef_residual(e1, 9, r1, N), GCOMP_OK);
+      assert_memory_equal(r0, r1, sizeof r0);
+    }
+    size_t moved = 0;   /* the residual is not trivially zero: the comparison can fail */
+    for (size_t i = 0; i < N; i++) moved += r0[i] != 0.0f;
+    assert_true(moved > N / 2);
+    gcomp_ef_destroy(e0), gcomp_ef_destroy(e1);
+    free(f0), free(f1);
+  }
+}
+
 /* Many steps: what was sent plus what is left equals what came in, within the rounding of
  * forming x = g + r and of r = x - decoded (2^-24 of |x| and of |r| each step, and
  * |x| <= |decoded| + |r|: 2^-23 (|decoded| + |r|) covers both), plus, with bf16 residuals,
@@ -407,7 +450,8 @@ static void test_ef_invariant_and_checkpoint(void **state) {
 static void test_levels_identical(void **state) {
   static const char *const levels[] = {"base", "avx2", "avx512"};
   const char *specs[] = {"quant", "quant:bits=3,bucket=96", "quant:bits=1",
-                         "quant:bits=7,round=stochastic,seed=4", "sign", "sign:bucket=32+ef"};
+                         "quant:bits=7,round=stochastic,seed=4", "sign", "sign:bucket=32+ef",
+                         "sign:bucket=128+ef:dtype=bf16", "quant:bits=4+ef:dtype=bf16"};
   enum { N = 5003 };
   float g[N], y0[N], y1[N];
   int best = gcomp_isa_best_level(gcomp_cpu_detect());
@@ -555,6 +599,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_wire_size, test_env_restore),
       cmocka_unit_test_teardown(test_sign_scale_and_zeros, test_env_restore),
       cmocka_unit_test_teardown(test_fused_ef_equals_plain, test_env_restore),
+      cmocka_unit_test_teardown(test_fused_bf16_ef_equals_widened, test_env_restore),
       cmocka_unit_test_teardown(test_ef_invariant_and_checkpoint, test_env_restore),
       cmocka_unit_test_teardown(test_levels_identical, test_env_restore),
       cmocka_unit_test_teardown(test_corrupt_frames, test_env_restore),
