@@ -23,7 +23,9 @@
  * must be c[i] * m with m an integer in [0, 2^size) (the sum over the ranks that sent i),
  * bitwise equal on every rank; for the sparse algorithm with exact=1 (the same k indices
  * on every rank) m must be 2^size - 1 on exactly the k largest |c[i]| (ties: lower index) and
- * 0 elsewhere; ratio=1 must be exact. Out-of-place calls must leave sendbuf untouched.
+ * 0 elsewhere; ratio=1 must be exact. quant:bits=8, whose results are not exact: within
+ * the bound its grid gives two quantisations (see check_bounded), bitwise equal on every
+ * rank. Out-of-place calls must leave sendbuf untouched.
  * The input repeats with a period of at most 131071 elements (a prime), so a result moved
  * by a multiple of that period would go unseen.
  *
@@ -52,23 +54,26 @@ enum { MAX_GROUP = 4, SMALL_COUNT = 4096 };
 #define PERIOD_MAX 131071u   /* a prime: the input's period at most */
 
 /* The codecs the soak passes. kind decides the inputs: the casts need values whose sums
- * every stage represents exactly; top-k gets the scaled inputs described above. */
-typedef enum { K_NONE, K_BF16, K_FP16, K_TOPK } codec_kind;
+ * every stage represents exactly; top-k gets the scaled inputs described above. Eight at
+ * most: a communicator plans for at most 8 codec specs in its life (GCOMP_ERR_UNSUPPORTED
+ * past that, reduce/codec_plan.c). */
+typedef enum { K_NONE, K_BF16, K_FP16, K_TOPK, K_QUANT } codec_kind;
 static const struct {
   const char *spec;
   codec_kind kind;
   int exact_k;   /* topk exact=1 */
   int all;       /* topk ratio=1: every value sent */
   double ratio;
+  int bits;      /* quant */
 } codec_table[] = {
-    {"none", K_NONE, 0, 0, 0},
-    {"bf16", K_BF16, 0, 0, 0},
-    {"fp16", K_FP16, 0, 0, 0},
-    {"fp16:scale=none", K_FP16, 0, 0, 0},
-    {"bf16+zstd", K_BF16, 0, 0, 0},
-    {"topk:ratio=0.01,exact=1", K_TOPK, 1, 0, 0.01},
-    {"topk:ratio=0.1+ef", K_TOPK, 0, 0, 0.1},
-    {"topk:ratio=1", K_TOPK, 0, 1, 1},
+    {"none", K_NONE, 0, 0, 0, 0},
+    {"bf16", K_BF16, 0, 0, 0, 0},
+    {"fp16", K_FP16, 0, 0, 0, 0},
+    {"bf16+zstd", K_BF16, 0, 0, 0, 0},
+    {"topk:ratio=0.01,exact=1", K_TOPK, 1, 0, 0.01, 0},
+    {"topk:ratio=0.1+ef", K_TOPK, 0, 0, 0.1, 0},
+    {"topk:ratio=1", K_TOPK, 0, 1, 1, 0},
+    {"quant:bits=8", K_QUANT, 0, 0, 0, 8},
 };
 enum { NCODECS = sizeof codec_table / sizeof *codec_table };
 
@@ -187,6 +192,7 @@ static int64_t value_range(const call_params *c, int size) {
     case K_BF16: return 256 / size;    /* shard sums <= 256: exact in bf16 */
     case K_FP16: return 2048 / size;   /* <= 2048: exact in fp16 without scaling */
     case K_TOPK: return 15;
+    case K_QUANT: return 256 / size;
     case K_NONE: break;
     }
   }
@@ -371,6 +377,25 @@ static int check_dense(const call_data *d, const void *out, const int64_t *e) {
   return bad;
 }
 
+/* quant (lossy, not exact): a value is quantised at most twice (each rank's contribution,
+ * then the reduced shard: the library's promise), each time within half a step of its
+ * bucket's grid, and a step is at most the bucket's range over 2^bits - 1. Contributions
+ * lie in [-R, R] and reduced shards in [-size R, size R], so the error is at most
+ * (size R + size R) / (2^bits - 1), with a little room for fp32 rounding; divided by size
+ * for an average. Ranks must also agree bitwise (checked by the caller). */
+static int check_bounded(const call_data *d, const void *out, const int64_t *e) {
+  const call_params *c = d->c;
+  double range = (double)value_range(c, d->size), steps = exp2(codec_table[c->codec].bits) - 1;
+  double tol = 2 * d->size * range / steps * (1 + 0x1p-10) + 0x1p-10;
+  int avg = c->op == GCOMP_AVG;
+  if (avg) tol /= d->size;
+  for (size_t i = 0, j = 0; i < c->count; i++, j = j + 1 == d->period ? 0 : j + 1) {
+    double want = (double)e[j] / (avg ? d->size : 1), got = get(c->dtype, out, i);
+    if (!(fabs(got - want) <= tol)) return report_wrong(c, i, got, want, "quant: error bound");
+  }
+  return 0;
+}
+
 /* Top-k: result[i] = c[i] * m, m in [0, 2^size); strict for sparse + exact=1; exact for
  * ratio=1. */
 static int check_topk(const call_data *d, const float *out, const char *algo) {
@@ -545,7 +570,8 @@ static int verify(soak *s, live_call *l, const char *algo) {
   } else {
     int64_t *e = exact_units(&l->d);
     if (!e) return report_wrong(c, 0, 0, 0, "out of memory");
-    bad = check_dense(&l->d, l->out, e);
+    int lossy = c->codec >= 0 && codec_table[c->codec].kind == K_QUANT;
+    bad = lossy ? check_bounded(&l->d, l->out, e) : check_dense(&l->d, l->out, e);
     free(e);
   }
   s->elements_checked += c->count;
@@ -565,7 +591,7 @@ static int same_everywhere(soak *s, live_call *l) {
 }
 
 static int needs_digest(const call_params *c) {
-  return (c->codec >= 0 && codec_table[c->codec].kind == K_TOPK) ||
+  return (c->codec >= 0 && codec_table[c->codec].kind >= K_TOPK) ||
          (c->op == GCOMP_AVG && is_float(c->dtype));
 }
 

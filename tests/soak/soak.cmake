@@ -14,12 +14,16 @@ if(NOT GCOMP_SANITIZE)
     set_tests_properties(soak.${cfg} PROPERTIES LABELS soak TIMEOUT 300)
   endforeach()
   # the checks themselves: a result damaged after the call must be reported, naming the
-  # seed and the call to replay (seed 5: call 10 is a float16 MIN, checked bitwise; call 11
-  # a float64 AVG, checked within one unit in the last place)
-  foreach(k 10 11)
-    add_test(NAME soak.catches-a-wrong-element-${k} COMMAND $<TARGET_FILE:gcomp-run> -n 3 --
-      $<TARGET_FILE:gcomp-soak> --seed 5 --calls 12 --max-bytes 1m --corrupt ${k} --blocking)
-    set_tests_properties(soak.catches-a-wrong-element-${k} PROPERTIES LABELS soak TIMEOUT 120
-      PASS_REGULAR_EXPRESSION "rank 2: WRONG seed=5 call=${k} .*replay: gcomp-soak --seed 5 --from ${k}")
+  # seed and the call to replay: seed 5's call 10 is a float16 MIN (checked bitwise), its
+  # call 11 a float64 AVG (within one unit in the last place), seed 24's call 4 a float32 SUM
+  # with quant:bits=8 (within the quantisation bound)
+  foreach(case 5:10 5:11 24:4)
+    string(REPLACE ":" ";" sk ${case})
+    list(GET sk 0 s)
+    list(GET sk 1 k)
+    add_test(NAME soak.catches-a-wrong-element-${s}-${k} COMMAND $<TARGET_FILE:gcomp-run> -n 3 --
+      $<TARGET_FILE:gcomp-soak> --seed ${s} --calls 12 --max-bytes 1m --corrupt ${k} --blocking)
+    set_tests_properties(soak.catches-a-wrong-element-${s}-${k} PROPERTIES LABELS soak TIMEOUT 120
+      PASS_REGULAR_EXPRESSION "rank 2: WRONG seed=${s} call=${k} .*replay: gcomp-soak --seed ${s} --from ${k}")
   endforeach()
 endif()
