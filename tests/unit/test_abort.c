@@ -1,0 +1,161 @@
+/* reduce/abort.c over the loopback: the failure-path exchange names the rank that stays
+ * silent, and a corrupt-frame notice reaches a rank blocked on something else. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "abort.h"
+#include "coll.h"
+#include "gcomp.h"
+#include "gcomp_common.h"
+#include "transport.h"
+#include "test_env.h"
+
+enum { N = 3 };
+
+typedef struct {
+  gcomp_transport *t;
+  gcomp_abort *a;
+  int st;
+  char detail[1024];
+} job;
+
+/* ---- blame: ranks 0 and 1 fail, rank 2 never answers ---------------------------------- */
+static void *blame_rank(void *arg) {
+  job *j = arg;
+  gcomp_error_set(GCOMP_ERR_TIMEOUT, __FILE__, __LINE__, "waited on rank 2");
+  j->st = gcomp_abort_blame(j->t, 7, GCOMP_ERR_TIMEOUT);
+  snprintf(j->detail, sizeof j->detail, "%s", gcomp_last_error());
+  return NULL;
+}
+
+static void test_blame_names_the_silent_rank(void **state) {
+  (void)state;
+  gcomp_transport *t[N];
+  assert_int_equal(gcomp_loopback_create(N, NULL, t), GCOMP_OK);
+  job jobs[2] = {{.t = t[0]}, {.t = t[1]}};
+  pthread_t th[2];
+  uint64_t t0 = gcomp_now_ns();
+  for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, blame_rank, &jobs[r]);
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  double ms = (double)(gcomp_now_ns() - t0) * 1e-6;
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(jobs[r].st, GCOMP_ERR_TIMEOUT);
+    assert_non_null(strstr(jobs[r].detail, "no word after the failure from rank 2 "));
+    char other[32];
+    snprintf(other, sizeof other, "failed too: rank %d;", 1 - r);
+    assert_non_null(strstr(jobs[r].detail, other));
+    assert_non_null(strstr(jobs[r].detail, "this rank: waited on rank 2"));
+  }
+  /* bounded by min(250 ms, GCOMP_TIMEOUT_MS / 4) each, the two in parallel */
+  assert_true(ms < 250.0 * 2 + 1000.0);
+  /* other statuses pass unchanged, detail and all */
+  gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__, "rank 1 sent 8 bytes");
+  char before[256];
+  snprintf(before, sizeof before, "%s", gcomp_last_error());
+  assert_int_equal(gcomp_abort_blame(t[0], 8, GCOMP_ERR_INVALID), GCOMP_ERR_INVALID);
+  assert_string_equal(gcomp_last_error(), before);
+  for (int r = 0; r < N; r++) gcomp_transport_destroy(t[r]);
+}
+
+/* ---- corrupt notice -------------------------------------------------------------------- */
+/* A rank blocked on a receive nobody sends: only the notice can end its wait */
+static void *blocked_rank(void *arg) {
+  job *j = arg;
+  gcomp_treq *r = NULL;
+  char buf[8];
+  j->st = gcomp_irecv(j->t, 1, gcomp_tag(3, 99), buf, sizeof buf, &r);
+  if (j->st == GCOMP_OK) j->st = gcomp_abort_wait(j->a, j->t, r, NULL);
+  snprintf(j->detail, sizeof j->detail, "%s", gcomp_last_error());
+  return NULL;
+}
+
+static void *detecting_rank(void *arg) {
+  job *j = arg;
+  gcomp_coll c = {.t = j->t, .seq = 3};
+  gcomp_error_set(GCOMP_ERR_CORRUPT, __FILE__, __LINE__, "frame checksum mismatch");
+  j->st = gcomp_abort_corrupt_from(j->a, &c, GCOMP_ERR_CORRUPT, 0);
+  snprintf(j->detail, sizeof j->detail, "%s", gcomp_last_error());
+  return NULL;
+}
+
+static void test_corrupt_notice_reaches_every_rank(void **state) {
+  (void)state;
+  setenv("GCOMP_FAULT", "corrupt:rank=0,call=2", 1);
+  setenv("GCOMP_TIMEOUT_MS", "20000", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  gcomp_transport *t[N];
+  assert_int_equal(gcomp_loopback_create(N, NULL, t), GCOMP_OK);
+  job jobs[N];
+  for (int r = 0; r < N; r++) {
+    jobs[r] = (job){.t = t[r]};
+    assert_int_equal(gcomp_abort_create(t[r], &jobs[r].a), GCOMP_OK);
+    assert_non_null(jobs[r].a);
+  }
+  /* the fault: rank 0 only, its 2nd call only, one frame only */
+  uint8_t frame[64] = {0}, zero[64] = {0};
+  for (int call = 1; call <= 3; call++)
+    for (int r = 0; r < N; r++) {
+      gcomp_abort_call_begins(jobs[r].a);
+      gcomp_abort_corrupt_frame(jobs[r].a, frame, sizeof frame, (r + 1) % N);
+      gcomp_abort_corrupt_frame(jobs[r].a, frame, sizeof frame, (r + 1) % N);
+      int flipped = memcmp(frame, zero, sizeof frame) != 0;
+      assert_int_equal(flipped, r == 0 && call == 2);
+      assert_int_equal(frame[32], flipped ? 0x5a : 0);
+      memset(frame, 0, sizeof frame);
+    }
+  pthread_t th[N];
+  uint64_t t0 = gcomp_now_ns();
+  pthread_create(&th[0], NULL, blocked_rank, &jobs[0]);
+  pthread_create(&th[2], NULL, blocked_rank, &jobs[2]);
+  pthread_create(&th[1], NULL, detecting_rank, &jobs[1]);
+  for (int r = 0; r < N; r++) pthread_join(th[r], NULL);
+  double ms = (double)(gcomp_now_ns() - t0) * 1e-6;
+  for (int r = 0; r < N; r++) {
+    assert_int_equal(jobs[r].st, GCOMP_ERR_CORRUPT);
+    assert_non_null(strstr(jobs[r].detail, "data from rank 0 failed validation at rank 1: "
+                                           "frame checksum mismatch"));
+    if (r != 1) assert_non_null(strstr(jobs[r].detail, "call aborted by rank 1's notice (call seq 3)"));
+  }
+  assert_true(ms < 5000.0);   /* far below GCOMP_TIMEOUT_MS=20000: the notice, not a timeout */
+  for (int r = 0; r < N; r++) gcomp_abort_destroy(jobs[r].a);
+  for (int r = 0; r < N; r++) gcomp_transport_destroy(t[r]);
+}
+
+/* Unset GCOMP_FAULT: no watch at all */
+static void test_off_without_fault(void **state) {
+  (void)state;
+  unsetenv("GCOMP_FAULT");
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  gcomp_transport *t[2];
+  assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+  gcomp_abort *a = (gcomp_abort *)&a;
+  assert_int_equal(gcomp_abort_create(t[0], &a), GCOMP_OK);
+  assert_null(a);
+  gcomp_abort_call_begins(NULL);
+  uint8_t frame[8] = {0};
+  gcomp_abort_corrupt_frame(NULL, frame, sizeof frame, 1);
+  assert_int_equal(frame[4], 0);
+  for (int r = 0; r < 2; r++) gcomp_transport_destroy(t[r]);
+}
+
+static int restore(void **state) {
+  test_env_restore(state);
+  return gcomp_reinit_for_testing() == GCOMP_OK ? 0 : -1;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_blame_names_the_silent_rank, restore),
+      cmocka_unit_test_teardown(test_corrupt_notice_reaches_every_rank, restore),
+      cmocka_unit_test_teardown(test_off_without_fault, restore),
+  };
+  return cmocka_run_group_tests(tests, test_env_save, NULL);
+}
