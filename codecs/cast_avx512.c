@@ -161,6 +161,8 @@ static uint32_t f16_enc_sum_avx512(const float *src, size_t n, uint8_t *dst, flo
   __m512i m0 = _mm512_setzero_si512(), m1 = m0, f = m0;
   int mode = gcomp_store_mode(dst, stream);
   for (size_t i = 0; i < n; i += 32) {
+    _mm_prefetch((const char *)(src + i) + GCOMP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
+    _mm_prefetch((const char *)(src + i) + GCOMP_CAST_PREFETCH_BYTES + 64, _MM_HINT_T0);
     __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(f16_vec(src + i, sc, t, &m0, &k)),
                                    f16_vec(src + i + 16, sc, t, &m1, &k), 1);
     gcomp_store64(dst + 2 * i, v, mode);
@@ -290,12 +292,20 @@ static void f16_dec_avx512(const uint8_t *src, size_t n, float *dst, float inv_s
   f16_dec_nt_avx512(src, n, dst, inv_scale, streaming(4 * n));
 }
 
+/* decode_add streams two inputs (payload and accumulator): both prefetched ahead */
+static inline void dec_add_prefetch(const uint8_t *src, const float *acc) {
+  _mm_prefetch((const char *)acc + GCOMP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
+  _mm_prefetch((const char *)src + GCOMP_CAST_PREFETCH_BYTES / 2, _MM_HINT_T0);
+}
+
 static void f16_dec_add_avx512(const uint8_t *src, size_t n, float *acc, float inv_scale) {
   const __m512 inv = _mm512_set1_ps(inv_scale);
   size_t i = 0;
-  for (; i + 16 <= n; i += 16)
+  for (; i + 16 <= n; i += 16) {
+    dec_add_prefetch(src + 2 * i, acc + i);
     _mm512_storeu_ps(acc + i,
                      _mm512_add_ps(_mm512_loadu_ps(acc + i), f16_widen16(src + 2 * i, inv)));
+  }
   gcomp_cast_base.f16_dec_add(src + 2 * i, n - i, acc + i, inv_scale);
 }
 
@@ -316,9 +326,11 @@ static void bf16_dec_avx512(const uint8_t *src, size_t n, float *dst) {
 
 static void bf16_dec_add_avx512(const uint8_t *src, size_t n, float *acc) {
   size_t i = 0;
-  for (; i + 16 <= n; i += 16)
+  for (; i + 16 <= n; i += 16) {
+    dec_add_prefetch(src + 2 * i, acc + i);
     _mm512_storeu_ps(acc + i,
                      _mm512_add_ps(_mm512_loadu_ps(acc + i), bf16_widen16(src + 2 * i)));
+  }
   gcomp_cast_base.bf16_dec_add(src + 2 * i, n - i, acc + i);
 }
 

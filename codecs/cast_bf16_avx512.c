@@ -29,6 +29,8 @@ static inline __mmask16 rare16(__m512i w) {
 
 /* 32 values at p as bf16, in order; a pair with a rare lane is converted by the base rule */
 static inline __m512i bf16_32(const float *p, gcomp_cast_counts *k) {
+  _mm_prefetch((const char *)p + GCOMP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
+  _mm_prefetch((const char *)p + GCOMP_CAST_PREFETCH_BYTES + 64, _MM_HINT_T0);
   __m512i w0 = _mm512_loadu_si512(p), w1 = _mm512_loadu_si512(p + 16);
   if (__builtin_expect(!_kortestz_mask16_u8(rare16(w0), rare16(w1)), 0)) {
     uint8_t tmp[64];
