@@ -160,14 +160,19 @@ static uint32_t f16_enc_sum_avx512(const float *src, size_t n, uint8_t *dst, flo
   const __m512 sc = _mm512_set1_ps(scale);
   __m512i m0 = _mm512_setzero_si512(), m1 = m0, f = m0;
   int mode = gcomp_store_mode(dst, stream);
+  int realign = mode == GCOMP_ST_NT16 || mode == GCOMP_ST_NT32;   /* whole lines streamed */
+  gcomp_nt_run run = {NULL, _mm512_setzero_si512(), 16};   /* set by the first chunk */
   for (size_t i = 0; i < n; i += 32) {
     _mm_prefetch((const char *)(src + i) + GCOMP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
     _mm_prefetch((const char *)(src + i) + GCOMP_CAST_PREFETCH_BYTES + 64, _MM_HINT_T0);
     __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(f16_vec(src + i, sc, t, &m0, &k)),
                                    f16_vec(src + i + 16, sc, t, &m1, &k), 1);
-    gcomp_store64(dst + 2 * i, v, mode);
+    if (!realign) gcomp_store64(dst + 2 * i, v, mode);
+    else if (i) gcomp_nt_run_next(&run, v);
+    else gcomp_nt_run_first(&run, dst, v);
     f = i ? gcomp_crc_fold512_64(f, v) : gcomp_crc_fold512_init(v, 0xffffffffu);
   }
+  if (realign) gcomp_nt_run_end(&run);
   if (mode != GCOMP_ST_PLAIN) _mm_sfence();
   add_counts(c, &k);
   *mx = _mm512_reduce_max_epu32(_mm512_max_epu32(m0, m1));

@@ -10,7 +10,7 @@
  * counts them). One unsigned compare per vector, against AVX-512's integer rounding plus
  * the three counter compares of cast_avx512.c.
  *
- * Streaming stores at any 16-byte alignment of the output (nt_store.h). */
+ * Streaming stores at any 16-byte alignment of the output, whole lines (nt_store.h). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -45,8 +45,21 @@ uint32_t gcomp_cast_bf16_enc_sum_avx512bf16(const float *src, size_t n, uint8_t 
   gcomp_cast_counts k = {0, 0, 0};
   int mode = gcomp_store_mode(dst, stream);
   __m512i v = bf16_32(src, &k);
-  gcomp_store64(dst, v, mode);
   __m512i f = gcomp_crc_fold512_init(v, 0xffffffffu);
+  if (mode == GCOMP_ST_NT16 || mode == GCOMP_ST_NT32) {   /* whole lines, realigned */
+    gcomp_nt_run run;
+    gcomp_nt_run_first(&run, dst, v);
+    for (size_t i = 32; i < n; i += 32) {
+      v = bf16_32(src + i, &k);
+      gcomp_nt_run_next(&run, v);
+      f = gcomp_crc_fold512_64(f, v);
+    }
+    gcomp_nt_run_end(&run);
+    _mm_sfence();
+    c->nonfinite += k.nonfinite, c->overflow += k.overflow, c->underflow += k.underflow;
+    return ~gcomp_crc_fold512_end(f);
+  }
+  gcomp_store64(dst, v, mode);
 #define STEP(M)                                                                           \
   for (size_t i = 32; i < n; i += 32) {                                                   \
     v = bf16_32(src + i, &k);                                                             \
@@ -54,12 +67,8 @@ uint32_t gcomp_cast_bf16_enc_sum_avx512bf16(const float *src, size_t n, uint8_t 
     f = gcomp_crc_fold512_64(f, v);                                                       \
   }
   /* one loop a store mode, so the switch is not in it */
-  switch (mode) {
-  case GCOMP_ST_NT64: STEP(GCOMP_ST_NT64) break;
-  case GCOMP_ST_NT32: STEP(GCOMP_ST_NT32) break;
-  case GCOMP_ST_NT16: STEP(GCOMP_ST_NT16) break;
-  default: STEP(GCOMP_ST_PLAIN) break;
-  }
+  if (mode == GCOMP_ST_NT64) STEP(GCOMP_ST_NT64)
+  else STEP(GCOMP_ST_PLAIN)
 #undef STEP
   if (mode != GCOMP_ST_PLAIN) _mm_sfence();
   c->nonfinite += k.nonfinite, c->overflow += k.overflow, c->underflow += k.underflow;

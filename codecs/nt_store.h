@@ -20,6 +20,41 @@ static inline int gcomp_store_mode(const uint8_t *dst, int stream) {
   return !(a & 63) ? GCOMP_ST_NT64 : !(a & 31) ? GCOMP_ST_NT32 : GCOMP_ST_NT16;
 }
 
+/* A run of 64-byte chunks from d on, d 16-byte aligned but not 64: rather than two or four
+ * narrow streaming stores a chunk (GCOMP_ST_NT16/32, slower on the Xeon of
+ * bench/RESULTS.md), each whole line in the run is streamed once: the line at
+ * d + h + 64 j (h = bytes from d to the next line) holds chunk j's bytes [h, 64) and chunk
+ * j + 1's first h bytes (valignd of the two). The first and last partial lines are
+ * written with masked plain stores (masked-off bytes are never touched). */
+typedef struct {
+  uint8_t *line;   /* the next whole line */
+  __m512i prev;    /* the last chunk given */
+  unsigned h;      /* 16, 32 or 48 */
+} gcomp_nt_run;
+
+static inline __m512i gcomp_nt_join(__m512i next, __m512i prev, unsigned h) {
+  switch (h) {   /* valignd takes its shift as an immediate */
+  case 16: return _mm512_alignr_epi32(next, prev, 4);
+  case 32: return _mm512_alignr_epi32(next, prev, 8);
+  default: return _mm512_alignr_epi32(next, prev, 12);
+  }
+}
+static inline void gcomp_nt_run_first(gcomp_nt_run *r, uint8_t *d, __m512i v) {
+  r->h = 64 - (unsigned)((uintptr_t)d & 63);
+  r->line = d + r->h;
+  r->prev = v;
+  _mm512_mask_storeu_epi8(d, (__mmask64)((1ull << r->h) - 1), v);
+}
+static inline void gcomp_nt_run_next(gcomp_nt_run *r, __m512i v) {
+  _mm512_stream_si512((void *)r->line, gcomp_nt_join(v, r->prev, r->h));
+  r->line += 64;
+  r->prev = v;
+}
+static inline void gcomp_nt_run_end(gcomp_nt_run *r) {
+  _mm512_mask_storeu_epi8(r->line, (__mmask64)((1ull << (64 - r->h)) - 1),
+                          gcomp_nt_join(_mm512_setzero_si512(), r->prev, r->h));
+}
+
 /* 64 bytes at d (d keeps the alignment the mode was chosen for). */
 static inline void gcomp_store64(uint8_t *d, __m512i v, int mode) {
   switch (mode) {
