@@ -8,6 +8,8 @@
  *            a checksum mismatch (GCOMP_ERR_CORRUPT). Needs a codec: dense calls send raw
  *            values with no checksum (a warning says nothing was corrupted). Handled in
  *            reduce/abort.c, which also arms the abort notice whenever GCOMP_FAULT is set.
+ *   corrupt-quiet  the same without the abort notice: the other ranks learn of the
+ *            corruption only after their own timeout, from the failure exchange (abort.h)
  */
 #ifndef GCOMP_FAULT_H
 #define GCOMP_FAULT_H

@@ -396,7 +396,8 @@ GCOMP_API int gcomp_comm_destroy(gcomp_comm *comm);
  * a message of the wrong length or shape wherever it arrives), GCOMP_ERR_TIMEOUT / GCOMP_ERR_PEER (a peer
  * stopped answering or died; the detail starts with the ranks that did not answer, or had
  * exited, when the failing ranks compared notes), GCOMP_ERR_CORRUPT (a frame failed
- * validation; with GCOMP_FAULT set every rank of the call reports it). After any
+ * validation: every rank of the call reports it, naming the sender; at once with GCOMP_FAULT
+ * set, else after GCOMP_TIMEOUT_MS). After any
  * failure past the argument checks the communicator is unusable: every later call returns
  * GCOMP_ERR_PEER at once, naming the first failure. Destroy it and create a new one. */
 GCOMP_API int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,

@@ -27,6 +27,7 @@ struct gcomp_abort {
   notice *in;           /* [size]: where they land */
   notice out;           /* what this rank sends, once */
   unsigned polls;
+  int watching;         /* the receives are posted (not under corrupt-quiet) */
   long calls;           /* user calls begun */
   long corrupt_call;    /* GCOMP_FAULT=corrupt: the call that corrupts a frame, or 0 */
   int corrupt_now;      /* armed for the running call and no frame corrupted yet */
@@ -53,8 +54,11 @@ int gcomp_abort_create(gcomp_transport *t, gcomp_abort **out) {
     GCOMP_FAIL(GCOMP_ERR_NOMEM, "abort notices for %d ranks", t->size);
   }
   long call = -1;
-  if (gcomp_fault_armed("corrupt", t->rank, &call)) a->corrupt_call = call > 0 ? call : 1;
-  for (int p = 0; p < t->size; p++) {
+  if (gcomp_fault_armed("corrupt", t->rank, &call) ||
+      gcomp_fault_armed("corrupt-quiet", t->rank, &call))
+    a->corrupt_call = call > 0 ? call : 1;
+  a->watching = strncmp(fault, "corrupt-quiet:", 14) != 0;
+  for (int p = 0; a->watching && p < t->size; p++) {
     if (p == t->rank) continue;
     int st = post(a, p);
     if (st < 0) {
@@ -62,7 +66,8 @@ int gcomp_abort_create(gcomp_transport *t, gcomp_abort **out) {
       return gcomp_error_trace(st, __FILE__, __LINE__);
     }
   }
-  GCOMP_INFO(GCOMP_SUB_REDUCE, "GCOMP_FAULT=%s: abort notices watched%s", fault,
+  GCOMP_INFO(GCOMP_SUB_REDUCE, "GCOMP_FAULT=%s: abort notices %s%s", fault,
+             a->watching ? "watched" : "off (corrupt-quiet)",
              a->corrupt_call ? "; this rank corrupts a frame" : "");
   *out = a;
   return GCOMP_OK;
@@ -131,7 +136,7 @@ int gcomp_abort_corrupt_from(gcomp_abort *a, const gcomp_coll *c, int st, int cu
   snprintf(detail, sizeof detail, "%s", gcomp_last_error());
   gcomp_error_set(st, __FILE__, __LINE__, "data from rank %d failed validation at rank %d: %s",
                   culprit, me, detail);
-  if (!a) return st;
+  if (!a || !a->watching) return st;
   a->out = (notice){.magic = NOTICE_MAGIC, .status = st, .reporter = me, .culprit = culprit,
                     .seq = c->seq};
   snprintf(a->out.why, sizeof a->out.why, "%s", gcomp_last_error());
@@ -274,7 +279,8 @@ static int blame_list(const gcomp_transport *t, const blame_tables *b, char s, c
 }
 
 int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st) {
-  if ((st != GCOMP_ERR_TIMEOUT && st != GCOMP_ERR_PEER) || t->size < 2) return st;
+  if ((st != GCOMP_ERR_TIMEOUT && st != GCOMP_ERR_PEER && st != GCOMP_ERR_CORRUPT) || t->size < 2)
+    return st;
   char detail[1024];
   snprintf(detail, sizeof detail, "%s", gcomp_last_error());
   int n = t->size;
@@ -296,16 +302,31 @@ int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st) {
   /* ranks stuck on the same culprit time out within a few ms of each other; a rank stuck
    * behind a failing one fails once that one exits, and finds its word already there */
   int wait_ms = t->timeout_ms / 4 < 250 ? t->timeout_ms / 4 : 250;
+  /* the rank that found corrupt data stays until the others hear it: they answer when their
+   * own wait times out (at once when the abort notice reached them), and a peer that has
+   * exited takes no more messages */
+  if (st == GCOMP_ERR_CORRUPT) wait_ms += t->timeout_ms;
   blame_run(t, &b, gcomp_now_ns() + (uint64_t)wait_ms * 1000000u);
-  char failed[160], gone[160], silent[160];
+  char failed[160], gone[160], silent[160], corrupt[sizeof b.in->why + 32] = "";
   int nf = blame_list(t, &b, 'r', failed, sizeof failed);
   int ng = blame_list(t, &b, 'g', gone, sizeof gone);
   int ns = blame_list(t, &b, 's', silent, sizeof silent);
+  /* a peer that found corrupt data: that is what this rank's timeout came from */
+  for (int p = 0; p < n && !corrupt[0] && st != GCOMP_ERR_CORRUPT; p++) {
+    const notice *m = &b.in[p];
+    if (b.state[p] == 'r' && m->magic == NOTICE_MAGIC && m->reporter == p &&
+        m->status == GCOMP_ERR_CORRUPT)
+      snprintf(corrupt, sizeof corrupt, "rank %d reported: %.*s; ", p, (int)sizeof m->why, m->why);
+  }
   blame_free(t, &b);
-  if (!ng && !ns) return gcomp_error_restore(st, detail);   /* every peer failed alike */
+  /* every peer failed alike, or this rank found the corruption itself: its own detail */
+  if (st == GCOMP_ERR_CORRUPT || (!ng && !ns && !corrupt[0]))
+    return gcomp_error_restore(st, detail);
   char head[600];
   snprintf(head, sizeof head, "%s%s%s%s%s%s%s%s", ns ? "no word after the failure from " : "",
            ns ? silent : "", ns ? " (stopped, hung, or still waiting)" : "", ns && ng ? "; " : "",
-           ng ? "exited: " : "", ng ? gone : "", nf ? "; failed too: " : "", nf ? failed : "");
-  return gcomp_error_set(st, __FILE__, __LINE__, "%s; this rank: %s", head, detail);
+           ng ? "exited: " : "", ng ? gone : "", nf && (ns || ng) ? "; " : "",
+           nf ? "failed too: " : "");
+  return gcomp_error_set(corrupt[0] ? GCOMP_ERR_CORRUPT : st, __FILE__, __LINE__,
+                         "%s%s%s; this rank: %s", corrupt, head, nf ? failed : "", detail);
 }

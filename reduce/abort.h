@@ -2,7 +2,7 @@
  * the call at once instead of leaving the others to wait out GCOMP_TIMEOUT_MS, and the
  * corrupt-frame fault (GCOMP_FAULT=corrupt:rank=R,call=N) that tests it.
  *
- * Armed only while GCOMP_FAULT is set (any kind): a communicator then keeps one receive
+ * Armed only while GCOMP_FAULT is set (any kind but corrupt-quiet): a communicator then keeps one receive
  * posted per peer on a reserved tag (sequence 0xfffff1, which no call takes), its wait loops
  * test them when idle, and a rank that finds a peer's frame corrupt sends each peer a small
  * notice (its rank, the culprit's, the call's number, the detail) before it fails. Unset,
@@ -51,13 +51,18 @@ int gcomp_abort_corrupt_from(gcomp_abort *a, const struct gcomp_coll *c, int st,
  * or a notice's status with its detail. a must not be NULL. */
 int gcomp_abort_poll(gcomp_abort *a);
 
-/* After a call failed with GCOMP_ERR_TIMEOUT or GCOMP_ERR_PEER (always on: it costs nothing
- * until a call fails): every failing rank tells every peer it failed (sequence 0xfffff2) and
- * listens for theirs, for up to min(250 ms, GCOMP_TIMEOUT_MS / 4), or until every peer has
+/* After a call failed with GCOMP_ERR_TIMEOUT, _PEER or _CORRUPT (always on: it costs
+ * nothing until a call fails): every failing rank tells every peer it failed (sequence
+ * 0xfffff2, its status and detail) and listens for theirs, for up to min(250 ms,
+ * GCOMP_TIMEOUT_MS / 4), or until every peer has
  * answered or is known to have exited. A rank that neither answers nor has exited is
  * stopped, hung, or still waiting on another: the detail then starts by naming those (and
  * the exited ones), so that every rank names the culprit, not only the ranks that waited on
- * it directly. Returns st (other statuses pass unchanged). */
+ * it directly. A rank that timed out while a peer found corrupt data returns
+ * GCOMP_ERR_CORRUPT with that peer's detail first: without GCOMP_FAULT's prompt notice,
+ * every rank still reports the corruption and its culprit, after GCOMP_TIMEOUT_MS (the
+ * detecting rank waits up to that long more for them to hear it). Returns
+ * st otherwise (other statuses pass unchanged; a detecting rank keeps its own detail). */
 int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st);
 
 /* gcomp_wait / gcomp_waitall watching the notices too (plain when a is NULL). */

@@ -59,6 +59,11 @@ gcomp_ar_corrupt(integration.allreduce.corrupt.shm-bf16 4 1 direct bf16)
 gcomp_ar_corrupt(integration.allreduce.corrupt.shm-quant 4 1 direct quant)
 gcomp_ar_corrupt(integration.allreduce.corrupt.tcp-bf16 4 2 direct bf16)
 gcomp_ar_corrupt(integration.allreduce.corrupt.mixed-hier-quant 4 2 hier-direct quant)
+# without the notice (corrupt-quiet, as when GCOMP_FAULT is unset): the other ranks time out,
+# and the failure exchange tells them what the receiver found
+gcomp_ar_test(integration.allreduce.corrupt.quiet-tcp 4 2 direct corrupt 3 1 bf16 late)
+set_tests_properties(integration.allreduce.corrupt.quiet-tcp PROPERTIES TIMEOUT 60 ENVIRONMENT
+  "GCOMP_TIMEOUT_MS=3000;GCOMP_ALGO=direct;GCOMP_CODEC_MIN_BYTES=0;GCOMP_FAULT=corrupt-quiet:rank=1,call=3")
 
 # GCOMP_INTRA_CODEC over real processes: bf16 inside the nodes of a hierarchical call (the
 # dense check's integer sums are exact in bf16, so the results must still be exact)

@@ -5,11 +5,12 @@
  *   allreduce_check stop VICTIM   VICTIM SIGSTOPs itself mid-run (printing its pid first); the
  *                                 others must fail in time; once continued, its own next call
  *                                 must fail too (its peers are gone), not hang
- *   allreduce_check corrupt CALL CULPRIT SPEC
+ *   allreduce_check corrupt CALL CULPRIT SPEC [late]
  *                                 with GCOMP_FAULT=corrupt:rank=CULPRIT,call=CALL: calls with
  *                                 codec SPEC succeed before CALL; call CALL fails on every rank
  *                                 with GCOMP_ERR_CORRUPT naming CULPRIT, sooner than
- *                                 GCOMP_TIMEOUT_MS; the next call fails at once
+ *                                 GCOMP_TIMEOUT_MS (late, for corrupt-quiet: within it plus
+ *                                 3 s); the next call fails at once
  *   allreduce_check big COUNT     float32 sums of COUNT elements (small integers: exact),
  *                                 with whatever GCOMP_ALGO / GCOMP_SEGMENT_BYTES the test sets
  * Exit 0 when every check passed; prints "allreduce_check: rank R: ..." lines. */
@@ -285,7 +286,7 @@ static int mismatch_run(gcomp_comm *comm) {
  * rank, not only the receiver, must fail that call with GCOMP_ERR_CORRUPT naming the
  * culprit, without waiting out the timeout; the communicator is then unusable (every later
  * call fails at once, naming the first failure) and can be destroyed. */
-static int corrupt_run(gcomp_comm *comm, int bad, int culprit, const char *spec) {
+static int corrupt_run(gcomp_comm *comm, int bad, int culprit, const char *spec, int late) {
   size_t n = (1u << 18) + 5;
   float *x = malloc(n * sizeof *x);
   gcomp_codec *codec = NULL;
@@ -293,7 +294,7 @@ static int corrupt_run(gcomp_comm *comm, int bad, int culprit, const char *spec)
     free(x);
     return fail(spec);
   }
-  long timeout = gcomp_param_int(GCOMP_P_TIMEOUT_MS);
+  long timeout = gcomp_param_int(GCOMP_P_TIMEOUT_MS) + (late ? 3000 : 0);
   int rc = 0;
   for (int call = 1; call <= bad + 1 && !rc; call++) {
     for (size_t i = 0; i < n; i++) x[i] = (float)((int)((i + (size_t)rank_) % 7) - 3);
@@ -321,7 +322,7 @@ static int corrupt_run(gcomp_comm *comm, int bad, int culprit, const char *spec)
              gcomp_strerror(st), ms, e);
       if (st != GCOMP_ERR_CORRUPT || !strstr(e, want) || ms >= (unsigned long long)timeout) {
         printf("allreduce_check: rank %d: FAILED: call %d must fail with GCOMP_ERR_CORRUPT naming "
-               "rank %d within GCOMP_TIMEOUT_MS=%ld\n", rank_, call, culprit, timeout);
+               "rank %d within %ld ms\n", rank_, call, culprit, timeout);
         rc = 1;
       }
     } else if (st != GCOMP_ERR_PEER || !strstr(e, "unusable") || !strstr(e, "GCOMP_ERR_CORRUPT") ||
@@ -388,7 +389,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(argv[1], "stop") && argc > 2) rc = kill_run(comm, atoi(argv[2]), SIGSTOP);
   else if (!strcmp(argv[1], "mismatch")) rc = mismatch_run(comm);
   else if (!strcmp(argv[1], "corrupt") && argc > 4)
-    rc = corrupt_run(comm, atoi(argv[2]), atoi(argv[3]), argv[4]);
+    rc = corrupt_run(comm, atoi(argv[2]), atoi(argv[3]), argv[4], argc > 5 && !strcmp(argv[5], "late"));
   if (rc != 3) gcomp_comm_destroy(comm);   /* after a failure the peers are gone */
   return rc;
 }

@@ -65,6 +65,39 @@ static void test_blame_names_the_silent_rank(void **state) {
   for (int r = 0; r < N; r++) gcomp_transport_destroy(t[r]);
 }
 
+/* ---- blame after a corrupt frame, without the notice: rank 1 found rank 0's data corrupt,
+ * ranks 0 and 2 timed out waiting: all three report the corruption and its culprit ------ */
+static void *blame_as(void *arg) {
+  job *j = arg;
+  if (j->st == GCOMP_ERR_CORRUPT)
+    gcomp_error_set(GCOMP_ERR_CORRUPT, __FILE__, __LINE__, "data from rank 0 failed validation at rank 1: crc");
+  else
+    gcomp_error_set(j->st, __FILE__, __LINE__, "waited on rank 1");
+  j->st = gcomp_abort_blame(j->t, 9, j->st);
+  snprintf(j->detail, sizeof j->detail, "%s", gcomp_last_error());
+  return NULL;
+}
+
+static void test_blame_spreads_a_corruption(void **state) {
+  (void)state;
+  gcomp_transport *t[N];
+  assert_int_equal(gcomp_loopback_create(N, NULL, t), GCOMP_OK);
+  job jobs[N];
+  pthread_t th[N];
+  for (int r = 0; r < N; r++) {
+    jobs[r] = (job){.t = t[r], .st = r == 1 ? GCOMP_ERR_CORRUPT : GCOMP_ERR_TIMEOUT};
+    pthread_create(&th[r], NULL, blame_as, &jobs[r]);
+  }
+  for (int r = 0; r < N; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < N; r++) {
+    assert_int_equal(jobs[r].st, GCOMP_ERR_CORRUPT);
+    assert_non_null(strstr(jobs[r].detail, "data from rank 0 failed validation at rank 1: crc"));
+    if (r == 1) assert_null(strstr(jobs[r].detail, "reported"));   /* its own detail, as it was */
+    else assert_non_null(strstr(jobs[r].detail, "rank 1 reported: data from rank 0"));
+  }
+  for (int r = 0; r < N; r++) gcomp_transport_destroy(t[r]);
+}
+
 /* ---- corrupt notice -------------------------------------------------------------------- */
 /* A rank blocked on a receive nobody sends: only the notice can end its wait */
 static void *blocked_rank(void *arg) {
@@ -154,6 +187,7 @@ static int restore(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_blame_names_the_silent_rank, restore),
+      cmocka_unit_test_teardown(test_blame_spreads_a_corruption, restore),
       cmocka_unit_test_teardown(test_corrupt_notice_reaches_every_rank, restore),
       cmocka_unit_test_teardown(test_off_without_fault, restore),
   };
