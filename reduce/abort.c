@@ -315,7 +315,7 @@ int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st) {
   for (int p = 0; p < n && !corrupt[0] && st != GCOMP_ERR_CORRUPT; p++) {
     const notice *m = &b.in[p];
     if (b.state[p] == 'r' && m->magic == NOTICE_MAGIC && m->reporter == p &&
-        m->status == GCOMP_ERR_CORRUPT)
+        m->status == GCOMP_ERR_CORRUPT && m->seq == seq)
       snprintf(corrupt, sizeof corrupt, "rank %d reported: %.*s; ", p, (int)sizeof m->why, m->why);
   }
   blame_free(t, &b);

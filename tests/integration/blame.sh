@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the fault tests: does every survivor's error name the victim?
 #   blame_check OUT N VICTIM SELFTAG
 # OUT holds gcomp-run --tag-output lines; rank r's error is its line matching
