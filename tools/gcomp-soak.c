@@ -17,8 +17,9 @@
  * every partial sum is exact in the type the library reduces in (for the cast codecs: in
  * bf16 / fp16 too, so a compressed call must be exact as well), products of 1, -1 and 2.
  * Every rank checks every element: SUM, MIN, MAX and PROD bitwise (16-bit types rounded
- * once to nearest even, as the library promises), AVG of floats within one unit in the last
- * place of the dtype (one division, one narrowing), AVG of integers exactly (truncated).
+ * once to nearest even, as the library promises), AVG of floats within 2^-22 (float32),
+ * 2^-51 (float64), 2^-7 (bf16), 2^-10 (fp16) relative (one division, one narrowing: about
+ * an ulp), AVG of integers exactly (truncated).
  * Top-k codecs: rank r sends c[i] * 2^r, so every rank orders its values alike; each result
  * must be c[i] * m with m an integer in [0, 2^size) (the sum over the ranks that sent i),
  * bitwise equal on every rank; for the sparse algorithm with exact=1 (the same k indices
@@ -336,7 +337,7 @@ static int report_wrong(const call_params *c, size_t i, double got, double want,
   return 1;
 }
 
-static double avg_tolerance(gcomp_dtype t) {   /* one unit in the last place, relative */
+static double avg_tolerance(gcomp_dtype t) {   /* about one unit in the last place, relative */
   return t == GCOMP_FLOAT64 ? 0x1p-51 : t == GCOMP_FLOAT32 ? 0x1p-22
        : t == GCOMP_BFLOAT16 ? 0x1p-7 : 0x1p-10;
 }
