@@ -15,7 +15,7 @@ if(NOT GCOMP_SANITIZE)
   endforeach()
   # the checks themselves: a result damaged after the call must be reported, naming the
   # seed and the call to replay: seed 5's call 10 is a float16 MIN (checked bitwise), its
-  # call 11 a float64 AVG (within one unit in the last place), seed 24's call 4 a float32 SUM
+  # call 11 a float64 AVG (within 2^-51 relative), seed 24's call 4 a float32 SUM
   # with quant:bits=8 (within the quantisation bound)
   foreach(case 5:10 5:11 24:4)
     string(REPLACE ":" ";" sk ${case})
