@@ -30,6 +30,7 @@
 #define OFI_HDR_BYTES 4096   /* a header slot: the header and, for small messages, the payload */
 #define OFI_SLOTS_MAX 16     /* header slots per peer (fewer when the provider has few entries) */
 #define OFI_UNEXP_MAX 64     /* unmatched messages per peer kept in software before credits stop */
+#define OFI_SCHED_ACTIVE 8   /* scheduled receives per peer with chunks posted and RTR sent */
 #define MAX_NAME 256
 #define LIVENESS_NS 100000000ull   /* check a silent same-host peer's pid this often */
 
@@ -46,7 +47,7 @@ typedef struct {
 typedef struct ofi_slot {   /* one data chunk of a request */
   ofi_ctx c;
   struct gcomp_treq *req;   /* NULL while the slot is free */
-  size_t len;
+  size_t off, len;          /* where in the message, and the bytes posted */
 } ofi_slot;
 
 typedef struct {            /* a header slot: a receive always posted for one peer */
@@ -84,8 +85,9 @@ typedef struct ofi_ep {
   size_t namelen;
 } ofi_ep;
 
-/* A request sits in at most one of its peer's queues at a time */
-enum { Q_NONE = 0, Q_POSTED, Q_RTS, Q_AWAIT, Q_CTS };
+/* A request sits in at most one of its peer's queues at a time (and a scheduled receive
+ * also in its peer's token list until the sender's length header comes) */
+enum { Q_NONE = 0, Q_POSTED, Q_RTS, Q_AWAIT, Q_CTS, Q_RTR, Q_SCHED, Q_SLEN, Q_COUNT };
 
 struct gcomp_treq {
   int op;
@@ -108,6 +110,11 @@ struct gcomp_treq {
   int inflight;
   int want_post;            /* a chunk met backpressure: progress retries it */
   int no_inject;            /* needs a completion that says the bytes left */
+  int sched;                /* a scheduled message (GCOMP_TAG_SCHED): receiver-ready grants */
+  int active;               /* scheduled receive: counted in its peer's nactive */
+  int rtr_sent;             /* scheduled receive: its ready-to-receive header went out */
+  int len_known;            /* scheduled receive: the sender's length header arrived */
+  size_t peer_cap;          /* scheduled send: the receive's capacity (from its RTR) */
   int status;               /* <0 once failed */
   int zombie;               /* abandoned by the caller: freed when nothing is in flight */
   uint64_t last_ns;         /* start of the current silence; 0: activity since last look */
@@ -116,6 +123,8 @@ struct gcomp_treq {
   unsigned polls;           /* tests since the last clock check */
   struct gcomp_treq *next, *prev;     /* every live request */
   struct gcomp_treq *qnext, *qprev;   /* its peer's queue */
+  struct gcomp_treq *tnext, *tprev;   /* scheduled receive: its peer's token list */
+  int in_tok;
   /* a request is reused without clearing what follows: slots are free whenever it is */
   ofi_slot slot[OFI_WINDOW];
   char err[512];
@@ -123,9 +132,10 @@ struct gcomp_treq {
 #define REQ_HEADER_BYTES offsetof(struct gcomp_treq, slot)
 #define MAX_SPARE_REQS 128
 
-typedef struct ofi_unexp {  /* a header that matched no posted receive yet */
+typedef struct ofi_unexp {  /* a header that matched no posted receive (or send) yet */
   struct ofi_unexp *next;
-  uint64_t mtag, len, id;
+  uint64_t mtag, len, id;   /* RTR: len granted, id the receive's capacity */
+  uint64_t token, chunk;    /* RTR only */
   int held;                 /* its credit is returned only when it is matched */
   int in;                   /* its payload is inline */
   size_t n;                 /* inline bytes */
@@ -136,18 +146,29 @@ typedef struct {
   gcomp_treq *head, *tail;
 } ofi_queue;
 
+typedef struct {            /* a header owed to a peer that no request carries any more */
+  int type, flags;
+  uint64_t token, len;
+} ofi_owed;
+
 /* Flow control with one peer (fabric/ofi_proto.c) */
 typedef struct {
   int nslots;               /* header slots each side keeps posted for the other */
   int cred;                 /* headers this side may still send to the peer */
   int owed;                 /* credits to give back: slots of the peer's reposted here */
   int nunexp, nheld;
+  int nactive;              /* scheduled receives with chunks posted (OFI_SCHED_ACTIVE) */
   uint64_t next_id, next_token;
   ofi_hrecv *hrecv;         /* [nslots] */
   ofi_hsend *hsend;         /* [nslots + 2] */
-  ofi_queue q[5];           /* by Q_*: posted receives, unsent headers, sends awaiting grants,
-                               receives owing a grant */
+  ofi_queue q[Q_COUNT];     /* by Q_*: posted receives, unsent headers, sends awaiting grants,
+                               receives owing a grant, unsent RTRs, scheduled sends awaiting
+                               their RTR, scheduled sends owing their length header */
+  ofi_queue tok;            /* scheduled receives whose RTR went out, awaiting the length */
   ofi_unexp *uhead, *utail;
+  ofi_unexp *ruhead, *rutail;   /* RTRs that matched no scheduled send yet */
+  ofi_owed *owed_hdr;       /* RCANCEL and refusing SLEN headers owed to the peer */
+  int nowed_hdr, owed_hdr_cap;
   int drops;                /* refusals owed to the peer (a message too long for its receive) */
   uint64_t drop_id[8];
   int dirty;                /* something may be sendable: progress pumps it */
@@ -216,6 +237,8 @@ void ofi_proto_pump(ofi_transport *t);   /* sends what credits allow, reposts sl
 void ofi_proto_done(ofi_transport *t, ofi_ctx *c, size_t len);   /* a completion */
 void ofi_proto_error(ofi_transport *t, ofi_ctx *c, int err, const char *detail);
 void ofi_proto_unqueue(ofi_transport *t, gcomp_treq *r);
+/* a request leaves its scheduled pairing (cancelled: the peer is told) */
+void ofi_proto_forget(ofi_transport *t, gcomp_treq *r, int cancelled);
 void ofi_proto_free(ofi_transport *t);
 
 int ofi_progress(gcomp_transport *tp);

@@ -52,7 +52,10 @@ int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) {
                ofi_op_name(r), r->peer, (int)t->cards[r->peer].pid, t->cards[r->peer].host);
     else if (idle / 1000000u >= (uint64_t)tp->timeout_ms) {
       char where[160];
-      if (r->op == OP_SEND && !r->matched)
+      if (r->op == OP_SEND && r->sched && !r->matched)
+        snprintf(where, sizeof where, "a scheduled send waits for the receive's ready-to-receive "
+                 "header: the peer has not posted it");
+      else if (r->op == OP_SEND && !r->matched)
         snprintf(where, sizeof where, "its header waits for a credit: the peer takes no more "
                  "messages from this rank");
       else if (r->op == OP_SEND && !r->grant)

@@ -22,6 +22,31 @@
  *   DROP          the matched receive is too small: the receive fails (GCOMP_ERR_INVALID)
  *                 from the header, before anything is posted, and the send completes.
  *
+ * Scheduled messages (the caller's GCOMP_TAG_SCHED mark, set alike by both ends of a
+ * transfer whose sizes both know: every collective of reduce/) turn the handshake round:
+ *   RTR           ready to receive: sent as soon as the receive is posted (at most
+ *                 OFI_SCHED_ACTIVE of them per peer at a time, in posting order), once the
+ *                 first window of chunk receives (KIND_DATA | token) is posted into the
+ *                 caller's buffer: match tag, capacity, token, chunk size, bytes granted.
+ *                 The sender pairs RTRs with its scheduled sends of the tag in order (a
+ *                 scheduled send never sends an RTS; it waits for its RTR, or finds it
+ *                 stored here: RTRs wait unmatched like RTS, and use the same upper half of
+ *                 the credits), so the data moves as soon as the sender has it: no request
+ *                 and grant on the critical path, where a header could wait behind bulk data
+ *                 in a rate-limited queue, or for a peer busy computing.
+ *   SLEN          the sender's length, sent before its first chunk: shorter than the
+ *                 capacity, the receiver withdraws the chunks posted beyond the end (fi_cancel;
+ *                 the request completes when they are back); longer, the receive fails
+ *                 (GCOMP_ERR_INVALID) and the send completes without moving data. A receive
+ *                 filled to its capacity completes without waiting for it.
+ *   CTS           more grants as chunks land, as for RTS (flagged, found by token).
+ *   RCANCEL       a cancelled scheduled receive's RTR is void: dropped if stored, or the send
+ *                 it paired with completes. A cancelled scheduled receive thus takes no
+ *                 message (the next receive of the tag pairs with the next send).
+ * The mark changes no match: a marked and an unmarked message of one tag meeting (ranks that
+ * disagree on a size, so on the mark) fail both ends with GCOMP_ERR_INVALID, the receive
+ * from the RTS or the sender's refusing SLEN, the send from the RTR.
+ *
  * Matching is done here, in software, in the order the caller posted (per peer: the first
  * posted receive with the tag takes the first arrived header with it), so the caller's
  * posting order never blocks the provider: headers are taken at once whether or not a
@@ -47,20 +72,23 @@
 
 #include "ofi_impl.h"
 
-enum { H_RTS = 1, H_CTS, H_DROP, H_CREDIT };
+enum { H_RTS = 1, H_CTS, H_DROP, H_CREDIT, H_RTR, H_SLEN, H_RCANCEL };
 
-enum { F_INLINE = 1 };   /* the message's payload follows the header */
+/* payload follows the header; a scheduled message's; SLEN: the send is not a scheduled one */
+enum { F_INLINE = 1, F_SCHED = 2, F_UNSCHED = 4 };
+
+#define BASE(tag) ((tag) & ~GCOMP_TAG_SCHED)   /* the tag a mark does not change */
 
 typedef struct {
   uint8_t type;
   uint8_t flags;
   uint8_t pad[2];
   uint32_t ret;     /* credits given back */
-  uint64_t mtag;    /* RTS */
-  uint64_t len;     /* RTS: message length; CTS: bytes granted so far */
-  uint64_t id;      /* RTS, CTS, DROP: the sender's message number */
-  uint64_t token;   /* CTS: data tag */
-  uint64_t chunk;   /* CTS: chunk size */
+  uint64_t mtag;    /* RTS, RTR */
+  uint64_t len;     /* RTS, SLEN: message length; CTS, RTR: bytes granted so far */
+  uint64_t id;      /* RTS, CTS, DROP, SLEN: the sender's message number; RTR: capacity */
+  uint64_t token;   /* CTS, RTR, SLEN, RCANCEL: data tag */
+  uint64_t chunk;   /* CTS, RTR: chunk size */
 } ofi_hdr;
 
 #define INLINE_MAX (OFI_HDR_BYTES - sizeof(ofi_hdr))
@@ -95,6 +123,34 @@ void ofi_proto_unqueue(ofi_transport *t, gcomp_treq *r) {
   r->queue = Q_NONE;
 }
 
+/* a scheduled receive in its peer's token list (found by the sender's length header) */
+static void tok_add(ofi_transport *t, gcomp_treq *r) {
+  ofi_queue *Q = &t->peers[r->peer].tok;
+  r->in_tok = 1;
+  r->tnext = NULL;
+  r->tprev = Q->tail;
+  if (Q->tail)
+    Q->tail->tnext = r;
+  else
+    Q->head = r;
+  Q->tail = r;
+}
+
+static void tok_del(ofi_transport *t, gcomp_treq *r) {
+  if (!r->in_tok) return;
+  ofi_queue *Q = &t->peers[r->peer].tok;
+  if (r->tprev)
+    r->tprev->tnext = r->tnext;
+  else
+    Q->head = r->tnext;
+  if (r->tnext)
+    r->tnext->tprev = r->tprev;
+  else
+    Q->tail = r->tprev;
+  r->tnext = r->tprev = NULL;
+  r->in_tok = 0;
+}
+
 static void dirty(ofi_transport *t, int peer) {
   if (!t->peers[peer].dirty) t->peers[peer].dirty = 1, t->ndirty++;
 }
@@ -120,6 +176,7 @@ static void post_data(ofi_transport *t, gcomp_treq *r) {
     ofi_slot *s = ofi_slot_get(r);
     s->req = r;
     s->c.what = CTX_DATA;
+    s->off = r->next_off;
     s->len = n;
     uint64_t tag = KIND_DATA | (r->token & GCOMP_TAG_MASK);
     char *p = r->buf + r->next_off;
@@ -143,6 +200,7 @@ static void post_data(ofi_transport *t, gcomp_treq *r) {
   }
   if (r->op == OP_RECV && r->next_off > r->grant) {   /* new room: tell the sender */
     r->grant = r->next_off;
+    if (r->sched && !r->rtr_sent) return;   /* the RTR, still queued, will say so */
     if (r->queue != Q_CTS) q_add(t, r, Q_CTS);
     dirty(t, r->peer);
   }
@@ -213,14 +271,58 @@ static void pump_peer(ofi_transport *t, int peer) {
     }
   gcomp_treq *r;
   while (!wait && (r = P->q[Q_CTS].head)) {
-    ofi_hdr h = {.type = H_CTS, .len = r->grant, .id = r->id, .token = r->token, .chunk = r->chunk};
+    ofi_hdr h = {.type = H_CTS, .flags = r->sched ? F_SCHED : 0, .len = r->grant, .id = r->id,
+                 .token = r->token, .chunk = r->chunk};
     if ((wait = hdr_send(t, peer, &h, NULL, 0, NULL))) break;
     ofi_proto_unqueue(t, r);
+  }
+  /* a scheduled send tells its length before its data (the receiver cuts its posted
+   * chunks to it), then sends what the RTR granted */
+  while (!wait && (r = P->q[Q_SLEN].head)) {
+    ofi_hdr h = {.type = H_SLEN, .len = r->total, .id = r->id, .token = r->token};
+    if ((wait = hdr_send(t, peer, &h, NULL, 0, NULL))) break;
+    ofi_proto_unqueue(t, r);
+    r->last_ns = 0;
+    if (r->total > r->peer_cap || r->total == 0) {
+      r->finished = 1;   /* refused (the receive fails from this header), or nothing to move */
+    } else {
+      q_add(t, r, Q_AWAIT);
+      post_data(t, r);
+    }
   }
   while (!wait && P->drops) {
     ofi_hdr h = {.type = H_DROP, .id = P->drop_id[P->drops - 1]};
     if ((wait = hdr_send(t, peer, &h, NULL, 0, NULL))) break;
     P->drops--;
+  }
+  while (!wait && P->nowed_hdr) {
+    ofi_owed *o = &P->owed_hdr[P->nowed_hdr - 1];
+    ofi_hdr h = {.type = (uint8_t)o->type, .flags = (uint8_t)o->flags, .token = o->token,
+                 .len = o->len};
+    if ((wait = hdr_send(t, peer, &h, NULL, 0, NULL))) break;
+    P->nowed_hdr--;
+  }
+  /* scheduled receives in posting order: a few at a time post their first chunks (the
+   * provider's receive entries stay bounded), then say so; ready-to-receive headers, like
+   * RTS, may wait unmatched at the peer: the upper half of the credits */
+  while (!wait && (r = P->q[Q_RTR].head)) {
+    if (!r->active) {
+      if (P->nactive >= OFI_SCHED_ACTIVE) break;
+      r->active = 1;
+      P->nactive++;
+      post_data(t, r);
+    }
+    if (P->cred <= P->nslots / 2) {
+      wait = 1;
+      break;
+    }
+    ofi_hdr h = {.type = H_RTR, .mtag = r->mtag, .len = r->grant, .id = r->cap,
+                 .token = r->token, .chunk = r->chunk};
+    if ((wait = hdr_send(t, peer, &h, NULL, 0, NULL))) break;
+    ofi_proto_unqueue(t, r);
+    r->rtr_sent = 1;
+    r->last_ns = 0;
+    tok_add(t, r);
   }
   /* messages' headers take at most half the credits: the other half stays for grants and
    * refusals, which the peer never holds (held RTS credits could otherwise leave a grant
@@ -290,6 +392,139 @@ static void match(ofi_transport *t, gcomp_treq *r, uint64_t len, uint64_t id, in
   post_data(t, r);
 }
 
+/* A header no request will carry (RCANCEL, a refusing SLEN): sent by pump_peer */
+static void owe_hdr(ofi_transport *t, int peer, int type, int flags, uint64_t token,
+                    uint64_t len) {
+  ofi_peer *P = &t->peers[peer];
+  if (P->broken) return;
+  if (P->nowed_hdr == P->owed_hdr_cap) {
+    int cap = P->owed_hdr_cap ? 2 * P->owed_hdr_cap : 8;
+    ofi_owed *p = realloc(P->owed_hdr, (size_t)cap * sizeof *p);
+    if (!p) {
+      peer_fail(t, peer, GCOMP_ERR_NOMEM, "no memory for a header owed to the peer");
+      return;
+    }
+    P->owed_hdr = p, P->owed_hdr_cap = cap;
+  }
+  P->owed_hdr[P->nowed_hdr++] = (ofi_owed){type, flags, token, len};
+  dirty(t, peer);
+}
+
+/* The two ends marked one transfer differently (GCOMP_TAG_SCHED: the ranks size it
+ * differently, a call they disagree on): the request fails, the peer learns it from the
+ * header this side owes it (a refusal of its RTS, or of its RTR). */
+static void unsched_recv(ofi_transport *t, gcomp_treq *r, uint64_t len, uint64_t id, int in) {
+  ofi_peer *P = &t->peers[r->peer];
+  ofi_req_fail(r, GCOMP_ERR_INVALID, "rank %d sent an unscheduled message of %" PRIu64 " bytes "
+               "where this rank expected a scheduled one of up to %zu (the ranks size the "
+               "transfer differently): do all ranks pass the same count and dtype?", r->peer, len,
+               r->cap);
+  if (!in && P->drops < DROPS_MAX) P->drop_id[P->drops++] = id, dirty(t, r->peer);
+}
+
+static void unsched_send(ofi_transport *t, gcomp_treq *r, uint64_t cap, uint64_t token) {
+  ofi_req_fail(r, GCOMP_ERR_INVALID, "rank %d posted a scheduled receive of up to %" PRIu64
+               " bytes where this rank sent an unscheduled message of %zu (the ranks size the "
+               "transfer differently): do all ranks pass the same count and dtype?", r->peer, cap,
+               r->total);
+  owe_hdr(t, r->peer, H_SLEN, F_UNSCHED, token, r->total);
+}
+
+/* A scheduled receive that is complete (or leaving) makes room for the next one */
+static void sched_retire(ofi_transport *t, gcomp_treq *r) {
+  if (!r->active) return;
+  r->active = 0;
+  t->peers[r->peer].nactive--;
+  dirty(t, r->peer);
+}
+
+/* A scheduled send meets its receive's RTR: it tells its length, then sends into the
+ * chunks the receive has posted (pump_peer, Q_SLEN). */
+static void sched_match(ofi_transport *t, gcomp_treq *r, uint64_t grant, uint64_t cap,
+                        uint64_t token, uint64_t chunk) {
+  r->matched = 1;
+  r->last_ns = 0;
+  if (chunk == 0) {
+    ofi_req_fail(r, GCOMP_ERR_CORRUPT, "ready-to-receive from rank %d names chunks of 0 bytes",
+                 r->peer);
+    return;
+  }
+  r->token = token;
+  r->chunk = (size_t)chunk;
+  r->peer_cap = (size_t)cap;
+  r->grant = grant < r->total ? (size_t)grant : r->total;
+  q_add(t, r, Q_SLEN);
+  dirty(t, r->peer);
+}
+
+/* A scheduled receive learns its message's length: too long fails it; shorter than the
+ * capacity withdraws the chunks posted beyond the end (their cancellations complete the
+ * request, which waits for every posted chunk to come back). */
+static void sched_len(ofi_transport *t, gcomp_treq *r, uint64_t len, uint64_t id, int unsched) {
+  tok_del(t, r);
+  r->len_known = 1;
+  r->matched = 1;
+  r->id = id;
+  r->last_ns = 0;
+  if (unsched) {
+    unsched_recv(t, r, len, 0, 1);
+    return;
+  }
+  if (len > r->cap) {
+    ofi_req_fail(r, GCOMP_ERR_INVALID, "message of %" PRIu64 " bytes from rank %d exceeds the "
+                 "receive capacity of %zu bytes: do all ranks pass the same count and dtype?",
+                 len, r->peer, r->cap);
+    return;
+  }
+  r->total = (size_t)len;
+  if (r->next_off > r->total) r->next_off = r->total;
+  if (r->grant > r->total) r->grant = r->total;
+  for (int i = 0; i < OFI_WINDOW; i++)
+    if (r->slot[i].req && r->slot[i].off >= r->total)
+      fi_cancel(&r->ep->ep->fid, &r->slot[i].c.ctx);
+  if (r->done_bytes >= r->total) {
+    r->finished = 1;
+    if (r->queue == Q_CTS) ofi_proto_unqueue(t, r);
+    sched_retire(t, r);
+  }
+}
+
+static ofi_unexp *unexp_new(ofi_transport *t, int peer, size_t n, int *held) {
+  ofi_peer *P = &t->peers[peer];
+  ofi_unexp *u = malloc(sizeof *u + n);
+  if (!u) {
+    peer_fail(t, peer, GCOMP_ERR_NOMEM, "no memory for an unmatched message's header");
+    return NULL;
+  }
+  memset(u, 0, sizeof *u);
+  u->held = *held = P->nunexp >= OFI_UNEXP_MAX;
+  P->nunexp++;
+  return u;
+}
+
+/* Takes the first stored RTR with mtag (or with token when mtag is 0 and by_token) */
+static ofi_unexp *rtr_take(ofi_transport *t, int peer, uint64_t key, int by_token) {
+  ofi_peer *P = &t->peers[peer];
+  ofi_unexp *u = P->ruhead, *prev = NULL;
+  while (u && (by_token ? u->token != key : u->mtag != key)) prev = u, u = u->next;
+  if (!u) return NULL;
+  if (prev)
+    prev->next = u->next;
+  else
+    P->ruhead = u->next;
+  if (P->rutail == u) P->rutail = prev;
+  P->nunexp--;
+  if (u->held) P->owed++, dirty(t, peer);
+  return u;
+}
+
+static gcomp_treq *sched_send_by_token(ofi_peer *P, uint64_t token) {
+  for (int q = Q_SLEN; q; q = q == Q_SLEN ? Q_AWAIT : 0)
+    for (gcomp_treq *r = P->q[q].head; r; r = r->qnext)
+      if (r->sched && r->token == token) return r;
+  return NULL;
+}
+
 static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
   int peer = hr->peer;
   ofi_peer *P = &t->peers[peer];
@@ -306,6 +541,7 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
   if (h.ret) P->cred += (int)h.ret, dirty(t, peer);
   int held = 0;
   gcomp_treq *r;
+  ofi_unexp *u;
   switch (h.type) {
   case H_RTS:
     for (r = P->q[Q_POSTED].head; r && r->mtag != h.mtag; r = r->qnext) {}
@@ -314,30 +550,85 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
       match(t, r, h.len, h.id, h.flags & F_INLINE, data, n);
       break;
     }
-    ofi_unexp *u = malloc(sizeof *u + n);
-    if (!u) {
-      peer_fail(t, peer, GCOMP_ERR_NOMEM, "no memory for an unmatched message's header");
+    /* a scheduled receive of the same tag waits for it: the ranks disagree */
+    for (r = P->q[Q_RTR].head; r && BASE(r->mtag) != h.mtag; r = r->qnext) {}
+    if (!r)
+      for (r = P->tok.head; r && BASE(r->mtag) != h.mtag; r = r->tnext) {}
+    if (r && !(h.mtag >> KIND_SHIFT)) {
+      unsched_recv(t, r, h.len, h.id, h.flags & F_INLINE);
       break;
     }
-    u->next = NULL;
+    u = unexp_new(t, peer, n, &held);
+    if (!u) break;
     u->mtag = h.mtag;
     u->len = h.len;
     u->id = h.id;
     u->in = h.flags & F_INLINE;
     u->n = n;
     if (n) memcpy(u->data, data, n);
-    u->held = held = P->nunexp >= OFI_UNEXP_MAX;
     if (P->utail)
       P->utail->next = u;
     else
       P->uhead = u;
     P->utail = u;
-    P->nunexp++;
+    break;
+  case H_RTR:
+    for (r = P->q[Q_SCHED].head; r && r->mtag != h.mtag; r = r->qnext) {}
+    if (r) {
+      ofi_proto_unqueue(t, r);
+      sched_match(t, r, h.len, h.id, h.token, h.chunk);
+      break;
+    }
+    for (int q = Q_RTS; !r && q; q = q == Q_RTS ? Q_AWAIT : 0)
+      for (r = P->q[q].head; r && r->mtag != BASE(h.mtag); r = r->qnext) {}
+    if (r) {   /* an unscheduled send of the same tag: the ranks disagree */
+      ofi_proto_unqueue(t, r);
+      unsched_send(t, r, h.id, h.token);
+      break;
+    }
+    u = unexp_new(t, peer, 0, &held);
+    if (!u) break;
+    u->mtag = h.mtag;
+    u->len = h.len;
+    u->id = h.id;
+    u->token = h.token;
+    u->chunk = h.chunk;
+    if (P->rutail)
+      P->rutail->next = u;
+    else
+      P->ruhead = u;
+    P->rutail = u;
+    break;
+  case H_SLEN:
+    for (r = P->tok.head; r && r->token != h.token; r = r->tnext) {}
+    /* else: cancelled, or complete at its capacity */
+    if (r) sched_len(t, r, h.len, h.id, h.flags & F_UNSCHED);
+    break;
+  case H_RCANCEL:
+    u = rtr_take(t, peer, h.token, 1);
+    if (u) {
+      free(u);
+    } else if ((r = sched_send_by_token(P, h.token))) {
+      ofi_proto_unqueue(t, r);
+      r->finished = 1;   /* the receive is gone: the send is over (its chunks may drain) */
+      r->last_ns = 0;
+    }
     break;
   case H_CTS:
   case H_DROP:
-    for (r = P->q[Q_AWAIT].head; r && r->id != h.id; r = r->qnext) {}
-    if (!r) break;   /* cancelled meanwhile */
+    if (h.type == H_CTS && (h.flags & F_SCHED)) {
+      /* a grant for a scheduled send, by its token: the send may not have told its length
+       * yet (its receive posted the chunks of its RTR later) */
+      r = sched_send_by_token(P, h.token);
+      if (r && h.len > r->total) h.len = r->total;   /* granted before its length arrived */
+      if (r && r->queue == Q_SLEN) {
+        if (h.len > r->grant) r->grant = (size_t)h.len;
+        break;
+      }
+    } else {
+      for (r = P->q[Q_AWAIT].head; r && r->id != h.id; r = r->qnext) {}
+    }
+    if (!r) break;   /* cancelled or complete meanwhile */
     r->last_ns = 0;
     if (h.type == H_DROP) {
       ofi_proto_unqueue(t, r);
@@ -391,7 +682,8 @@ int ofi_post(ofi_transport *t, int op, int peer, uint64_t mtag, void *buf, size_
   r->cap = len;
   r->total = op == OP_SEND ? len : 0;
   r->no_inject = no_inject;
-  if (e->mr_local && len > e->inline_max) {
+  r->sched = (mtag & GCOMP_TAG_SCHED) && !(mtag >> KIND_SHIFT);
+  if (e->mr_local && len && (len > e->inline_max || r->sched)) {
     int rc = fi_mr_reg(e->domain, buf, len, op == OP_SEND ? FI_SEND : FI_RECV, 0, 0, 0, &r->mr,
                        NULL);
     if (rc) {
@@ -405,6 +697,52 @@ int ofi_post(ofi_transport *t, int op, int peer, uint64_t mtag, void *buf, size_
   }
   ofi_req_link(t, r);
   *out = r;
+  if (op == OP_SEND && r->sched) {   /* waits for its receive's RTR, in order per tag */
+    r->id = P->next_id++;
+    ofi_unexp *u = rtr_take(t, peer, mtag, 0);
+    if (!u) {
+      q_add(t, r, Q_SCHED);
+      return GCOMP_OK;
+    }
+    sched_match(t, r, u->len, u->id, u->token, u->chunk);
+    free(u);
+    if (P->dirty) pump_peer(t, peer);
+    return GCOMP_OK;
+  }
+  if (op == OP_RECV && r->sched) {   /* posts its first chunks and says so at once */
+    ofi_unexp *u = P->uhead, *prev = NULL;   /* an unscheduled message of its tag: refused */
+    while (u && u->mtag != BASE(mtag)) prev = u, u = u->next;
+    if (u) {
+      if (prev)
+        prev->next = u->next;
+      else
+        P->uhead = u->next;
+      if (P->utail == u) P->utail = prev;
+      P->nunexp--;
+      if (u->held) P->owed++, dirty(t, peer);
+      unsched_recv(t, r, u->len, u->id, u->in);
+      free(u);
+      if (P->dirty) pump_peer(t, peer);
+      return GCOMP_OK;
+    }
+    r->token = P->next_token++;
+    r->chunk = e->chunk;
+    r->total = len;   /* the limit until the sender's length header comes */
+    q_add(t, r, Q_RTR);
+    dirty(t, peer);
+    pump_peer(t, peer);
+    return GCOMP_OK;
+  }
+  if (op == OP_SEND && !(mtag >> KIND_SHIFT)) {   /* a scheduled receive's RTR of its tag */
+    ofi_unexp *u = rtr_take(t, peer, mtag | GCOMP_TAG_SCHED, 0);
+    if (u) {
+      r->total = len;
+      unsched_send(t, r, u->id, u->token);
+      free(u);
+      pump_peer(t, peer);
+      return GCOMP_OK;
+    }
+  }
   if (op == OP_SEND) {
     r->id = P->next_id++;
     q_add(t, r, Q_RTS);
@@ -444,6 +782,14 @@ int ofi_irecv(gcomp_transport *tp, int peer, uint64_t tag, void *buf, size_t cap
   return ofi_post((ofi_transport *)tp, OP_RECV, peer, tag, buf, capacity, req, 0);
 }
 
+/* A request leaves: a scheduled receive whose RTR went out and whose sender has not told
+ * its length yet tells the sender (cancelled) that the RTR is void. */
+void ofi_proto_forget(ofi_transport *t, gcomp_treq *r, int cancelled) {
+  if (cancelled && r->in_tok) owe_hdr(t, r->peer, H_RCANCEL, 0, r->token, 0);
+  tok_del(t, r);
+  sched_retire(t, r);
+}
+
 /* ---- completions -------------------------------------------------------------------------- */
 
 void ofi_proto_done(ofi_transport *t, ofi_ctx *c, size_t len) {
@@ -465,10 +811,15 @@ void ofi_proto_done(ofi_transport *t, ofi_ctx *c, size_t len) {
   s->req = NULL;
   r->inflight--;
   r->last_ns = 0;   /* activity: the silence (timeout) clock restarts at the next look */
-  if (r->op == OP_RECV && len != s->len && r->status == 0)
+  size_t want = s->len;   /* a scheduled message's last chunk may be shorter than posted */
+  if (r->op == OP_RECV && r->sched)
+    want = !r->len_known ? (len < s->len ? len : s->len)
+           : s->off >= r->total ? 0
+           : r->total - s->off < s->len ? r->total - s->off : s->len;
+  if (r->op == OP_RECV && len != want && r->status == 0)
     ofi_req_fail(r, GCOMP_ERR_CORRUPT, "a chunk from rank %d has %zu bytes, expected %zu",
-                 r->peer, len, s->len);
-  r->done_bytes += s->len;
+                 r->peer, len, want);
+  r->done_bytes += want;
   if (r->zombie) {
     if (!r->inflight) ofi_req_free(t, r);
     return;
@@ -477,6 +828,7 @@ void ofi_proto_done(ofi_transport *t, ofi_ctx *c, size_t len) {
   if (r->done_bytes >= r->total) {
     r->finished = 1;
     if (r->queue == Q_AWAIT) ofi_proto_unqueue(t, r);
+    sched_retire(t, r);
   } else if (r->op == OP_SEND || r->inflight <= OFI_WINDOW / 2) {
     post_data(t, r);
   }
@@ -583,6 +935,12 @@ void ofi_proto_free(ofi_transport *t) {
         P->uhead = u->next;
         free(u);
       }
+      while (P->ruhead) {
+        ofi_unexp *u = P->ruhead;
+        P->ruhead = u->next;
+        free(u);
+      }
+      free(P->owed_hdr);
       free(P->hrecv);
       free(P->hsend);
     }

@@ -31,6 +31,7 @@ void ofi_req_free(ofi_transport *t, gcomp_treq *r) {
   if (r->next) r->next->prev = r->prev;
   if (r->want_post) t->npost_pending--;
   ofi_proto_unqueue(t, r);
+  ofi_proto_forget(t, r, 0);
   if (r->mr) fi_close(&r->mr->fid);
   if (t->nspare < MAX_SPARE_REQS) {
     r->next = t->spare;
@@ -85,6 +86,7 @@ void ofi_req_abandon(ofi_transport *t, gcomp_treq *r) {
     t->npost_pending--;
   }
   ofi_proto_unqueue(t, r);   /* a header not sent or a receive not matched: gone at once */
+  ofi_proto_forget(t, r, 1);   /* a scheduled receive's RTR: void at the sender */
   ofi_peer *P = &t->peers[r->peer];
   for (int i = 0; i < P->nslots + 2; i++)   /* a goodbye's header buffer forgets it */
     if (P->hsend && P->hsend[i].req == r) P->hsend[i].req = NULL;

@@ -38,6 +38,18 @@
  * Tags: the low GCOMP_TAG_BITS bits are the caller's; the transport uses the rest. Build
  * them with gcomp_tag(seq, step): seq is a per-collective sequence number (so successive
  * collectives never match each other's messages), step is the algorithm's own step id.
+ *
+ * Scheduled messages: a caller that knows on both ends that a transfer will happen (both
+ * follow one schedule, as every collective of reduce/ does) may mark the send and the
+ * receive with GCOMP_TAG_SCHED, both or neither. The mark changes no match and no result;
+ * over libfabric it lets the receiver announce its posted buffer as soon as the receive is
+ * posted, so the data moves as soon as the sender has it (fabric/ofi_proto.c). Rules:
+ * post marked receives early, and those from one peer in the order it sends them (posted
+ * receives announce themselves a few at a time, in posting order); a marked send waits for
+ * its receive to be posted, whatever its size. A marked receive cancelled after it was
+ * posted takes no message. Ends that disagree on the mark (ranks that size the transfer
+ * differently) fail with GCOMP_ERR_INVALID where the transport can tell, else time out.
+ * The loopback ignores the mark.
  */
 #ifndef GCOMP_TRANSPORT_H
 #define GCOMP_TRANSPORT_H
@@ -45,10 +57,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GCOMP_TAG_BITS 56
+#define GCOMP_TAG_BITS 57
 #define GCOMP_TAG_MASK ((UINT64_C(1) << GCOMP_TAG_BITS) - 1)
 #define GCOMP_TAG_SEQ_BITS 24   /* seq wraps modulo 2^24 */
 #define GCOMP_TAG_STEP_BITS 32
+/* The caller's mark of a scheduled message (see "Scheduled messages" above) */
+#define GCOMP_TAG_SCHED (UINT64_C(1) << 56)
 
 static inline uint64_t gcomp_tag(uint32_t seq, uint32_t step) {
   return ((uint64_t)(seq & ((1u << GCOMP_TAG_SEQ_BITS) - 1)) << GCOMP_TAG_STEP_BITS) | step;

@@ -74,6 +74,18 @@ static inline uint64_t gcomp_coll_tag(const gcomp_coll *c, unsigned phase, unsig
   return gcomp_tag(c->seq, (phase & 0xfu) << 28 | (step & 0xfffu) << 16 | (seg & 0xffffu));
 }
 
+/* A scheduled message's tag (fabric/transport.h, GCOMP_TAG_SCHED): both ends of a transfer
+ * mark it when the receive's capacity, which both compute alike from the call, is at least
+ * GCOMP_COLL_SCHED_MIN bytes. The receiver's posted buffer is then announced to the sender
+ * as soon as the receive is posted, and the data moves without a request and grant on its
+ * way: post such receives early, and from one peer in the order it sends. */
+#define GCOMP_COLL_SCHED_MIN 8192
+static inline uint64_t gcomp_coll_stag(const gcomp_coll *c, unsigned phase, unsigned step,
+                                       unsigned seg, size_t cap) {
+  uint64_t tag = gcomp_coll_tag(c, phase, step, seg);
+  return cap >= GCOMP_COLL_SCHED_MIN ? tag | GCOMP_TAG_SCHED : tag;
+}
+
 /* Balanced partition of count elements into n chunks: chunk k is [off, off + len). */
 static inline void gcomp_chunk(size_t count, int n, int k, size_t *off, size_t *len) {
   size_t base = count / (size_t)n, extra = count % (size_t)n;

@@ -75,14 +75,14 @@ int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
   for (int j = 0; j < nr && status == GCOMP_OK; j++) {
     size_t off = (size_t)j * seg, len = rlen - off < seg ? rlen - off : seg;
     if (!rlen) off = len = 0;
-    status = gcomp_irecv(c->t, peer, gcomp_coll_tag(c, phase, step, (unsigned)j), rbuf + off, len,
-                         &reqs[ns + j]);
+    status = gcomp_irecv(c->t, peer, gcomp_coll_stag(c, phase, step, (unsigned)j, len),
+                         rbuf + off, len, &reqs[ns + j]);
   }
   for (int j = 0; j < ns && status == GCOMP_OK; j++) {
     size_t off = (size_t)j * seg, len = slen - off < seg ? slen - off : seg;
     if (!slen) off = len = 0;
-    status = gcomp_isend(c->t, peer, gcomp_coll_tag(c, phase, step, (unsigned)j), sbuf + off, len,
-                         &reqs[j]);
+    status = gcomp_isend(c->t, peer, gcomp_coll_stag(c, phase, step, (unsigned)j, len),
+                         sbuf + off, len, &reqs[j]);
     c->stats->wire_bytes += len;
   }
   /* reduce segments in arrival order. When the reduction target is the buffer being sent

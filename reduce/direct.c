@@ -88,7 +88,7 @@ int gcomp_direct_reduce_scatter(gcomp_coll *c, const gcomp_group *g, float *buf,
    * overlaps the transfer of the last */
   for (int r = 0; st == GCOMP_OK && r < n; r++)
     if (r != me)
-      st = gcomp_irecv(c->t, g->ranks[r], gcomp_coll_tag(c, phase, 0, (unsigned)r),
+      st = gcomp_irecv(c->t, g->ranks[r], gcomp_coll_stag(c, phase, 0, (unsigned)r, in_cap),
                        scratch + off[n + r], in_cap, &reqs[n + r]);
   size_t my_frame_len = 0;
   for (int k = 1; st == GCOMP_OK && k <= n; k++) {
@@ -106,8 +106,10 @@ int gcomp_direct_reduce_scatter(gcomp_coll *c, const gcomp_group *g, float *buf,
     } else {
       c->stats->wire_bytes += flen;
       gcomp_abort_corrupt_frame(c->abort, scratch + off[j], flen, g->ranks[j]);   /* GCOMP_FAULT */
-      st = gcomp_isend(c->t, g->ranks[j], gcomp_coll_tag(c, phase, 0, (unsigned)me), scratch + off[j],
-                       flen, &reqs[j]);
+      /* owner j's capacity for it: the bound of shard j, as j computes it (in_cap) */
+      st = gcomp_isend(c->t, g->ranks[j],
+                       gcomp_coll_stag(c, phase, 0, (unsigned)me, off[j + 1] - off[j]),
+                       scratch + off[j], flen, &reqs[j]);
     }
   }
   float *acc = buf + my_off;
@@ -138,6 +140,12 @@ int gcomp_direct_allgather(gcomp_coll *c, const gcomp_group *g, float *buf, size
   uint8_t *scratch = gcomp_coll_tmp(c);
   size_t my_off, my_len, red_len = 0;
   gcomp_chunk(count, n, me, &my_off, &my_len);
+  /* receives before the encoding: their buffers are announced to the senders meanwhile */
+  for (int r = 0; st == GCOMP_OK && r < n; r++)
+    if (r != me)
+      st = gcomp_irecv(c->t, g->ranks[r],
+                       gcomp_coll_stag(c, phase, 1, (unsigned)r, off[r + 1] - off[r]),
+                       scratch + off[r], off[r + 1] - off[r], &reqs[n + r]);
   if (st == GCOMP_OK) {
     uint64_t t0 = gcomp_now_ns();
     /* a second stage with error feedback (sign) keeps the owner's residual per shard: the
@@ -149,13 +157,10 @@ int gcomp_direct_allgather(gcomp_coll *c, const gcomp_group *g, float *buf, size
   }
   for (int r = 0; st == GCOMP_OK && r < n; r++) {
     if (r == me) continue;
-    st = gcomp_irecv(c->t, g->ranks[r], gcomp_coll_tag(c, phase, 1, (unsigned)r),
-                     scratch + off[r], off[r + 1] - off[r], &reqs[n + r]);
-    if (st == GCOMP_OK) {
-      c->stats->wire_bytes += red_len;
-      st = gcomp_isend(c->t, g->ranks[r], gcomp_coll_tag(c, phase, 1, (unsigned)me),
-                       scratch + off[me], red_len, &reqs[r]);
-    }
+    c->stats->wire_bytes += red_len;
+    st = gcomp_isend(c->t, g->ranks[r],
+                     gcomp_coll_stag(c, phase, 1, (unsigned)me, off[me + 1] - off[me]),
+                     scratch + off[me], red_len, &reqs[r]);
   }
   for (int k = 0; st == GCOMP_OK && k < n; k++) {
     int r = (me + k) % n;   /* my own shard needs no wait: decode it first */

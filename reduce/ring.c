@@ -45,7 +45,8 @@ static int post_send(ring_state *r, unsigned phase, int s, int chunk, int j) {
   r->sq[r->sq_tail++] = s * r->nseg + j;
   /* out of place, the first step sends the caller's own values straight from its buffer */
   const uint8_t *from = s == 0 && r->c->src ? r->c->src : r->buf;
-  return gcomp_isend(r->c->t, right, gcomp_coll_tag(r->c, phase, (unsigned)s, (unsigned)j),
+  return gcomp_isend(r->c->t, right,
+                     gcomp_coll_stag(r->c, phase, (unsigned)s, (unsigned)j, len * r->c->esize),
                      from + off * r->c->esize, len * r->c->esize, &r->sreq[s * r->nseg + j]);
 }
 
@@ -57,7 +58,8 @@ static int post_recv(ring_state *r, unsigned phase, int s, int chunk, int j, uin
   uint8_t *at = base ? base + (size_t)j * r->seg * r->c->esize : r->buf + off * r->c->esize;
   r->rq[r->rq_tail++] = (int)((size_t)r->steps * (size_t)r->nseg) + s * r->nseg + j;
   r->rbytes[s * r->nseg + j] = len * r->c->esize;
-  return gcomp_irecv(r->c->t, left, gcomp_coll_tag(r->c, phase, (unsigned)s, (unsigned)j), at,
+  return gcomp_irecv(r->c->t, left,
+                     gcomp_coll_stag(r->c, phase, (unsigned)s, (unsigned)j, len * r->c->esize), at,
                      len * r->c->esize, &r->rreq[s * r->nseg + j]);
 }
 
@@ -208,22 +210,37 @@ static int ag_on_recv(ring_state *r, int s, int j) {
   return GCOMP_OK;
 }
 
+/* The allgather's receives of every step, posted at once (in place: each lands in a chunk
+ * this rank no longer reads by the time its data can come) */
+static int ag_post(ring_state *r, gcomp_coll *c, const gcomp_group *g, uint8_t *buf,
+                   size_t count, unsigned phase) {
+  GCOMP_CHECK(setup(r, c, g, buf, count));
+  int st = GCOMP_OK;
+  r->phase = phase;
+  for (int s = 0; st == GCOMP_OK && s < r->steps; s++)
+    for (int j = 0; st == GCOMP_OK && j < r->nseg; j++)
+      st = post_recv(r, phase, s, mod(g->me - s - 1, r->n), j, NULL);
+  if (st < 0) teardown(r);
+  return st;
+}
+
+/* Sends the own chunk and forwards the others as they land; frees r */
+static int ag_finish(ring_state *r) {
+  int st = GCOMP_OK;
+  for (int j = 0; st == GCOMP_OK && j < r->nseg; j++)
+    st = post_send(r, r->phase, 0, r->g->me, j);
+  if (st == GCOMP_OK) st = drive(r, ag_on_recv);
+  teardown(r);
+  if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
+  return GCOMP_OK;
+}
+
 int gcomp_ring_allgather(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
                          unsigned phase) {
   if (g->n == 1 || count == 0) return GCOMP_OK;
   ring_state r;
-  /* receives of every step are posted at once */
-  GCOMP_CHECK(setup(&r, c, g, buf, count));
-  int st = GCOMP_OK;
-  r.phase = phase;
-  for (int s = 0; st == GCOMP_OK && s < r.steps; s++)
-    for (int j = 0; st == GCOMP_OK && j < r.nseg; j++)
-      st = post_recv(&r, phase, s, mod(g->me - s - 1, r.n), j, NULL);
-  for (int j = 0; st == GCOMP_OK && j < r.nseg; j++) st = post_send(&r, phase, 0, g->me, j);
-  if (st == GCOMP_OK) st = drive(&r, ag_on_recv);
-  teardown(&r);
-  if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
-  return GCOMP_OK;
+  GCOMP_CHECK(ag_post(&r, c, g, buf, count, phase));
+  return ag_finish(&r);
 }
 
 /* ---- the order around the ring ---------------------------------------------------------- */
@@ -281,8 +298,22 @@ int gcomp_ring_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size
   gcomp_group ring;
   int *order;
   GCOMP_CHECK(order_by_node(c->t, g, &ring, &order));
-  int st = gcomp_ring_reduce_scatter(c, &ring, buf, count, phase);
-  if (st == GCOMP_OK) st = gcomp_ring_allgather(c, &ring, buf, count, phase + 1);
+  /* Up to 3 ranks the reduce-scatter posts all its receives at its start: the allgather's
+   * are posted right after them, so that (scheduled messages, fabric/transport.h) their
+   * buffers are announced to the senders before these need them. From one peer they are
+   * still posted in the order it sends. With more steps the reduce-scatter posts later
+   * receives as it goes, which must not queue behind the allgather's. */
+  ring_state ag;
+  int early = ring.n > 1 && ring.n <= 3 && count > 0;
+  int st = early ? ag_post(&ag, c, &ring, buf, count, phase + 1) : GCOMP_OK;
+  int ag_live = early && st == GCOMP_OK;   /* ag's receives are posted: ag_finish or teardown */
+  if (st == GCOMP_OK) st = gcomp_ring_reduce_scatter(c, &ring, buf, count, phase);
+  if (ag_live && st == GCOMP_OK)
+    st = ag_finish(&ag);
+  else if (ag_live)
+    teardown(&ag);
+  else if (st == GCOMP_OK)
+    st = gcomp_ring_allgather(c, &ring, buf, count, phase + 1);
   free(order);
   GCOMP_CHECK(st);
   return GCOMP_OK;

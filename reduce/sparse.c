@@ -22,7 +22,7 @@ int gcomp_sparse_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size
   uint8_t *frames = gcomp_coll_tmp(c);
   for (int r = 0; st == GCOMP_OK && r < n; r++)
     if (r != me)
-      st = gcomp_irecv(c->t, g->ranks[r], gcomp_coll_tag(c, phase, 0, (unsigned)r),
+      st = gcomp_irecv(c->t, g->ranks[r], gcomp_coll_stag(c, phase, 0, (unsigned)r, cap),
                        frames + cap * (size_t)r, cap, &reqs[n + r]);
   if (st == GCOMP_OK) {
     uint64_t t0 = gcomp_now_ns();
@@ -33,7 +33,7 @@ int gcomp_sparse_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size
   for (int r = 0; st == GCOMP_OK && r < n; r++) {
     if (r == me) continue;
     c->stats->wire_bytes += lens[me];
-    st = gcomp_isend(c->t, g->ranks[r], gcomp_coll_tag(c, phase, 0, (unsigned)me),
+    st = gcomp_isend(c->t, g->ranks[r], gcomp_coll_stag(c, phase, 0, (unsigned)me, cap),
                      frames + cap * (size_t)me, lens[me], &reqs[r]);
   }
   for (int r = 0; st == GCOMP_OK && r < n; r++) {

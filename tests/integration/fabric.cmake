@@ -42,6 +42,19 @@ gcomp_fabric_test(integration.fabric.eager.user 60
 set_tests_properties(integration.fabric.eager.user PROPERTIES ENVIRONMENT
   "GCOMP_TIMEOUT_MS=20000;FI_OFI_RXM_EAGER_LIMIT=20000")
 
+# scheduled messages (receiver-ready grants): shorter, longer, one tag in order, cancelled;
+# 64 KiB chunks so that a message spans several chunks and grant windows
+add_executable(fabric_sched ${CMAKE_CURRENT_LIST_DIR}/fabric_sched.c)
+target_link_libraries(fabric_sched PRIVATE gcomp_internal)
+foreach(where "shm;-n;2" "tcp;-n;2;--nodes;2;--netns;off")
+  list(GET where 0 prov)
+  list(REMOVE_AT where 0)
+  gcomp_fabric_test(integration.fabric.sched.${prov} 60
+    ${GCOMP_FABRIC_RUN} ${where} --tag-output -- $<TARGET_FILE:fabric_sched>)
+  set_tests_properties(integration.fabric.sched.${prov} PROPERTIES ENVIRONMENT
+    "GCOMP_TIMEOUT_MS=20000;GCOMP_CHUNK_BYTES=65536")
+endforeach()
+
 gcomp_fabric_test(integration.fabric.boot 120
   bash ${CMAKE_CURRENT_LIST_DIR}/fabric_boot.sh ${GCOMP_FABRIC_P2P})
 
