@@ -312,10 +312,7 @@ static void pump_peer(ofi_transport *t, int peer) {
       P->nactive++;
       post_data(t, r);
     }
-    if (P->cred <= P->nslots / 2) {
-      wait = 1;
-      break;
-    }
+    if (P->cred <= P->nslots / 2) break;   /* credits coming back mark the peer again */
     ofi_hdr h = {.type = H_RTR, .mtag = r->mtag, .len = r->grant, .id = r->cap,
                  .token = r->token, .chunk = r->chunk};
     if ((wait = hdr_send(t, peer, &h, NULL, 0, NULL))) break;
@@ -620,6 +617,9 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
       /* a grant for a scheduled send, by its token: the send may not have told its length
        * yet (its receive posted the chunks of its RTR later) */
       r = sched_send_by_token(P, h.token);
+      if (!r)   /* its RTR is still stored here (the receive posted its chunks late) */
+        for (u = P->ruhead; u; u = u->next)
+          if (u->token == h.token && h.len > u->len) u->len = h.len;
       if (r && h.len > r->total) h.len = r->total;   /* granted before its length arrived */
       if (r && r->queue == Q_SLEN) {
         if (h.len > r->grant) r->grant = (size_t)h.len;

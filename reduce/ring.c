@@ -181,26 +181,42 @@ static int rs_on_recv(ring_state *r, int s, int j) {
   return GCOMP_OK;
 }
 
-int gcomp_ring_reduce_scatter(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
-                              unsigned phase) {
+static int ag_post(ring_state *r, gcomp_coll *c, const gcomp_group *g, uint8_t *buf,
+                   size_t count, unsigned phase);
+
+/* With ag != NULL the allgather's receives (phase ag_phase) are posted once the
+ * reduce-scatter's own are, and *ag_live says whether they were (ag_finish or teardown) */
+static int reduce_scatter(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
+                          unsigned phase, ring_state *ag, unsigned ag_phase, int *ag_live) {
   if (g->n == 1 || count == 0 || !c->reduce3) gcomp_coll_inplace(c, buf, count);
   if (g->n == 1 || count == 0) return GCOMP_OK;
   ring_state r;
-  /* receives of two steps are posted at once: the left neighbour may send a step ahead */
+  /* receives of two steps are posted at once: the left neighbour may send a step ahead.
+   * Posted in the order the left neighbour sends (all of step 0, then step 1): scheduled
+   * messages announce their receives in posting order (fabric/transport.h) */
   GCOMP_CHECK(setup(&r, c, g, buf, count));
   int st = gcomp_coll_reserve(c, 2 * (size_t)r.nseg * r.seg * c->esize);
   r.phase = phase;
   for (int j = 0; st == GCOMP_OK && j < r.nseg; j++) {
     st = post_recv(&r, phase, 0, rs_send_chunk(&r, 1), j, rs_slot(&r, 0));
-    if (st == GCOMP_OK && r.steps > 1)
-      st = post_recv(&r, phase, 1, rs_send_chunk(&r, 2), j, rs_slot(&r, 1));
     if (st == GCOMP_OK) st = post_send(&r, phase, 0, rs_send_chunk(&r, 0), j);
+  }
+  for (int j = 0; st == GCOMP_OK && r.steps > 1 && j < r.nseg; j++)
+    st = post_recv(&r, phase, 1, rs_send_chunk(&r, 2), j, rs_slot(&r, 1));
+  if (st == GCOMP_OK && ag) {
+    st = ag_post(ag, c, g, buf, count, ag_phase);
+    *ag_live = st == GCOMP_OK;
   }
   if (st == GCOMP_OK) st = drive(&r, rs_on_recv);
   teardown(&r);
   c->src = NULL;   /* my chunk is in buf now; the rest comes by allgather */
   if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
   return GCOMP_OK;
+}
+
+int gcomp_ring_reduce_scatter(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
+                              unsigned phase) {
+  return reduce_scatter(c, g, buf, count, phase, NULL, 0, NULL);
 }
 
 /* ---- allgather: rank me starts owning chunk me ---------------------------------------- */
@@ -300,14 +316,12 @@ int gcomp_ring_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size
   GCOMP_CHECK(order_by_node(c->t, g, &ring, &order));
   /* Up to 3 ranks the reduce-scatter posts all its receives at its start: the allgather's
    * are posted right after them, so that (scheduled messages, fabric/transport.h) their
-   * buffers are announced to the senders before these need them. From one peer they are
+   * buffers are announced to the senders before these need them; from one peer they are
    * still posted in the order it sends. With more steps the reduce-scatter posts later
    * receives as it goes, which must not queue behind the allgather's. */
   ring_state ag;
-  int early = ring.n > 1 && ring.n <= 3 && count > 0;
-  int st = early ? ag_post(&ag, c, &ring, buf, count, phase + 1) : GCOMP_OK;
-  int ag_live = early && st == GCOMP_OK;   /* ag's receives are posted: ag_finish or teardown */
-  if (st == GCOMP_OK) st = gcomp_ring_reduce_scatter(c, &ring, buf, count, phase);
+  int early = ring.n > 1 && ring.n <= 3 && count > 0, ag_live = 0;
+  int st = reduce_scatter(c, &ring, buf, count, phase, early ? &ag : NULL, phase + 1, &ag_live);
   if (ag_live && st == GCOMP_OK)
     st = ag_finish(&ag);
   else if (ag_live)

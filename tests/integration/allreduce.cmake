@@ -112,6 +112,12 @@ gcomp_ar_big(integration.allreduce.shm.rhd-small-chunks rhd 4194304 "GCOMP_CHUNK
 # and the ring stalled every time (16 MiB in 8 KiB chunks); chunks now move only into
 # receives the receiver has posted and granted (fabric/ofi_proto.c)
 gcomp_ar_big(integration.allreduce.shm.ring-small-chunks ring 4194304 "GCOMP_CHUNK_BYTES=8192")
+# scheduled messages (fabric/transport.h): hier's cross-node ring posts its allgather's
+# receives early; in small segments (more than the 8 receives a peer announces at once)
+# they stalled every rank when posted before the reduce-scatter's (found by the soak)
+gcomp_ar_test(integration.allreduce.mixed.hier-many-segments 4 2 hier big 1048576)
+set_tests_properties(integration.allreduce.mixed.hier-many-segments PROPERTIES ENVIRONMENT
+  "GCOMP_TIMEOUT_MS=10000;GCOMP_ALGO=hier;GCOMP_SEGMENT_BYTES=12345")
 
 # straggler detection: a rank that sleeps before every call is named by every rank
 add_test(NAME integration.allreduce.straggler
