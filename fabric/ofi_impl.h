@@ -138,6 +138,7 @@ typedef struct ofi_unexp {  /* a header that matched no posted receive (or send)
   uint64_t token, chunk;    /* RTR only */
   int held;                 /* its credit is returned only when it is matched */
   int in;                   /* its payload is inline */
+  int unsched;              /* a refused scheduled send's: the ranks disagree on the mark */
   size_t n;                 /* inline bytes */
   char data[];
 } ofi_unexp;

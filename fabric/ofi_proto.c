@@ -325,15 +325,19 @@ static void pump_peer(ofi_transport *t, int peer) {
    * refusals, which the peer never holds (held RTS credits could otherwise leave a grant
    * waiting for the very receive it would let complete) */
   while (!wait && P->cred > P->nslots / 2 && (r = P->q[Q_RTS].head)) {
-    int in = r->total <= r->ep->inline_max;
-    ofi_hdr h = {.type = H_RTS, .flags = in ? F_INLINE : 0, .mtag = r->mtag, .len = r->total,
-                 .id = r->id};
+    /* a scheduled send here was refused (its peer's receive of the tag is unscheduled):
+     * its RTS, without data, tells that receive to fail */
+    int in = r->total <= r->ep->inline_max && !r->sched;
+    ofi_hdr h = {.type = H_RTS, .flags = in ? F_INLINE : r->sched ? F_UNSCHED : 0,
+                 .mtag = BASE(r->mtag), .len = r->total, .id = r->id};
     if ((wait = hdr_send(t, peer, &h, r->buf, in ? r->total : 0, in && r->no_inject ? r : NULL)))
       break;
     ofi_proto_unqueue(t, r);
     r->matched = 1;
     r->last_ns = 0;
-    if (!in)
+    if (r->sched)
+      r->finished = 1;
+    else if (!in)
       q_add(t, r, Q_AWAIT);
     else if (!r->no_inject)
       r->finished = 1;
@@ -360,12 +364,19 @@ void ofi_proto_pump(ofi_transport *t) {
 
 /* A receive meets its message's header: refused, done (inline), or granted. */
 static void match(ofi_transport *t, gcomp_treq *r, uint64_t len, uint64_t id, int in,
-                  const char *data, size_t n) {
+                  const char *data, size_t n, int unsched) {
   ofi_peer *P = &t->peers[r->peer];
   r->matched = 1;
   r->total = (size_t)len;
   r->id = id;
   r->last_ns = 0;
+  if (unsched) {   /* nothing follows: the send is over at the peer */
+    ofi_req_fail(r, GCOMP_ERR_INVALID, "rank %d sent a scheduled message of %" PRIu64 " bytes "
+                 "where this rank expected an unscheduled one of up to %zu (the ranks size the "
+                 "transfer differently): do all ranks pass the same count and dtype?", r->peer,
+                 len, r->cap);
+    return;
+  }
   if (len > r->cap) {
     ofi_req_fail(r, GCOMP_ERR_INVALID, "message of %" PRIu64 " bytes from rank %d exceeds the "
                  "receive capacity of %zu bytes: do all ranks pass the same count and dtype?",
@@ -417,6 +428,15 @@ static void unsched_recv(ofi_transport *t, gcomp_treq *r, uint64_t len, uint64_t
                "transfer differently): do all ranks pass the same count and dtype?", r->peer, len,
                r->cap);
   if (!in && P->drops < DROPS_MAX) P->drop_id[P->drops++] = id, dirty(t, r->peer);
+  /* this rank's scheduled send of the tag waits for an RTR that will not come: refused, so
+   * that the peer's receive fails too (an inline send of the peer's is already over) */
+  gcomp_treq *s;
+  for (s = P->q[Q_SCHED].head; s && BASE(s->mtag) != BASE(r->mtag); s = s->qnext) {}
+  if (s) {
+    ofi_proto_unqueue(t, s);
+    q_add(t, s, Q_RTS);
+    dirty(t, r->peer);
+  }
 }
 
 static void unsched_send(ofi_transport *t, gcomp_treq *r, uint64_t cap, uint64_t token) {
@@ -544,14 +564,14 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
     for (r = P->q[Q_POSTED].head; r && r->mtag != h.mtag; r = r->qnext) {}
     if (r) {
       ofi_proto_unqueue(t, r);
-      match(t, r, h.len, h.id, h.flags & F_INLINE, data, n);
+      match(t, r, h.len, h.id, h.flags & F_INLINE, data, n, h.flags & F_UNSCHED);
       break;
     }
     /* a scheduled receive of the same tag waits for it: the ranks disagree */
     for (r = P->q[Q_RTR].head; r && BASE(r->mtag) != h.mtag; r = r->qnext) {}
     if (!r)
       for (r = P->tok.head; r && BASE(r->mtag) != h.mtag; r = r->tnext) {}
-    if (r && !(h.mtag >> KIND_SHIFT)) {
+    if (r && !(h.mtag >> KIND_SHIFT) && !(h.flags & F_UNSCHED)) {
       unsched_recv(t, r, h.len, h.id, h.flags & F_INLINE);
       break;
     }
@@ -561,6 +581,7 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
     u->len = h.len;
     u->id = h.id;
     u->in = h.flags & F_INLINE;
+    u->unsched = h.flags & F_UNSCHED;
     u->n = n;
     if (n) memcpy(u->data, data, n);
     if (P->utail)
@@ -762,7 +783,7 @@ int ofi_post(ofi_transport *t, int op, int peer, uint64_t mtag, void *buf, size_
   if (P->utail == u) P->utail = prev;
   P->nunexp--;
   if (u->held) P->owed++, dirty(t, peer);
-  match(t, r, u->len, u->id, u->in, u->data, u->n);
+  match(t, r, u->len, u->id, u->in, u->data, u->n, u->unsched);
   free(u);
   if (P->dirty) pump_peer(t, peer);
   return GCOMP_OK;
