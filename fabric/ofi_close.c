@@ -31,7 +31,7 @@ static void farewell(ofi_transport *t) {
   }
   unsigned spins = 0;
   /* after a failure the job is going down anyway: do not wait a whole timeout per peer */
-  uint64_t deadline = gcomp_now_ns() + (t->failed ? 1000000000ull : UINT64_MAX / 2);
+  uint64_t deadline = gcomp_now_ns() + (t->pub.failed ? 1000000000ull : UINT64_MAX / 2);
   for (;;) {
     int left = 0;
     for (int i = 0; i < 2 * n; i++) {

@@ -54,7 +54,7 @@ static ssize_t on_error(ofi_transport *t, ofi_ep *e) {
  * transport is destroyed) and the queue is not read again. */
 static void cq_broken(ofi_transport *t, ofi_ep *e, ssize_t rc) {
   e->cq_broken = 1;
-  t->failed = 1;
+  t->pub.failed = 1;
   GCOMP_WARN(GCOMP_SUB_FABRIC, "%s completion queue reports an error that fi_cq_readerr cannot "
              "read (%s): the endpoint is unusable", e->prov, fi_strerror((int)-rc));
   for (gcomp_treq *r = t->active; r; r = r->next)

@@ -173,7 +173,7 @@ typedef struct {
   int drops;                /* refusals owed to the peer (a message too long for its receive) */
   uint64_t drop_id[8];
   int dirty;                /* something may be sendable: progress pumps it */
-  int heard;                /* a header came from the peer since test last looked */
+  int heard;                /* a header that moved something came since test last looked */
   uint64_t heard_ns;        /* when test saw that last (the peer is alive and busy) */
   int broken;               /* a header exchange failed: its requests fail */
 } ofi_peer;
@@ -208,7 +208,6 @@ typedef struct {
   int ndirty;               /* peers with dirty set */
   int npost_pending;        /* requests with want_post set */
   int ready;                /* setup finished: destroy says goodbye first */
-  int failed;               /* an operation failed: goodbyes are brief */
   int fault_cqerr;          /* GCOMP_FAULT=cqerr armed here and setup done (fabric/fault.h) */
   char host[64];
   char pidns[64];

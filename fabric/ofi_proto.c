@@ -158,7 +158,7 @@ static void dirty(ofi_transport *t, int peer) {
 /* Every request of a peer fails (a header exchange with it failed: nothing more can match) */
 static void peer_fail(ofi_transport *t, int peer, int status, const char *msg) {
   t->peers[peer].broken = 1;
-  t->failed = 1;
+  t->pub.failed = 1;
   for (gcomp_treq *r = t->active; r; r = r->next)
     if (r->peer == peer) ofi_req_fail(r, status, "%s rank %d: %s", ofi_op_name(r), peer, msg);
 }
@@ -546,7 +546,6 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
   int peer = hr->peer;
   ofi_peer *P = &t->peers[peer];
   hr->posted = 0;
-  P->heard = 1;
   ofi_hdr h;
   if (len < sizeof h) {
     peer_fail(t, peer, GCOMP_ERR_CORRUPT, "a header of too few bytes arrived");
@@ -556,6 +555,7 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
   const char *data = hr->buf + sizeof h;
   size_t n = len - sizeof h;
   if (h.ret) P->cred += (int)h.ret, dirty(t, peer);
+  int fresh = 0;   /* the header went to the unexpected lists (see the end) */
   int held = 0;
   gcomp_treq *r;
   ofi_unexp *u;
@@ -577,6 +577,7 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
     }
     u = unexp_new(t, peer, n, &held);
     if (!u) break;
+    fresh = 1;
     u->mtag = h.mtag;
     u->len = h.len;
     u->id = h.id;
@@ -606,6 +607,7 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
     }
     u = unexp_new(t, peer, 0, &held);
     if (!u) break;
+    fresh = 1;
     u->mtag = h.mtag;
     u->len = h.len;
     u->id = h.id;
@@ -672,6 +674,13 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
     peer_fail(t, peer, GCOMP_ERR_CORRUPT, "a header of an unknown type arrived");
     return;
   }
+  /* The peer is alive and busy towards this rank (requests waiting behind others to it are
+   * not stalled) when the header moves something here: credits alone, a match, a grant, a
+   * length. A new message or receive that nothing here waits for proves nothing, even with
+   * credits on it: a peer in another call, or one reporting its own failure or saying
+   * goodbye, sends those while this rank's request starves (it timed out only once that
+   * peer had exited). */
+  if (!fresh) P->heard = 1;
   hr->owe = !held;
   if (repost(t, hr)) {
     if (hr->owe) P->owed++, dirty(t, peer);

@@ -96,7 +96,8 @@ typedef struct gcomp_transport_ops {
   void (*destroy)(gcomp_transport *t);
 } gcomp_transport_ops;
 
-/* Every implementation starts with this header; the fields are read-only for users. */
+/* Every implementation starts with this header; the fields are read-only for users, but for
+ * failed. */
 struct gcomp_transport {
   const gcomp_transport_ops *ops;
   int rank, size;
@@ -105,6 +106,11 @@ struct gcomp_transport {
   const int *node_of;       /* [size]: node index of every rank */
   const int *local_ranks;   /* [local_size]: the ranks of my node, ascending */
   int timeout_ms;           /* GCOMP_TIMEOUT_MS at creation */
+  /* Nonzero once something failed: one of the transport's own requests, or a call of its
+   * user (who sets it; a failure elsewhere, e.g. in a node's shared segment, leaves the
+   * peers in no state to say goodbye). destroy then waits at most 1 s. The one field a
+   * user may write. */
+  int failed;
 };
 
 /* ---- thin wrappers -------------------------------------------------------------------- */

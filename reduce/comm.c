@@ -123,6 +123,7 @@ int gcomp_comm_destroy(gcomp_comm *comm) {
 
 int gcomp_comm_mark_broken(gcomp_comm *comm, int st) {
   comm->broken = 1;
+  comm->t->failed = 1;   /* destroy's goodbyes: brief, whichever layer failed */
   snprintf(comm->broken_why, sizeof comm->broken_why, "%s: %s", gcomp_strerror(st),
            gcomp_last_error());
   return gcomp_error_trace(st, __FILE__, __LINE__);

@@ -26,5 +26,7 @@ for r in $(seq 0 $((n - 1))); do
 done
 . "$(dirname "$0")/blame.sh"
 blame_check "$out" $n $victim "error after" || fails=1
+# a failed communicator is destroyed within 1 s (gcomp.h), on 2 oversubscribed cores
+destroy_check "$out" 1000 || fails=1
 echo "allreduce_fail: $([ $fails = 0 ] && echo passed || echo FAILED)"
 exit $fails

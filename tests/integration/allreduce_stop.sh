@@ -57,6 +57,8 @@ done
 # (over 2 nodes hier's ring neighbour waits on the victim's node-mate)
 . "$(dirname "$0")/blame.sh"
 blame_check "$out" $n $victim "error after" || fails=1
+# a failed communicator is destroyed within 1 s (gcomp.h), on 2 oversubscribed cores
+destroy_check "$out" 1000 || fails=1
 rline=$(grep "^\[$victim\] allreduce_check: rank $victim: resumed: error after" "$out")
 if [ -z "$rline" ]; then
   echo "FAIL: rank $victim reported no error after it was continued"; fails=1
