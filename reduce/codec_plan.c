@@ -62,30 +62,35 @@ int gcomp_codec_plan(gcomp_comm *comm, gcomp_codec *codec, gcomp_codec_entry **o
   char spec[256];
   gcomp_codec_spec(codec, spec, sizeof spec);
   for (int i = 0; i < comm->ncodecs; i++)
-    if (!strcmp(comm->codecs[i].spec, spec)) {
-      *out = &comm->codecs[i];
+    if (!strcmp(comm->codecs[i]->spec, spec)) {
+      *out = comm->codecs[i];
       return GCOMP_OK;
     }
-  GCOMP_FAIL_IF(comm->ncodecs == GCOMP_MAX_CODECS, GCOMP_ERR_UNSUPPORTED,
-                "a communicator plans for at most %d codec specs", GCOMP_MAX_CODECS);
-  gcomp_codec_entry *ci = &comm->codecs[comm->ncodecs];
-  memset(ci, 0, sizeof *ci);
+  if (comm->ncodecs == comm->codecs_cap) {
+    int cap = comm->codecs_cap ? 2 * comm->codecs_cap : 8;
+    gcomp_codec_entry **grown = realloc(comm->codecs, (size_t)cap * sizeof *grown);
+    GCOMP_FAIL_IF(!grown, GCOMP_ERR_NOMEM, "the planner's table of %d codec specs", cap);
+    comm->codecs = grown;
+    comm->codecs_cap = cap;
+  }
+  gcomp_codec_entry *ci = calloc(1, sizeof *ci);
+  GCOMP_FAIL_IF(!ci, GCOMP_ERR_NOMEM, "the planner's entry of codec %s", spec);
   snprintf(ci->spec, sizeof ci->spec, "%s", spec);
   gcomp_codec_info info = {.struct_size = sizeof info};
-  GCOMP_CHECK(gcomp_codec_describe(codec, &info));
+  int st = gcomp_codec_describe(codec, &info);
   ci->sparse = info.sparse;
   /* the second quantisation: the same codec without error feedback (top-k's reduced shards
    * are dense, so they travel as fp32) */
-  GCOMP_CHECK(gcomp_codec_second_stage(codec, &ci->second));
+  if (st == GCOMP_OK) st = gcomp_codec_second_stage(codec, &ci->second);
   /* the entry counts only once measured: a failed measurement must not leave a codec that
    * later calls would plan with (ratio 0: every call quietly uncompressed) */
-  int st = measure_codec(comm, ci);
+  if (st == GCOMP_OK) st = measure_codec(comm, ci);
   if (st < 0) {
     gcomp_codec_destroy(ci->second);
-    ci->second = NULL;
+    free(ci);
     return gcomp_error_trace(st, __FILE__, __LINE__);
   }
-  comm->ncodecs++;
+  comm->codecs[comm->ncodecs++] = ci;
   char second[256];
   gcomp_codec_spec(ci->second, second, sizeof second);
   GCOMP_INFO(GCOMP_SUB_TUNING,

@@ -110,7 +110,11 @@ int gcomp_comm_destroy(gcomp_comm *comm) {
   gcomp_abort_destroy(comm->abort);
   if (comm->own) gcomp_transport_destroy(comm->t);
   gcomp_agreed_free(&comm->agreed);
-  for (int i = 0; i < comm->ncodecs; i++) gcomp_codec_destroy(comm->codecs[i].second);
+  for (int i = 0; i < comm->ncodecs; i++) {
+    gcomp_codec_destroy(comm->codecs[i]->second);
+    free(comm->codecs[i]);
+  }
+  free(comm->codecs);
   free(comm->world);
   gcomp_scratch_free(&comm->scratch);
   free(comm->work);

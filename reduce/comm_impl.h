@@ -80,7 +80,6 @@ int gcomp_calibrate(gcomp_comm *comm);
 int gcomp_calibrate_shm(gcomp_comm *comm);
 
 /* ---- what the planner knows of a codec (codec_plan.c) --------------------------------- */
-enum { GCOMP_MAX_CODECS = 8 };
 typedef struct {
   char spec[256];          /* canonical spec of the caller's codec */
   gcomp_codec *second;     /* re-encodes reduced shards (gcomp_codec_second_stage) */
@@ -202,8 +201,8 @@ struct gcomp_comm {
                                   communicators made from this one; n == 0: none (given by
                                   GCOMP_ALPHA_BETA). Fixed after creation. */
   int calib_inherited;         /* the link figures were taken, not measured */
-  gcomp_codec_entry codecs[GCOMP_MAX_CODECS];
-  int ncodecs;
+  gcomp_codec_entry **codecs;   /* [ncodecs], each its own allocation: calls keep pointers */
+  int ncodecs, codecs_cap;
   gcomp_shm *shm;              /* the node's shared segment (NULL: alone on the node, or none) */
   gcomp_skew skew;             /* straggler detection (GCOMP_SKEW_WINDOW) */
   struct gcomp_guard *guard;   /* GCOMP_GUARD's state per key, made at the first check */

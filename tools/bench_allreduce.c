@@ -391,7 +391,10 @@ static int cmd_allreduce(int argc, char **argv) {
       bad = num_arg(a, argv[++i], 0, 1e9, &d), o.warmup = (int)d;
     else if (!strcmp(a, "--rounds") && more)
       bad = num_arg(a, argv[++i], 1, 16, &d), o.rounds = (int)d;
-    else if (!strcmp(a, "--codec") && more && o.ncodecs < 8) o.codecs[o.ncodecs++] = argv[++i];
+    else if (!strcmp(a, "--codec") && more && o.ncodecs == (int)(sizeof o.codecs / sizeof *o.codecs)) {
+      fprintf(stderr, "gcomp-bench allreduce: at most 8 --codec options (a 9th: %s)\n", argv[i + 1]);
+      return 2;
+    } else if (!strcmp(a, "--codec") && more) o.codecs[o.ncodecs++] = argv[++i];
     else if (!strcmp(a, "--json")) o.json = 1;
     else if (!strcmp(a, "--no-check")) o.check = 0;
     else if (!strcmp(a, "--baseline") && more && !strcmp(argv[i + 1], "mpi")) o.mpi = 1, i++;

@@ -245,6 +245,61 @@ static void test_algo_compresses(void **state) {
   assert_int_equal(gcomp_algo_compresses(NULL), GCOMP_ERR_INVALID);
 }
 
+/* A communicator plans for as many codec specs as its calls use: it once kept 8 and refused
+ * a ninth (GCOMP_ERR_UNSUPPORTED), which also broke the communicator for every later call.
+ * Nine specs, then the first again; every sum must be exact (each value is 1, the sum 2, on
+ * a grid of every codec here). */
+enum { NSPECS = 9 };
+static const char *const limit_specs[NSPECS] = {
+    "quant:bits=1", "quant:bits=2", "quant:bits=3", "quant:bits=4", "quant:bits=5",
+    "quant:bits=6", "quant:bits=7", "quant:bits=8", "sign"};
+typedef struct {
+  gcomp_comm *comm;
+  gcomp_codec *codecs[NSPECS];
+  int status[NSPECS + 1];
+  char error[256];
+} limit_job;
+
+static void *limit_main(void *arg) {
+  limit_job *j = arg;
+  static float x[2][COUNT];
+  float *v = x[gcomp_comm_rank(j->comm)];
+  for (int k = 0; k <= NSPECS; k++) {
+    for (int i = 0; i < COUNT; i++) v[i] = 1.0f;
+    j->status[k] = gcomp_allreduce(j->comm, v, v, COUNT, GCOMP_FLOAT32, GCOMP_SUM,
+                                   j->codecs[k % NSPECS], 0);
+    if (j->status[k] < 0 && !j->error[0])
+      snprintf(j->error, sizeof j->error, "%s: %s", limit_specs[k % NSPECS], gcomp_last_error());
+    for (int i = 0; i < COUNT && j->status[k] == GCOMP_OK; i++)
+      if (v[i] != 2.0f) j->status[k] = 99;
+  }
+  return NULL;
+}
+
+static void test_codec_spec_limit(void **state) {
+  gcomp_config *c = quiet_config("direct");
+  assert_int_equal(gcomp_config_set(c, "GCOMP_CODEC_MIN_BYTES", "0"), GCOMP_OK);
+  gcomp_comm *comms[2];
+  assert_int_equal(gcomp_comm_init_local(2, NULL, c, comms), GCOMP_OK);
+  gcomp_config_destroy(c);
+  limit_job jobs[2];
+  memset(jobs, 0, sizeof jobs);
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    jobs[r].comm = comms[r];
+    for (int k = 0; k < NSPECS; k++)
+      assert_int_equal(gcomp_codec_create(limit_specs[k], &jobs[r].codecs[k]), GCOMP_OK);
+    assert_int_equal(pthread_create(&th[r], NULL, limit_main, &jobs[r]), 0);
+  }
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < 2; r++) {
+    if (jobs[r].error[0]) fprintf(stderr, "rank %d: %s\n", r, jobs[r].error);
+    for (int k = 0; k <= NSPECS; k++) assert_int_equal(jobs[r].status[k], GCOMP_OK);
+    for (int k = 0; k < NSPECS; k++) gcomp_codec_destroy(jobs[r].codecs[k]);
+    assert_int_equal(gcomp_comm_destroy(comms[r]), GCOMP_OK);
+  }
+}
+
 /* ---- out-of-band bootstrap, over real processes ---------------------------------------- */
 /* The caller's allgather: a shared page per rank and a process-shared barrier. */
 enum { OOB_SLOT = 64 << 10 };
@@ -354,6 +409,7 @@ int main(void) {
       cmocka_unit_test(test_destroy_refuses_pending),
       cmocka_unit_test(test_sized_stats),
       cmocka_unit_test(test_algo_compresses),
+      cmocka_unit_test(test_codec_spec_limit),
       cmocka_unit_test(test_init_oob_refuses),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
