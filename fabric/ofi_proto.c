@@ -676,11 +676,11 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
   }
   /* The peer is alive and busy towards this rank (requests waiting behind others to it are
    * not stalled) when the header moves something here: credits alone, a match, a grant, a
-   * length. A new message or receive that nothing here waits for proves nothing, even with
-   * credits on it: a peer in another call, or one reporting its own failure or saying
-   * goodbye, sends those while this rank's request starves (it timed out only once that
-   * peer had exited). */
-  if (!fresh) P->heard = 1;
+   * length, or credits on any header while headers here wait for them. A new message or
+   * receive that nothing here waits for proves nothing: a peer in another call, or one
+   * reporting its own failure or saying goodbye, sends those while this rank's request
+   * starves (it timed out only once that peer had exited). */
+  if (!fresh || (h.ret && (P->q[Q_RTS].head || P->q[Q_RTR].head))) P->heard = 1;
   hr->owe = !held;
   if (repost(t, hr)) {
     if (hr->owe) P->owed++, dirty(t, peer);
