@@ -244,6 +244,36 @@ static int fp16_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const floa
   return GCOMP_OK;
 }
 
+/* Decodes (add: adds) a frame's values a block at a time, each block verified before it
+ * is read. Adding, while the next block is whole and not verified yet, the _dec_add_sum
+ * kernels checksum it as they add this one (it is verified before it is added in turn):
+ * the payload is read in the accumulator's stream, once from memory, not in a CRC pass of
+ * its own a block ahead. f16: fp16 values times inv, else bf16. */
+static int decode_blocks(const gcomp_cast_kernels *K, int f16, float inv, const uint8_t *src,
+                         size_t count, float *dst, int add, gcomp_frame_check *chk) {
+  int stream = 4 * count >= GCOMP_CAST_STREAM_BYTES;
+  for (size_t i = 0, m; i < count; i += m) {
+    m = count - i < BLOCK_VALUES ? count - i : BLOCK_VALUES;
+    GCOMP_CHECK(gcomp_dec_need(chk, 2 * (i + m)));
+    const uint8_t *next = add && m == BLOCK_VALUES ? gcomp_frame_next_block(chk, 2 * (i + m))
+                                                   : NULL;
+    if (next) {
+      uint32_t crc = f16 ? K->f16_dec_add_sum(src + 2 * i, m, dst + i, inv, next)
+                         : K->bf16_dec_add_sum(src + 2 * i, m, dst + i, next);
+      GCOMP_CHECK(gcomp_frame_verify_sum(chk, 2 * (i + m), crc));
+    } else if (add && f16) {
+      K->f16_dec_add(src + 2 * i, m, dst + i, inv);
+    } else if (add) {
+      K->bf16_dec_add(src + 2 * i, m, dst + i);
+    } else if (f16) {
+      K->f16_dec_nt(src + 2 * i, m, dst + i, inv, stream);
+    } else {
+      K->bf16_dec_nt(src + 2 * i, m, dst + i, stream);
+    }
+  }
+  return GCOMP_OK;
+}
+
 static int fp16_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
                        size_t len, float *restrict dst, size_t count, int add,
                        gcomp_frame_check *chk) {
@@ -253,15 +283,7 @@ static int fp16_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t 
   GCOMP_FAIL_IF(param > 0xffu || k == -128, GCOMP_ERR_CORRUPT,
                 "fp16: frame parameter 0x%x is not a scale exponent", (unsigned)param);
   const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
-  float inv = pow2f(-k);
-  int stream = 4 * count >= GCOMP_CAST_STREAM_BYTES;
-  for (size_t i = 0, m; i < count; i += m) {   /* a block verified, then decoded */
-    m = count - i < BLOCK_VALUES ? count - i : BLOCK_VALUES;
-    GCOMP_CHECK(gcomp_dec_need(chk, 2 * (i + m)));
-    if (add) K->f16_dec_add(src + 2 * i, m, dst + i, inv);
-    else K->f16_dec_nt(src + 2 * i, m, dst + i, inv, stream);
-  }
-  return GCOMP_OK;
+  return decode_blocks(K, 1, pow2f(-k), src, count, dst, add, chk);
 }
 
 static int bf16_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const float *restrict src,
@@ -299,14 +321,7 @@ static int bf16_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t 
   GCOMP_FAIL_IF(param != 0, GCOMP_ERR_CORRUPT, "bf16: frame parameter 0x%x should be 0",
                 (unsigned)param);
   const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
-  int stream = 4 * count >= GCOMP_CAST_STREAM_BYTES;
-  for (size_t i = 0, m; i < count; i += m) {
-    m = count - i < BLOCK_VALUES ? count - i : BLOCK_VALUES;
-    GCOMP_CHECK(gcomp_dec_need(chk, 2 * (i + m)));
-    if (add) K->bf16_dec_add(src + 2 * i, m, dst + i);
-    else K->bf16_dec_nt(src + 2 * i, m, dst + i, stream);
-  }
-  return GCOMP_OK;
+  return decode_blocks(K, 0, 1.0f, src, count, dst, add, chk);
 }
 
 const gcomp_kind gcomp_kind_fp16 = {

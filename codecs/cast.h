@@ -80,6 +80,15 @@ typedef struct {
   uint32_t (*bf16_enc_sum)(const float *src, size_t n, uint8_t *dst, gcomp_cast_counts *c,
                            int stream);
   void (*bf16_dec_add)(const uint8_t *src, size_t n, float *acc);
+  /* One frame block added (as f16_dec_add and bf16_dec_add, n a positive multiple of 32)
+   * while the next block, the 2n bytes at next, is checksummed: returns their standard
+   * CRC-32C. The caller compares it before it adds that block, so a decode-and-add reads
+   * the frame once, in the same stream as the accumulator, rather than a block's CRC pass
+   * and then its add. The SIMD tables fold the CRC from registers (codecs/crc_fold.h); the
+   * portable one adds, then sums with ISA-L. */
+  uint32_t (*f16_dec_add_sum)(const uint8_t *src, size_t n, float *acc, float inv_scale,
+                              const uint8_t *next);
+  uint32_t (*bf16_dec_add_sum)(const uint8_t *src, size_t n, float *acc, const uint8_t *next);
 } gcomp_cast_kernels;
 
 extern const gcomp_cast_kernels gcomp_cast_base;
@@ -97,6 +106,27 @@ uint32_t gcomp_cast_f16_enc_sum_avx2(const float *src, size_t n, uint8_t *dst, f
                                      gcomp_cast_counts *c, uint32_t *mx, int stream);
 uint32_t gcomp_cast_bf16_enc_sum_avx2(const float *src, size_t n, uint8_t *dst,
                                       gcomp_cast_counts *c, int stream);
+/* And its block-summing decode-and-add kernels (folded on xmm), borrowed the same way. */
+uint32_t gcomp_cast_f16_dec_add_sum_avx2(const uint8_t *src, size_t n, float *acc,
+                                         float inv_scale, const uint8_t *next);
+uint32_t gcomp_cast_bf16_dec_add_sum_avx2(const uint8_t *src, size_t n, float *acc,
+                                          const uint8_t *next);
+
+/* For the SIMD tables: decode-and-add of the values past the last whole vector, and the
+ * entries f16_dec_add_<isa> and bf16_dec_add_<isa> made of the file's generic
+ * dec_add(src, n, acc, f16, inv_scale) (f16 a constant: one loop each). */
+static inline void gcomp_cast_dec_add_tail(const uint8_t *src, size_t n, float *acc, int f16,
+                                           float inv_scale) {
+  if (f16) gcomp_cast_base.f16_dec_add(src, n, acc, inv_scale);
+  else gcomp_cast_base.bf16_dec_add(src, n, acc);
+}
+#define GCOMP_CAST_DEC_ADD_ENTRIES(isa)                                                   \
+  static void f16_dec_add_##isa(const uint8_t *src, size_t n, float *acc, float inv_scale) { \
+    dec_add(src, n, acc, 1, inv_scale);                                                   \
+  }                                                                                       \
+  static void bf16_dec_add_##isa(const uint8_t *src, size_t n, float *acc) {              \
+    dec_add(src, n, acc, 0, 1.0f);                                                        \
+  }
 
 /* The table for gcomp_isa_level() (and the CPU's VPCLMULQDQ and AVX512_BF16). */
 const gcomp_cast_kernels *gcomp_cast_kernels_get(void);

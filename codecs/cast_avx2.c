@@ -400,23 +400,6 @@ static void f16_dec_avx2(const uint8_t *src, size_t n, float *dst, float inv_sca
   f16_dec_nt_avx2(src, n, dst, inv_scale, streaming(4 * n));
 }
 
-static void f16_dec_add_avx2(const uint8_t *src, size_t n, float *acc, float inv_scale) {
-  const __m256 inv = _mm256_set1_ps(inv_scale);
-  size_t i = 0;
-#define ADDSTEP(off)                                                                      \
-  _mm256_storeu_ps(acc + i + off,                                                         \
-                   _mm256_add_ps(_mm256_loadu_ps(acc + i + off),                          \
-                                 _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(           \
-                                                   (const __m128i *)(src + 2 * (i + off)))), inv)))
-  for (; i + 16 <= n; i += 16) {
-    ADDSTEP(0);
-    ADDSTEP(8);
-  }
-  for (; i + 8 <= n; i += 8) ADDSTEP(0);
-#undef ADDSTEP
-  gcomp_cast_base.f16_dec_add(src + 2 * i, n - i, acc + i, inv_scale);
-}
-
 static inline __m256 bf16_widen8(const uint8_t *p) {
   __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
@@ -441,16 +424,50 @@ static void bf16_dec_avx2(const uint8_t *src, size_t n, float *dst) {
   bf16_dec_nt_avx2(src, n, dst, streaming(4 * n));
 }
 
-static void bf16_dec_add_avx2(const uint8_t *src, size_t n, float *acc) {
+/* 8 decoded values at p: fp16 times inv (f16 set), else bf16 */
+static inline __m256 widen8(const uint8_t *p, int f16, __m256 inv) {
+  return f16 ? _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)), inv)
+             : bf16_widen8(p);
+}
+static inline void add8(float *acc, const uint8_t *p, int f16, __m256 inv) {
+  _mm256_storeu_ps(acc, _mm256_add_ps(_mm256_loadu_ps(acc), widen8(p, f16, inv)));
+}
+
+static inline void dec_add(const uint8_t *src, size_t n, float *acc, int f16, float inv_scale) {
+  const __m256 inv = _mm256_set1_ps(inv_scale);
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), bf16_widen8(src + 2 * i)));
-    _mm256_storeu_ps(acc + i + 8,
-                     _mm256_add_ps(_mm256_loadu_ps(acc + i + 8), bf16_widen8(src + 2 * i + 16)));
+    add8(acc + i, src + 2 * i, f16, inv);
+    add8(acc + i + 8, src + 2 * i + 16, f16, inv);
   }
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), bf16_widen8(src + 2 * i)));
-  gcomp_cast_base.bf16_dec_add(src + 2 * i, n - i, acc + i);
+  for (; i + 8 <= n; i += 8) add8(acc + i, src + 2 * i, f16, inv);
+  gcomp_cast_dec_add_tail(src + 2 * i, n - i, acc + i, f16, inv_scale);
+}
+GCOMP_CAST_DEC_ADD_ENTRIES(avx2)
+
+/* One block added while the next one's CRC folds on xmm (cast.h): per 32 values, 64 bytes
+ * of the next block folded into the four accumulators. */
+static inline uint32_t dec_add_sum(const uint8_t *src, size_t n, float *acc, const uint8_t *next,
+                                   int f16, float inv_scale) {
+  const __m256 inv = _mm256_set1_ps(inv_scale);
+  gcomp_crc_fold f = GCOMP_CRC_FOLD_ZERO;
+  for (size_t i = 0; i < n; i += 32) {
+    const __m128i *q = (const __m128i *)(next + 2 * i);
+    __m128i v0 = _mm_loadu_si128(q), v1 = _mm_loadu_si128(q + 1);
+    __m128i v2 = _mm_loadu_si128(q + 2), v3 = _mm_loadu_si128(q + 3);
+    if (i) gcomp_crc_fold_64(&f, v0, v1, v2, v3);
+    else gcomp_crc_fold_init(&f, v0, v1, v2, v3, 0xffffffffu);
+    for (size_t j = 0; j < 32; j += 8) add8(acc + i + j, src + 2 * (i + j), f16, inv);
+  }
+  return ~gcomp_crc_fold_end(&f);
+}
+uint32_t gcomp_cast_f16_dec_add_sum_avx2(const uint8_t *src, size_t n, float *acc,
+                                         float inv_scale, const uint8_t *next) {
+  return dec_add_sum(src, n, acc, next, 1, inv_scale);
+}
+uint32_t gcomp_cast_bf16_dec_add_sum_avx2(const uint8_t *src, size_t n, float *acc,
+                                          const uint8_t *next) {
+  return dec_add_sum(src, n, acc, next, 0, 1.0f);
 }
 
 const gcomp_cast_kernels gcomp_cast_avx2 = {
@@ -468,4 +485,6 @@ const gcomp_cast_kernels gcomp_cast_avx2 = {
     .bf16_dec_nt = bf16_dec_nt_avx2,
     .f16_enc_sum = gcomp_cast_f16_enc_sum_avx2,
     .bf16_enc_sum = gcomp_cast_bf16_enc_sum_avx2,
+    .f16_dec_add_sum = gcomp_cast_f16_dec_add_sum_avx2,
+    .bf16_dec_add_sum = gcomp_cast_bf16_dec_add_sum_avx2,
 };

@@ -297,23 +297,6 @@ static void f16_dec_avx512(const uint8_t *src, size_t n, float *dst, float inv_s
   f16_dec_nt_avx512(src, n, dst, inv_scale, streaming(4 * n));
 }
 
-/* decode_add streams two inputs (payload and accumulator): both prefetched ahead */
-static inline void dec_add_prefetch(const uint8_t *src, const float *acc) {
-  _mm_prefetch((const char *)acc + GCOMP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
-  _mm_prefetch((const char *)src + GCOMP_CAST_PREFETCH_BYTES / 2, _MM_HINT_T0);
-}
-
-static void f16_dec_add_avx512(const uint8_t *src, size_t n, float *acc, float inv_scale) {
-  const __m512 inv = _mm512_set1_ps(inv_scale);
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    dec_add_prefetch(src + 2 * i, acc + i);
-    _mm512_storeu_ps(acc + i,
-                     _mm512_add_ps(_mm512_loadu_ps(acc + i), f16_widen16(src + 2 * i, inv)));
-  }
-  gcomp_cast_base.f16_dec_add(src + 2 * i, n - i, acc + i, inv_scale);
-}
-
 static void bf16_dec_nt_avx512(const uint8_t *src, size_t n, float *dst, int nt) {
   size_t i = 0;
   if (nt) {
@@ -329,14 +312,55 @@ static void bf16_dec_avx512(const uint8_t *src, size_t n, float *dst) {
   bf16_dec_nt_avx512(src, n, dst, streaming(4 * n));
 }
 
-static void bf16_dec_add_avx512(const uint8_t *src, size_t n, float *acc) {
+/* 16 decoded values at p: fp16 times inv (f16 set), else bf16 */
+static inline __m512 widen16(const uint8_t *p, int f16, __m512 inv) {
+  return f16 ? f16_widen16(p, inv) : bf16_widen16(p);
+}
+static inline void add16(float *acc, const uint8_t *p, int f16, __m512 inv) {
+  _mm512_storeu_ps(acc, _mm512_add_ps(_mm512_loadu_ps(acc), widen16(p, f16, inv)));
+}
+
+/* decode_add streams two inputs (payload and accumulator): both prefetched ahead */
+static inline void dec_add_prefetch(const uint8_t *src, const float *acc) {
+  _mm_prefetch((const char *)acc + GCOMP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
+  _mm_prefetch((const char *)src + GCOMP_CAST_PREFETCH_BYTES / 2, _MM_HINT_T0);
+}
+
+static inline void dec_add(const uint8_t *src, size_t n, float *acc, int f16, float inv_scale) {
+  const __m512 inv = _mm512_set1_ps(inv_scale);
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     dec_add_prefetch(src + 2 * i, acc + i);
-    _mm512_storeu_ps(acc + i,
-                     _mm512_add_ps(_mm512_loadu_ps(acc + i), bf16_widen16(src + 2 * i)));
+    add16(acc + i, src + 2 * i, f16, inv);
   }
-  gcomp_cast_base.bf16_dec_add(src + 2 * i, n - i, acc + i);
+  gcomp_cast_dec_add_tail(src + 2 * i, n - i, acc + i, f16, inv_scale);
+}
+GCOMP_CAST_DEC_ADD_ENTRIES(avx512)
+
+/* One block added while the next one's CRC folds on zmm: per 32 values, two accumulator
+ * lines and a payload line of this block (in cache: its CRC was taken during the block
+ * before) and one payload line of the next block, all in one stream. */
+static inline uint32_t dec_add_sum(const uint8_t *src, size_t n, float *acc, const uint8_t *next,
+                                   int f16, float inv_scale) {
+  const __m512 inv = _mm512_set1_ps(inv_scale);
+  __m512i f = gcomp_crc_fold512_init(_mm512_loadu_si512(next), 0xffffffffu);
+  for (size_t i = 0; i < n; i += 32) {
+    _mm_prefetch((const char *)(acc + i) + GCOMP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
+    _mm_prefetch((const char *)(acc + i) + GCOMP_CAST_PREFETCH_BYTES + 64, _MM_HINT_T0);
+    _mm_prefetch((const char *)(next + 2 * i) + GCOMP_CAST_PREFETCH_BYTES / 2, _MM_HINT_T0);
+    if (i) f = gcomp_crc_fold512_64(f, _mm512_loadu_si512(next + 2 * i));
+    add16(acc + i, src + 2 * i, f16, inv);
+    add16(acc + i + 16, src + 2 * i + 32, f16, inv);
+  }
+  return ~gcomp_crc_fold512_end(f);
+}
+static uint32_t f16_dec_add_sum_avx512(const uint8_t *src, size_t n, float *acc, float inv_scale,
+                                       const uint8_t *next) {
+  return dec_add_sum(src, n, acc, next, 1, inv_scale);
+}
+static uint32_t bf16_dec_add_sum_avx512(const uint8_t *src, size_t n, float *acc,
+                                        const uint8_t *next) {
+  return dec_add_sum(src, n, acc, next, 0, 1.0f);
 }
 
 #define AVX512_ENTRIES                                                                    \
@@ -345,12 +369,16 @@ static void bf16_dec_add_avx512(const uint8_t *src, size_t n, float *acc) {
   .bf16_enc_sr = bf16_enc_sr_avx512,                                                      \
   .bf16_dec = bf16_dec_avx512, .bf16_dec_add = bf16_dec_add_avx512,                       \
   .f16_dec_nt = f16_dec_nt_avx512, .bf16_dec_nt = bf16_dec_nt_avx512
+/* the block-summing kernels that fold on zmm (VPCLMULQDQ) */
+#define AVX512_ZMM_SUMS                                                                   \
+  .f16_enc_sum = f16_enc_sum_avx512, .f16_dec_add_sum = f16_dec_add_sum_avx512,           \
+  .bf16_dec_add_sum = bf16_dec_add_sum_avx512
 
 const gcomp_cast_kernels gcomp_cast_avx512 = {
     .name = "avx512",
     AVX512_ENTRIES,
+    AVX512_ZMM_SUMS,
     .bf16_enc = bf16_enc_avx512,
-    .f16_enc_sum = f16_enc_sum_avx512,
     .bf16_enc_sum = bf16_enc_sum_avx512,
 };
 
@@ -358,8 +386,8 @@ const gcomp_cast_kernels gcomp_cast_avx512 = {
 const gcomp_cast_kernels gcomp_cast_avx512bf16 = {
     .name = "avx512bf16",
     AVX512_ENTRIES,
+    AVX512_ZMM_SUMS,
     .bf16_enc = gcomp_cast_bf16_enc_avx512bf16,
-    .f16_enc_sum = f16_enc_sum_avx512,
     .bf16_enc_sum = gcomp_cast_bf16_enc_sum_avx512bf16,
 };
 
@@ -371,4 +399,6 @@ const gcomp_cast_kernels gcomp_cast_avx512_xmmsum = {
     .bf16_enc = bf16_enc_avx512,
     .f16_enc_sum = gcomp_cast_f16_enc_sum_avx2,
     .bf16_enc_sum = gcomp_cast_bf16_enc_sum_avx2,
+    .f16_dec_add_sum = gcomp_cast_f16_dec_add_sum_avx2,
+    .bf16_dec_add_sum = gcomp_cast_bf16_dec_add_sum_avx2,
 };

@@ -153,6 +153,18 @@ static uint32_t bf16_enc_sum_base(const float *src, size_t n, uint8_t *dst, gcom
   return ~gcomp_crc32c(0xffffffffu, dst, 2 * n);
 }
 
+static uint32_t f16_dec_add_sum_base(const uint8_t *src, size_t n, float *acc, float inv_scale,
+                                     const uint8_t *next) {
+  f16_dec_add_base(src, n, acc, inv_scale);
+  return ~gcomp_crc32c(0xffffffffu, next, 2 * n);
+}
+
+static uint32_t bf16_dec_add_sum_base(const uint8_t *src, size_t n, float *acc,
+                                      const uint8_t *next) {
+  bf16_dec_add_base(src, n, acc);
+  return ~gcomp_crc32c(0xffffffffu, next, 2 * n);
+}
+
 const gcomp_cast_kernels gcomp_cast_base = {
     .name = "base",
     .maxabs = maxabs_base,
@@ -168,4 +180,6 @@ const gcomp_cast_kernels gcomp_cast_base = {
     .bf16_dec_nt = bf16_dec_nt_base,
     .f16_enc_sum = f16_enc_sum_base,
     .bf16_enc_sum = bf16_enc_sum_base,
+    .f16_dec_add_sum = f16_dec_add_sum_base,
+    .bf16_dec_add_sum = bf16_dec_add_sum_base,
 };

@@ -91,19 +91,39 @@ void gcomp_frame_seal(uint8_t *frame, const gcomp_frame_info *info) {
                                           (size_t)(4 * gcomp_frame_nblocks(info->payload_len))));
 }
 
+/* Block b of a frame under check, payload bytes [at, at + n), whose data gives got. */
+static int block_ok(const gcomp_frame_check *chk, uint64_t at, uint64_t n, uint32_t got) {
+  uint64_t b = at / GCOMP_FRAME_BLOCK;
+  uint32_t want = gcomp_load_le32(chk->sums + 4 * b);
+  GCOMP_FAIL_IF(want != got, GCOMP_ERR_CORRUPT,
+                "frame block %llu (payload bytes %llu..%llu) checksum mismatch (trailer says "
+                "%08x, data gives %08x)", (unsigned long long)b, (unsigned long long)at,
+                (unsigned long long)(at + n - 1), want, got);
+  return GCOMP_OK;
+}
+
 int gcomp_frame_verify(gcomp_frame_check *chk, uint64_t upto) {
   if (!chk || !chk->sums) return GCOMP_OK;
   if (upto > chk->len) upto = chk->len;
   while (chk->verified < upto) {
-    uint64_t at = chk->verified, b = at / GCOMP_FRAME_BLOCK;
+    uint64_t at = chk->verified;
     uint64_t n = chk->len - at < GCOMP_FRAME_BLOCK ? chk->len - at : GCOMP_FRAME_BLOCK;
-    uint32_t want = gcomp_load_le32(chk->sums + 4 * b), got = block_crc(chk->payload + at, n);
-    GCOMP_FAIL_IF(want != got, GCOMP_ERR_CORRUPT,
-                  "frame block %llu (payload bytes %llu..%llu) checksum mismatch (trailer says "
-                  "%08x, data gives %08x)", (unsigned long long)b, (unsigned long long)at,
-                  (unsigned long long)(at + n - 1), want, got);
+    GCOMP_CHECK(block_ok(chk, at, n, block_crc(chk->payload + at, n)));
     chk->verified = at + n;
   }
+  return GCOMP_OK;
+}
+
+const uint8_t *gcomp_frame_next_block(const gcomp_frame_check *chk, uint64_t at) {
+  if (!chk || !chk->sums || chk->verified != at || chk->len - at < GCOMP_FRAME_BLOCK)
+    return NULL;   /* (verified <= len always, so len - at does not wrap) */
+  return chk->payload + at;
+}
+
+int gcomp_frame_verify_sum(gcomp_frame_check *chk, uint64_t at, uint32_t crc) {
+  if (!gcomp_frame_next_block(chk, at)) return gcomp_frame_verify(chk, at + GCOMP_FRAME_BLOCK);
+  GCOMP_CHECK(block_ok(chk, at, GCOMP_FRAME_BLOCK, crc));
+  chk->verified = at + GCOMP_FRAME_BLOCK;
   return GCOMP_OK;
 }
 

@@ -114,6 +114,15 @@ int gcomp_frame_verify(gcomp_frame_check *chk, uint64_t upto);
 static inline int gcomp_frame_need(gcomp_frame_check *chk, uint64_t upto) {
   return !chk || upto <= chk->verified ? 0 : gcomp_frame_verify(chk, upto);
 }
+/* A decoder that checksums a block itself, as it works on the block before (the cast
+ * kinds' decode-and-add): the whole block at payload byte at when it is the next one to
+ * verify, else NULL (nothing to verify, already verified, or the partial last block: then
+ * gcomp_frame_need). */
+const uint8_t *gcomp_frame_next_block(const gcomp_frame_check *chk, uint64_t at);
+/* Verifies that block against crc, its standard CRC-32C computed by the decoder, as
+ * gcomp_frame_verify does (the same error); a block gcomp_frame_next_block would not have
+ * given is verified by gcomp_frame_verify instead. */
+int gcomp_frame_verify_sum(gcomp_frame_check *chk, uint64_t at, uint32_t crc);
 
 /* ISA-L's crc32_iscsi over any length: the raw register, chainable
  * (crc(crc(s, a), b) == crc(s, a || b)); the standard CRC-32C of x is

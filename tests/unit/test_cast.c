@@ -93,12 +93,48 @@ static int same_float(float a, float b) {
 static const float scales[] = {1.0f, 0x1p14f, 0x1p-3f, 0x1p127f, 0x1p-113f, 0x1p40f};
 enum { NSCALES = sizeof scales / sizeof *scales };
 
+/* The block-summing decode-and-add kernels (n a multiple of 32): the sums of the plain
+ * ones, and the CRC-32C of the 2n bytes at next as ISA-L computes it. */
+static void diff_dec_add_sums(const gcomp_cast_kernels *K, const uint8_t *p, size_t n,
+                              const uint8_t *next, float *f0, float *f1, float inv,
+                              const char *where) {
+  const gcomp_cast_kernels *B = &gcomp_cast_base;
+  uint32_t want = ~gcomp_crc32c(0xffffffffu, next, 2 * n);
+  for (int f16 = 0; f16 < 2; f16++) {
+    for (size_t i = 0; i < n; i++) f0[i] = f1[i] = (float)(int32_t)rnd32() * 1e-12f;
+    for (int t = 0; t < 2; t++) {   /* the portable table's, then K's, each on the last sums */
+      const gcomp_cast_kernels *T = t ? K : B;
+      uint32_t s;
+      if (f16) {
+        B->f16_dec_add(p, n, f0, inv);
+        s = T->f16_dec_add_sum(p, n, f1, inv, next);
+      } else {
+        B->bf16_dec_add(p, n, f0);
+        s = T->bf16_dec_add_sum(p, n, f1, next);
+      }
+      if (s != want)
+        fail_msg("%s: %s %s_dec_add_sum n=%zu: CRC %08x, want %08x", where, T->name,
+                 f16 ? "f16" : "bf16", n, s, want);
+      for (size_t i = 0; i < n; i++)
+        if (!same_float(f0[i], f1[i]))
+          fail_msg("%s: %s %s_dec_add_sum n=%zu at %zu", where, T->name, f16 ? "f16" : "bf16",
+                   n, i);
+    }
+  }
+}
+
 /* The block-summing encoders (n a multiple of 32): the same bytes and counters as the
  * plain ones, and the CRC-32C of those bytes as ISA-L computes it (the portable table's
- * sums are ISA-L's), with and without streaming stores. */
-static void diff_sums(const gcomp_cast_kernels *K, const float *src, size_t n, uint8_t *o0,
-                      uint8_t *o1, const char *where) {
+ * sums are ISA-L's), with and without streaming stores. Then the block-summing
+ * decode-and-add kernels, nfull >= n values at src and in the outputs: the last 2n bytes of
+ * o1 added to the accumulators' last n values while the last 2n bytes of src are summed, so
+ * that every read and write ends where the buffers do (at a guard page when they end at
+ * one). */
+static void diff_sums(const gcomp_cast_kernels *K, const float *src, size_t nfull, uint8_t *o0,
+                      uint8_t *o1, float *f0, float *f1, const char *where) {
   const gcomp_cast_kernels *B = &gcomp_cast_base;
+  size_t n = nfull & ~(size_t)31;
+  const uint8_t *next = (const uint8_t *)src + 4 * nfull - 2 * n;
   for (int s = 0; s < NSCALES; s++) {
     for (int nt = 0; nt < 2; nt++) {
       gcomp_cast_counts c0 = {0, 0, 0}, c1 = {0, 0, 0};
@@ -111,6 +147,9 @@ static void diff_sums(const gcomp_cast_kernels *K, const float *src, size_t n, u
                  (double)scales[s], n, nt);
     }
   }
+  /* over the last fp16 payload (scale 2^40), decoded with a scale that depends on n */
+  diff_dec_add_sums(K, o1 + 2 * (nfull - n), n, next, f0 + (nfull - n), f1 + (nfull - n),
+                    1.0f / scales[nfull % NSCALES], where);
   for (int nt = 0; nt < 2; nt++) {
     gcomp_cast_counts c0 = {0, 0, 0}, c1 = {0, 0, 0};
     uint32_t s0 = B->bf16_enc_sum(src, n, o0, &c0, nt), s1 = K->bf16_enc_sum(src, n, o1, &c1, nt);
@@ -154,7 +193,7 @@ static void diff_all(const gcomp_cast_kernels *K, const float *src, size_t n, ui
     for (size_t i = 0; i < n; i++)
       if (!same_float(f0[i], f1[i])) fail_msg("%s: f16_dec_add n=%zu at %zu", where, n, i);
   }
-  if (n >= 32) diff_sums(K, src, n & ~(size_t)31, o0, o1, where);
+  if (n >= 32) diff_sums(K, src, n, o0, o1, f0, f1, where);
   gcomp_cast_counts c0 = {0, 0, 0}, c1 = {0, 0, 0};
   B->bf16_enc(src, n, o0, &c0);
   K->bf16_enc(src, n, o1, &c1);

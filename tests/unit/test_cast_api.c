@@ -383,6 +383,50 @@ static void test_corrupt_frames(void **state) {
   gcomp_codec_destroy(f), gcomp_codec_destroy(b);
 }
 
+/* decode_add of frames of several blocks, whose kernels checksum block b + 1 as they add
+ * block b: the sums are acc + decode bit for bit (the last block whole, or partial), and a
+ * frame damaged in block b is refused with that block named, no value of it or of a later
+ * block added (the blocks before it may have been, once). */
+static void blocks_added_then_verified(void) {
+  enum { BV = GCOMP_FRAME_BLOCK / 2 };   /* values per block */
+  static const size_t sizes[] = {3 * BV, 4 * BV + 1000, BV + 32, 2 * BV - 1};
+  for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+    size_t n = sizes[z], nb = (n + BV - 1) / BV;
+    float *g = gradient(n, 11 + z, 1e-2), *r = gradient(n, 50 + z, 1.0);
+    float *acc = malloc(n * 4), *want = malloc(n * 4);
+    for (int k = 0; k < 2; k++) {
+      gcomp_codec *c = make(k ? "bf16" : "fp16");
+      encoded e = enc(c, g, n);
+      float *d = dec(c, e, n);
+      for (size_t i = 0; i < n; i++) want[i] = r[i] + d[i];
+      memcpy(acc, r, n * 4);
+      assert_int_equal(gcomp_decode_add(c, e.frame, e.len, acc, n), GCOMP_OK);
+      if (memcmp(acc, want, n * 4)) fail_msg("%s n=%zu: decode_add differs", k ? "bf16" : "fp16", n);
+      uint8_t *bad = malloc(e.len);
+      for (size_t b = 0; b < nb; b++) {
+        size_t at = b * GCOMP_FRAME_BLOCK, blen = 2 * n - at < GCOMP_FRAME_BLOCK ? 2 * n - at
+                                                                                 : GCOMP_FRAME_BLOCK;
+        memcpy(bad, e.frame, e.len);
+        bad[GCOMP_FRAME_HEADER + at + (12345 + 77 * b) % blen] ^= 0x10;
+        memcpy(acc, r, n * 4);
+        assert_int_equal(gcomp_decode_add(c, bad, e.len, acc, n), GCOMP_ERR_CORRUPT);
+        char name[32];
+        snprintf(name, sizeof name, "frame block %zu ", b);
+        if (!strstr(gcomp_last_error(), name)) fail_msg("block %zu: '%s'", b, gcomp_last_error());
+        for (size_t i = b * BV; i < n; i++)
+          if (memcmp(acc + i, r + i, 4)) fail_msg("block %zu damaged: value %zu added", b, i);
+        for (size_t i = 0; i < b * BV; i++)
+          if (memcmp(acc + i, r + i, 4) && memcmp(acc + i, want + i, 4))
+            fail_msg("block %zu damaged: value %zu is neither kept nor added once", b, i);
+      }
+      free(bad), free(d), free(e.frame);
+      gcomp_codec_destroy(c);
+    }
+    free(g), free(r), free(acc), free(want);
+  }
+}
+static void test_blocks_added_then_verified(void **state) { each_level(blocks_added_then_verified); }
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_specs_canonical, test_env_restore),
@@ -396,6 +440,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_ef_conserves, test_env_restore),
       cmocka_unit_test_teardown(test_lossless_stage_roundtrip, test_env_restore),
       cmocka_unit_test_teardown(test_corrupt_frames, test_env_restore),
+      cmocka_unit_test_teardown(test_blocks_added_then_verified, test_env_restore),
   };
   return cmocka_run_group_tests(tests, test_env_save, test_env_free);
 }

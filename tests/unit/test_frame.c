@@ -207,6 +207,28 @@ static void test_blocks_verified_one_by_one(void **state) {
   assert_int_equal(chk.verified, 2 * GCOMP_FRAME_BLOCK);
   assert_int_equal(gcomp_frame_verify(&chk, 2 * GCOMP_FRAME_BLOCK + 1), GCOMP_ERR_CORRUPT);
   assert_non_null(strstr(gcomp_last_error(), "frame block 2"));
+  /* a decoder that sums blocks itself: offered the next whole unverified block only */
+  assert_int_equal(gcomp_frame_open_check(f, len, &info, &chk), GCOMP_OK);
+  assert_ptr_equal(gcomp_frame_next_block(&chk, 0), f + GCOMP_FRAME_HEADER);
+  assert_null(gcomp_frame_next_block(&chk, GCOMP_FRAME_BLOCK));   /* not where checking stands */
+  assert_null(gcomp_frame_next_block(NULL, 0));
+  const uint8_t *p0 = f + GCOMP_FRAME_HEADER;
+  assert_int_equal(gcomp_frame_verify_sum(&chk, 0, ~gcomp_crc32c(0xffffffffu, p0, 7)),
+                   GCOMP_ERR_CORRUPT);   /* a wrong sum */
+  assert_non_null(strstr(gcomp_last_error(), "frame block 0 (payload bytes 0..65535)"));
+  assert_int_equal(chk.verified, 0);
+  assert_int_equal(gcomp_frame_verify_sum(&chk, 0,
+                                          ~gcomp_crc32c(0xffffffffu, p0, GCOMP_FRAME_BLOCK)),
+                   GCOMP_OK);
+  assert_int_equal(chk.verified, GCOMP_FRAME_BLOCK);
+  assert_null(gcomp_frame_next_block(&chk, 0));                    /* verified already */
+  assert_ptr_equal(gcomp_frame_next_block(&chk, GCOMP_FRAME_BLOCK), p0 + GCOMP_FRAME_BLOCK);
+  /* a sum for a block it would not offer is ignored: the block is verified from its data */
+  assert_int_equal(gcomp_frame_verify_sum(&chk, 2 * GCOMP_FRAME_BLOCK, 0), GCOMP_ERR_CORRUPT);
+  assert_non_null(strstr(gcomp_last_error(), "frame block 2"));
+  assert_int_equal(chk.verified, 2 * GCOMP_FRAME_BLOCK);
+  chk.verified = 3 * GCOMP_FRAME_BLOCK;
+  assert_null(gcomp_frame_next_block(&chk, 3 * GCOMP_FRAME_BLOCK));   /* the partial last one */
   /* through the API: decode_add refuses the frame; the blocks before the damage may have
    * been added (gcomp.h says so), the one after never is */
   gcomp_codec *c;
