@@ -84,8 +84,9 @@ typedef struct {
    * while the next block, the 2n bytes at next, is checksummed: returns their standard
    * CRC-32C. The caller compares it before it adds that block, so a decode-and-add reads
    * the frame once, in the same stream as the accumulator, rather than a block's CRC pass
-   * and then its add. The SIMD tables fold the CRC from registers (codecs/crc_fold.h); the
-   * portable one adds, then sums with ISA-L. */
+   * and then its add. The avx512 tables with VPCLMULQDQ fold the CRC from registers as
+   * they add (codecs/crc_fold.h); the others add, then sum the next block with ISA-L (the
+   * work of verifying it before its add, as a decoder without this entry does). */
   uint32_t (*f16_dec_add_sum)(const uint8_t *src, size_t n, float *acc, float inv_scale,
                               const uint8_t *next);
   uint32_t (*bf16_dec_add_sum)(const uint8_t *src, size_t n, float *acc, const uint8_t *next);
@@ -150,6 +151,11 @@ enum { GCOMP_CAST_STREAM_BYTES = 8u << 20 };
  * bench/RESULTS.md the hardware prefetchers alone leave the loads waiting (15-20% of the
  * block encode); a prefetch past the end of the input is harmless (it never faults). */
 enum { GCOMP_CAST_PREFETCH_BYTES = 8192 };
+/* The zmm decode-and-add that checksums the next block meanwhile prefetches the
+ * accumulator and the next block this far ahead. On the AMD Zen 5 of bench/RESULTS.md,
+ * 64 MiB against torch's add_: no software prefetch 0.96x, 8 KiB 1.06-1.09x, 4 KiB
+ * 1.09-1.16x (bf16), the hardware prefetchers alone leaving the three streams waiting. */
+enum { GCOMP_CAST_DEC_PREFETCH_BYTES = 4096 };
 
 /* The fp16 encoder's thresholds for scale = 2^k, as fp32 bits of |x|: |x| >= *hi overflows
  * to Inf, 0 < |x| <= *lo underflows to 0 (the SIMD kernels count with them). */

@@ -345,9 +345,9 @@ static inline uint32_t dec_add_sum(const uint8_t *src, size_t n, float *acc, con
   const __m512 inv = _mm512_set1_ps(inv_scale);
   __m512i f = gcomp_crc_fold512_init(_mm512_loadu_si512(next), 0xffffffffu);
   for (size_t i = 0; i < n; i += 32) {
-    _mm_prefetch((const char *)(acc + i) + GCOMP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
-    _mm_prefetch((const char *)(acc + i) + GCOMP_CAST_PREFETCH_BYTES + 64, _MM_HINT_T0);
-    _mm_prefetch((const char *)(next + 2 * i) + GCOMP_CAST_PREFETCH_BYTES / 2, _MM_HINT_T0);
+    _mm_prefetch((const char *)(acc + i) + GCOMP_CAST_DEC_PREFETCH_BYTES, _MM_HINT_T0);
+    _mm_prefetch((const char *)(acc + i) + GCOMP_CAST_DEC_PREFETCH_BYTES + 64, _MM_HINT_T0);
+    _mm_prefetch((const char *)(next + 2 * i) + GCOMP_CAST_DEC_PREFETCH_BYTES, _MM_HINT_T0);
     if (i) f = gcomp_crc_fold512_64(f, _mm512_loadu_si512(next + 2 * i));
     add16(acc + i, src + 2 * i, f16, inv);
     add16(acc + i + 16, src + 2 * i + 32, f16, inv);

@@ -24,7 +24,9 @@ typedef enum {
   OP_BF16_DEC_ADD,
   OP_MAXABS,
   OP_F16_ENC_SUM,    /* one frame block at a time, its checksum folded in registers */
-  OP_BF16_ENC_SUM
+  OP_BF16_ENC_SUM,
+  OP_F16_DEC_ADD_SUM,   /* a block at a time, the next block's checksum folded meanwhile */
+  OP_BF16_DEC_ADD_SUM
 } cast_op;
 
 typedef struct {
@@ -61,6 +63,17 @@ static void run_kernel(gcomp_kbench *kb, void *arg) {
                      : K->bf16_enc_sum(kb->grad + i, m, a->payload + 2 * i, &c, 1);
     }
     break;
+  case OP_F16_DEC_ADD_SUM:
+  case OP_BF16_DEC_ADD_SUM:
+    for (size_t i = 0, b = 32768; i < n; i += b) {   /* the last block sums the first */
+      size_t m = n - i < b ? (n - i) & ~(size_t)31 : b;
+      if (!m) break;
+      const uint8_t *next = i + m + m <= n ? a->payload + 2 * (i + m) : a->payload;
+      a->sink ^= a->op == OP_F16_DEC_ADD_SUM
+                     ? K->f16_dec_add_sum(a->payload + 2 * i, m, kb->acc + i, 1.0f / 1024, next)
+                     : K->bf16_dec_add_sum(a->payload + 2 * i, m, kb->acc + i, next);
+    }
+    break;
   }
   a->sink += (uint32_t)c.underflow;
 }
@@ -82,6 +95,8 @@ static const struct {
     {OP_MAXABS, "fp16 max-abs scan", GCOMP_REF_READ},
     {OP_F16_ENC_SUM, "fp16 encode rne + block CRCs", GCOMP_REF_MEMCPY},
     {OP_BF16_ENC_SUM, "bf16 encode rne + block CRCs", GCOMP_REF_MEMCPY},
+    {OP_F16_DEC_ADD_SUM, "fp16 decode_add + next block CRC", GCOMP_REF_ADD},
+    {OP_BF16_DEC_ADD_SUM, "bf16 decode_add + next block CRC", GCOMP_REF_ADD},
 };
 
 /* ---- the public API ------------------------------------------------------------------- */
@@ -111,9 +126,9 @@ static void suite_cast(gcomp_kbench *kb) {
       kargs a = {tables[t], cases[c].op, kb->out + kb->bytes, 0};
       gcomp_cast_counts cnt = {0, 0, 0};
       /* decoders read a payload made by the same table's encoder */
-      if (a.op == OP_F16_DEC || a.op == OP_F16_DEC_ADD)
+      if (a.op == OP_F16_DEC || a.op == OP_F16_DEC_ADD || a.op == OP_F16_DEC_ADD_SUM)
         a.K->f16_enc(kb->grad, kb->count, a.payload, 1024.0f, &cnt);
-      if (a.op == OP_BF16_DEC || a.op == OP_BF16_DEC_ADD)
+      if (a.op == OP_BF16_DEC || a.op == OP_BF16_DEC_ADD || a.op == OP_BF16_DEC_ADD_SUM)
         a.K->bf16_enc(kb->grad, kb->count, a.payload, &cnt);
       double rs, s = gcomp_kbench_measure(kb, run_kernel, &a, cases[c].ref, &rs);
       gcomp_kbench_row(kb, "cast", cases[c].name, a.K->name, fb, s, cases[c].ref, rs, fb, NULL, 0);
