@@ -66,6 +66,9 @@ typedef struct gcomp_coll {
   gcomp_codec *intra;        /* GCOMP_INTRA_CODEC for hierarchical calls, or NULL (fp32) */
   gcomp_codec *intra2;       /* its second stage */
   struct gcomp_abort *abort; /* the abort notices' watch (abort.h), NULL unless GCOMP_FAULT */
+  /* nonzero while a pipeline has transfers in flight (reduce/hier_pipe.c): the node's
+   * shared-memory rounds and waits drive the transport's progress meanwhile */
+  int drive;
 } gcomp_coll;
 
 /* Tags: phase (4 bits) | step (12 bits) | segment (16 bits), under the call's seq. */
@@ -154,6 +157,45 @@ int gcomp_direct_allgather(gcomp_coll *c, const gcomp_group *g, float *buf, size
                            unsigned phase, uint64_t key_salt, gcomp_codec *codec);
 int gcomp_sparse_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
                            unsigned phase, uint64_t key_salt);
+
+/* The direct exchange in steps, so that several can be in flight at once (hier's pipeline):
+ * init lays out the frames (x->bytes of scratch, which the caller points x->mem at); then
+ * post_rs, send_rs, reduce (the reduce-scatter with rs_codec: after it shard g->me of buf
+ * holds the sum), post_ag, send_ag, gather (the allgather with ag_codec), each in that
+ * order, the receives of a half posted before anything of it is sent; end waits for the
+ * sends (st == GCOMP_OK) or cancels everything left, and frees. A half whose codec is NULL
+ * has no frames. The reduce-scatter's messages take tag step `step`, the allgather's
+ * step + 1; key_salt keys both halves' error feedback as gcomp_direct_allgather says. */
+typedef struct {
+  const gcomp_group *g;
+  float *buf;
+  size_t count;
+  unsigned phase, step;
+  uint64_t key_salt;
+  gcomp_codec *rs_codec, *ag_codec;
+  uint8_t *mem;              /* the frames: x->bytes */
+  size_t bytes, in_cap;
+  size_t *off;               /* [3n + 1]: to the owners | my shard received | allgathered */
+  gcomp_treq **reqs;         /* [4n]: reduce-scatter sends, receives; allgather's alike */
+  size_t mine_len, red_len;  /* my own shard's frame; my reduced shard's frame */
+} gcomp_dx;
+int gcomp_dx_init(gcomp_dx *x, const gcomp_group *g, float *buf, size_t count, unsigned phase,
+                  unsigned step, uint64_t key_salt, gcomp_codec *rs_codec, gcomp_codec *ag_codec);
+int gcomp_dx_post_rs(gcomp_coll *c, gcomp_dx *x);
+int gcomp_dx_send_rs(gcomp_coll *c, gcomp_dx *x);
+int gcomp_dx_reduce(gcomp_coll *c, gcomp_dx *x);
+int gcomp_dx_post_ag(gcomp_coll *c, gcomp_dx *x);
+int gcomp_dx_send_ag(gcomp_coll *c, gcomp_dx *x);
+int gcomp_dx_gather(gcomp_coll *c, gcomp_dx *x);
+int gcomp_dx_end(gcomp_coll *c, gcomp_dx *x, int st);
+
+/* hier-direct over equal nodes with a shared segment, cut into slices that flow through
+ * the node's reduce-scatter, the exchange across nodes and the node's allgather at once
+ * (reduce/hier_pipe.c); cross: my group across the nodes (my local index on each). */
+int gcomp_hier_direct_pipelined(gcomp_coll *c, const gcomp_group *cross, uint8_t *buf,
+                                size_t count, int nslices);
+/* The slices it cuts count elements into (1: no pipeline). */
+int gcomp_hier_pipe_slices(const gcomp_coll *c, size_t count);
 /* The error-feedback key of shard `part` of tensor `key`. */
 uint64_t gcomp_shard_key(uint64_t key, uint64_t salt, int part);
 

@@ -3,7 +3,10 @@
  * and adds the n contributions in rank order into fp32, encodes the reduced shard once
  * more, and the shards are allgathered. Every value is quantised at most twice, whatever
  * the rank count — unlike a ring that re-quantises the partial sum at each of its hops.
- * Every rank (the owner too) decodes the same allgathered bytes: results are identical. */
+ * Every rank (the owner too) decodes the same allgathered bytes: results are identical.
+ *
+ * The exchange runs in steps (gcomp_dx, coll.h) so that a pipeline (reduce/hier_pipe.c)
+ * can keep several in flight; the blocking halves below run the same steps in a row. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,146 +37,212 @@ static int wait_one(gcomp_coll *c, gcomp_treq **req, size_t *len) {
   return st;
 }
 
-static void cancel_all(gcomp_coll *c, gcomp_treq **reqs, int n) {
-  for (int i = 0; i < n; i++)
-    if (reqs[i]) gcomp_cancel(c->t, reqs[i]), reqs[i] = NULL;
-}
-
 /* Lays out one frame slot per shard of count elements (its codec's size bound) from
- * off[0]; off[n] is where the slots end. */
-static size_t shard_slots(const gcomp_codec *codec, size_t count, int n, size_t *off) {
-  size_t at = 0;
+ * base: off[0] .. off[n], where off[n] is where the slots end. */
+static size_t shard_slots(const gcomp_codec *codec, size_t count, int n, size_t base,
+                          size_t *off) {
+  size_t at = base;
   for (int j = 0; j < n; j++) {
     size_t o, l;
     gcomp_chunk(count, n, j, &o, &l);
     off[j] = at;
-    at += gcomp_codec_max_encoded_size(codec, l);
+    at += codec ? gcomp_codec_max_encoded_size(codec, l) : 0;
   }
   off[n] = at;
   return at;
 }
 
-/* Waits for the sends (the caller reuses the scratch next), cancels everything left on a
- * failure, frees the tables. */
-static int finish(gcomp_coll *c, int st, int n, gcomp_treq **reqs, size_t *off) {
-  if (st == GCOMP_OK) st = gcomp_coll_waitall(c, n, reqs);
-  if (st < 0 && reqs) cancel_all(c, reqs, 2 * n);
-  free(off);
-  free(reqs);
+/* Slots: off[0..n] the frames to the owners, off[n..2n] the frames of my shard received
+ * (in_cap each), off[2n..3n] the allgathered frames. A half without a codec takes none. */
+int gcomp_dx_init(gcomp_dx *x, const gcomp_group *g, float *buf, size_t count, unsigned phase,
+                  unsigned step, uint64_t key_salt, gcomp_codec *rs_codec, gcomp_codec *ag_codec) {
+  int n = g->n;
+  *x = (gcomp_dx){.g = g, .buf = buf, .count = count, .phase = phase, .step = step,
+                  .key_salt = key_salt, .rs_codec = rs_codec, .ag_codec = ag_codec};
+  x->off = calloc(3 * (size_t)n + 1, sizeof *x->off);
+  x->reqs = calloc(4 * (size_t)n, sizeof *x->reqs);
+  GCOMP_FAIL_IF(!x->off || !x->reqs, GCOMP_ERR_NOMEM, "direct: tables");
+  size_t my_off, my_len, at = shard_slots(rs_codec, count, n, 0, x->off);
+  gcomp_chunk(count, n, g->me, &my_off, &my_len);
+  x->in_cap = rs_codec ? gcomp_codec_max_encoded_size(rs_codec, my_len) : 0;
+  for (int r = 0; r < n; r++) x->off[n + r] = at, at += x->in_cap;
+  x->bytes = shard_slots(ag_codec, count, n, at, x->off + 2 * n);
+  return GCOMP_OK;
+}
+
+/* Receives of the contributions to my shard, posted before anything is sent. */
+int gcomp_dx_post_rs(gcomp_coll *c, gcomp_dx *x) {
+  const gcomp_group *g = x->g;
+  int n = g->n;
+  for (int r = 0; x->count && r < n; r++)
+    if (r != g->me)
+      GCOMP_CHECK(gcomp_irecv(c->t, g->ranks[r],
+                              gcomp_coll_stag(c, x->phase, x->step, (unsigned)r, x->in_cap),
+                              x->mem + x->off[n + r], x->in_cap, &x->reqs[n + r]));
+  return GCOMP_OK;
+}
+
+/* Encodes and sends shard by shard, so that encoding the next shard overlaps the transfer
+ * of the last; my own shard last (the others are waiting for theirs), kept here. */
+int gcomp_dx_send_rs(gcomp_coll *c, gcomp_dx *x) {
+  const gcomp_group *g = x->g;
+  int n = g->n, me = g->me;
+  size_t *off = x->off;
+  for (int k = 1; x->count && k <= n; k++) {
+    int j = (me + k) % n;
+    size_t o, l, flen;
+    gcomp_chunk(x->count, n, j, &o, &l);
+    uint64_t t0 = gcomp_now_ns();
+    int st = gcomp_encode(x->rs_codec, gcomp_shard_key(c->key, x->key_salt, j), x->buf + o, l,
+                          x->mem + off[j], off[j + 1] - off[j], &flen);
+    c->stats->encode_s += elapsed(t0);
+    GCOMP_CHECK(st);
+    if (j == me) {
+      memcpy(x->mem + off[n + me], x->mem + off[j], flen);
+      x->mine_len = flen;
+      continue;
+    }
+    c->stats->wire_bytes += flen;
+    gcomp_abort_corrupt_frame(c->abort, x->mem + off[j], flen, g->ranks[j]);   /* GCOMP_FAULT */
+    /* owner j's capacity for it: the bound of shard j, as j computes it (in_cap) */
+    uint64_t tag = gcomp_coll_stag(c, x->phase, x->step, (unsigned)me, off[j + 1] - off[j]);
+    GCOMP_CHECK(gcomp_isend(c->t, g->ranks[j], tag, x->mem + off[j], flen, &x->reqs[j]));
+  }
+  return GCOMP_OK;
+}
+
+/* Sums the decoded contributions in rank order (the same order on every owner) into buf's
+ * shard g->me; the other shards of buf are left as they were. */
+int gcomp_dx_reduce(gcomp_coll *c, gcomp_dx *x) {
+  const gcomp_group *g = x->g;
+  int n = g->n;
+  size_t my_off, my_len;
+  gcomp_chunk(x->count, n, g->me, &my_off, &my_len);
+  float *acc = x->buf + my_off;
+  for (int r = 0; x->count && r < n; r++) {
+    size_t flen = x->mine_len;
+    if (r != g->me) GCOMP_CHECK(wait_one(c, &x->reqs[n + r], &flen));
+    uint64_t t0 = gcomp_now_ns();
+    const uint8_t *f = x->mem + x->off[n + r];
+    int st = r == 0 ? gcomp_decode(x->rs_codec, f, flen, acc, my_len)
+                    : gcomp_decode_add(x->rs_codec, f, flen, acc, my_len);
+    c->stats->decode_s += elapsed(t0);
+    if (st == GCOMP_ERR_CORRUPT) st = gcomp_abort_corrupt_from(c->abort, c, st, g->ranks[r]);
+    GCOMP_CHECK(st);
+  }
+  return GCOMP_OK;
+}
+
+static size_t ag_cap(const gcomp_dx *x, int r) {
+  return x->off[2 * x->g->n + r + 1] - x->off[2 * x->g->n + r];
+}
+
+/* Receives of the other owners' reduced shards (their buffers are announced to the
+ * senders while this rank still encodes). */
+int gcomp_dx_post_ag(gcomp_coll *c, gcomp_dx *x) {
+  const gcomp_group *g = x->g;
+  int n = g->n;
+  for (int r = 0; x->count && r < n; r++)
+    if (r != g->me)
+      GCOMP_CHECK(gcomp_irecv(c->t, g->ranks[r],
+                              gcomp_coll_stag(c, x->phase, x->step + 1, (unsigned)r, ag_cap(x, r)),
+                              x->mem + x->off[2 * n + r], ag_cap(x, r), &x->reqs[3 * n + r]));
+  return GCOMP_OK;
+}
+
+/* Encodes my (reduced) shard once and sends it to every other rank. */
+int gcomp_dx_send_ag(gcomp_coll *c, gcomp_dx *x) {
+  const gcomp_group *g = x->g;
+  int n = g->n, me = g->me;
+  if (!x->count) return GCOMP_OK;
+  size_t my_off, my_len;
+  gcomp_chunk(x->count, n, me, &my_off, &my_len);
+  uint8_t *mine = x->mem + x->off[2 * n + me];
+  uint64_t t0 = gcomp_now_ns();
+  /* a second stage with error feedback (sign) keeps the owner's residual per shard: the
+   * key of the reduce-scatter's, moved to its own range */
+  uint64_t key = gcomp_shard_key(c->key, x->key_salt ^ 0x5ec0000000000000ull, me);
+  int st = gcomp_encode(x->ag_codec, key, x->buf + my_off, my_len, mine, ag_cap(x, me),
+                        &x->red_len);
+  c->stats->encode_s += elapsed(t0);
+  GCOMP_CHECK(st);
+  for (int r = 0; r < n; r++) {
+    if (r == me) continue;
+    c->stats->wire_bytes += x->red_len;
+    GCOMP_CHECK(gcomp_isend(c->t, g->ranks[r],
+                            gcomp_coll_stag(c, x->phase, x->step + 1, (unsigned)me, ag_cap(x, me)),
+                            mine, x->red_len, &x->reqs[2 * n + r]));
+  }
+  return GCOMP_OK;
+}
+
+/* Decodes every shard, my own too, so that all ranks hold the same values. */
+int gcomp_dx_gather(gcomp_coll *c, gcomp_dx *x) {
+  const gcomp_group *g = x->g;
+  int n = g->n, me = g->me;
+  for (int k = 0; x->count && k < n; k++) {
+    int r = (me + k) % n;   /* my own shard needs no wait: decode it first */
+    size_t flen = x->red_len, o, l;
+    if (r != me) GCOMP_CHECK(wait_one(c, &x->reqs[3 * n + r], &flen));
+    gcomp_chunk(x->count, n, r, &o, &l);
+    uint64_t t0 = gcomp_now_ns();
+    int st = gcomp_decode(x->ag_codec, x->mem + x->off[2 * n + r], flen, x->buf + o, l);
+    c->stats->decode_s += elapsed(t0);
+    if (st == GCOMP_ERR_CORRUPT) st = gcomp_abort_corrupt_from(c->abort, c, st, g->ranks[r]);
+    GCOMP_CHECK(st);
+  }
+  return GCOMP_OK;
+}
+
+/* Waits for the sends when st is GCOMP_OK (the scratch is reused next), cancels whatever
+ * is left otherwise, frees the tables; returns st (or the sends' failure). */
+int gcomp_dx_end(gcomp_coll *c, gcomp_dx *x, int st) {
+  int n = x->g ? x->g->n : 0;
+  if (st == GCOMP_OK && x->reqs) {
+    st = gcomp_coll_waitall(c, n, x->reqs);
+    if (st == GCOMP_OK) st = gcomp_coll_waitall(c, n, x->reqs + 2 * n);
+  }
+  for (int i = 0; st < 0 && x->reqs && i < 4 * n; i++)
+    if (x->reqs[i]) gcomp_cancel(c->t, x->reqs[i]), x->reqs[i] = NULL;
+  free(x->off);
+  free(x->reqs);
+  x->off = NULL, x->reqs = NULL;
+  return st;
+}
+
+/* One half in a row over the call's scratch: post, send, finish (the other half's codec
+ * NULL: no frames for it) */
+static int dx_half(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
+                   unsigned phase, uint64_t key_salt, gcomp_codec *rs_codec,
+                   gcomp_codec *ag_codec, int (*post)(gcomp_coll *, gcomp_dx *),
+                   int (*send)(gcomp_coll *, gcomp_dx *), int (*finish)(gcomp_coll *, gcomp_dx *)) {
+  if (count == 0) return GCOMP_OK;
+  gcomp_dx x;
+  int st = gcomp_dx_init(&x, g, buf, count, phase, 0, key_salt, rs_codec, ag_codec);
+  if (st == GCOMP_OK) st = gcomp_coll_reserve(c, x.bytes);
+  x.mem = gcomp_coll_tmp(c);
+  if (st == GCOMP_OK) st = post(c, &x);
+  if (st == GCOMP_OK) st = send(c, &x);
+  if (st == GCOMP_OK) st = finish(c, &x);
+  st = gcomp_dx_end(c, &x, st);
   if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
   return GCOMP_OK;
 }
 
 /* Shards to their owners: rank j receives every rank's encoding of shard j and sums the
- * decoded contributions in rank order (the same order on every owner) into buf's shard j.
- * Other shards of buf are left as they were. */
+ * decoded contributions in rank order into buf's shard j. */
 int gcomp_direct_reduce_scatter(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
                                 unsigned phase, uint64_t key_salt, gcomp_codec *codec) {
-  int n = g->n, me = g->me;
-  if (count == 0) return GCOMP_OK;
-  size_t my_off, my_len;
-  gcomp_chunk(count, n, me, &my_off, &my_len);
-  /* scratch: n outgoing frames (shard j for owner j) | n incoming frames of my shard */
-  size_t *off = calloc(2 * (size_t)n + 1, sizeof *off);
-  gcomp_treq **reqs = calloc(2 * (size_t)n, sizeof *reqs);
-  int st = off && reqs ? GCOMP_OK
-                       : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "direct: tables");
-  size_t at = st == GCOMP_OK ? shard_slots(codec, count, n, off) : 0;
-  size_t in_cap = gcomp_codec_max_encoded_size(codec, my_len);
-  for (int r = 0; st == GCOMP_OK && r < n; r++) off[n + r] = at, at += in_cap;
-  if (st == GCOMP_OK) off[2 * n] = at, st = gcomp_coll_reserve(c, at);
-  uint8_t *scratch = gcomp_coll_tmp(c);
-
-  /* receives first, then encode and send shard by shard, so encoding the next shard
-   * overlaps the transfer of the last */
-  for (int r = 0; st == GCOMP_OK && r < n; r++)
-    if (r != me)
-      st = gcomp_irecv(c->t, g->ranks[r], gcomp_coll_stag(c, phase, 0, (unsigned)r, in_cap),
-                       scratch + off[n + r], in_cap, &reqs[n + r]);
-  size_t my_frame_len = 0;
-  for (int k = 1; st == GCOMP_OK && k <= n; k++) {
-    int j = (me + k) % n;   /* my own shard last: the others are waiting for theirs */
-    size_t o, l, flen;
-    gcomp_chunk(count, n, j, &o, &l);
-    uint64_t t0 = gcomp_now_ns();
-    st = gcomp_encode(codec, gcomp_shard_key(c->key, key_salt, j), buf + o, l, scratch + off[j],
-                      off[j + 1] - off[j], &flen);
-    c->stats->encode_s += elapsed(t0);
-    if (st < 0) break;
-    if (j == me) {
-      memcpy(scratch + off[n + me], scratch + off[j], flen);
-      my_frame_len = flen;
-    } else {
-      c->stats->wire_bytes += flen;
-      gcomp_abort_corrupt_frame(c->abort, scratch + off[j], flen, g->ranks[j]);   /* GCOMP_FAULT */
-      /* owner j's capacity for it: the bound of shard j, as j computes it (in_cap) */
-      st = gcomp_isend(c->t, g->ranks[j],
-                       gcomp_coll_stag(c, phase, 0, (unsigned)me, off[j + 1] - off[j]),
-                       scratch + off[j], flen, &reqs[j]);
-    }
-  }
-  float *acc = buf + my_off;
-  for (int r = 0; st == GCOMP_OK && r < n; r++) {
-    size_t flen = my_frame_len;
-    if (r != me) st = wait_one(c, &reqs[n + r], &flen);
-    if (st < 0) break;
-    uint64_t t0 = gcomp_now_ns();
-    st = r == 0 ? gcomp_decode(codec, scratch + off[n + r], flen, acc, my_len)
-                : gcomp_decode_add(codec, scratch + off[n + r], flen, acc, my_len);
-    c->stats->decode_s += elapsed(t0);
-    if (st == GCOMP_ERR_CORRUPT) st = gcomp_abort_corrupt_from(c->abort, c, st, g->ranks[r]);
-  }
-  return finish(c, st, n, reqs, off);
+  return dx_half(c, g, buf, count, phase, key_salt, codec, NULL, gcomp_dx_post_rs,
+                 gcomp_dx_send_rs, gcomp_dx_reduce);
 }
 
 /* Every rank encodes its (reduced) shard once, the frames are allgathered, and every rank
- * decodes every shard — its own too, so that all ranks hold the same values. */
+ * decodes every shard. The allgather's messages take step 1 (dx: step + 1). */
 int gcomp_direct_allgather(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
                            unsigned phase, uint64_t key_salt, gcomp_codec *codec) {
-  int n = g->n, me = g->me;
-  if (count == 0) return GCOMP_OK;
-  size_t *off = calloc((size_t)n + 1, sizeof *off);
-  gcomp_treq **reqs = calloc(2 * (size_t)n, sizeof *reqs);
-  int st = off && reqs ? GCOMP_OK
-                       : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "direct: tables");
-  if (st == GCOMP_OK) st = gcomp_coll_reserve(c, shard_slots(codec, count, n, off));
-  uint8_t *scratch = gcomp_coll_tmp(c);
-  size_t my_off, my_len, red_len = 0;
-  gcomp_chunk(count, n, me, &my_off, &my_len);
-  /* receives before the encoding: their buffers are announced to the senders meanwhile */
-  for (int r = 0; st == GCOMP_OK && r < n; r++)
-    if (r != me)
-      st = gcomp_irecv(c->t, g->ranks[r],
-                       gcomp_coll_stag(c, phase, 1, (unsigned)r, off[r + 1] - off[r]),
-                       scratch + off[r], off[r + 1] - off[r], &reqs[n + r]);
-  if (st == GCOMP_OK) {
-    uint64_t t0 = gcomp_now_ns();
-    /* a second stage with error feedback (sign) keeps the owner's residual per shard: the
-     * key of the reduce-scatter's, moved to its own range */
-    uint64_t key = gcomp_shard_key(c->key, key_salt ^ 0x5ec0000000000000ull, me);
-    st = gcomp_encode(codec, key, buf + my_off, my_len, scratch + off[me], off[me + 1] - off[me],
-                      &red_len);
-    c->stats->encode_s += elapsed(t0);
-  }
-  for (int r = 0; st == GCOMP_OK && r < n; r++) {
-    if (r == me) continue;
-    c->stats->wire_bytes += red_len;
-    st = gcomp_isend(c->t, g->ranks[r],
-                     gcomp_coll_stag(c, phase, 1, (unsigned)me, off[me + 1] - off[me]),
-                     scratch + off[me], red_len, &reqs[r]);
-  }
-  for (int k = 0; st == GCOMP_OK && k < n; k++) {
-    int r = (me + k) % n;   /* my own shard needs no wait: decode it first */
-    size_t flen = red_len, o, l;
-    if (r != me) st = wait_one(c, &reqs[n + r], &flen);
-    if (st < 0) break;
-    gcomp_chunk(count, n, r, &o, &l);
-    uint64_t t0 = gcomp_now_ns();
-    st = gcomp_decode(codec, scratch + off[r], flen, buf + o, l);
-    c->stats->decode_s += elapsed(t0);
-    if (st == GCOMP_ERR_CORRUPT) st = gcomp_abort_corrupt_from(c->abort, c, st, g->ranks[r]);
-  }
-  return finish(c, st, n, reqs, off);
+  return dx_half(c, g, buf, count, phase, key_salt, NULL, codec, gcomp_dx_post_ag,
+                 gcomp_dx_send_ag, gcomp_dx_gather);
 }
 
 int gcomp_direct_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,

@@ -197,6 +197,21 @@ static int hier_run_with(gcomp_coll *c, uint8_t *buf, size_t count, int how) {
   layout lay = {0};
   int st = layout_build(t, count, &lay);
   uint64_t t0 = gcomp_now_ns(), t1 = t0, t2 = t0;
+  /* equal nodes with a shared segment: the phases overlap, slice by slice (hier_pipe.c) */
+  int slices = st == GCOMP_OK && how == CROSS_DIRECT && c->shm && !c->intra && lay.even &&
+                       lay.npieces == t->local_size
+                   ? gcomp_hier_pipe_slices(c, count)
+                   : 1;
+  if (slices > 1) {
+    gcomp_group cross = {lay.holder + (size_t)t->local_rank * (size_t)t->nnodes, t->nnodes,
+                         t->node};
+    st = gcomp_hier_direct_pipelined(c, &cross, buf, count, slices);
+    free(lay.holder);
+    if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
+    GCOMP_TRACE(GCOMP_SUB_REDUCE, "hier %zu B in %d slices, pipelined: %.2f ms", count * c->esize,
+                slices, (double)(gcomp_now_ns() - t0) * 1e-6);
+    return GCOMP_OK;
+  }
   /* inside the node: fp32 by the ring, or GCOMP_INTRA_CODEC by direct exchange */
   if (st == GCOMP_OK && c->intra) {
     gcomp_coll_inplace(c, buf, count);

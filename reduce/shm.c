@@ -221,6 +221,8 @@ static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round
     if (i == s->me) continue;
     while (atomic_load_explicit(&s->ctl[i].flag, memory_order_acquire) < v) {
       if (!start) start = gcomp_now_ns(), last_check = start;
+      /* a pipeline's transfers move on (their failures surface in their requests) */
+      if (c->drive) (void)gcomp_progress(c->t);
       gcomp_idle(&spins);
       if ((spins & 63u) != 0) continue;
       int ast = c->abort ? gcomp_abort_poll(c->abort) : GCOMP_OK;   /* GCOMP_FAULT: abort.h */
@@ -341,6 +343,7 @@ int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t c
       c->stats->shm_bytes += n * es;
     }
     const uint64_t desc = call_desc(CALL_REDUCE_SCATTER, count, es);
+    if (c->drive) (void)gcomp_progress(c->t);
     if (k == 0) post_desc(s, r, desc);
     publish(s, 2 * r + 1);
     GCOMP_CHECK(k == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1));
@@ -364,6 +367,7 @@ int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
     memcpy(slot_at(s, r, s->me), buf + (moff + k * P) * es, n * es);
     c->stats->shm_bytes += n * es;
     const uint64_t desc = call_desc(CALL_ALLGATHER, count, es);
+    if (c->drive) (void)gcomp_progress(c->t);
     if (k == 0) post_desc(s, r, desc);
     publish(s, 2 * r + 1);
     GCOMP_CHECK(k == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1));

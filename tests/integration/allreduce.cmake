@@ -23,6 +23,11 @@ gcomp_ar_test(integration.allreduce.shm.codecs 3 1 auto codecs)
 gcomp_ar_test(integration.allreduce.shm.direct 3 1 direct codecs)
 gcomp_ar_test(integration.allreduce.mixed.hier-direct 4 2 hier-direct codecs)
 gcomp_ar_test(integration.allreduce.mixed.hier-sparse 4 2 hier-sparse codecs)
+# hier-direct's pipeline (reduce/hier_pipe.c): 256 KiB segments cut the 4 MiB calls into 16
+# slices that cross the nodes while the nodes reduce and copy out the others
+gcomp_ar_test(integration.allreduce.mixed.hier-direct-pipelined 4 2 hier-direct codecs)
+set_tests_properties(integration.allreduce.mixed.hier-direct-pipelined PROPERTIES ENVIRONMENT
+  "GCOMP_TIMEOUT_MS=30000;GCOMP_ALGO=hier-direct;GCOMP_CODEC_MIN_BYTES=0;GCOMP_SEGMENT_BYTES=262144")
 # more ranks than bf16 sums stay exact for (the check rounds its expectation like the
 # library: once, to nearest even) and than fp16 products stay finite; 8 ranks per core
 gcomp_ar_test(integration.allreduce.shm.16-ranks 16 1 auto dense)
@@ -59,6 +64,10 @@ gcomp_ar_corrupt(integration.allreduce.corrupt.shm-bf16 4 1 direct bf16)
 gcomp_ar_corrupt(integration.allreduce.corrupt.shm-quant 4 1 direct quant)
 gcomp_ar_corrupt(integration.allreduce.corrupt.tcp-bf16 4 2 direct bf16)
 gcomp_ar_corrupt(integration.allreduce.corrupt.mixed-hier-quant 4 2 hier-direct quant)
+# the same through hier-direct's pipeline (4 slices of the 1 MiB calls)
+gcomp_ar_corrupt(integration.allreduce.corrupt.mixed-hier-quant-pipelined 4 2 hier-direct quant)
+set_tests_properties(integration.allreduce.corrupt.mixed-hier-quant-pipelined PROPERTIES
+  ENVIRONMENT "GCOMP_TIMEOUT_MS=5000;GCOMP_ALGO=hier-direct;GCOMP_CODEC_MIN_BYTES=0;GCOMP_SEGMENT_BYTES=262144;GCOMP_FAULT=corrupt:rank=1,call=3")
 # without the notice (corrupt-quiet, as when GCOMP_FAULT is unset): the other ranks time out,
 # and the failure exchange tells them what the receiver found
 gcomp_ar_test(integration.allreduce.corrupt.quiet-tcp 4 2 direct corrupt 3 1 bf16 late)

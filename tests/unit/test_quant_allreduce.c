@@ -28,6 +28,7 @@ typedef struct {
   float *y;        /* [calls][N]: what each call gave back */
   int status;
   char algo[32];
+  uint64_t wire, nonfinite;   /* the rank's figures after its calls */
 } job;
 
 static void *rank_main(void *arg) {
@@ -39,6 +40,9 @@ static void *rank_main(void *arg) {
                                 GCOMP_FLOAT32, GCOMP_AVG, c, 3);
     snprintf(j->algo, sizeof j->algo, "%s", gcomp_comm_last_algo(j->comm));
   }
+  gcomp_comm_stats st = {.struct_size = sizeof st};
+  gcomp_comm_get_stats(j->comm, &st);
+  j->wire = st.wire_bytes, j->nonfinite = st.nonfinite;
   gcomp_codec_destroy(c);
   return NULL;
 }
@@ -49,11 +53,18 @@ static double unif(void) {
   return (double)(rng >> 11) / 9007199254740992.0;
 }
 
+/* GCOMP_SEGMENT_BYTES of the runs when set (4096: hier-direct pipelines 16 slices of N) */
+static const char *seg_bytes;
+/* When below N: rank 1's input there is NaN, rank n-1's at inf_at +Inf (first call) */
+static size_t nan_at = N, inf_at = N;
+
 /* Runs `calls` AVG calls of spec on n ranks (2 emulated nodes for hier-direct); inputs
  * uniform in [-1, 1) * 1e-3 with an offset per rank. */
 static job *run(const char *spec, const char *algo, int n, int calls) {
   gcomp_config *cfg = NULL;
   assert_int_equal(gcomp_config_create(&cfg), GCOMP_OK);
+  if (seg_bytes)
+    assert_int_equal(gcomp_config_set(cfg, "GCOMP_SEGMENT_BYTES", seg_bytes), GCOMP_OK);
   assert_int_equal(gcomp_config_set(cfg, "GCOMP_ALPHA_BETA", "1,10,20,1"), GCOMP_OK);
   assert_int_equal(gcomp_config_set(cfg, "GCOMP_ALGO", algo), GCOMP_OK);
   assert_int_equal(gcomp_config_set(cfg, "GCOMP_CODEC_MIN_BYTES", "0"), GCOMP_OK);
@@ -68,10 +79,12 @@ static job *run(const char *spec, const char *algo, int n, int calls) {
   pthread_t th[MAXR];
   for (int r = 0; r < n; r++) {
     jobs[r] = (job){comms[r], spec, calls, malloc((size_t)calls * N * 4),
-                    malloc((size_t)calls * N * 4), 0, ""};
+                    malloc((size_t)calls * N * 4), 0, "", 0, 0};
     for (size_t i = 0; i < (size_t)calls * N; i++)
       jobs[r].x[i] = (float)((unif() * 2 - 1) * 1e-3 + 2e-4 * r);
   }
+  if (nan_at < N) jobs[1].x[nan_at] = NAN;
+  if (inf_at < N) jobs[n - 1].x[inf_at] = INFINITY;
   for (int r = 0; r < n; r++)
     assert_int_equal(pthread_create(&th[r], NULL, rank_main, &jobs[r]), 0);
   for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
@@ -176,11 +189,63 @@ static void test_sign_ef_both_sides(void **state) {
   sign_tracks_inputs("hier-direct", 4);
 }
 
+/* hier-direct's pipeline: the same guarantees as the call in one piece */
+static void test_hier_pipelined(void **state) {
+  seg_bytes = "4096";
+  quant_within_two_quantisations("quant:bits=4,bucket=128", 4, "hier-direct");
+  quant_within_two_quantisations("quant:bits=8,round=stochastic,seed=2", 8, "hier-direct");
+  sign_tracks_inputs("hier-direct", 4);
+  seg_bytes = NULL;
+}
+
+/* bf16 casts value by value: cutting the call into slices changes no arithmetic, so the
+ * pipelined call gives the unpipelined call's bits (and sends 16 slices' frame headers
+ * instead of one's: the pipeline did run) */
+static void test_hier_pipelined_same_bits(void **state) {
+  const int ns[] = {4, 8};
+  for (int k = 0; k < 2; k++) {
+    int n = ns[k];
+    rng = 11;
+    job *whole = run("bf16", "hier-direct", n, 2);
+    rng = 11;
+    seg_bytes = "4096";
+    job *sliced = run("bf16", "hier-direct", n, 2);
+    seg_bytes = NULL;
+    for (int r = 0; r < n; r++) assert_memory_equal(whole[r].x, sliced[r].x, 2 * N * 4);
+    if (memcmp(whole[0].y, sliced[0].y, 2 * N * 4))
+      fail_msg("bf16 hier-direct n=%d: the pipelined call's bits differ", n);
+    assert_true(sliced[0].wire > whole[0].wire);
+    free_jobs(whole, n);
+    free_jobs(sliced, n);
+  }
+}
+
+/* A NaN and an Inf in the inputs reach every rank's result through the pipeline (their
+ * buckets are sent as they are), each counted once over the ranks */
+static void test_hier_pipelined_nonfinite(void **state) {
+  seg_bytes = "4096", nan_at = 12345, inf_at = 33333;
+  job *jobs = run("quant:bits=4,bucket=128", "hier-direct", 4, 1);
+  seg_bytes = NULL, nan_at = N, inf_at = N;
+  uint64_t counted = 0;
+  for (int r = 0; r < 4; r++) {
+    assert_true(isnan(jobs[r].y[12345]));
+    assert_true(isinf(jobs[r].y[33333]) && jobs[r].y[33333] > 0);
+    counted += jobs[r].nonfinite;
+  }
+  assert_int_equal(counted, 2);
+  for (size_t i = 0; i < N; i++)   /* and spoil nothing outside their buckets */
+    if (i / 128 != 12345 / 128 && i / 128 != 33333 / 128) assert_true(isfinite(jobs[0].y[i]));
+  free_jobs(jobs, 4);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_quant_direct),
       cmocka_unit_test(test_quant_hier_direct),
       cmocka_unit_test(test_sign_ef_both_sides),
+      cmocka_unit_test(test_hier_pipelined),
+      cmocka_unit_test(test_hier_pipelined_same_bits),
+      cmocka_unit_test(test_hier_pipelined_nonfinite),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
