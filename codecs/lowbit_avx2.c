@@ -10,21 +10,31 @@
 
 #define SET1(v) _mm256_set1_epi32((int)(v))
 #define B_ gcomp_lowbit_base
+#define PREFETCH GCOMP_LB_PREFETCH
 
 /* ---- quant ----------------------------------------------------------------------------- */
 static int minmax_avx2(const float *x, size_t n, float *mn, float *mx) {
   if (n < 8) return B_.minmax(x, n, mn, mx);
   const __m256i expo = SET1(0x7f800000);
-  __m256 lo = _mm256_loadu_ps(x), hi = lo;
+  __m256 lo = _mm256_loadu_ps(x), hi = lo, lo1 = lo, hi1 = lo;   /* two chains: 16 a step */
   __m256i bad = _mm256_setzero_si256();
+#define MINMAX8(v, l, h)                                                                     \
+  bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(v), expo), \
+                                                expo));                                       \
+  l = _mm256_min_ps(l, v), h = _mm256_max_ps(h, v)
   size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    PREFETCH(x + i);
+    __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+    MINMAX8(v0, lo, hi);
+    MINMAX8(v1, lo1, hi1);
+  }
   for (; i + 8 <= n; i += 8) {
     __m256 v = _mm256_loadu_ps(x + i);
-    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(v), expo),
-                                                  expo));
-    lo = _mm256_min_ps(lo, v);
-    hi = _mm256_max_ps(hi, v);
+    MINMAX8(v, lo, hi);
   }
+#undef MINMAX8
+  lo = _mm256_min_ps(lo, lo1), hi = _mm256_max_ps(hi, hi1);   /* +-0 alike: both end as +0 */
   float l[8], h[8], tl, th;
   _mm256_storeu_ps(l, lo);
   _mm256_storeu_ps(h, hi);
@@ -168,8 +178,10 @@ static inline __attribute__((always_inline)) int scan_avx2(float *x, const float
   __m256i bad = _mm256_setzero_si256();
   size_t zeros = 0, i = 0;
   for (; i + 16 <= n; i += 16) {
+    PREFETCH(x + i);
     __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
     if (g) {
+      PREFETCH(g + i);
       x0 = _mm256_add_ps(x0, _mm256_loadu_ps(g + i));
       x1 = _mm256_add_ps(x1, _mm256_loadu_ps(g + i + 8));
       _mm256_storeu_ps(x + i, x0);
@@ -237,8 +249,16 @@ static void sdec_avx2(const uint8_t *bits, const uint8_t *zmask, size_t n, float
 
 static void addto_avx2(float *restrict r, const float *restrict g, size_t n) {
   size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(r + i, _mm256_add_ps(_mm256_loadu_ps(r + i), _mm256_loadu_ps(g + i)));
+#define ADDTO8(j) _mm256_storeu_ps(r + (j), _mm256_add_ps(_mm256_loadu_ps(r + (j)),         \
+                                                          _mm256_loadu_ps(g + (j))))
+  for (; i + 16 <= n; i += 16) {
+    PREFETCH(r + i);
+    PREFETCH(g + i);
+    ADDTO8(i);
+    ADDTO8(i + 8);
+  }
+  for (; i + 8 <= n; i += 8) ADDTO8(i);
+#undef ADDTO8
   B_.addto(r + i, g + i, n - i);
 }
 
@@ -271,6 +291,7 @@ static void senc_ef_avx2(float *r, size_t n, float s, uint8_t *bits, uint8_t *zm
 static void widen_avx2(float *restrict x, const uint16_t *restrict r16, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
+    if (!(i & 31)) PREFETCH(r16 + i);   /* once per 64 bytes */
     __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(r16 + i)));
     _mm256_storeu_si256((__m256i *)(x + i), _mm256_slli_epi32(v, 16));
   }

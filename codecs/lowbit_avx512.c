@@ -11,11 +11,7 @@
 #define SET1(v) _mm512_set1_epi32((int)(v))
 #define B_ gcomp_lowbit_base
 
-/* The first pass over a bucket reads it from memory: prefetched this far ahead (the
- * hardware prefetchers alone leave the loads waiting on the Xeon of bench/RESULTS.md; a
- * prefetch past the end of the array never faults). The later passes find it in cache. */
-enum { PREFETCH_BYTES = 8192 };
-#define PREFETCH(p) _mm_prefetch((const char *)(p) + PREFETCH_BYTES, _MM_HINT_T0)
+#define PREFETCH GCOMP_LB_PREFETCH
 
 /* ---- quant ----------------------------------------------------------------------------- */
 static int minmax_avx512(const float *x, size_t n, float *mn, float *mx) {
