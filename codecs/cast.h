@@ -196,4 +196,20 @@ static inline uint64_t gcomp_cast_key(uint64_t seed, uint64_t seq, uint32_t hi) 
   return gcomp_cast_mix64(gcomp_cast_mix64(gcomp_cast_mix64(seed) ^ seq) ^ hi);
 }
 
+/* For the SIMD tables: whether an output of out_bytes is written with streaming stores;
+ * the elements of elem bytes to hand to the base kernel first so that p + elem * i is
+ * aligned to align (all n when it never is); counters added up. */
+static inline int gcomp_cast_streaming(size_t out_bytes) {
+  return out_bytes >= GCOMP_CAST_STREAM_BYTES;
+}
+static inline size_t gcomp_cast_head_for(const void *p, size_t elem, size_t align, size_t n) {
+  uintptr_t mis = (uintptr_t)p & (align - 1);
+  if (mis % elem) return n;
+  size_t h = mis ? (align - mis) / elem : 0;
+  return h < n ? h : n;
+}
+static inline void gcomp_cast_add_counts(gcomp_cast_counts *c, const gcomp_cast_counts *k) {
+  c->nonfinite += k->nonfinite, c->overflow += k->overflow, c->underflow += k->underflow;
+}
+
 #endif /* GCOMP_CAST_H */

@@ -13,19 +13,6 @@
 #define SET1(v) _mm256_set1_epi32((int)(v))
 #define GCOMP_CAST_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-static inline int streaming(size_t out_bytes) { return out_bytes >= GCOMP_CAST_STREAM_BYTES; }
-
-/* Elements to hand to the base kernel first so that p + 2*i (or 4*i) is aligned. */
-static size_t head_for(const void *p, size_t elem, size_t align, size_t n) {
-  uintptr_t mis = (uintptr_t)p & (align - 1);
-  if (mis % elem) return n;   /* never aligns: all of it goes the slow way */
-  size_t h = mis ? (align - mis) / elem : 0;
-  return h < n ? h : n;
-}
-
-static void add_counts(gcomp_cast_counts *c, const gcomp_cast_counts *k) {
-  c->nonfinite += k->nonfinite, c->overflow += k->overflow, c->underflow += k->underflow;
-}
 
 static uint32_t hmax_epu32(__m256i m) {
   __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
@@ -99,9 +86,9 @@ static uint32_t f16_enc_avx2(const float *src, size_t n, uint8_t *dst, float sca
   const __m256 sc = _mm256_set1_ps(scale);
   __m256i m0 = _mm256_setzero_si256(), m1 = m0;
   size_t i = 0;
-  int nt = streaming(2 * n);
+  int nt = gcomp_cast_streaming(2 * n);
   if (nt) {
-    i = head_for(dst, 2, 16, n);
+    i = gcomp_cast_head_for(dst, 2, 16, n);
     mx = gcomp_cast_base.f16_enc(src, i, dst, scale, &k);
   }
 #define F16STEP(m, off, store)                                                            \
@@ -133,7 +120,7 @@ static uint32_t f16_enc_avx2(const float *src, size_t n, uint8_t *dst, float sca
   mx = v > mx ? v : mx;
   v = gcomp_cast_base.f16_enc(src + i, n - i, dst + 2 * i, scale, &k);
   mx = v > mx ? v : mx;
-  add_counts(c, &k);
+  gcomp_cast_add_counts(c, &k);
   return mx;
 }
 
@@ -155,9 +142,9 @@ static void bf16_enc_avx2(const float *src, size_t n, uint8_t *dst, gcomp_cast_c
   gcomp_cast_counts k = {0, 0, 0};
   const range_test rt = range_init(0x7f7f8000u, 0x8000u);
   size_t i = 0;
-  int nt = streaming(2 * n);
+  int nt = gcomp_cast_streaming(2 * n);
   if (nt) {
-    i = head_for(dst, 2, 32, n);
+    i = gcomp_cast_head_for(dst, 2, 32, n);
     gcomp_cast_base.bf16_enc(src, i, dst, &k);
   }
 #define BF16STEP(store)                                                                   \
@@ -180,7 +167,7 @@ static void bf16_enc_avx2(const float *src, size_t n, uint8_t *dst, gcomp_cast_c
   for (; i + 16 <= n; i += 16) BF16STEP(_mm256_storeu_si256);
 #undef BF16STEP
   gcomp_cast_base.bf16_enc(src + i, n - i, dst + 2 * i, &k);
-  add_counts(c, &k);
+  gcomp_cast_add_counts(c, &k);
 }
 
 /* ---- one frame block, its CRC-32C folded in registers (codecs/crc_fold.h) ---------------
@@ -230,7 +217,7 @@ uint32_t gcomp_cast_f16_enc_sum_avx2(const float *src, size_t n, uint8_t *dst, f
     emit64(dst + 2 * i, h0, h1, h2, h3, nt, &f, i == 0);
   }
   if (nt) _mm_sfence();
-  add_counts(c, &k);
+  gcomp_cast_add_counts(c, &k);
   *mx = hmax_epu32(_mm256_max_epu32(m0, m1));
   return ~gcomp_crc_fold_end(&f);
 }
@@ -261,7 +248,7 @@ uint32_t gcomp_cast_bf16_enc_sum_avx2(const float *src, size_t n, uint8_t *dst,
     emit64(dst + 2 * i, h0, h1, h2, h3, nt, &f, i == 0);
   }
   if (nt) _mm_sfence();
-  add_counts(c, &k);
+  gcomp_cast_add_counts(c, &k);
   return ~gcomp_crc_fold_end(&f);
 }
 
@@ -343,7 +330,7 @@ static void f16_enc_sr_avx2(const float *src, size_t n, uint8_t *dst, float scal
   gcomp_cast_counts k = {0, 0, 0};
   lane_flush(&lc, &k);
   gcomp_cast_base.f16_enc_sr(src + i, n - i, dst + 2 * i, scale, key, i0 + (uint32_t)i, &k);
-  add_counts(c, &k);
+  gcomp_cast_add_counts(c, &k);
 }
 
 static void bf16_enc_sr_avx2(const float *src, size_t n, uint8_t *dst, uint64_t key, uint32_t i0,
@@ -371,7 +358,7 @@ static void bf16_enc_sr_avx2(const float *src, size_t n, uint8_t *dst, uint64_t 
   gcomp_cast_counts k = {0, 0, 0};
   lane_flush(&lc, &k);
   gcomp_cast_base.bf16_enc_sr(src + i, n - i, dst + 2 * i, key, i0 + (uint32_t)i, &k);
-  add_counts(c, &k);
+  gcomp_cast_add_counts(c, &k);
 }
 
 /* ---- decoders --------------------------------------------------------------------------- */
@@ -379,7 +366,7 @@ static void f16_dec_nt_avx2(const uint8_t *src, size_t n, float *dst, float inv_
   const __m256 inv = _mm256_set1_ps(inv_scale);
   size_t i = 0;
   if (nt) {
-    i = head_for(dst, 4, 32, n);
+    i = gcomp_cast_head_for(dst, 4, 32, n);
     gcomp_cast_base.f16_dec(src, i, dst, inv_scale);
   }
 #define DECSTEP(off, store)                                                               \
@@ -398,7 +385,7 @@ static void f16_dec_nt_avx2(const uint8_t *src, size_t n, float *dst, float inv_
 }
 
 static void f16_dec_avx2(const uint8_t *src, size_t n, float *dst, float inv_scale) {
-  f16_dec_nt_avx2(src, n, dst, inv_scale, streaming(4 * n));
+  f16_dec_nt_avx2(src, n, dst, inv_scale, gcomp_cast_streaming(4 * n));
 }
 
 static inline __m256 bf16_widen8(const uint8_t *p) {
@@ -409,7 +396,7 @@ static inline __m256 bf16_widen8(const uint8_t *p) {
 static void bf16_dec_nt_avx2(const uint8_t *src, size_t n, float *dst, int nt) {
   size_t i = 0;
   if (nt) {
-    i = head_for(dst, 4, 32, n);
+    i = gcomp_cast_head_for(dst, 4, 32, n);
     gcomp_cast_base.bf16_dec(src, i, dst);
     for (; i + 16 <= n; i += 16) {
       _mm256_stream_ps(dst + i, bf16_widen8(src + 2 * i));
@@ -422,7 +409,7 @@ static void bf16_dec_nt_avx2(const uint8_t *src, size_t n, float *dst, int nt) {
 }
 
 static void bf16_dec_avx2(const uint8_t *src, size_t n, float *dst) {
-  bf16_dec_nt_avx2(src, n, dst, streaming(4 * n));
+  bf16_dec_nt_avx2(src, n, dst, gcomp_cast_streaming(4 * n));
 }
 
 /* 8 decoded values at p: fp16 times inv (f16 set), else bf16 */

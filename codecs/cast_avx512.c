@@ -17,19 +17,6 @@
 
 #define SET1(v) _mm512_set1_epi32((int)(v))
 
-static inline int streaming(size_t out_bytes) { return out_bytes >= GCOMP_CAST_STREAM_BYTES; }
-
-/* Elements to hand to the base kernel first so that p + elem*i is aligned. */
-static size_t head_for(const void *p, size_t elem, size_t align, size_t n) {
-  uintptr_t mis = (uintptr_t)p & (align - 1);
-  if (mis % elem) return n;   /* never aligns: all of it goes the slow way */
-  size_t h = mis ? (align - mis) / elem : 0;
-  return h < n ? h : n;
-}
-
-static void add_counts(gcomp_cast_counts *c, const gcomp_cast_counts *k) {
-  c->nonfinite += k->nonfinite, c->overflow += k->overflow, c->underflow += k->underflow;
-}
 
 /* ---- max |x| over finite x -------------------------------------------------------------- */
 static inline __m512i finite_abs(__m512i w) {
@@ -98,9 +85,9 @@ static uint32_t f16_enc_avx512(const float *src, size_t n, uint8_t *dst, float s
   __m512i m0 = _mm512_setzero_si512(), m1 = m0;
   uint32_t mx = 0;
   size_t i = 0;
-  int nt = streaming(2 * n);
+  int nt = gcomp_cast_streaming(2 * n);
   if (nt) {
-    i = head_for(dst, 2, 32, n);
+    i = gcomp_cast_head_for(dst, 2, 32, n);
     mx = gcomp_cast_base.f16_enc(src, i, dst, scale, &k);
     for (; i + 32 <= n; i += 32) {
       _mm256_stream_si256((__m256i *)(dst + 2 * i), f16_vec(src + i, sc, t, &m0, &k));
@@ -114,7 +101,7 @@ static uint32_t f16_enc_avx512(const float *src, size_t n, uint8_t *dst, float s
   mx = v > mx ? v : mx;
   v = gcomp_cast_base.f16_enc(src + i, n - i, dst + 2 * i, scale, &k);
   mx = v > mx ? v : mx;
-  add_counts(c, &k);
+  gcomp_cast_add_counts(c, &k);
   return mx;
 }
 
@@ -134,8 +121,8 @@ static inline __m256i bf16_vec(const float *p, gcomp_cast_counts *k) {
 static void bf16_enc_avx512(const float *src, size_t n, uint8_t *dst, gcomp_cast_counts *c) {
   gcomp_cast_counts k = {0, 0, 0};
   size_t i = 0;
-  if (streaming(2 * n)) {
-    i = head_for(dst, 2, 32, n);
+  if (gcomp_cast_streaming(2 * n)) {
+    i = gcomp_cast_head_for(dst, 2, 32, n);
     gcomp_cast_base.bf16_enc(src, i, dst, &k);
     for (; i + 32 <= n; i += 32) {
       _mm256_stream_si256((__m256i *)(dst + 2 * i), bf16_vec(src + i, &k));
@@ -146,7 +133,7 @@ static void bf16_enc_avx512(const float *src, size_t n, uint8_t *dst, gcomp_cast
   for (; i + 16 <= n; i += 16)
     _mm256_storeu_si256((__m256i *)(dst + 2 * i), bf16_vec(src + i, &k));
   gcomp_cast_base.bf16_enc(src + i, n - i, dst + 2 * i, &k);
-  add_counts(c, &k);
+  gcomp_cast_add_counts(c, &k);
 }
 
 /* ---- one frame block, its CRC-32C folded in registers (n a multiple of 32) --------------
@@ -174,7 +161,7 @@ static uint32_t f16_enc_sum_avx512(const float *src, size_t n, uint8_t *dst, flo
   }
   if (realign) gcomp_nt_run_end(&run);
   if (mode != GCOMP_ST_PLAIN) _mm_sfence();
-  add_counts(c, &k);
+  gcomp_cast_add_counts(c, &k);
   *mx = _mm512_reduce_max_epu32(_mm512_max_epu32(m0, m1));
   return ~gcomp_crc_fold512_end(f);
 }
@@ -191,7 +178,7 @@ static uint32_t bf16_enc_sum_avx512(const float *src, size_t n, uint8_t *dst,
     f = i ? gcomp_crc_fold512_64(f, v) : gcomp_crc_fold512_init(v, 0xffffffffu);
   }
   if (mode != GCOMP_ST_PLAIN) _mm_sfence();
-  add_counts(c, &k);
+  gcomp_cast_add_counts(c, &k);
   return ~gcomp_crc_fold512_end(f);
 }
 
@@ -247,7 +234,7 @@ static void f16_enc_sr_avx512(const float *src, size_t n, uint8_t *dst, float sc
     _mm256_storeu_si256((__m256i *)(dst + 2 * i), _mm512_cvtepi32_epi16(h));
   }
   gcomp_cast_base.f16_enc_sr(src + i, n - i, dst + 2 * i, scale, key, i0 + (uint32_t)i, &k);
-  add_counts(c, &k);
+  gcomp_cast_add_counts(c, &k);
 }
 
 static void bf16_enc_sr_avx512(const float *src, size_t n, uint8_t *dst, uint64_t key,
@@ -268,7 +255,7 @@ static void bf16_enc_sr_avx512(const float *src, size_t n, uint8_t *dst, uint64_
     _mm256_storeu_si256((__m256i *)(dst + 2 * i), _mm512_cvtepi32_epi16(h));
   }
   gcomp_cast_base.bf16_enc_sr(src + i, n - i, dst + 2 * i, key, i0 + (uint32_t)i, &k);
-  add_counts(c, &k);
+  gcomp_cast_add_counts(c, &k);
 }
 
 /* ---- decoders --------------------------------------------------------------------------- */
@@ -285,7 +272,7 @@ static void f16_dec_nt_avx512(const uint8_t *src, size_t n, float *dst, float in
   const __m512 inv = _mm512_set1_ps(inv_scale);
   size_t i = 0;
   if (nt) {
-    i = head_for(dst, 4, 64, n);
+    i = gcomp_cast_head_for(dst, 4, 64, n);
     gcomp_cast_base.f16_dec(src, i, dst, inv_scale);
     for (; i + 16 <= n; i += 16) _mm512_stream_ps(dst + i, f16_widen16(src + 2 * i, inv));
     _mm_sfence();
@@ -294,13 +281,13 @@ static void f16_dec_nt_avx512(const uint8_t *src, size_t n, float *dst, float in
   gcomp_cast_base.f16_dec(src + 2 * i, n - i, dst + i, inv_scale);
 }
 static void f16_dec_avx512(const uint8_t *src, size_t n, float *dst, float inv_scale) {
-  f16_dec_nt_avx512(src, n, dst, inv_scale, streaming(4 * n));
+  f16_dec_nt_avx512(src, n, dst, inv_scale, gcomp_cast_streaming(4 * n));
 }
 
 static void bf16_dec_nt_avx512(const uint8_t *src, size_t n, float *dst, int nt) {
   size_t i = 0;
   if (nt) {
-    i = head_for(dst, 4, 64, n);
+    i = gcomp_cast_head_for(dst, 4, 64, n);
     gcomp_cast_base.bf16_dec(src, i, dst);
     for (; i + 16 <= n; i += 16) _mm512_stream_ps(dst + i, bf16_widen16(src + 2 * i));
     _mm_sfence();
@@ -309,7 +296,7 @@ static void bf16_dec_nt_avx512(const uint8_t *src, size_t n, float *dst, int nt)
   gcomp_cast_base.bf16_dec(src + 2 * i, n - i, dst + i);
 }
 static void bf16_dec_avx512(const uint8_t *src, size_t n, float *dst) {
-  bf16_dec_nt_avx512(src, n, dst, streaming(4 * n));
+  bf16_dec_nt_avx512(src, n, dst, gcomp_cast_streaming(4 * n));
 }
 
 /* 16 decoded values at p: fp16 times inv (f16 set), else bf16 */
