@@ -75,7 +75,7 @@ void ofi_destroy(gcomp_transport *tp) {
   while (t->spare) {
     gcomp_treq *r = t->spare;
     t->spare = r->next;
-    free(r);
+    ofi_req_release(r);
   }
   ofi_proto_free(t);
   for (int i = 0; i < t->neps; i++) ofi_ep_close(&t->eps[i]);

@@ -81,6 +81,7 @@ int ofi_progress(gcomp_transport *tp) {
         GCOMP_WARN(GCOMP_SUB_FABRIC, "fi_cq_read on %s: %s", e->prov, fi_strerror((int)-n));
         break;
       }
+      if (n > 0) gcomp_moved();   /* the waiter keeps polling while chunks flow */
       for (ssize_t k = 0; k < n; k++)
         if (ent[k].op_context) ofi_proto_done(t, ent[k].op_context, ent[k].len);
       if (n < 16) break;

@@ -21,7 +21,9 @@
 #include "transport.h"
 
 /* ---- the wire (fabric/ofi_proto.c has the protocol) ------------------------------------ */
-#define OFI_WINDOW 8   /* data chunks of one message in flight at once */
+#define OFI_WINDOW 8   /* data chunks of one message in flight at once, at least */
+#define OFI_WINDOW_MAX 128   /* ... and at most: enough chunks for OFI_WINDOW_BYTES */
+#define OFI_WINDOW_BYTES (1u << 20)   /* bytes of one message in flight, where chunks allow */
 #define KIND_SHIFT GCOMP_TAG_BITS
 #define KIND_HDR (UINT64_C(1) << KIND_SHIFT)    /* provider tag of every header */
 #define KIND_DATA (UINT64_C(2) << KIND_SHIFT)   /* | token: the chunks of one granted message */
@@ -77,6 +79,8 @@ typedef struct ofi_ep {
   struct fid_ep *ep;
   size_t inject, chunk;
   size_t inline_max;        /* payload bytes that travel inside the header (ofi_proto.c) */
+  int rx_size;              /* the provider's receive entries */
+  int rx_hdr, rx_used;      /* taken by header slots, by chunk receives (ofi_proto.c) */
   int cq_broken;            /* its CQ reported an error it could not read: not read again */
   int mr_local;
   struct fid_mr *arena_mr;  /* the header arena, registered when mr_local */
@@ -108,6 +112,8 @@ struct gcomp_treq {
   int matched;              /* recv: a message was matched; send: its header went out */
   int finished;             /* all bytes moved (or the message was inline) */
   int inflight;
+  int slot_hint;            /* where ofi_slot_get looks first */
+  int wide;                 /* the most chunks it had in flight: receives grant half of it */
   int want_post;            /* a chunk met backpressure: progress retries it */
   int no_inject;            /* needs a completion that says the bytes left */
   int sched;                /* a scheduled message (GCOMP_TAG_SCHED): receiver-ready grants */
@@ -127,6 +133,7 @@ struct gcomp_treq {
   int in_tok;
   /* a request is reused without clearing what follows: slots are free whenever it is */
   ofi_slot slot[OFI_WINDOW];
+  ofi_slot *xslot;          /* [OFI_WINDOW_MAX - OFI_WINDOW] once a window was wider, or NULL */
   char err[512];
 };
 #define REQ_HEADER_BYTES offsetof(struct gcomp_treq, slot)
@@ -221,6 +228,10 @@ void ofi_req_free(ofi_transport *t, gcomp_treq *r);
 gcomp_treq *ofi_req_alloc(ofi_transport *t);
 void ofi_req_fail(gcomp_treq *r, int status, const char *fmt, ...) GCOMP_PRINTF(3, 4);
 ofi_slot *ofi_slot_get(gcomp_treq *r);
+int ofi_nslots(const gcomp_treq *r);              /* slots it has: index with ofi_slot_at */
+ofi_slot *ofi_slot_at(gcomp_treq *r, int i);
+int ofi_slots_widen(gcomp_treq *r);               /* 0 when it has OFI_WINDOW_MAX slots */
+void ofi_req_release(gcomp_treq *r);              /* frees a request for good */
 int ofi_req_complete(const gcomp_treq *r);
 const char *ofi_op_name(const gcomp_treq *r);
 int ofi_is_backpressure(ssize_t rc);

@@ -55,9 +55,11 @@
  * matched, so a flood from a fast sender stops at the sender). Memory is bounded whatever
  * the senders do: nslots slots, nslots + 2 header send buffers and OFI_UNEXP_MAX headers per
  * peer. The provider sees at most nslots receives per peer plus OFI_WINDOW chunks per
- * message being received, never an unexpected message of ours, and never a truncation
- * (chunk receives have the sender's exact lengths; libfabric 1.17's shm deadlock above its
- * inject size and rxm's disabled endpoint after a truncation cannot be reached). */
+ * message being received, and wider windows (small chunks: OFI_WINDOW_BYTES in flight per
+ * message) only while less than half its receive entries are taken, never an unexpected
+ * message of ours, and never a truncation (chunk receives have the sender's exact lengths;
+ * libfabric 1.17's shm deadlock above its inject size and rxm's disabled endpoint after a
+ * truncation cannot be reached). */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -165,13 +167,42 @@ static void peer_fail(ofi_transport *t, int peer, int status, const char *msg) {
 
 /* ---- data chunks -------------------------------------------------------------------------- */
 
+/* The window of a message: OFI_WINDOW_BYTES in flight (small chunks are latency-bound
+ * otherwise: 8 of 8 KiB is one round trip per 64 KiB), at least OFI_WINDOW chunks and at
+ * most OFI_WINDOW_MAX. */
+static int window(const gcomp_treq *r) {
+  size_t w = r->chunk ? OFI_WINDOW_BYTES / r->chunk : OFI_WINDOW;
+  return w < OFI_WINDOW ? OFI_WINDOW : w > OFI_WINDOW_MAX ? OFI_WINDOW_MAX : (int)w;
+}
+
+/* The provider's receive entries stay bounded however many messages are being received:
+ * every message may post its first OFI_WINDOW chunks (none waits for another to finish,
+ * as before windows grew), more only while the endpoint's header slots and chunk receives
+ * take less than half its entries: the other half stays for the first chunks of messages
+ * matched later (libfabric 1.17's shm stalls with every entry taken: wide windows taking a
+ * quarter on top stalled fabric_p2p's ordering step with FI_SHM_RX_SIZE=64). */
+static int rx_room(gcomp_treq *r) {
+  if (r->op != OP_RECV) return 1;
+  ofi_ep *e = r->ep;
+  if (r->inflight >= OFI_WINDOW && e->rx_hdr + e->rx_used >= e->rx_size / 2) return 0;
+  e->rx_used++;
+  return 1;
+}
+
+static void rx_unroom(gcomp_treq *r) {   /* one chunk receive is no longer posted */
+  if (r->op == OP_RECV) r->ep->rx_used--;
+}
+
 /* Posts chunks up to the limit (send: what the receiver granted; receive: the message) while
  * the window allows. Backpressure is not an error: progress retries (want_post). */
 static void post_data(ofi_transport *t, gcomp_treq *r) {
   ofi_ep *e = r->ep;
   size_t limit = r->op == OP_SEND ? r->grant : r->total;
+  int w = window(r);
+  if (w > OFI_WINDOW && ofi_slots_widen(r)) w = OFI_WINDOW;   /* no memory: the narrow one */
   if (r->want_post) r->want_post = 0, t->npost_pending--;
-  while (r->status == 0 && !r->zombie && r->next_off < limit && r->inflight < OFI_WINDOW) {
+  while (r->status == 0 && !r->zombie && r->next_off < limit && r->inflight < w &&
+         rx_room(r)) {
     size_t n = limit - r->next_off < r->chunk ? limit - r->next_off : r->chunk;
     ofi_slot *s = ofi_slot_get(r);
     s->req = r;
@@ -188,6 +219,7 @@ static void post_data(ofi_transport *t, gcomp_treq *r) {
       continue;
     }
     s->req = NULL;
+    rx_unroom(r);
     if (ofi_is_backpressure(rc)) {
       r->want_post = 1;
       t->npost_pending++;
@@ -198,6 +230,7 @@ static void post_data(ofi_transport *t, gcomp_treq *r) {
     }
     break;
   }
+  if (r->inflight > r->wide) r->wide = r->inflight;
   if (r->op == OP_RECV && r->next_off > r->grant) {   /* new room: tell the sender */
     r->grant = r->next_off;
     if (r->sched && !r->rtr_sent) return;   /* the RTR, still queued, will say so */
@@ -496,9 +529,10 @@ static void sched_len(ofi_transport *t, gcomp_treq *r, uint64_t len, uint64_t id
   r->total = (size_t)len;
   if (r->next_off > r->total) r->next_off = r->total;
   if (r->grant > r->total) r->grant = r->total;
-  for (int i = 0; i < OFI_WINDOW; i++)
-    if (r->slot[i].req && r->slot[i].off >= r->total)
-      fi_cancel(&r->ep->ep->fid, &r->slot[i].c.ctx);
+  for (int i = 0; i < ofi_nslots(r); i++) {
+    ofi_slot *s = ofi_slot_at(r, i);
+    if (s->req && s->off >= r->total) fi_cancel(&r->ep->ep->fid, &s->c.ctx);
+  }
   if (r->done_bytes >= r->total) {
     r->finished = 1;
     if (r->queue == Q_CTS) ofi_proto_unqueue(t, r);
@@ -840,6 +874,7 @@ void ofi_proto_done(ofi_transport *t, ofi_ctx *c, size_t len) {
   gcomp_treq *r = s->req;
   s->req = NULL;
   r->inflight--;
+  rx_unroom(r);
   r->last_ns = 0;   /* activity: the silence (timeout) clock restarts at the next look */
   size_t want = s->len;   /* a scheduled message's last chunk may be shorter than posted */
   if (r->op == OP_RECV && r->sched)
@@ -859,7 +894,7 @@ void ofi_proto_done(ofi_transport *t, ofi_ctx *c, size_t len) {
     r->finished = 1;
     if (r->queue == Q_AWAIT) ofi_proto_unqueue(t, r);
     sched_retire(t, r);
-  } else if (r->op == OP_SEND || r->inflight <= OFI_WINDOW / 2) {
+  } else if (r->op == OP_SEND || r->inflight <= r->wide / 2) {   /* half a window: a grant */
     post_data(t, r);
   }
 }
@@ -882,6 +917,7 @@ void ofi_proto_error(ofi_transport *t, ofi_ctx *c, int status, const char *msg) 
   gcomp_treq *r = s->req;
   s->req = NULL;
   r->inflight--;
+  rx_unroom(r);
   if (status) ofi_req_fail(r, status, "%s rank %d: %s", ofi_op_name(r), r->peer, msg);
   if (r->zombie && !r->inflight) ofi_req_free(t, r);
 }
@@ -896,6 +932,7 @@ int ofi_proto_setup(ofi_transport *t) {
     /* inline payload goes by inject where a whole slot would not (shm: 4 KiB, a send above
      * that is shm's slower copy); tcp;ofi_rxm's 64 B is too small to matter */
     ofi_ep *e = &t->eps[i];
+    e->rx_size = (int)(e->info->rx_attr->size ? e->info->rx_attr->size : 1024);
     e->inline_max = INLINE_MAX;
     if (e->inject >= sizeof(ofi_hdr) + 1024 && e->inject - sizeof(ofi_hdr) < INLINE_MAX)
       e->inline_max = e->inject - sizeof(ofi_hdr);
@@ -910,6 +947,7 @@ int ofi_proto_setup(ofi_transport *t) {
     size_t rx = e->info->rx_attr->size ? e->info->rx_attr->size : 1024;
     size_t k = rx / (2 * (size_t)(n - 1));
     P->nslots = k > OFI_SLOTS_MAX ? OFI_SLOTS_MAX : k < 4 ? 4 : (int)k;
+    e->rx_hdr += P->nslots;
     P->cred = P->nslots;
     per += (size_t)(2 * P->nslots + 2);
   }

@@ -38,7 +38,7 @@ void ofi_req_free(ofi_transport *t, gcomp_treq *r) {
     t->spare = r;
     t->nspare++;
   } else {
-    free(r);
+    ofi_req_release(r);
   }
 }
 
@@ -60,10 +60,35 @@ void ofi_req_fail(gcomp_treq *r, int status, const char *fmt, ...) {
   va_end(ap);
 }
 
+int ofi_nslots(const gcomp_treq *r) { return r->xslot ? OFI_WINDOW_MAX : OFI_WINDOW; }
+
+ofi_slot *ofi_slot_at(gcomp_treq *r, int i) {
+  return i < OFI_WINDOW ? &r->slot[i] : &r->xslot[i - OFI_WINDOW];
+}
+
+/* chunks complete nearly in posting order: the slot after the last one taken is free */
 ofi_slot *ofi_slot_get(gcomp_treq *r) {
-  for (int i = 0; i < OFI_WINDOW; i++)
-    if (!r->slot[i].req) return &r->slot[i];
+  int n = ofi_nslots(r);
+  for (int k = 0; k < n; k++) {
+    int i = (r->slot_hint + k) % n;
+    ofi_slot *s = ofi_slot_at(r, i);
+    if (!s->req) {
+      r->slot_hint = (i + 1) % n;
+      return s;
+    }
+  }
   return NULL;
+}
+
+/* Kept with the request when it goes back to the spares (free slots: nothing to clear) */
+int ofi_slots_widen(gcomp_treq *r) {
+  if (!r->xslot) r->xslot = calloc(OFI_WINDOW_MAX - OFI_WINDOW, sizeof *r->xslot);
+  return r->xslot ? 0 : -1;
+}
+
+void ofi_req_release(gcomp_treq *r) {
+  free(r->xslot);
+  free(r);
 }
 
 int ofi_req_complete(const gcomp_treq *r) { return r->finished && !r->inflight; }
@@ -90,7 +115,7 @@ void ofi_req_abandon(ofi_transport *t, gcomp_treq *r) {
   ofi_peer *P = &t->peers[r->peer];
   for (int i = 0; i < P->nslots + 2; i++)   /* a goodbye's header buffer forgets it */
     if (P->hsend && P->hsend[i].req == r) P->hsend[i].req = NULL;
-  for (int i = 0; i < OFI_WINDOW; i++)
-    if (r->slot[i].req) fi_cancel(&r->ep->ep->fid, &r->slot[i].c.ctx);
+  for (int i = 0; i < ofi_nslots(r); i++)
+    if (ofi_slot_at(r, i)->req) fi_cancel(&r->ep->ep->fid, &ofi_slot_at(r, i)->c.ctx);
   if (!r->inflight) ofi_req_free(t, r);
 }

@@ -15,7 +15,16 @@
 #define GCOMP_YIELDS_BEFORE_NAP 2000u
 #define GCOMP_NAP_NS 20000L
 
+/* per thread: the thread that waits is the one that drives progress */
+static _Thread_local unsigned long moved_count, moved_seen;
+
+void gcomp_moved(void) { moved_count++; }
+
 void gcomp_idle(unsigned *spins) {
+  if (moved_count != moved_seen) {   /* not a long wait: yield, but no nap */
+    moved_seen = moved_count;
+    if (*spins > GCOMP_SPINS_BEFORE_YIELD) *spins = GCOMP_SPINS_BEFORE_YIELD;
+  }
   unsigned s = ++*spins;   /* wraps after years of naps: harmless */
   if (s < GCOMP_SPINS_BEFORE_YIELD) return;
   if (s < GCOMP_SPINS_BEFORE_YIELD + GCOMP_YIELDS_BEFORE_NAP) {

@@ -140,8 +140,13 @@ int gcomp_waitall(gcomp_transport *t, int n, gcomp_treq **reqs, size_t *lens);
 int gcomp_send(gcomp_transport *t, int peer, uint64_t tag, const void *buf, size_t len);
 int gcomp_recv(gcomp_transport *t, int peer, uint64_t tag, void *buf, size_t capacity,
                size_t *len);
-/* The idle step of every wait loop: spins a little, then sched_yield()s. */
+/* The idle step of every wait loop: spins a little, then sched_yield()s, then naps. Naps
+ * are only for a wait whose transport moves nothing: gcomp_moved() (a transport's progress
+ * completed something on this thread since the last idle step: a chunk, a header) takes
+ * the wait back to yielding, so a long message arriving in many small chunks is polled,
+ * not napped through (its request completes only at its end). */
 void gcomp_idle(unsigned *spins);
+void gcomp_moved(void);
 
 void gcomp_transport_destroy(gcomp_transport *t);   /* NULL is a no-op; see ops.destroy */
 
