@@ -279,7 +279,8 @@ static int blame_list(const gcomp_transport *t, const blame_tables *b, char s, c
 }
 
 int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st) {
-  if ((st != GCOMP_ERR_TIMEOUT && st != GCOMP_ERR_PEER && st != GCOMP_ERR_CORRUPT) || t->size < 2)
+  if ((st != GCOMP_ERR_TIMEOUT && st != GCOMP_ERR_PEER && st != GCOMP_ERR_CORRUPT &&
+       st != GCOMP_ERR_INVALID) || t->size < 2)
     return st;
   char detail[1024];
   snprintf(detail, sizeof detail, "%s", gcomp_last_error());
@@ -311,22 +312,32 @@ int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st) {
   int nf = blame_list(t, &b, 'r', failed, sizeof failed);
   int ng = blame_list(t, &b, 'g', gone, sizeof gone);
   int ns = blame_list(t, &b, 's', silent, sizeof silent);
-  /* a peer that found corrupt data: that is what this rank's timeout came from */
-  for (int p = 0; p < n && !corrupt[0] && st != GCOMP_ERR_CORRUPT; p++) {
-    const notice *m = &b.in[p];
-    if (b.state[p] == 'r' && m->magic == NOTICE_MAGIC && m->reporter == p &&
-        m->status == GCOMP_ERR_CORRUPT && m->seq == seq)
-      snprintf(corrupt, sizeof corrupt, "rank %d reported: %.*s; ", p, (int)sizeof m->why, m->why);
+  /* a peer that found corrupt data, or the ranks' calls disagreeing (a count or dtype
+   * mismatch: the peer that saw it may have left before its refusal reached this rank): that
+   * is what this rank's timeout or peer failure came from. Corruption first. */
+  int cause = 0;
+  for (int k = 0; k < 2 && !cause; k++) {
+    int want = k == 0 ? GCOMP_ERR_CORRUPT : GCOMP_ERR_INVALID;
+    for (int p = 0; p < n && !cause && st != GCOMP_ERR_CORRUPT && st != want; p++) {
+      const notice *m = &b.in[p];
+      if (b.state[p] == 'r' && m->magic == NOTICE_MAGIC && m->reporter == p &&
+          m->status == want && m->seq == seq) {
+        snprintf(corrupt, sizeof corrupt, "rank %d reported: %.*s; ", p, (int)sizeof m->why,
+                 m->why);
+        cause = want;
+      }
+    }
   }
   blame_free(t, &b);
-  /* every peer failed alike, or this rank found the corruption itself: its own detail */
-  if (st == GCOMP_ERR_CORRUPT || (!ng && !ns && !corrupt[0]))
+  /* every peer failed alike, or this rank found the corruption or mismatch itself: its own
+   * detail */
+  if (st == GCOMP_ERR_CORRUPT || st == GCOMP_ERR_INVALID || (!ng && !ns && !cause))
     return gcomp_error_restore(st, detail);
   char head[600];
   snprintf(head, sizeof head, "%s%s%s%s%s%s%s%s", ns ? "no word after the failure from " : "",
            ns ? silent : "", ns ? " (stopped, hung, or still waiting)" : "", ns && ng ? "; " : "",
            ng ? "exited: " : "", ng ? gone : "", nf && (ns || ng) ? "; " : "",
            nf ? "failed too: " : "");
-  return gcomp_error_set(corrupt[0] ? GCOMP_ERR_CORRUPT : st, __FILE__, __LINE__,
+  return gcomp_error_set(cause ? cause : st, __FILE__, __LINE__,
                          "%s%s%s; this rank: %s", corrupt, head, nf ? failed : "", detail);
 }

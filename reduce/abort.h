@@ -61,7 +61,10 @@ int gcomp_abort_poll(gcomp_abort *a);
  * it directly. A rank that timed out while a peer found corrupt data returns
  * GCOMP_ERR_CORRUPT with that peer's detail first: without GCOMP_FAULT's prompt notice,
  * every rank still reports the corruption and its culprit, after GCOMP_TIMEOUT_MS (the
- * detecting rank waits up to that long more for them to hear it). Returns
+ * detecting rank waits up to that long more for them to hear it). A mismatch a peer found
+ * (GCOMP_ERR_INVALID: the ranks called with different counts or dtypes) is returned the same
+ * way, for the rank whose own wait found only the silence or exit of the peer that saw it.
+ * Returns
  * st otherwise (other statuses pass unchanged; a detecting rank keeps its own detail). */
 int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st);
 

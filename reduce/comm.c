@@ -127,7 +127,11 @@ int gcomp_comm_destroy(gcomp_comm *comm) {
 
 int gcomp_comm_mark_broken(gcomp_comm *comm, int st) {
   comm->broken = 1;
-  comm->t->failed = 1;   /* destroy's goodbyes: brief, whichever layer failed */
+  /* a peer dead, silent or sending garbage: destroy's goodbyes are brief, whichever layer
+   * failed. Not for a mismatch the ranks found (GCOMP_ERR_INVALID): the peers are alive and
+   * say goodbye, and a peer still waiting needs this rank's refusal, which only a full
+   * goodbye is sure to deliver before the process exits */
+  if (st != GCOMP_ERR_INVALID) comm->t->failed = 1;
   snprintf(comm->broken_why, sizeof comm->broken_why, "%s: %s", gcomp_strerror(st),
            gcomp_last_error());
   return gcomp_error_trace(st, __FILE__, __LINE__);
