@@ -278,6 +278,17 @@ static int blame_list(const gcomp_transport *t, const blame_tables *b, char s, c
   return k;
 }
 
+/* The first peer that answered with a notice of this call failing with status, or -1 */
+static int reporter_of(const blame_tables *b, int n, uint32_t seq, int status) {
+  for (int p = 0; p < n; p++) {
+    const notice *m = &b->in[p];
+    if (b->state[p] == 'r' && m->magic == NOTICE_MAGIC && m->reporter == p &&
+        m->status == status && m->seq == seq)
+      return p;
+  }
+  return -1;
+}
+
 int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st) {
   if ((st != GCOMP_ERR_TIMEOUT && st != GCOMP_ERR_PEER && st != GCOMP_ERR_CORRUPT &&
        st != GCOMP_ERR_INVALID) || t->size < 2)
@@ -308,25 +319,21 @@ int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st) {
    * exited takes no more messages */
   if (st == GCOMP_ERR_CORRUPT) wait_ms += t->timeout_ms;
   blame_run(t, &b, gcomp_now_ns() + (uint64_t)wait_ms * 1000000u);
-  char failed[160], gone[160], silent[160], corrupt[sizeof b.in->why + 32] = "";
+  char failed[160], gone[160], silent[160], why[sizeof b.in->why + 32] = "";
   int nf = blame_list(t, &b, 'r', failed, sizeof failed);
   int ng = blame_list(t, &b, 'g', gone, sizeof gone);
   int ns = blame_list(t, &b, 's', silent, sizeof silent);
   /* a peer that found corrupt data, or the ranks' calls disagreeing (a count or dtype
    * mismatch: the peer that saw it may have left before its refusal reached this rank): that
    * is what this rank's timeout or peer failure came from. Corruption first. */
-  int cause = 0;
-  for (int k = 0; k < 2 && !cause; k++) {
-    int want = k == 0 ? GCOMP_ERR_CORRUPT : GCOMP_ERR_INVALID;
-    for (int p = 0; p < n && !cause && st != GCOMP_ERR_CORRUPT && st != want; p++) {
-      const notice *m = &b.in[p];
-      if (b.state[p] == 'r' && m->magic == NOTICE_MAGIC && m->reporter == p &&
-          m->status == want && m->seq == seq) {
-        snprintf(corrupt, sizeof corrupt, "rank %d reported: %.*s; ", p, (int)sizeof m->why,
-                 m->why);
-        cause = want;
-      }
-    }
+  int cause = 0, by = -1;
+  if (st == GCOMP_ERR_TIMEOUT || st == GCOMP_ERR_PEER) {
+    cause = GCOMP_ERR_CORRUPT, by = reporter_of(&b, n, seq, cause);
+    if (by < 0) cause = GCOMP_ERR_INVALID, by = reporter_of(&b, n, seq, cause);
+    if (by < 0) cause = 0;
+    else
+      snprintf(why, sizeof why, "rank %d reported: %.*s; ", by, (int)sizeof b.in->why,
+               b.in[by].why);
   }
   blame_free(t, &b);
   /* every peer failed alike, or this rank found the corruption or mismatch itself: its own
@@ -339,5 +346,5 @@ int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st) {
            ng ? "exited: " : "", ng ? gone : "", nf && (ns || ng) ? "; " : "",
            nf ? "failed too: " : "");
   return gcomp_error_set(cause ? cause : st, __FILE__, __LINE__,
-                         "%s%s%s; this rank: %s", corrupt, head, nf ? failed : "", detail);
+                         "%s%s%s; this rank: %s", why, head, nf ? failed : "", detail);
 }
