@@ -225,7 +225,7 @@ static void test_planes_mode_choice(void **state) {
 
 /* A decoder is not bound to the encoder's plane mode: the frame says which. */
 static void test_planes_mode_is_in_the_frame(void **state) {
-  size_t n = 4096, len;
+  size_t n = 4096, len = 0;
   float *g = malloc(n * sizeof *g), *out = malloc(n * sizeof *out);
   uint8_t *f = malloc(n * 4 + 64);
   fill_gradient(g, n);
@@ -259,7 +259,7 @@ static size_t reseal(uint8_t *frame, uint64_t plen) {
 }
 
 static void test_staged_payload_lies_refused(void **state) {
-  size_t n = 2048, len;
+  size_t n = 2048, len = 0;
   float *g = malloc(n * sizeof *g), *out = malloc(n * sizeof *out);
   uint8_t *f = malloc(n * 4 + 64), *bad = malloc(n * 4 + 64);
   fill_gradient(g, n);

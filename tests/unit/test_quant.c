@@ -495,7 +495,8 @@ static void expect_corrupt(gcomp_codec *c, const uint8_t *f, size_t len, size_t 
   float *y = malloc(n * 4 + 4);
   int s = gcomp_decode_add(c, f, len, y, n);
   free(y);
-  if (s != GCOMP_ERR_CORRUPT) fail_msg("status %d, expected corrupt (%s)", s, fragment);
+  if (s != GCOMP_ERR_CORRUPT)
+    fail_msg("status %d, expected corrupt (%s)", s, fragment ? fragment : "any message");
   if (fragment && !strstr(gcomp_last_error(), fragment))
     fail_msg("'%s' lacks '%s'", gcomp_last_error(), fragment);
 }
