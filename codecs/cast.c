@@ -43,19 +43,24 @@ static const gcomp_cast_kernels *avx512_table(void) {
   return gcomp_cpu_has(GCOMP_CPU_AVX512BF16) ? &gcomp_cast_avx512bf16 : &gcomp_cast_avx512;
 }
 
+static const gcomp_cast_kernels *avx2_table(void) {
+  return gcomp_cpu_has(GCOMP_CPU_VPCLMUL) ? &gcomp_cast_avx2_vpclmul : &gcomp_cast_avx2;
+}
+
 const gcomp_cast_kernels *gcomp_cast_kernels_get(void) {
   gcomp_isa l = gcomp_isa_level();
-  return l >= GCOMP_ISA_AVX512 ? avx512_table() : l >= GCOMP_ISA_AVX2 ? &gcomp_cast_avx2
+  return l >= GCOMP_ISA_AVX512 ? avx512_table() : l >= GCOMP_ISA_AVX2 ? avx2_table()
                                                                       : &gcomp_cast_base;
 }
 
 const gcomp_cast_kernels *const *gcomp_cast_tables(size_t *n) {
-  static const gcomp_cast_kernels *t[5];
+  static const gcomp_cast_kernels *t[6];
   size_t k = 0;
   gcomp_isa best = gcomp_isa_best_level(gcomp_cpu_detect());
   unsigned f = gcomp_cpu_detect();
   t[k++] = &gcomp_cast_base;
   if (best >= GCOMP_ISA_AVX2) t[k++] = &gcomp_cast_avx2;
+  if (best >= GCOMP_ISA_AVX2 && (f & GCOMP_CPU_VPCLMUL)) t[k++] = &gcomp_cast_avx2_vpclmul;
   if (best >= GCOMP_ISA_AVX512) t[k++] = &gcomp_cast_avx512_xmmsum;
   if (best >= GCOMP_ISA_AVX512 && (f & GCOMP_CPU_VPCLMUL)) t[k++] = &gcomp_cast_avx512;
   if (best >= GCOMP_ISA_AVX512 && (f & GCOMP_CPU_VPCLMUL) && (f & GCOMP_CPU_AVX512BF16))

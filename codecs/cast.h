@@ -51,7 +51,7 @@ typedef struct {
 } gcomp_cast_counts;
 
 typedef struct {
-  const char *name;   /* "base", "avx2" */
+  const char *name;   /* "base", "avx2", "avx2-vpclmul", ... */
   /* Largest finite |src[i]| as fp32 bits (0 when none); NaN and Inf are ignored. */
   uint32_t (*maxabs)(const float *src, size_t n);
   /* Returns the largest finite |src[i]| as fp32 bits, found on the way (as maxabs). */
@@ -94,6 +94,7 @@ typedef struct {
 
 extern const gcomp_cast_kernels gcomp_cast_base;
 extern const gcomp_cast_kernels gcomp_cast_avx2;   /* only when the CPU has AVX2+F16C+FMA */
+extern const gcomp_cast_kernels gcomp_cast_avx2_vpclmul;   /* and VPCLMULQDQ (on ymm) */
 extern const gcomp_cast_kernels gcomp_cast_avx512;   /* AVX-512 F/BW/VL and VPCLMULQDQ */
 extern const gcomp_cast_kernels gcomp_cast_avx512_xmmsum;   /* AVX-512 F/BW/VL without it */
 extern const gcomp_cast_kernels gcomp_cast_avx512bf16;   /* gcomp_cast_avx512 + AVX512_BF16 */
@@ -129,6 +130,16 @@ static inline void gcomp_cast_dec_add_tail(const uint8_t *src, size_t n, float *
     dec_add(src, n, acc, 0, 1.0f);                                                        \
   }
 
+/* gcomp_cast_avx2_vpclmul's block kernels (cast_vpclmul_avx2.c, built with -mvpclmulqdq). */
+uint32_t gcomp_cast_f16_enc_sum_avx2v(const float *src, size_t n, uint8_t *dst, float scale,
+                                      gcomp_cast_counts *c, uint32_t *mx, int stream);
+uint32_t gcomp_cast_bf16_enc_sum_avx2v(const float *src, size_t n, uint8_t *dst,
+                                       gcomp_cast_counts *c, int stream);
+uint32_t gcomp_cast_f16_dec_add_sum_avx2v(const uint8_t *src, size_t n, float *acc,
+                                          float inv_scale, const uint8_t *next);
+uint32_t gcomp_cast_bf16_dec_add_sum_avx2v(const uint8_t *src, size_t n, float *acc,
+                                           const uint8_t *next);
+
 /* The table for gcomp_isa_level() (and the CPU's VPCLMULQDQ and AVX512_BF16). */
 const gcomp_cast_kernels *gcomp_cast_kernels_get(void);
 /* Every table this CPU can run, the portable one first; *n receives their number (for
@@ -151,6 +162,9 @@ enum { GCOMP_CAST_STREAM_BYTES = 8u << 20 };
  * bench/RESULTS.md the hardware prefetchers alone leave the loads waiting (15-20% of the
  * block encode); a prefetch past the end of the input is harmless (it never faults). */
 enum { GCOMP_CAST_PREFETCH_BYTES = 8192 };
+/* The AVX2 block encoders prefetch their input this many bytes ahead (measured on the Zen 3
+ * of bench/RESULTS.md, where the hardware prefetchers alone leave the loads waiting). */
+enum { GCOMP_CAST_PREFETCH_AVX2_BYTES = 2048 };
 /* The zmm decode-and-add that checksums the next block meanwhile prefetches the
  * accumulator and the next block this far ahead. On the AMD Zen 5 of bench/RESULTS.md,
  * 64 MiB against torch's add_: no software prefetch 0.96x, 8 KiB 1.06-1.09x, 4 KiB

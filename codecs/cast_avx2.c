@@ -6,20 +6,10 @@
 #include <string.h>
 
 #include "cast.h"
+#include "cast_avx2_vec.h"
 #include "crc_fold.h"
 #include "frame.h"
 #include "rand_simd.h"
-
-#define SET1(v) _mm256_set1_epi32((int)(v))
-#define GCOMP_CAST_UNLIKELY(x) __builtin_expect(!!(x), 0)
-
-
-static uint32_t hmax_epu32(__m256i m) {
-  __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
-  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
-  return (uint32_t)_mm_cvtsi128_si32(h);
-}
 
 /* ---- max |x| over finite x -------------------------------------------------------------- */
 static uint32_t maxabs_avx2(const float *src, size_t n) {
@@ -44,36 +34,6 @@ static uint32_t maxabs_avx2(const float *src, size_t n) {
   return t > mx ? t : mx;
 }
 
-/* ---- round-to-nearest-even encoders ------------------------------------------------------
- * Counting is kept off the hot path: one range test on |x| flags a vector that holds a
- * NaN/Inf, an overflow or an underflow (rare in gradients), and only then are the three
- * counts taken. For x * scale with scale = 2^k exact, "overflows" is |x| >= hi and
- * "underflows" is 0 < |x| <= lo, where hi and lo are the thresholds moved by 2^-k. */
-typedef struct {
-  __m256i abs, hi_m1, lo_p1, naninf_m1, zero;
-} range_test;
-
-static range_test range_init(uint32_t hi, uint32_t lo) {
-  range_test r = {SET1(0x7fffffff), SET1(hi - 1), SET1(lo + 1), SET1(0x7f7fffff),
-                  _mm256_setzero_si256()};
-  return r;
-}
-
-static inline __m256i range_flags(const range_test *r, __m256i a0, __m256i *hi, __m256i *lo) {
-  *hi = _mm256_cmpgt_epi32(a0, r->hi_m1);
-  *lo = _mm256_andnot_si256(_mm256_cmpeq_epi32(a0, r->zero), _mm256_cmpgt_epi32(r->lo_p1, a0));
-  return _mm256_or_si256(*hi, *lo);
-}
-
-static inline void range_count(const range_test *r, __m256i a0, __m256i hi, __m256i lo,
-                               gcomp_cast_counts *k) {
-  __m256i nf = _mm256_cmpgt_epi32(a0, r->naninf_m1);
-  k->nonfinite += (uint64_t)__builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(nf)));
-  k->overflow += (uint64_t)__builtin_popcount(
-      (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_andnot_si256(nf, hi))));
-  k->underflow += (uint64_t)__builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(lo)));
-}
-
 /* The max-abs of scale=auto rides along: one vpmaxud per vector on the common path; a
  * vector flagged by the range test (it may hold NaN/Inf) masks its non-finite lanes. */
 static uint32_t f16_enc_avx2(const float *src, size_t n, uint8_t *dst, float scale,
@@ -82,7 +42,6 @@ static uint32_t f16_enc_avx2(const float *src, size_t n, uint8_t *dst, float sca
   uint32_t hi, lo, mx = 0;
   gcomp_cast_f16_thresholds(scale, &hi, &lo);
   const range_test rt = range_init(hi, lo);
-  const __m256i inf = SET1(0x7f800000);
   const __m256 sc = _mm256_set1_ps(scale);
   __m256i m0 = _mm256_setzero_si256(), m1 = m0;
   size_t i = 0;
@@ -91,18 +50,8 @@ static uint32_t f16_enc_avx2(const float *src, size_t n, uint8_t *dst, float sca
     i = gcomp_cast_head_for(dst, 2, 16, n);
     mx = gcomp_cast_base.f16_enc(src, i, dst, scale, &k);
   }
-#define F16STEP(m, off, store)                                                            \
-  do {                                                                                    \
-    __m256 x = _mm256_loadu_ps(src + i + off);                                            \
-    __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(x, sc), _MM_FROUND_TO_NEAREST_INT);         \
-    __m256i a0 = _mm256_and_si256(_mm256_castps_si256(x), rt.abs), fh, fl;                \
-    if (GCOMP_CAST_UNLIKELY(!_mm256_testz_si256(range_flags(&rt, a0, &fh, &fl), rt.abs))) { \
-      range_count(&rt, a0, fh, fl, &k);                                                   \
-      a0 = _mm256_and_si256(a0, _mm256_cmpgt_epi32(inf, a0));                             \
-    }                                                                                     \
-    m = _mm256_max_epu32(m, a0);                                                          \
-    store((__m128i *)(dst + 2 * (i + off)), h);                                           \
-  } while (0)
+#define F16STEP(m, off, store) \
+  store((__m128i *)(dst + 2 * (i + off)), f16_vec(src + i + off, sc, &rt, &m, &k))
   if (nt) {
     for (; i + 16 <= n; i += 16) {
       F16STEP(m0, 0, _mm_stream_si128);
@@ -124,67 +73,27 @@ static uint32_t f16_enc_avx2(const float *src, size_t n, uint8_t *dst, float sca
   return mx;
 }
 
-/* two vectors of 32-bit lanes holding values <= 0xffff -> 16 little-endian halves */
-static inline __m256i pack16(__m256i lo8, __m256i hi8) {
-  return _mm256_permute4x64_epi64(_mm256_packus_epi32(lo8, hi8), 0xd8);
-}
-
-static inline __m256i bf16_rne8(__m256i w) {
-  const __m256i one = SET1(1), bias = SET1(0x7fff), inf = SET1(0x7f800000);
-  __m256i a = _mm256_and_si256(w, SET1(0x7fffffff));
-  __m256i r = _mm256_add_epi32(w, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(w, 16), one)));
-  r = _mm256_srli_epi32(r, 16);
-  __m256i q = _mm256_or_si256(_mm256_srli_epi32(w, 16), SET1(0x40));
-  return _mm256_blendv_epi8(r, q, _mm256_cmpgt_epi32(a, inf));
-}
-
 static void bf16_enc_avx2(const float *src, size_t n, uint8_t *dst, gcomp_cast_counts *c) {
   gcomp_cast_counts k = {0, 0, 0};
   const range_test rt = range_init(0x7f7f8000u, 0x8000u);
   size_t i = 0;
-  int nt = gcomp_cast_streaming(2 * n);
-  if (nt) {
+  if (gcomp_cast_streaming(2 * n)) {
     i = gcomp_cast_head_for(dst, 2, 32, n);
     gcomp_cast_base.bf16_enc(src, i, dst, &k);
-  }
-#define BF16STEP(store)                                                                   \
-  do {                                                                                    \
-    __m256i w0 = _mm256_loadu_si256((const __m256i *)(src + i));                          \
-    __m256i w1 = _mm256_loadu_si256((const __m256i *)(src + i + 8));                      \
-    __m256i a0 = _mm256_and_si256(w0, rt.abs), a1 = _mm256_and_si256(w1, rt.abs);         \
-    __m256i h0, l0, h1, l1;                                                               \
-    __m256i any = _mm256_or_si256(range_flags(&rt, a0, &h0, &l0), range_flags(&rt, a1, &h1, &l1)); \
-    if (GCOMP_CAST_UNLIKELY(!_mm256_testz_si256(any, any))) {                             \
-      range_count(&rt, a0, h0, l0, &k);                                                   \
-      range_count(&rt, a1, h1, l1, &k);                                                   \
-    }                                                                                     \
-    store((__m256i *)(dst + 2 * i), pack16(bf16_rne8(w0), bf16_rne8(w1)));                \
-  } while (0)
-  if (nt) {
-    for (; i + 16 <= n; i += 16) BF16STEP(_mm256_stream_si256);
+    for (; i + 16 <= n; i += 16)
+      _mm256_stream_si256((__m256i *)(dst + 2 * i), bf16_vec(src + i, &rt, &k));
     _mm_sfence();
   }
-  for (; i + 16 <= n; i += 16) BF16STEP(_mm256_storeu_si256);
-#undef BF16STEP
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256((__m256i *)(dst + 2 * i), bf16_vec(src + i, &rt, &k));
   gcomp_cast_base.bf16_enc(src + i, n - i, dst + 2 * i, &k);
   gcomp_cast_add_counts(c, &k);
 }
 
 /* ---- one frame block, its CRC-32C folded in registers (codecs/crc_fold.h) ---------------
  * n is a multiple of 32 (64 output bytes a step); with stream and a 16-byte aligned dst
- * the output bypasses the cache, which is the point: the checksum needs no read of it. */
-static inline __m128i f16_vec(const float *p, __m256 sc, const range_test *rt, __m256i *m,
-                              gcomp_cast_counts *k) {
-  __m256 x = _mm256_loadu_ps(p);
-  __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(x, sc), _MM_FROUND_TO_NEAREST_INT);
-  __m256i a0 = _mm256_and_si256(_mm256_castps_si256(x), rt->abs), fh, fl;
-  if (GCOMP_CAST_UNLIKELY(!_mm256_testz_si256(range_flags(rt, a0, &fh, &fl), rt->abs))) {
-    range_count(rt, a0, fh, fl, k);
-    a0 = _mm256_and_si256(a0, _mm256_cmpgt_epi32(SET1(0x7f800000), a0));
-  }
-  *m = _mm256_max_epu32(*m, a0);
-  return h;
-}
+ * the output bypasses the cache, which is the point: the checksum needs no read of it.
+ * The input is prefetched GCOMP_CAST_PREFETCH_AVX2_BYTES ahead (cast.h). */
 
 /* Stores 64 bytes of one block (streaming when nt) and folds them into its checksum. */
 static inline void emit64(uint8_t *d, __m128i h0, __m128i h1, __m128i h2, __m128i h3, int nt,
@@ -211,6 +120,7 @@ uint32_t gcomp_cast_f16_enc_sum_avx2(const float *src, size_t n, uint8_t *dst, f
   int nt = stream && !((uintptr_t)dst & 15);
   gcomp_crc_fold f = GCOMP_CRC_FOLD_ZERO;
   for (size_t i = 0; i < n; i += 32) {
+    gcomp_cast_prefetch128(src + i);
     __m128i h0 = f16_vec(src + i, sc, &rt, &m0, &k), h1 = f16_vec(src + i + 8, sc, &rt, &m1, &k);
     __m128i h2 = f16_vec(src + i + 16, sc, &rt, &m0, &k);
     __m128i h3 = f16_vec(src + i + 24, sc, &rt, &m1, &k);
@@ -222,19 +132,6 @@ uint32_t gcomp_cast_f16_enc_sum_avx2(const float *src, size_t n, uint8_t *dst, f
   return ~gcomp_crc_fold_end(&f);
 }
 
-static inline __m256i bf16_vec(const float *p, const range_test *rt, gcomp_cast_counts *k) {
-  __m256i w0 = _mm256_loadu_si256((const __m256i *)p);
-  __m256i w1 = _mm256_loadu_si256((const __m256i *)(p + 8));
-  __m256i a0 = _mm256_and_si256(w0, rt->abs), a1 = _mm256_and_si256(w1, rt->abs);
-  __m256i h0, l0, h1, l1;
-  __m256i any = _mm256_or_si256(range_flags(rt, a0, &h0, &l0), range_flags(rt, a1, &h1, &l1));
-  if (GCOMP_CAST_UNLIKELY(!_mm256_testz_si256(any, any))) {
-    range_count(rt, a0, h0, l0, k);
-    range_count(rt, a1, h1, l1, k);
-  }
-  return pack16(bf16_rne8(w0), bf16_rne8(w1));
-}
-
 uint32_t gcomp_cast_bf16_enc_sum_avx2(const float *src, size_t n, uint8_t *dst,
                                       gcomp_cast_counts *c, int stream) {
   gcomp_cast_counts k = {0, 0, 0};
@@ -242,6 +139,7 @@ uint32_t gcomp_cast_bf16_enc_sum_avx2(const float *src, size_t n, uint8_t *dst,
   int nt = stream && !((uintptr_t)dst & 15);
   gcomp_crc_fold f = GCOMP_CRC_FOLD_ZERO;
   for (size_t i = 0; i < n; i += 32) {
+    gcomp_cast_prefetch128(src + i);
     __m256i v0 = bf16_vec(src + i, &rt, &k), v1 = bf16_vec(src + i + 16, &rt, &k);
     __m128i h0 = _mm256_castsi256_si128(v0), h1 = _mm256_extracti128_si256(v0, 1);
     __m128i h2 = _mm256_castsi256_si128(v1), h3 = _mm256_extracti128_si256(v1, 1);
@@ -388,10 +286,6 @@ static void f16_dec_avx2(const uint8_t *src, size_t n, float *dst, float inv_sca
   f16_dec_nt_avx2(src, n, dst, inv_scale, gcomp_cast_streaming(4 * n));
 }
 
-static inline __m256 bf16_widen8(const uint8_t *p) {
-  __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
 
 static void bf16_dec_nt_avx2(const uint8_t *src, size_t n, float *dst, int nt) {
   size_t i = 0;
@@ -412,14 +306,6 @@ static void bf16_dec_avx2(const uint8_t *src, size_t n, float *dst) {
   bf16_dec_nt_avx2(src, n, dst, gcomp_cast_streaming(4 * n));
 }
 
-/* 8 decoded values at p: fp16 times inv (f16 set), else bf16 */
-static inline __m256 widen8(const uint8_t *p, int f16, __m256 inv) {
-  return f16 ? _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)), inv)
-             : bf16_widen8(p);
-}
-static inline void add8(float *acc, const uint8_t *p, int f16, __m256 inv) {
-  _mm256_storeu_ps(acc, _mm256_add_ps(_mm256_loadu_ps(acc), widen8(p, f16, inv)));
-}
 
 static inline void dec_add(const uint8_t *src, size_t n, float *acc, int f16, float inv_scale) {
   const __m256 inv = _mm256_set1_ps(inv_scale);
@@ -448,21 +334,28 @@ uint32_t gcomp_cast_bf16_dec_add_sum_avx2(const uint8_t *src, size_t n, float *a
   return ~gcomp_crc32c(0xffffffffu, next, 2 * n);
 }
 
+#define AVX2_ENTRIES                                                                      \
+  .maxabs = maxabs_avx2, .f16_enc = f16_enc_avx2, .f16_enc_sr = f16_enc_sr_avx2,            \
+  .f16_dec = f16_dec_avx2, .f16_dec_add = f16_dec_add_avx2, .bf16_enc = bf16_enc_avx2,      \
+  .bf16_enc_sr = bf16_enc_sr_avx2, .bf16_dec = bf16_dec_avx2,                               \
+  .bf16_dec_add = bf16_dec_add_avx2, .f16_dec_nt = f16_dec_nt_avx2,                         \
+  .bf16_dec_nt = bf16_dec_nt_avx2
+
 const gcomp_cast_kernels gcomp_cast_avx2 = {
     .name = "avx2",
-    .maxabs = maxabs_avx2,
-    .f16_enc = f16_enc_avx2,
-    .f16_enc_sr = f16_enc_sr_avx2,
-    .f16_dec = f16_dec_avx2,
-    .f16_dec_add = f16_dec_add_avx2,
-    .bf16_enc = bf16_enc_avx2,
-    .bf16_enc_sr = bf16_enc_sr_avx2,
-    .bf16_dec = bf16_dec_avx2,
-    .bf16_dec_add = bf16_dec_add_avx2,
-    .f16_dec_nt = f16_dec_nt_avx2,
-    .bf16_dec_nt = bf16_dec_nt_avx2,
+    AVX2_ENTRIES,
     .f16_enc_sum = gcomp_cast_f16_enc_sum_avx2,
     .bf16_enc_sum = gcomp_cast_bf16_enc_sum_avx2,
     .f16_dec_add_sum = gcomp_cast_f16_dec_add_sum_avx2,
     .bf16_dec_add_sum = gcomp_cast_bf16_dec_add_sum_avx2,
+};
+
+/* With VPCLMULQDQ on ymm: the block kernels of cast_vpclmul_avx2.c. */
+const gcomp_cast_kernels gcomp_cast_avx2_vpclmul = {
+    .name = "avx2-vpclmul",
+    AVX2_ENTRIES,
+    .f16_enc_sum = gcomp_cast_f16_enc_sum_avx2v,
+    .bf16_enc_sum = gcomp_cast_bf16_enc_sum_avx2v,
+    .f16_dec_add_sum = gcomp_cast_f16_dec_add_sum_avx2v,
+    .bf16_dec_add_sum = gcomp_cast_bf16_dec_add_sum_avx2v,
 };

@@ -11,8 +11,8 @@
  * low qword of A by K(8d + 32) and the high qword by K(8d - 32) and adds the products.
  * tests/unit/test_crc_fold.c checks them against ISA-L's crc32_iscsi.
  *
- * Included by *_avx2.c (PCLMULQDQ on xmm) and *_avx512.c (VPCLMULQDQ on zmm); each part
- * exists only when the file's flags allow it. */
+ * Included by *_avx2.c (PCLMULQDQ on xmm; with -mvpclmulqdq, VPCLMULQDQ on ymm) and
+ * *_avx512.c (VPCLMULQDQ on zmm); each part exists only when the file's flags allow it. */
 #ifndef GCOMP_CRC_FOLD_H
 #define GCOMP_CRC_FOLD_H
 
@@ -71,6 +71,33 @@ static inline uint32_t gcomp_crc_fold_end(const gcomp_crc_fold *f) {
   x = _mm_xor_si128(x, f->a[3]);
   uint64_t c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x));
   return (uint32_t)_mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(x, 1));
+}
+#endif
+
+#if defined(__AVX2__) && defined(__VPCLMULQDQ__) && defined(__PCLMUL__) && defined(__SSE4_2__)
+/* The same with the four accumulators as the four 128-bit lanes of two ymm: a0 holds the
+ * first 32 bytes of every 64, a1 the last 32 (half the multiplications of the xmm fold). */
+typedef struct {
+  __m256i a0, a1;
+} gcomp_crc_fold256;
+static inline void gcomp_crc_fold256_init(gcomp_crc_fold256 *f, __m256i v0, __m256i v1,
+                                          uint32_t seed) {
+  f->a0 = _mm256_xor_si256(v0, _mm256_setr_epi32((int)seed, 0, 0, 0, 0, 0, 0, 0));
+  f->a1 = v1;
+}
+static inline __m256i gcomp_fold256(__m256i a, __m256i k, __m256i v) {
+  return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(a, k, 0x00),
+                                           _mm256_clmulepi64_epi128(a, k, 0x11)), v);
+}
+static inline void gcomp_crc_fold256_64(gcomp_crc_fold256 *f, __m256i v0, __m256i v1) {
+  const __m256i k = _mm256_broadcastsi128_si256(gcomp_fold_k(GCOMP_K_FOLD64_LO, GCOMP_K_FOLD64_HI));
+  f->a0 = gcomp_fold256(f->a0, k, v0);
+  f->a1 = gcomp_fold256(f->a1, k, v1);
+}
+static inline uint32_t gcomp_crc_fold256_end(const gcomp_crc_fold256 *f) {
+  gcomp_crc_fold x = {{_mm256_castsi256_si128(f->a0), _mm256_extracti128_si256(f->a0, 1),
+                       _mm256_castsi256_si128(f->a1), _mm256_extracti128_si256(f->a1, 1)}};
+  return gcomp_crc_fold_end(&x);
 }
 #endif
 

@@ -66,10 +66,10 @@ static const gcomp_cast_kernels *const *simd_tables(size_t *n) {
   static int said;
   if (!said++) {
     if (all < 2) print_message("no AVX2+F16C on this CPU: SIMD kernels not tested\n");
+    else if (!(gcomp_cpu_detect() & GCOMP_CPU_VPCLMUL))
+      print_message("no VPCLMULQDQ on this CPU: the ymm and zmm block sums are not tested\n");
     else if (gcomp_isa_best_level(gcomp_cpu_detect()) < GCOMP_ISA_AVX512)
       print_message("no AVX-512 F/BW/VL on this CPU: the avx512 kernels are not tested\n");
-    else if (!(gcomp_cpu_detect() & GCOMP_CPU_VPCLMUL))
-      print_message("no VPCLMULQDQ on this CPU: the avx512 zmm block sums are not tested\n");
     else if (!(gcomp_cpu_detect() & GCOMP_CPU_AVX512BF16))
       print_message("no AVX512_BF16 on this CPU: the avx512bf16 kernels are not tested\n");
   }
