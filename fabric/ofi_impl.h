@@ -23,7 +23,12 @@
 /* ---- the wire (fabric/ofi_proto.c has the protocol) ------------------------------------ */
 #define OFI_WINDOW 8   /* data chunks of one message in flight at once, at least */
 #define OFI_WINDOW_MAX 128   /* ... and at most: enough chunks for OFI_WINDOW_BYTES */
+#ifndef OFI_WINDOW_BYTES   /* (these two take a -D for measuring others: bench/RESULTS.md) */
 #define OFI_WINDOW_BYTES (1u << 20)   /* bytes of one message in flight, where chunks allow */
+#endif
+#ifndef OFI_RUN_BYTES
+#define OFI_RUN_BYTES (OFI_WINDOW_BYTES / 2)   /* shm: granted chunks per provider message */
+#endif
 #define KIND_SHIFT GCOMP_TAG_BITS
 #define KIND_HDR (UINT64_C(1) << KIND_SHIFT)    /* provider tag of every header */
 #define KIND_DATA (UINT64_C(2) << KIND_SHIFT)   /* | token: the chunks of one granted message */
@@ -46,7 +51,7 @@ typedef struct {
   int what;
 } ofi_ctx;
 
-typedef struct ofi_slot {   /* one data chunk of a request */
+typedef struct ofi_slot {   /* one provider message of data: a run of chunks of a request */
   ofi_ctx c;
   struct gcomp_treq *req;   /* NULL while the slot is free */
   size_t off, len;          /* where in the message, and the bytes posted */
@@ -78,6 +83,7 @@ typedef struct ofi_ep {
   struct fid_cq *cq;
   struct fid_ep *ep;
   size_t inject, chunk;
+  int batch;                /* chunks per provider message of the receives it posts (ofi_proto.c) */
   size_t inline_max;        /* payload bytes that travel inside the header (ofi_proto.c) */
   int rx_size;              /* the provider's receive entries */
   int rx_hdr, rx_used;      /* taken by header slots, by chunk receives (ofi_proto.c) */
@@ -105,15 +111,17 @@ struct gcomp_treq {
   uint64_t id;              /* send: this message's number to its peer; recv: the matched one's */
   uint64_t token;           /* data tag of the chunks (the receiver chooses it) */
   size_t chunk;             /* chunk size of the data phase (the receiver's) */
+  int batch;                /* chunks per provider message (the receiver's; >= 1 once known) */
   size_t grant;             /* send: bytes the receiver has posted; recv: bytes this side posted */
   size_t next_off;          /* next byte to post */
   size_t done_bytes;        /* bytes whose chunk completed */
   int queue;                /* Q_*: which queue of its peer holds it */
   int matched;              /* recv: a message was matched; send: its header went out */
   int finished;             /* all bytes moved (or the message was inline) */
-  int inflight;
+  int inflight;             /* provider operations posted and not completed */
+  size_t inbytes;           /* ... and the bytes they cover */
   int slot_hint;            /* where ofi_slot_get looks first */
-  int wide;                 /* the most chunks it had in flight: receives grant half of it */
+  size_t wide;              /* the most bytes it had in flight: receives grant half of it */
   int want_post;            /* a chunk met backpressure: progress retries it */
   int no_inject;            /* needs a completion that says the bytes left */
   int sched;                /* a scheduled message (GCOMP_TAG_SCHED): receiver-ready grants */
@@ -143,6 +151,7 @@ typedef struct ofi_unexp {  /* a header that matched no posted receive (or send)
   struct ofi_unexp *next;
   uint64_t mtag, len, id;   /* RTR: len granted, id the receive's capacity */
   uint64_t token, chunk;    /* RTR only */
+  int batch;                /* RTR only */
   int held;                 /* its credit is returned only when it is matched */
   int in;                   /* its payload is inline */
   int unsched;              /* a refused scheduled send's: the ranks disagree on the mark */

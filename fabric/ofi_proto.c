@@ -18,7 +18,17 @@
  *   CTS           clear to send: for a longer message, once the receiver has matched it,
  *                 has posted receives (provider tag KIND_DATA | token) for its first chunks
  *                 into the caller's buffer; it grants the bytes posted so far and names the
- *                 chunk size. It grants more, half a window at a time, as chunks land.
+ *                 chunk size and the batch. It grants more, half a window at a time, as
+ *                 chunks land.
+ *   runs          the chunk is the unit of windows and grants; the provider message is a run
+ *                 of `batch` chunks (the receiver's choice, named in its CTS and RTR: over
+ *                 shm up to OFI_RUN_BYTES, since shm pays per message; elsewhere 1). Runs
+ *                 are cut at multiples of chunk x batch from the message's start, the last
+ *                 one shorter, so both ends cut alike: the receiver posts and grants whole
+ *                 runs (one provider receive each), the sender sends a run, as one provider
+ *                 message, only once all of it is granted, so every message lands in a
+ *                 receive of its exact length (or, for a scheduled message's last run, a
+ *                 longer one).
  *   DROP          the matched receive is too small: the receive fails (GCOMP_ERR_INVALID)
  *                 from the header, before anything is posted, and the send completes.
  *
@@ -54,10 +64,10 @@
  * inline bytes copied; beyond that their slots' credits come back only when they are
  * matched, so a flood from a fast sender stops at the sender). Memory is bounded whatever
  * the senders do: nslots slots, nslots + 2 header send buffers and OFI_UNEXP_MAX headers per
- * peer. The provider sees at most nslots receives per peer plus OFI_WINDOW chunks per
+ * peer. The provider sees at most nslots receives per peer plus OFI_WINDOW runs per
  * message being received, and wider windows (small chunks: OFI_WINDOW_BYTES in flight per
  * message) only while less than half its receive entries are taken, never an unexpected
- * message of ours, and never a truncation (chunk receives have the sender's exact lengths;
+ * message of ours, and never a truncation (run receives have the sender's exact lengths;
  * libfabric 1.17's shm deadlock above its inject size and rxm's disabled endpoint after a
  * truncation cannot be reached). */
 #include <inttypes.h>
@@ -84,7 +94,7 @@ enum { F_INLINE = 1, F_SCHED = 2, F_UNSCHED = 4 };
 typedef struct {
   uint8_t type;
   uint8_t flags;
-  uint8_t pad[2];
+  uint16_t batch;   /* CTS, RTR: chunks per provider message (0 from an older peer: 1) */
   uint32_t ret;     /* credits given back */
   uint64_t mtag;    /* RTS, RTR */
   uint64_t len;     /* RTS, SLEN: message length; CTS, RTR: bytes granted so far */
@@ -167,16 +177,32 @@ static void peer_fail(ofi_transport *t, int peer, int status, const char *msg) {
 
 /* ---- data chunks -------------------------------------------------------------------------- */
 
-/* The window of a message: OFI_WINDOW_BYTES in flight (small chunks are latency-bound
- * otherwise: 8 of 8 KiB is one round trip per 64 KiB), at least OFI_WINDOW chunks and at
- * most OFI_WINDOW_MAX. */
-static int window(const gcomp_treq *r) {
-  size_t w = r->chunk ? OFI_WINDOW_BYTES / r->chunk : OFI_WINDOW;
-  return w < OFI_WINDOW ? OFI_WINDOW : w > OFI_WINDOW_MAX ? OFI_WINDOW_MAX : (int)w;
+/* The window of a message, in chunks: OFI_WINDOW_BYTES in flight (small chunks are
+ * latency-bound otherwise: 8 of 8 KiB is one round trip per 64 KiB), at least OFI_WINDOW
+ * chunks and at most OFI_WINDOW_MAX provider messages (runs of batch chunks). */
+static size_t window_of(size_t chunk, int batch) {
+  size_t w = chunk ? OFI_WINDOW_BYTES / chunk : OFI_WINDOW;
+  size_t max = (size_t)OFI_WINDOW_MAX * (size_t)(batch > 0 ? batch : 1);
+  return w < OFI_WINDOW ? OFI_WINDOW : w > max ? max : w;
+}
+
+/* Chunks per provider message of the receives an endpoint posts. Over shm every message
+ * above its inject size costs one process_vm_readv (64 MiB in 8 KiB messages streams 2.5x
+ * slower than in 4 MiB ones: bench/p2p_floor.c), so granted chunks go OFI_RUN_BYTES at a
+ * time, at most half a window (a second run is posted while one lands). Over tcp;ofi_rxm
+ * every chunk stays one eager message (rxm's eager limit is the chunk size, fabric/ofi_ep.c);
+ * other providers are left as they were. */
+static int batch_of(const ofi_ep *e) {
+  size_t cap = OFI_RUN_BYTES < OFI_WINDOW_BYTES / 2 ? OFI_RUN_BYTES : OFI_WINDOW_BYTES / 2;
+  if (strcmp(e->prov, "shm") != 0 || e->chunk >= cap) return 1;
+  size_t b = cap / e->chunk, max = e->info->ep_attr->max_msg_size;
+  if (b > UINT16_MAX) b = UINT16_MAX;   /* the header's field */
+  if (max && b > max / e->chunk) b = max / e->chunk;
+  return b < 1 ? 1 : (int)b;
 }
 
 /* The provider's receive entries stay bounded however many messages are being received:
- * every message may post its first OFI_WINDOW chunks (none waits for another to finish,
+ * every message may post its first OFI_WINDOW runs (none waits for another to finish,
  * as before windows grew), more only while the endpoint's header slots and chunk receives
  * take less than half its entries: the other half stays for the first chunks of messages
  * matched later (libfabric 1.17's shm stalls with every entry taken: wide windows taking a
@@ -193,17 +219,25 @@ static void rx_unroom(gcomp_treq *r) {   /* one chunk receive is no longer poste
   if (r->op == OP_RECV) r->ep->rx_used--;
 }
 
-/* Posts chunks up to the limit (send: what the receiver granted; receive: the message) while
- * the window allows. Backpressure is not an error: progress retries (want_post). */
+/* Posts runs of chunks up to the limit (send: what the receiver granted; receive: the
+ * message) while the window allows. A run is `batch` chunks in one provider message, cut at
+ * multiples of chunk x batch from the message's start (the last one shorter), so both ends
+ * cut alike: the receiver grants whole runs, and the sender sends a run only once all of it
+ * is granted. Backpressure is not an error: progress retries (want_post). */
 static void post_data(ofi_transport *t, gcomp_treq *r) {
   ofi_ep *e = r->ep;
   size_t limit = r->op == OP_SEND ? r->grant : r->total;
-  int w = window(r);
-  if (w > OFI_WINDOW && ofi_slots_widen(r)) w = OFI_WINDOW;   /* no memory: the narrow one */
+  size_t run = r->chunk * (size_t)(r->batch > 0 ? r->batch : 1);
+  size_t wbytes = window_of(r->chunk, r->batch) * r->chunk;
+  int ops = (int)((wbytes + run - 1) / run);   /* provider messages a full window takes */
+  if (ops > OFI_WINDOW && ofi_slots_widen(r)) ops = OFI_WINDOW;   /* no memory: narrower */
   if (r->want_post) r->want_post = 0, t->npost_pending--;
-  while (r->status == 0 && !r->zombie && r->next_off < limit && r->inflight < w &&
-         rx_room(r)) {
-    size_t n = limit - r->next_off < r->chunk ? limit - r->next_off : r->chunk;
+  while (r->status == 0 && !r->zombie && r->next_off < limit && r->inbytes < wbytes &&
+         r->inflight < ops) {
+    size_t end = r->op == OP_SEND ? r->total : limit;
+    size_t n = end - r->next_off < run ? end - r->next_off : run;
+    if (r->next_off + n > limit) break;   /* a send: the rest of the run is not granted yet */
+    if (!rx_room(r)) break;
     ofi_slot *s = ofi_slot_get(r);
     s->req = r;
     s->c.what = CTX_DATA;
@@ -215,7 +249,9 @@ static void post_data(ofi_transport *t, gcomp_treq *r) {
                                   : fi_trecv(e->ep, p, n, r->desc, r->addr, tag, 0, &s->c.ctx);
     if (rc == 0) {
       r->inflight++;
+      r->inbytes += n;
       r->next_off += n;
+      t->pub.data_msgs++;
       continue;
     }
     s->req = NULL;
@@ -230,7 +266,7 @@ static void post_data(ofi_transport *t, gcomp_treq *r) {
     }
     break;
   }
-  if (r->inflight > r->wide) r->wide = r->inflight;
+  if (r->inbytes > r->wide) r->wide = r->inbytes;
   if (r->op == OP_RECV && r->next_off > r->grant) {   /* new room: tell the sender */
     r->grant = r->next_off;
     if (r->sched && !r->rtr_sent) return;   /* the RTR, still queued, will say so */
@@ -304,8 +340,8 @@ static void pump_peer(ofi_transport *t, int peer) {
     }
   gcomp_treq *r;
   while (!wait && (r = P->q[Q_CTS].head)) {
-    ofi_hdr h = {.type = H_CTS, .flags = r->sched ? F_SCHED : 0, .len = r->grant, .id = r->id,
-                 .token = r->token, .chunk = r->chunk};
+    ofi_hdr h = {.type = H_CTS, .flags = r->sched ? F_SCHED : 0, .batch = (uint16_t)r->batch,
+                 .len = r->grant, .id = r->id, .token = r->token, .chunk = r->chunk};
     if ((wait = hdr_send(t, peer, &h, NULL, 0, NULL))) break;
     ofi_proto_unqueue(t, r);
   }
@@ -346,8 +382,8 @@ static void pump_peer(ofi_transport *t, int peer) {
       post_data(t, r);
     }
     if (P->cred <= P->nslots / 2) break;   /* credits coming back mark the peer again */
-    ofi_hdr h = {.type = H_RTR, .mtag = r->mtag, .len = r->grant, .id = r->cap,
-                 .token = r->token, .chunk = r->chunk};
+    ofi_hdr h = {.type = H_RTR, .batch = (uint16_t)r->batch, .mtag = r->mtag, .len = r->grant,
+                 .id = r->cap, .token = r->token, .chunk = r->chunk};
     if ((wait = hdr_send(t, peer, &h, NULL, 0, NULL))) break;
     ofi_proto_unqueue(t, r);
     r->rtr_sent = 1;
@@ -430,6 +466,7 @@ static void match(ofi_transport *t, gcomp_treq *r, uint64_t len, uint64_t id, in
   }
   r->token = P->next_token++;
   r->chunk = r->ep->chunk;
+  r->batch = r->ep->batch;
   post_data(t, r);
 }
 
@@ -491,7 +528,7 @@ static void sched_retire(ofi_transport *t, gcomp_treq *r) {
 /* A scheduled send meets its receive's RTR: it tells its length, then sends into the
  * chunks the receive has posted (pump_peer, Q_SLEN). */
 static void sched_match(ofi_transport *t, gcomp_treq *r, uint64_t grant, uint64_t cap,
-                        uint64_t token, uint64_t chunk) {
+                        uint64_t token, uint64_t chunk, int batch) {
   r->matched = 1;
   r->last_ns = 0;
   if (chunk == 0) {
@@ -501,6 +538,7 @@ static void sched_match(ofi_transport *t, gcomp_treq *r, uint64_t grant, uint64_
   }
   r->token = token;
   r->chunk = (size_t)chunk;
+  r->batch = batch ? batch : 1;
   r->peer_cap = (size_t)cap;
   r->grant = grant < r->total ? (size_t)grant : r->total;
   q_add(t, r, Q_SLEN);
@@ -629,7 +667,7 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
     for (r = P->q[Q_SCHED].head; r && r->mtag != h.mtag; r = r->qnext) {}
     if (r) {
       ofi_proto_unqueue(t, r);
-      sched_match(t, r, h.len, h.id, h.token, h.chunk);
+      sched_match(t, r, h.len, h.id, h.token, h.chunk, h.batch);
       break;
     }
     for (int q = Q_RTS; !r && q; q = q == Q_RTS ? Q_AWAIT : 0)
@@ -647,6 +685,7 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
     u->id = h.id;
     u->token = h.token;
     u->chunk = h.chunk;
+    u->batch = h.batch;
     if (P->rutail)
       P->rutail->next = u;
     else
@@ -692,13 +731,19 @@ static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
       r->finished = 1;   /* the receiver failed, from the header; the send is over */
       break;
     }
-    if (h.chunk == 0 || h.len > r->total) {
+    int hb = h.batch ? h.batch : 1;
+    /* runs are cut from the chunk size and batch: a grant naming others mid-message would
+     * cut them differently from the receives posted (a truncation) */
+    if (h.chunk == 0 || h.len > r->total ||
+        (r->next_off && (h.chunk != r->chunk || hb != r->batch))) {
       ofi_req_fail(r, GCOMP_ERR_CORRUPT, "grant from rank %d of %" PRIu64 " bytes in chunks of %"
-                   PRIu64 " for a %zu-byte message", peer, h.len, h.chunk, r->total);
+                   PRIu64 " (%d a message) for a %zu-byte message", peer, h.len, h.chunk, hb,
+                   r->total);
       break;
     }
     r->token = h.token;
     r->chunk = (size_t)h.chunk;
+    r->batch = hb;
     if (h.len > r->grant) r->grant = (size_t)h.len;
     post_data(t, r);
     break;
@@ -768,7 +813,7 @@ int ofi_post(ofi_transport *t, int op, int peer, uint64_t mtag, void *buf, size_
       q_add(t, r, Q_SCHED);
       return GCOMP_OK;
     }
-    sched_match(t, r, u->len, u->id, u->token, u->chunk);
+    sched_match(t, r, u->len, u->id, u->token, u->chunk, u->batch);
     free(u);
     if (P->dirty) pump_peer(t, peer);
     return GCOMP_OK;
@@ -791,6 +836,7 @@ int ofi_post(ofi_transport *t, int op, int peer, uint64_t mtag, void *buf, size_
     }
     r->token = P->next_token++;
     r->chunk = e->chunk;
+    r->batch = e->batch;
     r->total = len;   /* the limit until the sender's length header comes */
     q_add(t, r, Q_RTR);
     dirty(t, peer);
@@ -874,9 +920,10 @@ void ofi_proto_done(ofi_transport *t, ofi_ctx *c, size_t len) {
   gcomp_treq *r = s->req;
   s->req = NULL;
   r->inflight--;
+  r->inbytes -= s->len;
   rx_unroom(r);
   r->last_ns = 0;   /* activity: the silence (timeout) clock restarts at the next look */
-  size_t want = s->len;   /* a scheduled message's last chunk may be shorter than posted */
+  size_t want = s->len;   /* a scheduled message's last run may be shorter than posted */
   if (r->op == OP_RECV && r->sched)
     want = !r->len_known ? (len < s->len ? len : s->len)
            : s->off >= r->total ? 0
@@ -894,7 +941,7 @@ void ofi_proto_done(ofi_transport *t, ofi_ctx *c, size_t len) {
     r->finished = 1;
     if (r->queue == Q_AWAIT) ofi_proto_unqueue(t, r);
     sched_retire(t, r);
-  } else if (r->op == OP_SEND || r->inflight <= r->wide / 2) {   /* half a window: a grant */
+  } else if (r->op == OP_SEND || r->inbytes <= r->wide / 2) {   /* half a window: a grant */
     post_data(t, r);
   }
 }
@@ -917,6 +964,7 @@ void ofi_proto_error(ofi_transport *t, ofi_ctx *c, int status, const char *msg) 
   gcomp_treq *r = s->req;
   s->req = NULL;
   r->inflight--;
+  r->inbytes -= s->len;
   rx_unroom(r);
   if (status) ofi_req_fail(r, status, "%s rank %d: %s", ofi_op_name(r), r->peer, msg);
   if (r->zombie && !r->inflight) ofi_req_free(t, r);
@@ -933,6 +981,7 @@ int ofi_proto_setup(ofi_transport *t) {
      * that is shm's slower copy); tcp;ofi_rxm's 64 B is too small to matter */
     ofi_ep *e = &t->eps[i];
     e->rx_size = (int)(e->info->rx_attr->size ? e->info->rx_attr->size : 1024);
+    e->batch = batch_of(e);
     e->inline_max = INLINE_MAX;
     if (e->inject >= sizeof(ofi_hdr) + 1024 && e->inject - sizeof(ofi_hdr) < INLINE_MAX)
       e->inline_max = e->inject - sizeof(ofi_hdr);

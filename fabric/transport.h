@@ -106,6 +106,9 @@ struct gcomp_transport {
   const int *node_of;       /* [size]: node index of every rank */
   const int *local_ranks;   /* [local_size]: the ranks of my node, ascending */
   int timeout_ms;           /* GCOMP_TIMEOUT_MS at creation */
+  /* Provider messages of payload this rank has posted, sends and receives (libfabric only;
+   * a chunk run is one: fabric/ofi_proto.c). A count for tests and traces. */
+  uint64_t data_msgs;
   /* Nonzero once something failed: one of the transport's own requests, or a call of its
    * user (who sets it; a failure elsewhere, e.g. in a node's shared segment, leaves the
    * peers in no state to say goodbye). destroy then waits at most 1 s. The one field a

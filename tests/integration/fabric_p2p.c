@@ -16,6 +16,12 @@
  *                                while it waits, then every message must arrive intact
  *   fabric_p2p netns BYTES       rank 0 sends BYTES to the last rank; both check that their
  *                                FI_TCP_IFACE counters (/proc/net/dev) moved at least that much
+ *   fabric_p2p batch RUN         along a ring, messages of odd sizes, unscheduled and scheduled,
+ *                                all posted at once: every byte arrives, and each message of L
+ *                                bytes took exactly ceil(L / RUN) provider messages at each end
+ *                                (the transport's data_msgs: chunks batched into runs of RUN
+ *                                bytes); then scheduled messages shorter than their receives
+ *                                (a partial last run, runs withdrawn past the end)
  * Exit 0 on success, 1 on a failed check, 2 on usage errors, 3 for the expected failure. */
 #include <signal.h>
 #include <stdint.h>
@@ -361,6 +367,81 @@ static int mode_rxfull(gcomp_transport *t, int nrecv) {
   return pair_done(t);
 }
 
+/* Sizes around the runs: within one chunk, one run, partial last runs, many runs */
+static size_t batch_size(size_t run, int i) {
+  const size_t fixed[] = {4097, 8192, 8193, 65537};
+  if (i < 4) return fixed[i];
+  const size_t rel[][2] = {{1, (size_t)-1}, {1, 0}, {1, 1}, {2, 8191}, {5, 3}, {9, 4095}};
+  return rel[i - 4][0] * run + rel[i - 4][1];
+}
+enum { NBATCH = 10 };
+
+static int mode_batch(gcomp_transport *t, size_t run) {
+  int n = t->size, to = (me + 1) % n, from = (me + n - 1) % n;
+  EXPECT(run > 0, "RUN must be positive");
+  size_t maxlen = batch_size(run, NBATCH - 1) + 8192;
+  gcomp_treq *q[4 * NBATCH];
+  size_t got[4 * NBATCH];
+  uint8_t *sb[2 * NBATCH], *rb[2 * NBATCH];
+  uint64_t expect = 0, before = t->data_msgs;
+  /* 1: unscheduled (receives of spare capacity) and scheduled (capacity = length), all at once */
+  for (int i = 0; i < 2 * NBATCH; i++) {
+    size_t len = batch_size(run, i % NBATCH);
+    int sched = i >= NBATCH;
+    uint64_t tag = gcomp_tag(9, (uint32_t)i) | (sched ? GCOMP_TAG_SCHED : 0);
+    sb[i] = malloc(maxlen);   /* part 2 reuses them */
+    rb[i] = malloc(maxlen);
+    EXPECT(sb[i] && rb[i], "allocating %zu bytes", maxlen);
+    fill(sb[i], len, me, to, i);
+    CHECK(gcomp_irecv(t, from, tag, rb[i], sched ? len : maxlen, &q[2 * i]));
+    CHECK(gcomp_isend(t, to, tag, sb[i], len, &q[2 * i + 1]));
+    expect += 2 * ((len + run - 1) / run);
+  }
+  CHECK(gcomp_waitall(t, 4 * NBATCH, q, got));
+  for (int i = 0; i < 2 * NBATCH; i++) {
+    size_t len = batch_size(run, i % NBATCH);
+    EXPECT(got[2 * i] == len, "message %d from rank %d: %zu bytes, sent %zu", i, from,
+           got[2 * i], len);
+    size_t bad = first_bad(rb[i], len, from, me, i);
+    EXPECT(bad == len, "message %d from rank %d (%zu bytes): wrong byte at %zu", i, from, len, bad);
+  }
+  uint64_t moved = t->data_msgs - before;
+  EXPECT(moved == expect, "%d messages of %zu-%zu bytes each way took %llu provider messages, "
+         "expected %llu (runs of %zu bytes)", 2 * NBATCH, batch_size(run, 0),
+         batch_size(run, NBATCH - 1), (unsigned long long)moved, (unsigned long long)expect, run);
+  /* 2: scheduled messages shorter than their receives: within the last run, at a run's end,
+   * a run short of the capacity (the receive's runs past the end are withdrawn) */
+  const size_t cut[][2] = {{3 * run + 5, 2 * run + 77}, {3 * run, 2 * run}, {2 * run + 1, run - 1},
+                           {run + 4096, 4097}};
+  int ncut = (int)(sizeof cut / sizeof cut[0]);
+  for (int i = 0; i < ncut; i++) {
+    uint64_t tag = gcomp_tag(10, (uint32_t)i) | GCOMP_TAG_SCHED;
+    fill(sb[i], cut[i][1], me, to, 50 + i);
+    memset(rb[i], 0, cut[i][0]);
+    CHECK(gcomp_irecv(t, from, tag, rb[i], cut[i][0], &q[2 * i]));
+    CHECK(gcomp_isend(t, to, tag, sb[i], cut[i][1], &q[2 * i + 1]));
+  }
+  CHECK(gcomp_waitall(t, 2 * ncut, q, got));
+  for (int i = 0; i < ncut; i++) {
+    EXPECT(got[2 * i] == cut[i][1], "short message %d from rank %d: %zu bytes, sent %zu", i,
+           from, got[2 * i], cut[i][1]);
+    size_t bad = first_bad(rb[i], cut[i][1], from, me, 50 + i);
+    EXPECT(bad == cut[i][1], "short message %d from rank %d: wrong byte at %zu", i, from, bad);
+  }
+  for (int i = 0; i < 2 * NBATCH; i++) free(sb[i]), free(rb[i]);
+  printf("fabric_p2p: rank %d batch OK: %llu provider messages for %d messages, runs of %zu "
+         "bytes\n", me, (unsigned long long)moved, 4 * NBATCH, run);
+  uint8_t z = 0;   /* everybody done before anybody leaves */
+  for (int p = 0; p < n; p++) {
+    if (p == me) continue;
+    gcomp_treq *bq[2];
+    CHECK(gcomp_irecv(t, p, gcomp_tag(5, 0), &z, 1, &bq[0]));
+    CHECK(gcomp_isend(t, p, gcomp_tag(5, 0), &z, 1, &bq[1]));
+    CHECK(gcomp_waitall(t, 2, bq, NULL));
+  }
+  return 0;
+}
+
 static int read_iface_bytes(const char *iface, unsigned long long *rx, unsigned long long *tx) {
   FILE *f = fopen("/proc/net/dev", "r");
   if (!f) return -1;
@@ -423,7 +504,7 @@ static int mode_netns(gcomp_transport *t, size_t len) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
-    fprintf(stderr, "usage: fabric_p2p p2p [MAX] | boot | kill VICTIM | stall VICTIM | rxfull N | flood N BYTES | netns BYTES | eager LIMIT\n");
+    fprintf(stderr, "usage: fabric_p2p p2p [MAX] | boot | kill VICTIM | stall VICTIM | rxfull N | flood N BYTES | netns BYTES | eager LIMIT | batch RUN\n");
     return 2;
   }
   gcomp_transport *t = NULL;
@@ -451,6 +532,8 @@ int main(int argc, char **argv) {
     rc = mode_flood(t, atoi(argv[2]), (size_t)strtoull(argv[3], NULL, 10));
   } else if (strcmp(argv[1], "rxfull") == 0 && argc > 2 && t->size == 2) {
     rc = mode_rxfull(t, atoi(argv[2]));
+  } else if (strcmp(argv[1], "batch") == 0 && argc > 2) {
+    rc = mode_batch(t, (size_t)strtoull(argv[2], NULL, 0));
   } else if (strcmp(argv[1], "netns") == 0 && argc > 2) {
     rc = mode_netns(t, (size_t)strtoull(argv[2], NULL, 0));
   } else if (strcmp(argv[1], "eager") == 0 && argc > 2) {
