@@ -164,7 +164,7 @@ enum { GCOMP_CAST_STREAM_BYTES = 8u << 20 };
 enum { GCOMP_CAST_PREFETCH_BYTES = 8192 };
 /* The AVX2 block encoders prefetch their input this many bytes ahead (measured on the Zen 3
  * of bench/RESULTS.md, where the hardware prefetchers alone leave the loads waiting). */
-enum { GCOMP_CAST_PREFETCH_AVX2_BYTES = 2048 };
+enum { GCOMP_CAST_PREFETCH_AVX2_BYTES = 4096 };
 /* The zmm decode-and-add that checksums the next block meanwhile prefetches the
  * accumulator and the next block this far ahead. On the AMD Zen 5 of bench/RESULTS.md,
  * 64 MiB against torch's add_: no software prefetch 0.96x, 8 KiB 1.06-1.09x, 4 KiB

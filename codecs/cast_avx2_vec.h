@@ -32,11 +32,12 @@ static inline void gcomp_cast_prefetch128(const float *p) {
  * "underflows" is 0 < |x| <= lo, where hi and lo are the thresholds moved by 2^-k. */
 typedef struct {
   __m256i abs, hi_m1, lo_p1, naninf_m1, zero;
+  __m256i lo_m1;   /* for bf16_vec only, whose lo (0x8000) is not 0 */
 } range_test;
 
 static inline range_test range_init(uint32_t hi, uint32_t lo) {
   range_test r = {SET1(0x7fffffff), SET1(hi - 1), SET1(lo + 1), SET1(0x7f7fffff),
-                  _mm256_setzero_si256()};
+                  _mm256_setzero_si256(), SET1(lo - 1)};
   return r;
 }
 
@@ -95,9 +96,16 @@ static inline __m256i bf16_vec(const float *p, const range_test *rt, gcomp_cast_
   __m256i w0 = _mm256_loadu_si256((const __m256i *)p);
   __m256i w1 = _mm256_loadu_si256((const __m256i *)(p + 8));
   __m256i a0 = _mm256_and_si256(w0, rt->abs), a1 = _mm256_and_si256(w1, rt->abs);
-  __m256i h0, l0, h1, l1;
-  __m256i any = _mm256_or_si256(range_flags(rt, a0, &h0, &l0), range_flags(rt, a1, &h1, &l1));
+  /* both vectors at once: some |x| >= hi, or some |x| - 1 <= lo - 1 as unsigned, that is
+   * 0 < |x| <= lo (a zero wraps to the largest value and is never flagged); only then the
+   * per-lane flags */
+  __m256i mx = _mm256_max_epu32(a0, a1), ones = _mm256_cmpeq_epi32(a0, a0);
+  __m256i mn = _mm256_min_epu32(_mm256_add_epi32(a0, ones), _mm256_add_epi32(a1, ones));
+  __m256i any = _mm256_or_si256(_mm256_cmpgt_epi32(mx, rt->hi_m1),
+                                _mm256_cmpeq_epi32(_mm256_min_epu32(mn, rt->lo_m1), mn));
   if (GCOMP_CAST_UNLIKELY(!_mm256_testz_si256(any, any))) {
+    __m256i h0, l0, h1, l1;
+    range_flags(rt, a0, &h0, &l0), range_flags(rt, a1, &h1, &l1);
     range_count(rt, a0, h0, l0, k);
     range_count(rt, a1, h1, l1, k);
     return pack16(bf16_rne8(w0), bf16_rne8(w1));
