@@ -165,6 +165,10 @@ enum { GCOMP_CAST_PREFETCH_BYTES = 8192 };
 /* The AVX2 block encoders prefetch their input this many bytes ahead (measured on the Zen 3
  * of bench/RESULTS.md, where the hardware prefetchers alone leave the loads waiting). */
 enum { GCOMP_CAST_PREFETCH_AVX2_BYTES = 4096 };
+/* The ymm decode-and-add that folds the next block prefetches the accumulator this far
+ * ahead, the block and the next block half as far (the same values ahead). On the Zen 3 of
+ * bench/RESULTS.md, 64 MiB against torch's add_, bf16: none 1.04-1.16x, 4 KiB 1.16-1.31x. */
+enum { GCOMP_CAST_DEC_PREFETCH_AVX2_BYTES = 4096 };
 /* The zmm decode-and-add that checksums the next block meanwhile prefetches the
  * accumulator and the next block this far ahead. On the AMD Zen 5 of bench/RESULTS.md,
  * 64 MiB against torch's add_: no software prefetch 0.96x, 8 KiB 1.06-1.09x, 4 KiB
