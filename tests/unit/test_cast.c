@@ -536,6 +536,25 @@ static void test_stochastic_reproducible_and_chunk_independent(void **state) {
   free(src), free(a), free(b);
 }
 
+/* The table dispatched at each kernel level follows the CPU's features: at avx2, the
+ * ymm-folding block kernels exactly when it has VPCLMULQDQ. */
+static void test_dispatch_by_level_and_features(void **state) {
+  static const char *const levels[] = {"base", "avx2", "avx512"};
+  unsigned f = gcomp_cpu_detect();
+  int best = gcomp_isa_best_level(f);
+  for (int l = 0; l <= best; l++) {
+    setenv("GCOMP_ISA", levels[l], 1);
+    assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+    const char *name = gcomp_cast_kernels_get()->name;
+    if (l == GCOMP_ISA_BASE) assert_string_equal(name, "base");
+    if (l == GCOMP_ISA_AVX2)
+      assert_string_equal(name, (f & GCOMP_CPU_VPCLMUL) ? "avx2-vpclmul" : "avx2");
+    if (l == GCOMP_ISA_AVX512) assert_true(strncmp(name, "avx512", 6) == 0);
+  }
+  unsetenv("GCOMP_ISA");
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_simd_vs_base_lengths_and_alignment),
@@ -548,6 +567,7 @@ int main(void) {
       cmocka_unit_test(test_stochastic_unbiased),
       cmocka_unit_test(test_stochastic_gradient_mean_error),
       cmocka_unit_test(test_stochastic_reproducible_and_chunk_independent),
+      cmocka_unit_test(test_dispatch_by_level_and_features),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
