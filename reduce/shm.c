@@ -24,6 +24,8 @@
  * state is unknown and every later call on it fails at once. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,7 +48,10 @@ typedef struct {
   uint64_t pidns;   /* inode of the rank's pid namespace: its pid means nothing elsewhere */
   uint64_t desc[2]; /* the shape of the call whose first round has this parity (call_desc) */
   int32_t pid;
-  char pad[CTL_BYTES - 36];
+  /* a waiter that stops spinning sleeps on bell (a futex word bumped at every publish)
+   * after counting itself in sleepers; the publisher wakes only when someone sleeps */
+  _Atomic uint32_t bell, sleepers;
+  char pad[CTL_BYTES - 44];
 } shm_ctl;
 
 struct gcomp_shm {
@@ -199,8 +205,33 @@ int gcomp_shm_create(gcomp_transport *t, size_t slot_bytes, gcomp_shm **out) {
 size_t gcomp_shm_slot_bytes(const gcomp_shm *s) { return s ? s->slot : 0; }
 
 /* ---- synchronisation ------------------------------------------------------------------ */
+/* Flag store, bell, sleepers check: all sequentially consistent, so a waiter that counted
+ * itself in sleepers before checking the flag is either seen here or sees the flag. */
 static void publish(gcomp_shm *s, uint64_t v) {
-  atomic_store_explicit(&s->ctl[s->me].flag, v, memory_order_release);
+  shm_ctl *me = &s->ctl[s->me];
+  atomic_store(&me->flag, v);
+  atomic_fetch_add(&me->bell, 1);
+  if (atomic_load(&me->sleepers))
+    (void)syscall(SYS_futex, &me->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* A pipeline's waiter (c->drive: transfers in flight) spins and yields (gcomp_idle) for
+ * SPIN_NS, then sleeps on the peer's bell, NAP_NS at most so that the link's socket
+ * buffers keep moving (at 1 Gbit/s 200 us is 25 KB): with more ranks than cores, spinning
+ * took the core from the local rank it waited for, and its progress calls were syscalls.
+ * Other waits keep gcomp_idle's spins, yields and naps: a futex wake-up made a 4-rank 8 B
+ * call 3x slower when the machine was otherwise idle (bench/RESULTS.md). */
+enum { SPIN_NS = 50000, NAP_NS = 200000 };
+
+/* Sleeps until ctl's bell moves (its flag may have reached v) or the nap ends. */
+static void sleep_on(shm_ctl *ctl, uint64_t v, long nap_ns) {
+  uint32_t b = atomic_load(&ctl->bell);
+  atomic_fetch_add(&ctl->sleepers, 1);
+  if (atomic_load(&ctl->flag) < v) {
+    struct timespec ts = {0, nap_ns};
+    (void)syscall(SYS_futex, &ctl->bell, FUTEX_WAIT, b, &ts, NULL, 0);
+  }
+  atomic_fetch_sub(&ctl->sleepers, 1);
 }
 
 /* Waits until every other local rank's flag reaches v. With seen != NULL (a call's first
@@ -223,14 +254,19 @@ static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round
       if (!start) start = gcomp_now_ns(), last_check = start;
       /* a pipeline's transfers move on (their failures surface in their requests) */
       if (c->drive) (void)gcomp_progress(c->t);
-      gcomp_idle(&spins);
-      if ((spins & 63u) != 0) continue;
+      uint64_t now = gcomp_now_ns();
+      if (!c->drive || now - start < SPIN_NS) {
+        gcomp_idle(&spins);
+        if ((spins & 63u) != 0) continue;
+      } else {
+        sleep_on(&s->ctl[i], v, NAP_NS);
+        now = gcomp_now_ns();
+      }
       int ast = c->abort ? gcomp_abort_poll(c->abort) : GCOMP_OK;   /* GCOMP_FAULT: abort.h */
       if (ast < 0) {
         s->broken = 1;
         return gcomp_error_trace(ast, __FILE__, __LINE__);
       }
-      uint64_t now = gcomp_now_ns();
       if (now - last_check < 1000000u) continue;
       last_check = now;
       /* a dead rank is noticed by its pid, when it lives in our pid namespace (ranks in
@@ -256,17 +292,24 @@ static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round
   return GCOMP_OK;
 }
 
-/* dst = slot_0 op slot_1 op ... op slot_{L-1} over [off, off + n) elements, in rank order. */
+/* dst = slot_0 op slot_1 op ... op slot_{L-1} over [off, off + n) elements, in rank order;
+ * with own != NULL this rank's operand is own instead of its slot (which then need not
+ * hold it). own may be dst only when this rank is local rank 0 (dst then starts as it). */
 static void reduce_slots(gcomp_coll *c, gcomp_shm *s, uint64_t round, size_t off, size_t n,
-                         uint8_t *dst) {
+                         uint8_t *dst, const uint8_t *own) {
   size_t es = c->esize, b = off * es;
-  if (c->reduce3) {
-    c->reduce3(dst, slot_at(s, round, 0) + b, slot_at(s, round, 1) + b, n);
+  const uint8_t *src[2] = {slot_at(s, round, 0) + b, slot_at(s, round, 1) + b};
+  if (own && s->me < 2) src[s->me] = own;
+  if (own == dst) {   /* in place, local rank 0: dst holds operand 0 already */
+    c->reduce(dst, src[1], n);
+  } else if (c->reduce3) {
+    c->reduce3(dst, src[0], src[1], n);
   } else {
-    memcpy(dst, slot_at(s, round, 0) + b, n * es);
-    c->reduce(dst, slot_at(s, round, 1) + b, n);
+    memcpy(dst, src[0], n * es);
+    c->reduce(dst, src[1], n);
   }
-  for (int i = 2; i < s->L; i++) c->reduce(dst, slot_at(s, round, i) + b, n);
+  for (int i = 2; i < s->L; i++)
+    c->reduce(dst, own && i == s->me ? own : slot_at(s, round, i) + b, n);
 }
 
 /* ---- the allreduce -------------------------------------------------------------------- */
@@ -332,10 +375,15 @@ int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t c
   size_t off0, len0, moff, mlen;
   gcomp_chunk(count, s->L, 0, &off0, &len0);   /* shard 0 is the longest */
   gcomp_chunk(count, s->L, s->me, &moff, &mlen);
+  /* my own piece of each round is read by me alone: the reduction takes it from the input
+   * (one copy less of a shard per call), except in place on a rank other than local rank
+   * 0, whose output would overwrite it before its turn in the rank order */
+  const int own_direct = in != buf || s->me == 0;
   for (size_t k = 0; k * P < len0; k++) {
     uint64_t r = s->round++;
     uint8_t *mine = slot_at(s, r, s->me);
     for (int j = 0; j < s->L; j++) {
+      if (j == s->me && own_direct) continue;   /* read from the input by the reduction */
       size_t off, len;
       gcomp_chunk(count, s->L, j, &off, &len);
       size_t n = piece_len(len, k, P);
@@ -349,7 +397,8 @@ int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t c
     GCOMP_CHECK(k == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1));
     size_t n = piece_len(mlen, k, P);
     uint64_t t0 = gcomp_now_ns();
-    if (n) reduce_slots(c, s, r, (size_t)s->me * P, n, buf + (moff + k * P) * es);
+    const uint8_t *own = own_direct ? in + (moff + k * P) * es : NULL;
+    if (n) reduce_slots(c, s, r, (size_t)s->me * P, n, buf + (moff + k * P) * es, own);
     c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;
   }
   return GCOMP_OK;
@@ -402,14 +451,14 @@ int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
     GCOMP_CHECK(off == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1));
     uint64_t t0 = gcomp_now_ns();
     if (n * es <= ONE_SHOT_MAX) {
-      reduce_slots(c, s, r, 0, n, out);
+      reduce_slots(c, s, r, 0, n, out, NULL);
       c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;
       continue;
     }
     size_t so, sl;
     gcomp_chunk(n, s->L, s->me, &so, &sl);
     if (sl) {
-      reduce_slots(c, s, r, so, sl, out + so * es);
+      reduce_slots(c, s, r, so, sl, out + so * es, NULL);
       memcpy(mine + so * es, out + so * es, sl * es);
     }
     c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;
