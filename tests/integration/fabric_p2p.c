@@ -16,12 +16,14 @@
  *                                while it waits, then every message must arrive intact
  *   fabric_p2p netns BYTES       rank 0 sends BYTES to the last rank; both check that their
  *                                FI_TCP_IFACE counters (/proc/net/dev) moved at least that much
- *   fabric_p2p batch RUN         along a ring, messages of odd sizes, unscheduled and scheduled,
+ *   fabric_p2p batch RUN INLINE  along a ring, messages of odd sizes, unscheduled and scheduled,
  *                                all posted at once: every byte arrives, and each message of L
  *                                bytes took exactly ceil(L / RUN) provider messages at each end
  *                                (the transport's data_msgs: chunks batched into runs of RUN
  *                                bytes); then scheduled messages shorter than their receives
- *                                (a partial last run, runs withdrawn past the end)
+ *                                (a partial last run, runs withdrawn past the end); and a
+ *                                message of INLINE bytes takes no data message, one of
+ *                                INLINE + 1 one at each end
  * Exit 0 on success, 1 on a failed check, 2 on usage errors, 3 for the expected failure. */
 #include <signal.h>
 #include <stdint.h>
@@ -369,14 +371,14 @@ static int mode_rxfull(gcomp_transport *t, int nrecv) {
 
 /* Sizes around the runs: within one chunk, one run, partial last runs, many runs */
 static size_t batch_size(size_t run, int i) {
-  const size_t fixed[] = {4097, 8192, 8193, 65537};
+  const size_t fixed[] = {5000, 8192, 8193, 65537};   /* above the inline limits */
   if (i < 4) return fixed[i];
   const size_t rel[][2] = {{1, (size_t)-1}, {1, 0}, {1, 1}, {2, 8191}, {5, 3}, {9, 4095}};
   return rel[i - 4][0] * run + rel[i - 4][1];
 }
 enum { NBATCH = 10 };
 
-static int mode_batch(gcomp_transport *t, size_t run) {
+static int mode_batch(gcomp_transport *t, size_t run, size_t inl) {
   int n = t->size, to = (me + 1) % n, from = (me + n - 1) % n;
   EXPECT(run > 0, "RUN must be positive");
   size_t maxlen = batch_size(run, NBATCH - 1) + 8192;
@@ -427,6 +429,20 @@ static int mode_batch(gcomp_transport *t, size_t run) {
            from, got[2 * i], cut[i][1]);
     size_t bad = first_bad(rb[i], cut[i][1], from, me, 50 + i);
     EXPECT(bad == cut[i][1], "short message %d from rank %d: wrong byte at %zu", i, from, bad);
+  }
+  /* 3: the inline limit: INLINE bytes inside the header, one more by RTS, CTS and data */
+  for (int i = 0; i < 2; i++) {
+    size_t len = inl + (size_t)i;
+    fill(sb[i], len, me, to, 60 + i);
+    uint64_t b0 = t->data_msgs;
+    CHECK(gcomp_irecv(t, from, gcomp_tag(11, (uint32_t)i), rb[i], maxlen, &q[0]));
+    CHECK(gcomp_isend(t, to, gcomp_tag(11, (uint32_t)i), sb[i], len, &q[1]));
+    CHECK(gcomp_waitall(t, 2, q, got));
+    EXPECT(got[0] == len && first_bad(rb[i], len, from, me, 60 + i) == len,
+           "%zu-byte message from rank %d: %zu bytes or content wrong", len, from, got[0]);
+    EXPECT(t->data_msgs - b0 == (uint64_t)(2 * i), "a %zu-byte message each way took %llu "
+           "data messages, expected %d (inline up to %zu bytes)", len,
+           (unsigned long long)(t->data_msgs - b0), 2 * i, inl);
   }
   for (int i = 0; i < 2 * NBATCH; i++) free(sb[i]), free(rb[i]);
   printf("fabric_p2p: rank %d batch OK: %llu provider messages for %d messages, runs of %zu "
@@ -504,7 +520,7 @@ static int mode_netns(gcomp_transport *t, size_t len) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
-    fprintf(stderr, "usage: fabric_p2p p2p [MAX] | boot | kill VICTIM | stall VICTIM | rxfull N | flood N BYTES | netns BYTES | eager LIMIT | batch RUN\n");
+    fprintf(stderr, "usage: fabric_p2p p2p [MAX] | boot | kill VICTIM | stall VICTIM | rxfull N | flood N BYTES | netns BYTES | eager LIMIT | batch RUN INLINE\n");
     return 2;
   }
   gcomp_transport *t = NULL;
@@ -532,8 +548,8 @@ int main(int argc, char **argv) {
     rc = mode_flood(t, atoi(argv[2]), (size_t)strtoull(argv[3], NULL, 10));
   } else if (strcmp(argv[1], "rxfull") == 0 && argc > 2 && t->size == 2) {
     rc = mode_rxfull(t, atoi(argv[2]));
-  } else if (strcmp(argv[1], "batch") == 0 && argc > 2) {
-    rc = mode_batch(t, (size_t)strtoull(argv[2], NULL, 0));
+  } else if (strcmp(argv[1], "batch") == 0 && argc > 3) {
+    rc = mode_batch(t, (size_t)strtoull(argv[2], NULL, 0), (size_t)strtoull(argv[3], NULL, 0));
   } else if (strcmp(argv[1], "netns") == 0 && argc > 2) {
     rc = mode_netns(t, (size_t)strtoull(argv[2], NULL, 0));
   } else if (strcmp(argv[1], "eager") == 0 && argc > 2) {
