@@ -31,7 +31,7 @@ GCOMP_PARAM(GUARD, STR, "off", "",
 GCOMP_PARAM(SEGMENT_BYTES, SIZE, "16m", "4096:1099511627776",
             "pipeline segment of the ring and pairwise steps (each one message; shm copies whole messages best); "
             "grown so that the chunks a step posts to one peer stay within a budget of 256")
-GCOMP_PARAM(SHM_BYTES, SIZE, "256k", "0:1099511627776",
+GCOMP_PARAM(SHM_BYTES, SIZE, "1m", "0:1099511627776",
             "bytes per rank and round of the node's shared segment: the shm algorithm and hier's in-node halves (0: no segment)")
 GCOMP_PARAM(ALPHA_BETA, STR, "", "",
             "skip calibration: 'intra_alpha_us,intra_GBps,inter_alpha_us,inter_GBps[,shm_alpha_us,shm_GBps]'")
