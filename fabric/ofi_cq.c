@@ -83,7 +83,8 @@ int ofi_progress(gcomp_transport *tp) {
       }
       if (n > 0) gcomp_moved();   /* the waiter keeps polling while chunks flow */
       for (ssize_t k = 0; k < n; k++)
-        if (ent[k].op_context) ofi_proto_done(t, ent[k].op_context, ent[k].len);
+        if (ent[k].op_context)
+          ofi_proto_done(t, ent[k].op_context, ent[k].len, ent[k].tag, ent[k].data);
       if (n < 16) break;
     }
   }

@@ -34,6 +34,10 @@
 #define KIND_DATA (UINT64_C(2) << KIND_SHIFT)   /* | token: the chunks of one granted message */
 #define KIND_PING (UINT64_C(3) << KIND_SHIFT)   /* match tags of the transport's own messages */
 #define KIND_BYE (UINT64_C(4) << KIND_SHIFT)
+/* | tag: an inline message's payload alone, where its header would not fit the inject size
+ * (shm's 4 KiB); it lands in a header slot (slots ignore these bits), credits in CQ data */
+#define KIND_BARE (UINT64_C(5) << KIND_SHIFT)
+#define HDR_IGNORE (GCOMP_TAG_MASK | (UINT64_C(4) << KIND_SHIFT))
 /* a header slot: the header and, for small messages, the payload: 4 KiB of it where the
  * provider's inject size does not cut it (bench/RESULTS.md, "4 KiB inline") */
 #ifndef OFI_HDR_BYTES   /* (a -D for measuring others) */
@@ -89,6 +93,7 @@ typedef struct ofi_ep {
   size_t inject, chunk;
   int batch;                /* chunks per provider message of the receives it posts (ofi_proto.c) */
   size_t inline_max;        /* payload bytes that travel inside the header (ofi_proto.c) */
+  size_t bare_max;          /* ... and alone, by fi_tinjectdata, beyond that (0: none) */
   int rx_size;              /* the provider's receive entries */
   int rx_hdr, rx_used;      /* taken by header slots, by chunk receives (ofi_proto.c) */
   int cq_broken;            /* its CQ reported an error it could not read: not read again */
@@ -258,7 +263,8 @@ int ofi_irecv(gcomp_transport *tp, int peer, uint64_t tag, void *buf, size_t cap
               gcomp_treq **req);
 int ofi_proto_setup(ofi_transport *t);   /* after the addresses: header slots posted */
 void ofi_proto_pump(ofi_transport *t);   /* sends what credits allow, reposts slots */
-void ofi_proto_done(ofi_transport *t, ofi_ctx *c, size_t len);   /* a completion */
+/* a completion: its length, provider tag and CQ data */
+void ofi_proto_done(ofi_transport *t, ofi_ctx *c, size_t len, uint64_t tag, uint64_t data);
 void ofi_proto_error(ofi_transport *t, ofi_ctx *c, int err, const char *detail);
 void ofi_proto_unqueue(ofi_transport *t, gcomp_treq *r);
 /* a request leaves its scheduled pairing (cancelled: the peer is told) */

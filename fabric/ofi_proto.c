@@ -15,7 +15,10 @@
  *                 inline_max bytes travels inside it and the send is done (the slot size
  *                 less the header, 4 KiB and a little, or less where that exceeds the
  *                 provider's inject size and the inject size is large enough: shm's 4 KiB
- *                 less the header).
+ *                 less the header). Beyond that, up to the inject size, the payload goes
+ *                 alone (fi_tinjectdata, provider tag KIND_BARE | match tag, the credits
+ *                 given back as CQ data) into a header slot, whose receives then ignore
+ *                 the bits that tell the two apart: an RTS without its header.
  *   CTS           clear to send: for a longer message, once the receiver has matched it,
  *                 has posted receives (provider tag KIND_DATA | token) for its first chunks
  *                 into the caller's buffer; it grants the bytes posted so far and names the
@@ -289,7 +292,10 @@ static int hdr_send(ofi_transport *t, int peer, ofi_hdr *h, const void *payload,
   h->ret = (uint32_t)P->owed;
   size_t bytes = sizeof *h + n;
   ssize_t rc;
-  if (bytes <= e->inject && !done) {
+  if (bytes > e->inject && h->type == H_RTS && (h->flags & F_INLINE) && n <= e->bare_max &&
+      !done && !(h->mtag >> KIND_SHIFT)) {
+    rc = fi_tinjectdata(e->ep, payload, n, h->ret, t->addr[peer], KIND_BARE | h->mtag);
+  } else if (bytes <= e->inject && !done) {
     char buf[OFI_HDR_BYTES];
     memcpy(buf, h, sizeof *h);
     if (n) memcpy(buf + sizeof *h, payload, n);
@@ -319,7 +325,7 @@ static int hdr_send(ofi_transport *t, int peer, ofi_hdr *h, const void *payload,
 static int repost(ofi_transport *t, ofi_hrecv *h) {
   ofi_ep *e = &t->eps[t->ep_of[h->peer]];
   ssize_t rc = fi_trecv(e->ep, h->buf, OFI_HDR_BYTES, e->arena_desc, t->addr[h->peer], KIND_HDR,
-                        0, &h->c.ctx);
+                        e->bare_max ? HDR_IGNORE : 0, &h->c.ctx);
   h->posted = rc == 0;
   return rc == 0;
 }
@@ -397,7 +403,8 @@ static void pump_peer(ofi_transport *t, int peer) {
   while (!wait && P->cred > P->nslots / 2 && (r = P->q[Q_RTS].head)) {
     /* a scheduled send here was refused (its peer's receive of the tag is unscheduled):
      * its RTS, without data, tells that receive to fail */
-    int in = r->total <= r->ep->inline_max && !r->sched;
+    int in = !r->sched && (r->total <= r->ep->inline_max ||
+                           (r->total <= r->ep->bare_max && !r->no_inject));
     ofi_hdr h = {.type = H_RTS, .flags = in ? F_INLINE : r->sched ? F_UNSCHED : 0,
                  .mtag = BASE(r->mtag), .len = r->total, .id = r->id};
     if ((wait = hdr_send(t, peer, &h, r->buf, in ? r->total : 0, in && r->no_inject ? r : NULL)))
@@ -615,18 +622,28 @@ static gcomp_treq *sched_send_by_token(ofi_peer *P, uint64_t token) {
   return NULL;
 }
 
-static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len) {
+static void on_header(ofi_transport *t, ofi_hrecv *hr, size_t len, uint64_t tag,
+                      uint64_t cqdata) {
   int peer = hr->peer;
   ofi_peer *P = &t->peers[peer];
   hr->posted = 0;
   ofi_hdr h;
-  if (len < sizeof h) {
-    peer_fail(t, peer, GCOMP_ERR_CORRUPT, "a header of too few bytes arrived");
-    return;
+  const char *data;
+  size_t n;
+  if ((tag & ~GCOMP_TAG_MASK) == KIND_BARE) {   /* an inline RTS, the payload alone */
+    h = (ofi_hdr){.type = H_RTS, .flags = F_INLINE, .ret = (uint32_t)cqdata,
+                  .mtag = tag & GCOMP_TAG_MASK, .len = len};
+    data = hr->buf;
+    n = len;
+  } else {
+    if (len < sizeof h) {
+      peer_fail(t, peer, GCOMP_ERR_CORRUPT, "a header of too few bytes arrived");
+      return;
+    }
+    memcpy(&h, hr->buf, sizeof h);
+    data = hr->buf + sizeof h;
+    n = len - sizeof h;
   }
-  memcpy(&h, hr->buf, sizeof h);
-  const char *data = hr->buf + sizeof h;
-  size_t n = len - sizeof h;
   if (h.ret) P->cred += (int)h.ret, dirty(t, peer);
   int fresh = 0;   /* the header went to the unexpected lists (see the end) */
   int held = 0;
@@ -793,7 +810,8 @@ int ofi_post(ofi_transport *t, int op, int peer, uint64_t mtag, void *buf, size_
   r->total = op == OP_SEND ? len : 0;
   r->no_inject = no_inject;
   r->sched = (mtag & GCOMP_TAG_SCHED) && !(mtag >> KIND_SHIFT);
-  if (e->mr_local && len && (len > e->inline_max || r->sched)) {
+  size_t in_max = e->inline_max > e->bare_max ? e->inline_max : e->bare_max;
+  if (e->mr_local && len && (len > in_max || r->sched)) {
     int rc = fi_mr_reg(e->domain, buf, len, op == OP_SEND ? FI_SEND : FI_RECV, 0, 0, 0, &r->mr,
                        NULL);
     if (rc) {
@@ -903,9 +921,9 @@ void ofi_proto_forget(ofi_transport *t, gcomp_treq *r, int cancelled) {
 
 /* ---- completions -------------------------------------------------------------------------- */
 
-void ofi_proto_done(ofi_transport *t, ofi_ctx *c, size_t len) {
+void ofi_proto_done(ofi_transport *t, ofi_ctx *c, size_t len, uint64_t tag, uint64_t data) {
   if (c->what == CTX_HRECV) {
-    on_header(t, (ofi_hrecv *)c, len);
+    on_header(t, (ofi_hrecv *)c, len, tag, data);
     return;
   }
   if (c->what == CTX_HSEND) {
@@ -991,7 +1009,13 @@ int ofi_proto_setup(ofi_transport *t) {
 #else
     if (0)
 #endif
+    {
       e->inline_max = e->inject - sizeof(ofi_hdr);
+      /* the sizes between go alone (shm: 4049-4096 B), their slot takes them whole */
+#ifndef OFI_NO_BARE
+      e->bare_max = e->inject <= OFI_HDR_BYTES ? e->inject : OFI_HDR_BYTES;
+#endif
+    }
   }
   size_t per = 0;
   for (int p = 0; p < n; p++) {

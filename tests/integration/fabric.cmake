@@ -75,10 +75,10 @@ set_tests_properties(integration.fabric.p2p.shm.small-chunks PROPERTIES ENVIRONM
 
 # over shm granted chunks travel in runs of 512 KiB (64 chunks of 8 KiB: one provider
 # message each, fabric/ofi_proto.c), with 3 ranks and few receive entries; over tcp;ofi_rxm
-# every chunk stays one eager message. Inline payloads: up to shm's inject size less the
-# 48-byte header, 4 KiB + 16 B over tcp
+# every chunk stays one eager message. Inline payloads: up to shm's inject size (beyond its
+# less the 48-byte header, the payload alone), 4 KiB + 16 B over tcp
 gcomp_fabric_test(integration.fabric.batch.shm 60
-  ${GCOMP_FABRIC_RUN} -n 3 --tag-output -- ${GCOMP_FABRIC_P2P} batch 524288 4048)
+  ${GCOMP_FABRIC_RUN} -n 3 --tag-output -- ${GCOMP_FABRIC_P2P} batch 524288 4096)
 set_tests_properties(integration.fabric.batch.shm PROPERTIES ENVIRONMENT
   "GCOMP_TIMEOUT_MS=20000;GCOMP_CHUNK_BYTES=8192;FI_SHM_RX_SIZE=64")
 gcomp_fabric_test(integration.fabric.batch.tcp 60
@@ -87,7 +87,7 @@ set_tests_properties(integration.fabric.batch.tcp PROPERTIES ENVIRONMENT
   "GCOMP_TIMEOUT_MS=20000;GCOMP_CHUNK_BYTES=8192")
 # odd chunks: 3000 B, runs of 174 chunks (522000 B)
 gcomp_fabric_test(integration.fabric.batch.shm.odd 60
-  ${GCOMP_FABRIC_RUN} -n 2 --tag-output -- ${GCOMP_FABRIC_P2P} batch 522000 4048)
+  ${GCOMP_FABRIC_RUN} -n 2 --tag-output -- ${GCOMP_FABRIC_P2P} batch 522000 4096)
 set_tests_properties(integration.fabric.batch.shm.odd PROPERTIES ENVIRONMENT
   "GCOMP_TIMEOUT_MS=20000;GCOMP_CHUNK_BYTES=3000")
 
