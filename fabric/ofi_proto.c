@@ -1,8 +1,9 @@
 /* The libfabric transport's protocol: flow control by construction, for every provider.
  *
  * One rule: payload goes only into a buffer the receiver has posted. Only fixed-size
- * headers (OFI_HDR_BYTES at most) arrive unsolicited, and only into header slots the
- * receiver keeps posted for that peer, bounded by credits:
+ * headers (OFI_HDR_BYTES at most, small payloads with them or, over shm, alone) arrive
+ * unsolicited, and only into header slots the receiver keeps posted for that peer, bounded
+ * by credits:
  *
  *   header slots  each rank keeps nslots receives of OFI_HDR_BYTES posted per peer (provider
  *                 tag KIND_HDR); a rank sends a peer a header only with a credit, one per
