@@ -5,7 +5,10 @@
  *   - GCOMP_LB_GRANTED, today's rule (fabric/ofi_proto.c): a message's header is matched in
  *     software (at most `headers` unmatched per sender and receiver, then the sender waits),
  *     and payload moves only into receives the receiver posted after the match, a window of
- *     8 chunks at a time, each chunk's send posted once its receive holds an entry;
+ *     8 chunks at a time, each chunk's send posted once its receive holds an entry (over
+ *     shm ofi_proto.c posts a run of granted chunks, up to OFI_RUN_BYTES, as one provider
+ *     message, and its windows are in bytes: a model of that passes the run size as
+ *     `chunk_bytes`);
  *   - GCOMP_LB_EAGER, the chunk protocol before 9bd5f53 (fabric/ofi_chunk.c): a first chunk
  *     tagged with the message's tag, then its continuation chunks, up to 8 in flight, sent
  *     before the receiver has matched anything; the receiver posts the continuations once
