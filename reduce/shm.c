@@ -254,14 +254,15 @@ static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round
       if (!start) start = gcomp_now_ns(), last_check = start;
       /* a pipeline's transfers move on (their failures surface in their requests) */
       if (c->drive) (void)gcomp_progress(c->t);
-      uint64_t now = gcomp_now_ns();
-      if (!c->drive || now - start < SPIN_NS) {
+      /* the clock is read every 64th spin only, as before the futex: reading it at every
+       * spin made a 4-rank 8 B call 3.8 -> 9 us */
+      if (!c->drive || gcomp_now_ns() - start < SPIN_NS) {
         gcomp_idle(&spins);
         if ((spins & 63u) != 0) continue;
       } else {
         sleep_on(&s->ctl[i], v, NAP_NS);
-        now = gcomp_now_ns();
       }
+      uint64_t now = gcomp_now_ns();
       int ast = c->abort ? gcomp_abort_poll(c->abort) : GCOMP_OK;   /* GCOMP_FAULT: abort.h */
       if (ast < 0) {
         s->broken = 1;
