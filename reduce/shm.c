@@ -219,8 +219,9 @@ static void publish(gcomp_shm *s, uint64_t v) {
  * SPIN_NS, then sleeps on the peer's bell, NAP_NS at most so that the link's socket
  * buffers keep moving (at 1 Gbit/s 200 us is 25 KB): with more ranks than cores, spinning
  * took the core from the local rank it waited for, and its progress calls were syscalls.
- * Other waits keep gcomp_idle's spins, yields and naps: a futex wake-up made a 4-rank 8 B
- * call 3x slower when the machine was otherwise idle (bench/RESULTS.md). */
+ * Other waits keep gcomp_idle's spins, yields and naps: with the futex a 4-rank 8 B call was
+ * 3x slower on an idle machine (bench/RESULTS.md), measured while the loop also read the
+ * clock at every spin (itself 3.8 -> 9 us, fixed in 6ed29d4): the futex alone not re-measured. */
 enum { SPIN_NS = 50000, NAP_NS = 200000 };
 
 /* Sleeps until ctl's bell moves (its flag may have reached v) or the nap ends. */

@@ -72,6 +72,18 @@ static size_t first_bad(const uint8_t *b, size_t n, int src, int dst, int idx) {
 }
 
 /* Sizes crossing the interesting boundaries: inject (64 B rxm, 4 KiB shm), chunk (4 MiB). */
+/* every rank is done before any leaves: a 1-byte exchange with each peer */
+static void all_done(gcomp_transport *t) {
+  uint8_t z = 0;
+  for (int p = 0; p < t->size; p++) {
+    if (p == me) continue;
+    gcomp_treq *bq[2];
+    CHECK(gcomp_irecv(t, p, gcomp_tag(5, 0), &z, 1, &bq[0]));
+    CHECK(gcomp_isend(t, p, gcomp_tag(5, 0), &z, 1, &bq[1]));
+    CHECK(gcomp_waitall(t, 2, bq, NULL));
+  }
+}
+
 static const size_t small_sizes[] = {0, 1, 7, 8, 63, 64, 65, 4095, 4096, 4097, 65536, 200003};
 
 static int mode_p2p(gcomp_transport *t, size_t max_bytes, int check_trunc) {
@@ -196,15 +208,7 @@ static int mode_p2p(gcomp_transport *t, size_t max_bytes, int check_trunc) {
   EXPECT(s == GCOMP_ERR_INVALID, "oversized message gave %s (%s), expected GCOMP_ERR_INVALID",
          gcomp_strerror(s), gcomp_last_error());
   }
-  /* 5: everybody done before anybody leaves */
-  uint8_t z = 0;
-  for (int p = 0; p < n; p++) {
-    if (p == me) continue;
-    gcomp_treq *bq[2];
-    CHECK(gcomp_irecv(t, p, gcomp_tag(5, 0), &z, 1, &bq[0]));
-    CHECK(gcomp_isend(t, p, gcomp_tag(5, 0), &z, 1, &bq[1]));
-    CHECK(gcomp_waitall(t, 2, bq, NULL));
-  }
+  all_done(t);   /* 5 */
   printf("fabric_p2p: rank %d of %d OK (node %d of %d, %zu small messages per peer, up to %zu bytes)\n",
          me, n, t->node, t->nnodes, nsmall, max_bytes);
   free(reqs);
@@ -256,11 +260,7 @@ static int mode_kill(gcomp_transport *t, int victim, int sig) {
  * retry after a refusal), and all arrive, in order. */
 /* 2 ranks: both are done before either leaves */
 static int pair_done(gcomp_transport *t) {
-  uint8_t z = 0;
-  gcomp_treq *bq[2];
-  CHECK(gcomp_irecv(t, 1 - me, gcomp_tag(5, 0), &z, 1, &bq[0]));
-  CHECK(gcomp_isend(t, 1 - me, gcomp_tag(5, 0), &z, 1, &bq[1]));
-  CHECK(gcomp_waitall(t, 2, bq, NULL));
+  all_done(t);
   printf("fabric_p2p: rank %d OK\n", me);
   return 0;
 }
@@ -447,14 +447,7 @@ static int mode_batch(gcomp_transport *t, size_t run, size_t inl) {
   for (int i = 0; i < 2 * NBATCH; i++) free(sb[i]), free(rb[i]);
   printf("fabric_p2p: rank %d batch OK: %llu provider messages for %d messages, runs of %zu "
          "bytes\n", me, (unsigned long long)moved, 4 * NBATCH, run);
-  uint8_t z = 0;   /* everybody done before anybody leaves */
-  for (int p = 0; p < n; p++) {
-    if (p == me) continue;
-    gcomp_treq *bq[2];
-    CHECK(gcomp_irecv(t, p, gcomp_tag(5, 0), &z, 1, &bq[0]));
-    CHECK(gcomp_isend(t, p, gcomp_tag(5, 0), &z, 1, &bq[1]));
-    CHECK(gcomp_waitall(t, 2, bq, NULL));
-  }
+  all_done(t);
   return 0;
 }
 
