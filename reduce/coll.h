@@ -158,6 +158,12 @@ int gcomp_direct_allgather(gcomp_coll *c, const gcomp_group *g, float *buf, size
 int gcomp_sparse_allreduce(gcomp_coll *c, const gcomp_group *g, float *buf, size_t count,
                            unsigned phase, uint64_t key_salt);
 
+/* A byte string (a frame). */
+typedef struct {
+  const uint8_t *p;
+  size_t len;
+} gcomp_bytes;
+
 /* The direct exchange in steps, so that several can be in flight at once (hier's pipeline):
  * init lays out the frames (x->bytes of scratch, which the caller points x->mem at); then
  * post_rs, send_rs, reduce (the reduce-scatter with rs_codec: after it shard g->me of buf
@@ -178,6 +184,7 @@ typedef struct {
   size_t *off;               /* [3n + 1]: to the owners | my shard received | allgathered */
   gcomp_treq **reqs;         /* [4n]: reduce-scatter sends, receives; allgather's alike */
   size_t mine_len, red_len;  /* my own shard's frame; my reduced shard's frame */
+  size_t *ag_len;            /* [n]: each allgathered frame's bytes (gcomp_dx_gather) */
 } gcomp_dx;
 int gcomp_dx_init(gcomp_dx *x, const gcomp_group *g, float *buf, size_t count, unsigned phase,
                   unsigned step, uint64_t key_salt, gcomp_codec *rs_codec, gcomp_codec *ag_codec);
@@ -187,6 +194,8 @@ int gcomp_dx_reduce(gcomp_coll *c, gcomp_dx *x);
 int gcomp_dx_post_ag(gcomp_coll *c, gcomp_dx *x);
 int gcomp_dx_send_ag(gcomp_coll *c, gcomp_dx *x);
 int gcomp_dx_gather(gcomp_coll *c, gcomp_dx *x);
+/* After gcomp_dx_gather: part[r] = the frame of shard r it decoded (n parts). */
+void gcomp_dx_frames(const gcomp_dx *x, gcomp_bytes *part);
 int gcomp_dx_end(gcomp_coll *c, gcomp_dx *x, int st);
 
 /* hier-direct over equal nodes with a shared segment, cut into slices that flow through
@@ -211,6 +220,15 @@ int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
  * c->src when set, else buf); the allgather copies every local rank's shard into all. */
 int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count);
 int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count);
+/* An allgather of byte strings in one round: every local rank puts nparts parts (a
+ * pipeline slice's codec frames) into its slot, and fn(arg, j, k, p, len) is called for
+ * part k of every other local rank j, in rank order, while its slot is held; then
+ * *all_in = 1. When some rank's parts did not fit its slot, fn is called for none and
+ * *all_in = 0 on every rank alike. count (the elements the parts stand for) is compared
+ * across ranks like any call's shape. */
+typedef int (*gcomp_shm_part_fn)(void *arg, int j, int k, const uint8_t *p, size_t len);
+int gcomp_shm_allgather_parts(gcomp_coll *c, gcomp_shm *s, const gcomp_bytes *part, int nparts,
+                              size_t count, gcomp_shm_part_fn fn, void *arg, int *all_in);
 
 /* ---- the algorithm table -------------------------------------------------------------- */
 typedef struct {

@@ -59,9 +59,10 @@ int gcomp_dx_init(gcomp_dx *x, const gcomp_group *g, float *buf, size_t count, u
   int n = g->n;
   *x = (gcomp_dx){.g = g, .buf = buf, .count = count, .phase = phase, .step = step,
                   .key_salt = key_salt, .rs_codec = rs_codec, .ag_codec = ag_codec};
-  x->off = calloc(3 * (size_t)n + 1, sizeof *x->off);
+  x->off = calloc(4 * (size_t)n + 1, sizeof *x->off);   /* ag_len too */
   x->reqs = calloc(4 * (size_t)n, sizeof *x->reqs);
   GCOMP_FAIL_IF(!x->off || !x->reqs, GCOMP_ERR_NOMEM, "direct: tables");
+  x->ag_len = x->off + 3 * (size_t)n + 1;
   size_t my_off, my_len, at = shard_slots(rs_codec, count, n, 0, x->off);
   gcomp_chunk(count, n, g->me, &my_off, &my_len);
   x->in_cap = rs_codec ? gcomp_codec_max_encoded_size(rs_codec, my_len) : 0;
@@ -185,6 +186,7 @@ int gcomp_dx_gather(gcomp_coll *c, gcomp_dx *x) {
     size_t flen = x->red_len, o, l;
     if (r != me) GCOMP_CHECK(wait_one(c, &x->reqs[3 * n + r], &flen));
     gcomp_chunk(x->count, n, r, &o, &l);
+    x->ag_len[r] = flen;
     uint64_t t0 = gcomp_now_ns();
     int st = gcomp_decode(x->ag_codec, x->mem + x->off[2 * n + r], flen, x->buf + o, l);
     c->stats->decode_s += elapsed(t0);
@@ -192,6 +194,11 @@ int gcomp_dx_gather(gcomp_coll *c, gcomp_dx *x) {
     GCOMP_CHECK(st);
   }
   return GCOMP_OK;
+}
+
+void gcomp_dx_frames(const gcomp_dx *x, gcomp_bytes *part) {
+  for (int r = 0; r < x->g->n; r++)
+    part[r] = (gcomp_bytes){x->mem + x->off[2 * x->g->n + r], x->ag_len[r]};
 }
 
 /* Waits for the sends when st is GCOMP_OK (the scratch is reused next), cancels whatever
@@ -206,7 +213,7 @@ int gcomp_dx_end(gcomp_coll *c, gcomp_dx *x, int st) {
     if (x->reqs[i]) gcomp_cancel(c->t, x->reqs[i]), x->reqs[i] = NULL;
   free(x->off);
   free(x->reqs);
-  x->off = NULL, x->reqs = NULL;
+  x->off = NULL, x->reqs = NULL, x->ag_len = NULL;
   return st;
 }
 

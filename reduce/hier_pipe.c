@@ -6,8 +6,9 @@
  *     allgather, r = t - RS_LAG (from each peer in the order that peer sends them),
  *   reduces slice t in the node (shared segment; its rounds drive the transport),
  *   encodes and sends its shard of slice t to the other nodes' owners,
- *   waits for slice t - AG_LAG's reduced shards, decodes them (its own too) and copies
- *     that slice into the node's other ranks (shared segment),
+ *   waits for slice t - AG_LAG's reduced shards, decodes them (its own too) and hands
+ *     the node's other ranks those frames to decode (shared segment; or copies of the
+ *     decoded piece when some rank's frames do not fit a slot),
  *   waits for slice r's contributions, adds them, re-encodes and sends the sum,
  * so the links carry a few slices while the node copies others. A slice is what
  * hier-direct does to a whole call (each value quantised at most twice, every rank
@@ -51,10 +52,65 @@ static int node_step(const gcomp_coll *c, const slice *sl, uint8_t *buf, int gat
                 : gcomp_shm_reduce_scatter(&sc, c->shm, at, sl->len);
 }
 
+/* The pipeline's tables. */
+typedef struct {
+  slice *sl;
+  int S, n;            /* slices; nodes (the cross group) */
+  gcomp_bytes *part;   /* [n]: a slice's frames */
+  int fp32;            /* the node's allgathers copy fp32 from here on */
+} pipe_state;
+
+typedef struct {
+  const gcomp_coll *c;
+  const slice *sl;
+  uint8_t *buf;
+  int n;
+} frames_to;
+
+/* Local rank j's frame of shard k of its piece of the slice, decoded into buf where that
+ * rank decoded it: the same bytes through the same decoder, so the same bits. */
+static int decode_part(void *arg, int j, int k, const uint8_t *p, size_t len) {
+  const frames_to *a = arg;
+  const gcomp_coll *c = a->c;
+  size_t co, cl, o, l;
+  gcomp_chunk(a->sl->len, c->t->local_size, j, &co, &cl);
+  gcomp_chunk(cl, a->n, k, &o, &l);
+  uint64_t t0 = gcomp_now_ns();
+  int st = gcomp_decode(c->codec2, p, len,
+                        (float *)(void *)(a->buf + (a->sl->off + co + o) * c->esize), l);
+  c->stats->decode_s += (double)(gcomp_now_ns() - t0) * 1e-9;
+  /* the writer decoded these very bytes before it published them */
+  GCOMP_FAIL_IF(st == GCOMP_ERR_CORRUPT, st, "hier pipeline: local rank %d's frame %d of a "
+                "slice is corrupt in the node's shared segment", j, k);
+  return st;
+}
+
+/* The node's allgather of slice sl. The frames each rank decoded are 1/32 (sign) to
+ * about 1/4 (8-bit) of the fp32 piece they stand for: handing them to the node's other
+ * ranks, which decode them too, saves each rank a copy of its piece into the segment and
+ * one of every other piece out of it. Frames have no useful size bound (a bucket with a
+ * NaN goes raw), so each rank says in the round whether its frames fit its slot; if one
+ * did not, every rank saw it, and the slice and all after it copy fp32 instead. */
+static int node_gather(const gcomp_coll *c, pipe_state *p, const slice *sl, uint8_t *buf) {
+  if (!p->fp32 && c->codec2) {
+    gcomp_coll sc = *c;
+    sc.drive = 1;
+    gcomp_dx_frames(&sl->x, p->part);
+    frames_to a = {c, sl, buf, p->n};
+    int all_in = 0;
+    GCOMP_CHECK(gcomp_shm_allgather_parts(&sc, c->shm, p->part, p->n, sl->len, decode_part, &a,
+                                          &all_in));
+    if (all_in) return GCOMP_OK;
+    p->fp32 = 1;
+  }
+  return node_step(c, sl, buf, 1);
+}
+
 /* Tick t of the pipeline (see the top): slice t enters, slice t - RS_LAG is reduced
  * across nodes, slice t - AG_LAG leaves. */
-static int tick(gcomp_coll *c, slice *sl, int S, int t, uint8_t *buf) {
-  int in = t, red = t - RS_LAG, out = t - AG_LAG;
+static int tick(gcomp_coll *c, pipe_state *p, int t, uint8_t *buf) {
+  slice *sl = p->sl;
+  int S = p->S, in = t, red = t - RS_LAG, out = t - AG_LAG;
   if (in < S) GCOMP_CHECK(gcomp_dx_post_rs(c, &sl[in].x));
   if (red >= 0 && red < S) GCOMP_CHECK(gcomp_dx_post_ag(c, &sl[red].x));
   if (in < S) {
@@ -63,7 +119,7 @@ static int tick(gcomp_coll *c, slice *sl, int S, int t, uint8_t *buf) {
   }
   if (out >= 0 && out < S) {
     GCOMP_CHECK(gcomp_dx_gather(c, &sl[out].x));
-    GCOMP_CHECK(node_step(c, &sl[out], buf, 1));
+    GCOMP_CHECK(node_gather(c, p, &sl[out], buf));
   }
   if (red >= 0 && red < S) {
     GCOMP_CHECK(gcomp_dx_reduce(c, &sl[red].x));
@@ -78,7 +134,11 @@ int gcomp_hier_direct_pipelined(gcomp_coll *c, const gcomp_group *cross, uint8_t
   GCOMP_FAIL_IF(S < 1 || S > MAX_SLICES || !c->shm, GCOMP_ERR_INVALID,
                 "hier pipeline: %d slices%s", S, c->shm ? "" : " without a shared segment");
   slice *sl = calloc((size_t)S, sizeof *sl);
-  GCOMP_FAIL_IF(!sl, GCOMP_ERR_NOMEM, "hier pipeline: %d slices", S);
+  pipe_state p = {sl, S, cross->n, calloc((size_t)cross->n, sizeof *p.part), 0};
+  if (!sl || !p.part) {
+    free(sl), free(p.part);
+    GCOMP_FAIL(GCOMP_ERR_NOMEM, "hier pipeline: %d slices", S);
+  }
   int st = GCOMP_OK, made = 0;
   size_t bytes = 0;
   for (; st == GCOMP_OK && made < S; made++) {
@@ -98,12 +158,12 @@ int gcomp_hier_direct_pipelined(gcomp_coll *c, const gcomp_group *cross, uint8_t
     sl[s].x.mem = gcomp_coll_tmp(c) + at;
     at += sl[s].x.bytes;
   }
-  for (int k = 0; st == GCOMP_OK && k < S + AG_LAG; k++) st = tick(c, sl, S, k, buf);
+  for (int k = 0; st == GCOMP_OK && k < S + AG_LAG; k++) st = tick(c, &p, k, buf);
   for (int s = 0; s < made; s++) {
     int e = gcomp_dx_end(c, &sl[s].x, st);
     if (st == GCOMP_OK) st = e;
   }
-  free(sl);
+  free(sl), free(p.part);
   if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
   return GCOMP_OK;
 }

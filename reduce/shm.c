@@ -330,14 +330,15 @@ static size_t piece_len(size_t len, size_t k, size_t P) {
  * user error) would otherwise read another shape's bytes and return garbage. Each rank
  * writes its call's shape into its control line before the first round's flag, which
  * publishes it; one shape per round parity, protected from reuse like the slots. */
-enum { CALL_ALLREDUCE = 1, CALL_REDUCE_SCATTER = 2, CALL_ALLGATHER = 3 };
+enum { CALL_PARTS = 0, CALL_ALLREDUCE = 1, CALL_REDUCE_SCATTER = 2, CALL_ALLGATHER = 3 };
 static uint64_t call_desc(int kind, size_t count, size_t es) {
   return (uint64_t)count << 8 | (uint64_t)es << 2 | (uint64_t)kind;
 }
 static const char *kind_name(uint64_t d) {
   return (d & 3) == CALL_ALLREDUCE        ? "allreduce"
          : (d & 3) == CALL_REDUCE_SCATTER ? "reduce-scatter"
-                                          : "allgather";
+         : (d & 3) == CALL_ALLGATHER      ? "allgather"
+                                          : "an allgather of frames";
 }
 static void post_desc(gcomp_shm *s, uint64_t round, uint64_t desc) {
   /* written only when it changes: in a loop of same-shaped calls the control line then sees
@@ -472,5 +473,61 @@ int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
       memcpy(out + so * es, slot_at(s, r, i) + so * es, sl * es);
     }
   }
+  return GCOMP_OK;
+}
+
+/* ---- byte strings ----------------------------------------------------------------------- */
+/* A rank's parts in its slot: a word saying whether they are there (1) or did not fit (0),
+ * their lengths (8 bytes each), then each part from a 64-byte boundary on. */
+static size_t parts_head(int nparts) { return round_up(((size_t)nparts + 1) * 8, 64); }
+
+static size_t parts_bytes(const gcomp_bytes *part, int nparts) {
+  size_t at = parts_head(nparts);
+  for (int k = 0; k < nparts; k++) at += round_up(part[k].len, 64);
+  return at;
+}
+
+int gcomp_shm_allgather_parts(gcomp_coll *c, gcomp_shm *s, const gcomp_bytes *part, int nparts,
+                              size_t count, gcomp_shm_part_fn fn, void *arg, int *all_in) {
+  *all_in = 0;
+  GCOMP_CHECK(check_usable(s));
+  uint64_t r = s->round++;
+  uint8_t *mine = slot_at(s, r, s->me);
+  uint64_t in = parts_bytes(part, nparts) <= s->slot;
+  memcpy(mine, &in, 8);
+  for (size_t k = 0, at = parts_head(nparts); in && k < (size_t)nparts; k++) {
+    uint64_t len = part[k].len;
+    memcpy(mine + 8 * (k + 1), &len, 8);
+    memcpy(mine + at, part[k].p, part[k].len);
+    at += round_up(part[k].len, 64);
+    c->stats->shm_bytes += part[k].len;
+  }
+  const uint64_t desc = call_desc(CALL_PARTS, count, c->esize);
+  if (c->drive) (void)gcomp_progress(c->t);
+  post_desc(s, r, desc);
+  publish(s, 2 * r + 1);
+  GCOMP_CHECK(wait_first(c, s, r, desc));
+  for (int j = 0; j < s->L && in; j++) {
+    uint64_t theirs;
+    memcpy(&theirs, slot_at(s, r, j), 8);
+    in = theirs == 1;
+  }
+  if (!in) return GCOMP_OK;   /* every rank saw the same words */
+  for (int j = 0; j < s->L; j++) {
+    if (j == s->me) continue;
+    const uint8_t *theirs = slot_at(s, r, j);
+    size_t at = parts_head(nparts);
+    for (int k = 0; k < nparts; k++) {
+      uint64_t len;
+      memcpy(&len, theirs + 8 * ((size_t)k + 1), 8);
+      /* lengths its writer checked: one past the slot is a broken segment, not a frame */
+      GCOMP_FAIL_IF(at > s->slot || len > s->slot - at, GCOMP_ERR_CORRUPT,
+                    "shm: local rank %d's part %d claims %llu bytes at %zu of a %zu-byte slot",
+                    j, k, (unsigned long long)len, at, s->slot);
+      GCOMP_CHECK(fn(arg, j, k, theirs + at, (size_t)len));
+      at += round_up((size_t)len, 64);
+    }
+  }
+  *all_in = 1;
   return GCOMP_OK;
 }

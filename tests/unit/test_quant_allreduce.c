@@ -28,7 +28,7 @@ typedef struct {
   float *y;        /* [calls][N]: what each call gave back */
   int status;
   char algo[32];
-  uint64_t wire, nonfinite;   /* the rank's figures after its calls */
+  uint64_t wire, nonfinite, shm;   /* the rank's figures after its calls */
 } job;
 
 static void *rank_main(void *arg) {
@@ -42,7 +42,7 @@ static void *rank_main(void *arg) {
   }
   gcomp_comm_stats st = {.struct_size = sizeof st};
   gcomp_comm_get_stats(j->comm, &st);
-  j->wire = st.wire_bytes, j->nonfinite = st.nonfinite;
+  j->wire = st.wire_bytes, j->nonfinite = st.nonfinite, j->shm = st.shm_bytes;
   gcomp_codec_destroy(c);
   return NULL;
 }
@@ -55,6 +55,8 @@ static double unif(void) {
 
 /* GCOMP_SEGMENT_BYTES of the runs when set (4096: hier-direct pipelines 16 slices of N) */
 static const char *seg_bytes;
+/* GCOMP_SHM_BYTES of the runs when set (the node segment's slot) */
+static const char *slot_bytes;
 /* When below N: rank 1's input there is NaN, rank n-1's at inf_at +Inf (first call) */
 static size_t nan_at = N, inf_at = N;
 
@@ -65,6 +67,8 @@ static job *run(const char *spec, const char *algo, int n, int calls) {
   assert_int_equal(gcomp_config_create(&cfg), GCOMP_OK);
   if (seg_bytes)
     assert_int_equal(gcomp_config_set(cfg, "GCOMP_SEGMENT_BYTES", seg_bytes), GCOMP_OK);
+  if (slot_bytes)
+    assert_int_equal(gcomp_config_set(cfg, "GCOMP_SHM_BYTES", slot_bytes), GCOMP_OK);
   assert_int_equal(gcomp_config_set(cfg, "GCOMP_ALPHA_BETA", "1,10,20,1"), GCOMP_OK);
   assert_int_equal(gcomp_config_set(cfg, "GCOMP_ALGO", algo), GCOMP_OK);
   assert_int_equal(gcomp_config_set(cfg, "GCOMP_CODEC_MIN_BYTES", "0"), GCOMP_OK);
@@ -79,7 +83,7 @@ static job *run(const char *spec, const char *algo, int n, int calls) {
   pthread_t th[MAXR];
   for (int r = 0; r < n; r++) {
     jobs[r] = (job){comms[r], spec, calls, malloc((size_t)calls * N * 4),
-                    malloc((size_t)calls * N * 4), 0, "", 0, 0};
+                    malloc((size_t)calls * N * 4), 0, "", 0, 0, 0};
     for (size_t i = 0; i < (size_t)calls * N; i++)
       jobs[r].x[i] = (float)((unif() * 2 - 1) * 1e-3 + 2e-4 * r);
   }
@@ -238,6 +242,71 @@ static void test_hier_pipelined_nonfinite(void **state) {
   free_jobs(jobs, 4);
 }
 
+/* The pipeline's allgather in the node hands the other local ranks the frames to decode
+ * instead of fp32 copies of the decoded piece (reduce/hier_pipe.c), and copies fp32 when
+ * some rank's frames do not fit its slot. Either way every rank decodes the same bytes, so
+ * both give the same bits; what a rank copied into the segment says which ran: fp32 copies
+ * are the reduce-scatter's (its input for the other local ranks, (L-1)/L of it) plus its
+ * own piece (1/L), frames only a fraction of that piece. */
+static void frames_or_fp32(const char *spec, int n, const char *small_slot) {
+  const int L = n / 2;
+  const double rs = (double)N * 4 * CALLS * (L - 1) / L, piece = (double)N * 4 * CALLS / L;
+  seg_bytes = "4096";
+  rng = 17;
+  job *frames = run(spec, "hier-direct", n, CALLS);
+  rng = 17;
+  slot_bytes = small_slot;
+  job *copies = run(spec, "hier-direct", n, CALLS);
+  slot_bytes = NULL, seg_bytes = NULL;
+  if (memcmp(frames[0].y, copies[0].y, (size_t)CALLS * N * 4))
+    fail_msg("%s n=%d: frames in the segment and fp32 copies give different bits", spec, n);
+  /* local rank 0 of each node: out of place, the reduce-scatter reads its own piece from
+   * the input, so it copies exactly rs + (fp32 allgather) piece */
+  for (int r = 0; r < n; r += L) {
+    print_message("%s n=%d rank %d: segment bytes %llu with frames, %llu with %s-byte slots "
+                  "(fp32 would be %.0f)\n", spec, n, r, (unsigned long long)frames[r].shm,
+                  (unsigned long long)copies[r].shm, small_slot, rs + piece);
+    assert_true((double)frames[r].shm < rs + piece / 2);   /* frames (8-bit: 0.29 of it) */
+    assert_true((double)copies[r].shm == rs + piece);      /* every slice copied fp32 */
+  }
+  free_jobs(frames, n);
+  free_jobs(copies, n);
+}
+
+static void test_hier_pipelined_frames(void **state) {
+  frames_or_fp32("quant:bits=4,bucket=128", 4, "256");
+  frames_or_fp32("sign:bucket=128+ef", 4, "256");
+  frames_or_fp32("quant:bits=8", 8, "256");
+}
+
+/* A bucket with a NaN or an Inf goes raw, so the frames of its slice grow: with slots
+ * that hold the other slices' frames (4-bit, 2 nodes of 2 ranks: about 960 bytes of
+ * 1024) but not those, the node's ranks all see it in that slice's round and copy fp32
+ * from there on; the bits stay those of the run whose slots hold every slice's frames. */
+static void test_hier_pipelined_frames_then_fp32(void **state) {
+  const double rs = (double)N * 4 / 2, piece = (double)N * 4 / 2;
+  seg_bytes = "4096", nan_at = 12345, inf_at = 33333;
+  rng = 23;
+  job *frames = run("quant:bits=4,bucket=128", "hier-direct", 4, 1);
+  rng = 23;
+  slot_bytes = "1024";
+  job *mixed = run("quant:bits=4,bucket=128", "hier-direct", 4, 1);
+  slot_bytes = NULL, seg_bytes = NULL, nan_at = N, inf_at = N;
+  if (memcmp(frames[0].y, mixed[0].y, (size_t)N * 4))
+    fail_msg("frames then fp32 copies: the bits differ from frames throughout");
+  assert_true(isnan(mixed[3].y[12345]) && isinf(mixed[1].y[33333]));
+  for (int r = 0; r < 4; r += 2) {
+    print_message("rank %d: segment bytes %llu with frames, %llu with 1024-byte slots (fp32 "
+                  "would be %.0f)\n", r, (unsigned long long)frames[r].shm,
+                  (unsigned long long)mixed[r].shm, rs + piece);
+    assert_true((double)frames[r].shm < rs + piece / 2);
+    /* some slices went as frames, the NaN's slice and those after it as fp32 */
+    assert_true(mixed[r].shm > frames[r].shm && (double)mixed[r].shm < rs + piece);
+  }
+  free_jobs(frames, 4);
+  free_jobs(mixed, 4);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_quant_direct),
@@ -246,6 +315,8 @@ int main(void) {
       cmocka_unit_test(test_hier_pipelined),
       cmocka_unit_test(test_hier_pipelined_same_bits),
       cmocka_unit_test(test_hier_pipelined_nonfinite),
+      cmocka_unit_test(test_hier_pipelined_frames),
+      cmocka_unit_test(test_hier_pipelined_frames_then_fp32),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
