@@ -223,6 +223,10 @@ static void publish(gcomp_shm *s, uint64_t v) {
  * 3x slower on an idle machine (bench/RESULTS.md), measured while the loop also read the
  * clock at every spin (itself 3.8 -> 9 us, fixed in 6ed29d4): the futex alone not re-measured. */
 enum { SPIN_NS = 50000, NAP_NS = 200000 };
+/* A silent peer's pid is looked up this often, as the transport does (LIVENESS_NS): at one
+ * read of /proc/<pid>/stat a millisecond per waiter, a 2-node sign+ef job read it about 23
+ * times a call (strace); a dead peer is still named within 0.1 s. */
+#define LIVE_NS 100000000ull
 
 /* Sleeps until ctl's bell moves (its flag may have reached v) or the nap ends. */
 static void sleep_on(shm_ctl *ctl, uint64_t v, long nap_ns) {
@@ -247,12 +251,12 @@ static int wait_all(gcomp_coll *c, gcomp_shm *s, uint64_t v) {
 
 static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round,
                          uint64_t *seen) {
-  uint64_t start = 0, last_check = 0;
+  uint64_t start = 0, last_check = 0, last_live = 0;
   unsigned spins = 0;
   for (int i = 0; i < s->L; i++) {
     if (i == s->me) continue;
     while (atomic_load_explicit(&s->ctl[i].flag, memory_order_acquire) < v) {
-      if (!start) start = gcomp_now_ns(), last_check = start;
+      if (!start) start = gcomp_now_ns(), last_check = last_live = start;
       /* a pipeline's transfers move on (their failures surface in their requests) */
       if (c->drive) (void)gcomp_progress(c->t);
       /* the clock is read every 64th spin only, as before the futex: reading it at every
@@ -275,7 +279,9 @@ static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round
        * separate containers that share /dev/shm only time out) */
       int32_t pid = s->ctl[i].pid;
       uint64_t ns = s->ctl[s->me].pidns;
-      if (pid > 0 && ns && s->ctl[i].pidns == ns && gcomp_pid_gone(pid)) {
+      int look = now - last_live >= LIVE_NS;
+      if (look) last_live = now;
+      if (look && pid > 0 && ns && s->ctl[i].pidns == ns && gcomp_pid_gone(pid)) {
         s->broken = 1;
         GCOMP_FAIL_IF(1, GCOMP_ERR_PEER, "shm allreduce: local rank %d (rank %d, pid %d) died",
                       i, c->t->local_ranks[i], (int)pid);
