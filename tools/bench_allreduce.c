@@ -83,12 +83,21 @@ static void fill_grad(float *x, size_t n, int rank, unsigned salt) {
   }
 }
 
-/* The tensor key is the size: one error-feedback slot per tensor shape. */
+/* The tensor key is the size: one error-feedback slot per tensor shape. refill (in place):
+ * copied into recv before each call, outside the time. Else each call in place reduces
+ * what the last one left, n ranks' worth larger: at 4 ranks the values pass fp32's range
+ * after about 64 calls, and from there a lossy codec sends every bucket raw (NaN and Inf),
+ * so the column would time another data set. */
 static int time_gcomp(gcomp_comm *comm, float *send, float *recv, size_t n, int iters,
-                      gcomp_codec *codec, double *secs) {
-  double t0 = now_s();
+                      gcomp_codec *codec, const float *refill, double *secs) {
+  double t0 = now_s(), untimed = 0;
   int late = g_opts && g_opts->delay_ms > 0 && gcomp_comm_rank(comm) == g_opts->delay_rank;
   for (int i = 0; i < iters; i++) {
+    if (refill) {
+      double c0 = now_s();
+      memcpy(recv, refill, n * sizeof *recv);
+      untimed += now_s() - c0;
+    }
     if (late) {
       struct timespec ts = {(time_t)(g_opts->delay_ms / 1e3),
                             (long)(fmod(g_opts->delay_ms, 1e3) * 1e6)};
@@ -97,7 +106,7 @@ static int time_gcomp(gcomp_comm *comm, float *send, float *recv, size_t n, int 
     int st = gcomp_allreduce(comm, send, recv, n, GCOMP_FLOAT32, GCOMP_SUM, codec, n * 4);
     if (st < 0) return st;
   }
-  *secs = (now_s() - t0) / iters;
+  *secs = (now_s() - t0 - untimed) / iters;
   return GCOMP_OK;
 }
 
@@ -133,7 +142,11 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
   if (!send || !recv) return GCOMP_ERR_NOMEM;
   gcomp_codec *codec = NULL;
   if (spec) GCOMP_CHECK(gcomp_codec_create(spec, &codec));
-  float *ref = codec ? malloc(o->maxb + 64) : NULL;
+  float *ref = malloc(o->maxb + 64);   /* the fp32 result; in place, what to refill with */
+  if (!ref) {
+    free(send), free(recv), gcomp_codec_destroy(codec);
+    return GCOMP_ERR_NOMEM;
+  }
   if (rank == 0 && !o->json) {
     printf("# gcomp-bench allreduce: %d ranks on %d node(s), float sum, %d iters x %d rounds "
            "(median), codec %s\n", size, gcomp_comm_nnodes(comm), o->iters, o->rounds,
@@ -161,7 +174,7 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
     size_t wrong_oop = 0, wrong_ip = 0;
     for (int w = 0; w < o->warmup && status == GCOMP_OK; w++) {
       double dummy;
-      status = time_gcomp(comm, send, recv, n, 1, codec, &dummy);
+      status = time_gcomp(comm, send, recv, n, 1, codec, NULL, &dummy);
     }
     double max_err = 0, wire = 0;
     char ran[32] = "";
@@ -186,16 +199,18 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
     for (int r = 0; r < o->rounds && status == GCOMP_OK; r++) {
       if (codec) fill_grad(send, n, rank, (unsigned)r);
       else fill(send, n, rank, (unsigned)r);
-      status = time_gcomp(comm, send, recv, n, o->iters, codec, &t_oop[r]);
+      status = time_gcomp(comm, send, recv, n, o->iters, codec, NULL, &t_oop[r]);
       if (status < 0) break;
       t_oop[r] = all_max(comm, t_oop[r]);
       if (o->check && r == 0) wrong_oop = count_wrong(recv, n, size, 0);
       /* in place: refill before each call so the check sees one reduction */
       if (codec) fill_grad(recv, n, rank, 1);
       else fill(recv, n, rank, 1);
+      memcpy(ref, recv, n * sizeof *ref);
       status = gcomp_allreduce(comm, recv, recv, n, GCOMP_FLOAT32, GCOMP_SUM, codec, bytes);
       if (o->check && r == 0 && status == GCOMP_OK) wrong_ip = count_wrong(recv, n, size, 1);
-      if (status == GCOMP_OK) status = time_gcomp(comm, recv, recv, n, o->iters, codec, &t_ip[r]);
+      if (status == GCOMP_OK)
+        status = time_gcomp(comm, recv, recv, n, o->iters, codec, ref, &t_ip[r]);
       if (status < 0) break;
       snprintf(ran, sizeof ran, "%s", gcomp_comm_last_algo(comm));
       t_ip[r] = all_max(comm, t_ip[r]);
@@ -273,6 +288,14 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
                /* phases overlap by a timer read or two: never print a negative rest */
                fmax(0.0, 100 * (tot - split[0] - split[1] - split[2] - split[3]) / tot));
     }
+  }
+  /* NaN and Inf in the results of every call of the table (each rank counts its share of
+   * each result): the inputs have none, so any is the benchmark's or the library's fault */
+  double bad = (double)(st1.nonfinite - st0.nonfinite);
+  if (status == GCOMP_OK)
+    gcomp_allreduce(comm, &bad, &bad, 1, GCOMP_FLOAT64, GCOMP_SUM, NULL, 0);
+  if (rank == 0 && !o->json && nsizes && status == GCOMP_OK) {
+    printf("# non-finite values in the results: %.0f\n", bad);
   }
   if (nsizes) nlast++;
   gcomp_codec_destroy(codec);
