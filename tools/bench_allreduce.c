@@ -294,9 +294,8 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
   double bad = (double)(st1.nonfinite - st0.nonfinite);
   if (status == GCOMP_OK)
     gcomp_allreduce(comm, &bad, &bad, 1, GCOMP_FLOAT64, GCOMP_SUM, NULL, 0);
-  if (rank == 0 && !o->json && nsizes && status == GCOMP_OK) {
+  if (rank == 0 && !o->json && nsizes && status == GCOMP_OK)
     printf("# non-finite values in the results: %.0f\n", bad);
-  }
   if (nsizes) nlast++;
   gcomp_codec_destroy(codec);
   free(send);

@@ -139,7 +139,7 @@ add_test(NAME integration.allreduce.guard
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/guard.sh ${GCOMP_AR_RUN} $<TARGET_FILE:gcomp-bench>)
 set_tests_properties(integration.allreduce.guard PROPERTIES LABELS integration TIMEOUT 120)
 
-# gcomp-bench's in-place timing refills the buffer for a codec (values compounded into Inf)
+# gcomp-bench's in-place timing refills the buffer before each call (values compounded into Inf)
 add_test(NAME integration.allreduce.bench-inplace
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/bench_inplace.sh ${GCOMP_AR_RUN} $<TARGET_FILE:gcomp-bench>)
 set_tests_properties(integration.allreduce.bench-inplace PROPERTIES LABELS integration TIMEOUT 120)
