@@ -19,6 +19,17 @@ struct gcomp_codec {
   uint64_t kind_state;          /* without +ef: the kind's state word (one for all keys) */
   uint32_t *sums;               /* the frame being encoded: its block checksums */
   size_t sums_cap;
+  struct {                      /* an encode in parts (gcomp_encode_sum_*) */
+    int open;
+    uint8_t *frame;
+    uint64_t key;
+    size_t count, fed, room, len;   /* values in all, summed so far; payload room, bytes */
+    float *res;                     /* +ef: the key's residual, at value 0 */
+    gcomp_frame_sums sums;
+    uint32_t param;
+    float *buf;                     /* unit values summed, not yet encoded: fill of them */
+    size_t unit, fill;
+  } part;
 };
 
 int gcomp_codec_create(const char *spec, gcomp_codec **out) {
@@ -44,6 +55,7 @@ int gcomp_codec_create(const char *spec, gcomp_codec **out) {
 void gcomp_codec_destroy(gcomp_codec *codec) {
   if (!codec) return;
   gcomp_ef_destroy(codec->ef);
+  free(codec->part.buf);
   free(codec->scratch);
   free(codec->sums);
   free(codec);
@@ -219,27 +231,52 @@ static int stage_payload(gcomp_codec *c, const uint8_t *raw, size_t raw_len, uin
   return GCOMP_OK;
 }
 
+/* Room for the block checksums of a payload of up to room bytes. */
+static int reserve_sums(gcomp_codec *c, size_t room) {
+  size_t nsums = (size_t)gcomp_frame_nblocks(room);
+  if (c->sums_cap >= nsums) return GCOMP_OK;
+  uint32_t *p = realloc(c->sums, nsums * sizeof *p);
+  GCOMP_FAIL_IF(!p, GCOMP_ERR_NOMEM, "gcomp_encode: %zu block checksums", nsums);
+  c->sums = p;
+  c->sums_cap = nsums;
+  return GCOMP_OK;
+}
+
+static int check_room(const gcomp_codec *c, size_t count, size_t cap) {
+  GCOMP_FAIL_IF(count_too_large(count), GCOMP_ERR_INVALID,
+                "gcomp_encode: %zu values are more than any buffer can hold", count);
+  size_t max = gcomp_codec_max_encoded_size(c, count);
+  GCOMP_FAIL_IF(cap < max, GCOMP_ERR_NOMEM,
+                "gcomp_encode: %zu bytes of room, %zu needed for %zu values (see "
+                "gcomp_codec_max_encoded_size)", cap, max, count);
+  return GCOMP_OK;
+}
+
+/* Header and checksums around a payload of len bytes at frame + GCOMP_FRAME_HEADER, and
+ * the codec's counters. */
+static void seal(gcomp_codec *c, uint8_t *frame, gcomp_frame_info *info, gcomp_frame_sums *sums,
+                 size_t count, size_t len, size_t *dst_len) {
+  info->payload_len = len;
+  gcomp_frame_sums_finish(sums, len);
+  gcomp_frame_seal_sums(frame, info, sums);
+  *dst_len = (size_t)gcomp_frame_size(len);
+  c->seq++;
+  c->stats.frames_encoded++;
+  c->stats.elements_encoded += count;
+  c->stats.bytes_in += count * sizeof(float);
+  c->stats.bytes_out += *dst_len;
+}
+
 int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, size_t count, void *dst,
                  size_t dst_capacity, size_t *dst_len) {
   GCOMP_FAIL_IF(!codec || !dst || !dst_len || (!src && count), GCOMP_ERR_INVALID,
                 "gcomp_encode: NULL argument");
-  GCOMP_FAIL_IF(count_too_large(count), GCOMP_ERR_INVALID,
-                "gcomp_encode: %zu values are more than any buffer can hold", count);
   gcomp_codec *c = codec;
-  size_t max = gcomp_codec_max_encoded_size(c, count);
-  GCOMP_FAIL_IF(dst_capacity < max, GCOMP_ERR_NOMEM,
-                "gcomp_encode: %zu bytes of room, %zu needed for %zu values (see "
-                "gcomp_codec_max_encoded_size)", dst_capacity, max, count);
+  GCOMP_CHECK(check_room(c, count, dst_capacity));
   uint8_t *frame = dst, *payload = frame + GCOMP_FRAME_HEADER;
   /* the payload's room stops where the largest payload's checksums would start */
   size_t room = max_payload(c, count);
-  size_t nsums = (size_t)gcomp_frame_nblocks(room);
-  if (c->sums_cap < nsums) {
-    uint32_t *p = realloc(c->sums, nsums * sizeof *p);
-    GCOMP_FAIL_IF(!p, GCOMP_ERR_NOMEM, "gcomp_encode: %zu block checksums", nsums);
-    c->sums = p;
-    c->sums_cap = nsums;
-  }
+  GCOMP_CHECK(reserve_sums(c, room));
   gcomp_frame_sums sums = {.payload = payload, .done = 0, .crc = c->sums};
   gcomp_enc_ctx ctx = {.seq = c->seq, .stats = &c->stats, .param = 0};
   gcomp_frame_info info = {.kind = c->spec.kind->id, .count = count,
@@ -255,15 +292,110 @@ int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, size_t coun
     GCOMP_CHECK(stage_payload(c, c->scratch, raw_len, payload, &info, &len));
   }
   info.param = ctx.param;
-  info.payload_len = len;
-  gcomp_frame_sums_finish(&sums, len);
-  gcomp_frame_seal_sums(frame, &info, &sums);
-  *dst_len = (size_t)gcomp_frame_size(len);
-  c->seq++;
-  c->stats.frames_encoded++;
-  c->stats.elements_encoded += count;
-  c->stats.bytes_in += count * sizeof(float);
-  c->stats.bytes_out += *dst_len;
+  seal(c, frame, &info, &sums, count, len, dst_len);
+  return GCOMP_OK;
+}
+
+/* ---- an encode in parts ----------------------------------------------------------------- */
+/* Values summed per encode of a part: whole units, about 16 KiB of them (in L1 while the
+ * kind reads them twice) */
+enum { PART_VALUES = 4096 };
+
+int gcomp_encode_sum_ok(const gcomp_codec *c) {
+  const gcomp_kind *k = c ? c->spec.kind : NULL;
+  return k && k->part_values && k->part_values(&c->spec.cfg) && !c->spec.stage &&
+         (!c->ef || (c->spec.ef_dtype == GCOMP_EF_FP32 && c->spec.ef_momentum == 0));
+}
+
+int gcomp_encode_sum_begin(gcomp_codec *c, uint64_t key, size_t count, void *dst, size_t cap) {
+  GCOMP_FAIL_IF(!c || !dst, GCOMP_ERR_INVALID, "gcomp_encode_sum_begin: NULL argument");
+  GCOMP_FAIL_IF(!gcomp_encode_sum_ok(c), GCOMP_ERR_UNSUPPORTED,
+                "gcomp_encode_sum_begin: codec '%s' cannot be encoded in parts",
+                c->spec.kind->name);
+  GCOMP_CHECK(check_room(c, count, cap));
+  size_t unit = c->spec.kind->part_values(&c->spec.cfg);
+  unit *= unit < PART_VALUES ? PART_VALUES / unit : 1;
+  if (c->part.unit < unit) {
+    float *b = realloc(c->part.buf, unit * sizeof *b);
+    GCOMP_FAIL_IF(!b, GCOMP_ERR_NOMEM, "gcomp_encode_sum_begin: a buffer of %zu values", unit);
+    c->part.buf = b;
+    c->part.unit = unit;
+  }
+  size_t room = max_payload(c, count);
+  GCOMP_CHECK(reserve_sums(c, room));
+  float *res = NULL;
+  if (c->ef) GCOMP_CHECK(gcomp_ef_slot(c->ef, key, count, &res));
+  uint8_t *frame = dst;
+  c->part.open = 1;
+  c->part.frame = frame;
+  c->part.key = key;
+  c->part.count = count, c->part.fed = 0, c->part.room = room, c->part.len = 0;
+  c->part.res = res;
+  c->part.sums = (gcomp_frame_sums){.payload = frame + GCOMP_FRAME_HEADER, .crc = c->sums};
+  c->part.param = 0;
+  c->part.fill = 0;
+  return GCOMP_OK;
+}
+
+/* Encodes the values summed in the buffer onto the payload. */
+static int part_flush(gcomp_codec *c) {
+  const gcomp_kind *k = c->spec.kind;
+  size_t n = c->part.fill, done = c->part.fed - n, w = 0;
+  uint8_t *out = c->part.frame + GCOMP_FRAME_HEADER + c->part.len;
+  size_t room = c->part.room - c->part.len;
+  /* no state word: a kind that encodes in parts keeps none */
+  gcomp_enc_ctx ctx = {.seq = c->seq, .stats = &c->stats};
+  int st = c->ef ? k->encode_ef(k, &c->spec.cfg, &ctx, c->part.buf, c->part.res + done, n, out,
+                                room, &w)
+                 : k->encode(&c->spec.cfg, &ctx, c->part.buf, n, out, room, &w);
+  if (st < 0) {
+    c->part.open = 0;
+    return gcomp_error_trace(st, __FILE__, __LINE__);
+  }
+  c->part.param = ctx.param;
+  c->part.len += w;
+  c->part.fill = 0;
+  gcomp_frame_sums_add(&c->part.sums, c->part.len);
+  return GCOMP_OK;
+}
+
+int gcomp_encode_sum_part(gcomp_codec *c, const float *const *src, int nsrc, size_t n) {
+  GCOMP_FAIL_IF(!c || !c->part.open, GCOMP_ERR_INVALID,
+                "gcomp_encode_sum_part: no encode in parts begun");
+  GCOMP_FAIL_IF(nsrc < 1 || !src || n > c->part.count - c->part.fed, GCOMP_ERR_INVALID,
+                "gcomp_encode_sum_part: %zu values from %d sources, %zu of %zu left", n, nsrc,
+                c->part.count - c->part.fed, c->part.count);
+  for (size_t at = 0; at < n;) {
+    size_t take = c->part.unit - c->part.fill;
+    if (take > n - at) take = n - at;
+    float *restrict d = c->part.buf + c->part.fill;
+    const float *restrict a = src[0] + at;
+    if (nsrc == 1) {
+      memcpy(d, a, take * sizeof *d);
+    } else {
+      const float *restrict b = src[1] + at;
+      for (size_t i = 0; i < take; i++) d[i] = a[i] + b[i];
+      for (int j = 2; j < nsrc; j++) {
+        const float *restrict e = src[j] + at;
+        for (size_t i = 0; i < take; i++) d[i] += e[i];
+      }
+    }
+    c->part.fill += take, c->part.fed += take, at += take;
+    if (c->part.fill == c->part.unit) GCOMP_CHECK(part_flush(c));
+  }
+  return GCOMP_OK;
+}
+
+int gcomp_encode_sum_end(gcomp_codec *c, size_t *len) {
+  GCOMP_FAIL_IF(!c || !len || !c->part.open, GCOMP_ERR_INVALID,
+                "gcomp_encode_sum_end: no encode in parts begun");
+  GCOMP_FAIL_IF(c->part.fed != c->part.count, GCOMP_ERR_INVALID,
+                "gcomp_encode_sum_end: %zu of %zu values given", c->part.fed, c->part.count);
+  if (c->part.fill || c->part.count == 0) GCOMP_CHECK(part_flush(c));
+  c->part.open = 0;
+  gcomp_frame_info info = {.kind = c->spec.kind->id, .count = c->part.count,
+                           .flags = c->ef ? GCOMP_FRAME_F_EF : 0, .param = c->part.param};
+  seal(c, c->part.frame, &info, &c->part.sums, c->part.count, c->part.len, len);
   return GCOMP_OK;
 }
 

@@ -147,6 +147,13 @@ static int quant_run_all(const quant_cfg *c, gcomp_enc_ctx *ctx, const float *sr
                          dst, cap, len, code_bucket, &q);
 }
 
+/* Nearest rounding codes each bucket alone: any whole number of them is a part (stochastic
+ * rounding keys its draws on the bucket's index in the frame) */
+static size_t quant_part_values(const gcomp_kind_cfg *cfg) {
+  const quant_cfg *c = (const quant_cfg *)(const void *)cfg->bytes;
+  return c->round ? 0 : (size_t)c->bucket;
+}
+
 static int quant_encode(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const float *restrict src,
                         size_t count, uint8_t *restrict dst, size_t cap, size_t *len) {
   return quant_run_all((const quant_cfg *)(const void *)cfg->bytes, ctx, src, NULL, NULL, NULL,
@@ -220,4 +227,5 @@ const gcomp_kind gcomp_kind_quant = {
     .decode = quant_decode,
     .encode_ef = quant_encode_ef,
     .encode_ef_bf16 = quant_encode_ef_bf16,
+    .part_values = quant_part_values,
 };

@@ -127,6 +127,11 @@ static int sign_encode_ef_bf16(const gcomp_kind *kind, const gcomp_kind_cfg *cfg
                   count, dst, cap, len);
 }
 
+/* Buckets are coded one by one, each alone: any whole number of them is a part */
+static size_t sign_part_values(const gcomp_kind_cfg *cfg) {
+  return (size_t)((const sign_cfg *)(const void *)cfg->bytes)->bucket;
+}
+
 static int sign_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
                        size_t len, float *restrict dst, size_t count, int add,
                        gcomp_frame_check *chk) {
@@ -178,4 +183,5 @@ const gcomp_kind gcomp_kind_sign = {
     .decode = sign_decode,
     .encode_ef = sign_encode_ef,
     .encode_ef_bf16 = sign_encode_ef_bf16,
+    .part_values = sign_part_values,
 };

@@ -194,6 +194,22 @@ int gcomp_dx_reduce(gcomp_coll *c, gcomp_dx *x);
 int gcomp_dx_post_ag(gcomp_coll *c, gcomp_dx *x);
 int gcomp_dx_send_ag(gcomp_coll *c, gcomp_dx *x);
 int gcomp_dx_gather(gcomp_coll *c, gcomp_dx *x);
+/* send_rs with the sum of buf not stored but fed, a part at a time, to the shards' encoders
+ * (gcomp_encode_sum_*): gcomp_dx_feed_part is a gcomp_shm_sum_fn over the node's operands of
+ * buf's elements (the node's reduce-scatter: buf stands for their sum, and is not read),
+ * and sends each shard when its parts are in; feed_end after the last part. Only when
+ * gcomp_dx_feed_ok (fp32 sums, a codec that encodes in parts, at most
+ * GCOMP_DX_FEED_SRC operands). The frames and residuals are send_rs's of the sum. */
+enum { GCOMP_DX_FEED_SRC = 16 };
+typedef struct {
+  gcomp_coll *c;
+  gcomp_dx *x;
+  int j, open;       /* the shard being encoded (open), or the next */
+  size_t at, end;    /* elements fed; where shard j ends */
+} gcomp_dx_feed;
+int gcomp_dx_feed_ok(const gcomp_coll *c, const gcomp_dx *x, int nsrc);
+int gcomp_dx_feed_part(void *arg, size_t at, size_t n, const float *const *src, int nsrc);
+int gcomp_dx_feed_end(gcomp_dx_feed *f);
 /* After gcomp_dx_gather: part[r] = the frame of shard r it decoded (n parts). */
 void gcomp_dx_frames(const gcomp_dx *x, gcomp_bytes *part);
 int gcomp_dx_end(gcomp_coll *c, gcomp_dx *x, int st);
@@ -220,6 +236,14 @@ int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
  * c->src when set, else buf); the allgather copies every local rank's shard into all. */
 int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count);
 int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count);
+/* The reduce-scatter's rounds with the reduction left to fn: for each round's piece of
+ * this rank's shard (elements [at, at + n) of the shard) fn(arg, at, n, src, L) gets the
+ * node's L operands of it in local rank order (its own: the input in; the others' in their
+ * slots, valid during the call), for fp32 elements only; nothing is written to any
+ * output. fn's failure ends the rounds and is returned. */
+typedef int (*gcomp_shm_sum_fn)(void *arg, size_t at, size_t n, const float *const *src, int L);
+int gcomp_shm_reduce_scatter_parts(gcomp_coll *c, gcomp_shm *s, const uint8_t *in, size_t count,
+                                   gcomp_shm_sum_fn fn, void *arg);
 /* An allgather of byte strings in one round: every local rank puts nparts parts (a
  * pipeline slice's codec frames) into its slot, and fn(arg, j, k, p, len) is called for
  * part k of every other local rank j, in rank order, while its slot is held; then

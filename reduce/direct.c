@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "abort.h"
+#include "codec_impl.h"
 #include "coll.h"
 
 static uint64_t mix64(uint64_t h) {
@@ -83,6 +84,23 @@ int gcomp_dx_post_rs(gcomp_coll *c, gcomp_dx *x) {
   return GCOMP_OK;
 }
 
+/* Shard j's frame, encoded at its slot (flen bytes), to its owner; my own kept. */
+static int send_shard(gcomp_coll *c, gcomp_dx *x, int j, size_t flen) {
+  const gcomp_group *g = x->g;
+  int n = g->n, me = g->me;
+  size_t *off = x->off;
+  if (j == me) {
+    memcpy(x->mem + off[n + me], x->mem + off[j], flen);
+    x->mine_len = flen;
+    return GCOMP_OK;
+  }
+  c->stats->wire_bytes += flen;
+  gcomp_abort_corrupt_frame(c->abort, x->mem + off[j], flen, g->ranks[j]);   /* GCOMP_FAULT */
+  /* owner j's capacity for it: the bound of shard j, as j computes it (in_cap) */
+  uint64_t tag = gcomp_coll_stag(c, x->phase, x->step, (unsigned)me, off[j + 1] - off[j]);
+  return gcomp_isend(c->t, g->ranks[j], tag, x->mem + off[j], flen, &x->reqs[j]);
+}
+
 /* Encodes and sends shard by shard, so that encoding the next shard overlaps the transfer
  * of the last; my own shard last (the others are waiting for theirs), kept here. */
 int gcomp_dx_send_rs(gcomp_coll *c, gcomp_dx *x) {
@@ -98,17 +116,73 @@ int gcomp_dx_send_rs(gcomp_coll *c, gcomp_dx *x) {
                           x->mem + off[j], off[j + 1] - off[j], &flen);
     c->stats->encode_s += elapsed(t0);
     GCOMP_CHECK(st);
-    if (j == me) {
-      memcpy(x->mem + off[n + me], x->mem + off[j], flen);
-      x->mine_len = flen;
-      continue;
-    }
-    c->stats->wire_bytes += flen;
-    gcomp_abort_corrupt_frame(c->abort, x->mem + off[j], flen, g->ranks[j]);   /* GCOMP_FAULT */
-    /* owner j's capacity for it: the bound of shard j, as j computes it (in_cap) */
-    uint64_t tag = gcomp_coll_stag(c, x->phase, x->step, (unsigned)me, off[j + 1] - off[j]);
-    GCOMP_CHECK(gcomp_isend(c->t, g->ranks[j], tag, x->mem + off[j], flen, &x->reqs[j]));
+    GCOMP_CHECK(send_shard(c, x, j, flen));
   }
+  return GCOMP_OK;
+}
+
+/* ---- the reduce-scatter's encode fed by the node's reduce-scatter ---------------------
+ * Shard after shard in index order, each begun when the parts reach it, sent when they
+ * have filled it; an empty one is sent as soon as the parts reach where it would start. */
+static int feed_close(gcomp_dx_feed *f) {
+  gcomp_dx *x = f->x;
+  size_t flen;
+  uint64_t t0 = gcomp_now_ns();
+  int st = gcomp_encode_sum_end(x->rs_codec, &flen);
+  f->c->stats->encode_s += elapsed(t0);
+  GCOMP_CHECK(st);
+  f->open = 0;
+  return send_shard(f->c, x, f->j++, flen);
+}
+
+/* Opens the shard that starts at element `at` of the piece, closing empty ones on the way. */
+static int feed_open(gcomp_dx_feed *f, size_t at) {
+  gcomp_dx *x = f->x;
+  int n = x->g->n;
+  while (!f->open && f->j < n) {
+    size_t o, l;
+    gcomp_chunk(x->count, n, f->j, &o, &l);
+    GCOMP_FAIL_IF(o != at, GCOMP_ERR_INVALID, "direct: shard %d starts at %zu, parts at %zu",
+                  f->j, o, at);
+    GCOMP_CHECK(gcomp_encode_sum_begin(x->rs_codec, gcomp_shard_key(f->c->key, x->key_salt, f->j),
+                                       l, x->mem + x->off[f->j],
+                                       x->off[f->j + 1] - x->off[f->j]));
+    f->open = 1, f->end = o + l;
+    if (l == 0) GCOMP_CHECK(feed_close(f));
+  }
+  return GCOMP_OK;
+}
+
+int gcomp_dx_feed_ok(const gcomp_coll *c, const gcomp_dx *x, int nsrc) {
+  return c->esize == 4 && c->reduce3 == gcomp_reduce3_kernel(GCOMP_FLOAT32, GCOMP_SUM) &&
+         nsrc <= GCOMP_DX_FEED_SRC && gcomp_encode_sum_ok(x->rs_codec);
+}
+
+int gcomp_dx_feed_part(void *arg, size_t at, size_t n, const float *const *src, int nsrc) {
+  gcomp_dx_feed *f = arg;
+  GCOMP_FAIL_IF(nsrc > GCOMP_DX_FEED_SRC || at != f->at, GCOMP_ERR_INVALID,
+                "direct: a part at %zu of %d sources (%zu expected)", at, nsrc, f->at);
+  for (size_t done = 0; done < n;) {
+    GCOMP_CHECK(feed_open(f, f->at));
+    GCOMP_FAIL_IF(!f->open, GCOMP_ERR_INVALID, "direct: parts past the last shard");
+    size_t take = f->end - f->at < n - done ? f->end - f->at : n - done;
+    const float *p[GCOMP_DX_FEED_SRC];
+    for (int i = 0; i < nsrc; i++) p[i] = src[i] + done;
+    uint64_t t0 = gcomp_now_ns();
+    int st = gcomp_encode_sum_part(f->x->rs_codec, p, nsrc, take);
+    f->c->stats->encode_s += elapsed(t0);
+    GCOMP_CHECK(st);
+    done += take, f->at += take;
+    if (f->at == f->end) GCOMP_CHECK(feed_close(f));
+  }
+  return GCOMP_OK;
+}
+
+int gcomp_dx_feed_end(gcomp_dx_feed *f) {
+  if (!f->x->count) return GCOMP_OK;   /* as gcomp_dx_send_rs: nothing to send */
+  GCOMP_CHECK(feed_open(f, f->at));    /* empty shards at the end */
+  GCOMP_FAIL_IF(f->open || f->j != f->x->g->n, GCOMP_ERR_INVALID,
+                "direct: the parts ended at %zu of %zu elements", f->at, f->x->count);
   return GCOMP_OK;
 }
 

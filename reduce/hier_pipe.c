@@ -5,7 +5,8 @@
  *   posts the receives of slice t's reduce-scatter across nodes and of slice r's
  *     allgather, r = t - RS_LAG (from each peer in the order that peer sends them),
  *   reduces slice t in the node (shared segment; its rounds drive the transport),
- *   encodes and sends its shard of slice t to the other nodes' owners,
+ *   encodes and sends its shard of slice t to the other nodes' owners (for sign and
+ *     nearest quant, straight from the node's operands in the segment: see enter),
  *   waits for slice t - AG_LAG's reduced shards, decodes them (its own too) and hands
  *     the node's other ranks those frames to decode (shared segment; or copies of the
  *     decoded piece when some rank's frames do not fit a slot),
@@ -106,6 +107,24 @@ static int node_gather(const gcomp_coll *c, pipe_state *p, const slice *sl, uint
   return node_step(c, sl, buf, 1);
 }
 
+/* Slice sl enters: the node's reduce-scatter, then my piece's shards encoded and sent. A
+ * codec that encodes in parts (sign, quant with nearest rounding) is fed the node's
+ * operands of each round of the reduce-scatter, a few KiB at a time: the node's sum of my
+ * piece is never stored, nor read back by the encoder (the same frames, the same
+ * residuals). */
+static int enter(gcomp_coll *c, slice *sl, uint8_t *buf) {
+  if (!gcomp_dx_feed_ok(c, &sl->x, c->t->local_size)) {
+    GCOMP_CHECK(node_step(c, sl, buf, 0));
+    return gcomp_dx_send_rs(c, &sl->x);
+  }
+  gcomp_coll sc = *c;
+  sc.drive = 1;
+  const uint8_t *in = (c->src ? c->src : buf) + sl->off * c->esize;
+  gcomp_dx_feed f = {.c = c, .x = &sl->x};
+  GCOMP_CHECK(gcomp_shm_reduce_scatter_parts(&sc, c->shm, in, sl->len, gcomp_dx_feed_part, &f));
+  return gcomp_dx_feed_end(&f);
+}
+
 /* Tick t of the pipeline (see the top): slice t enters, slice t - RS_LAG is reduced
  * across nodes, slice t - AG_LAG leaves. */
 static int tick(gcomp_coll *c, pipe_state *p, int t, uint8_t *buf) {
@@ -113,10 +132,7 @@ static int tick(gcomp_coll *c, pipe_state *p, int t, uint8_t *buf) {
   int S = p->S, in = t, red = t - RS_LAG, out = t - AG_LAG;
   if (in < S) GCOMP_CHECK(gcomp_dx_post_rs(c, &sl[in].x));
   if (red >= 0 && red < S) GCOMP_CHECK(gcomp_dx_post_ag(c, &sl[red].x));
-  if (in < S) {
-    GCOMP_CHECK(node_step(c, &sl[in], buf, 0));
-    GCOMP_CHECK(gcomp_dx_send_rs(c, &sl[in].x));
-  }
+  if (in < S) GCOMP_CHECK(enter(c, &sl[in], buf));
   if (out >= 0 && out < S) {
     GCOMP_CHECK(gcomp_dx_gather(c, &sl[out].x));
     GCOMP_CHECK(node_gather(c, p, &sl[out], buf));

@@ -377,6 +377,28 @@ static int check_usable(const gcomp_shm *s) {
   return GCOMP_OK;
 }
 
+/* Round r, the k-th of a reduce-scatter of count elements (P a round): this rank's input
+ * for the other local ranks (and for itself unless own_direct: the reduction then reads
+ * its own piece from the input) into its slot, published; then everyone's awaited. */
+static int rs_round(gcomp_coll *c, gcomp_shm *s, const uint8_t *in, size_t count, size_t k,
+                    size_t P, int own_direct, uint64_t r) {
+  const size_t es = c->esize;
+  uint8_t *mine = slot_at(s, r, s->me);
+  for (int j = 0; j < s->L; j++) {
+    if (j == s->me && own_direct) continue;
+    size_t off, len;
+    gcomp_chunk(count, s->L, j, &off, &len);
+    size_t n = piece_len(len, k, P);
+    memcpy(mine + (size_t)j * P * es, in + (off + k * P) * es, n * es);
+    c->stats->shm_bytes += n * es;
+  }
+  const uint64_t desc = call_desc(CALL_REDUCE_SCATTER, count, es);
+  if (c->drive) (void)gcomp_progress(c->t);
+  if (k == 0) post_desc(s, r, desc);
+  publish(s, 2 * r + 1);
+  return k == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1);
+}
+
 int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count) {
   GCOMP_CHECK(check_usable(s));
   const size_t es = c->esize, P = piece_elems(c, s);
@@ -390,20 +412,7 @@ int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t c
   const int own_direct = in != buf || s->me == 0;
   for (size_t k = 0; k * P < len0; k++) {
     uint64_t r = s->round++;
-    uint8_t *mine = slot_at(s, r, s->me);
-    for (int j = 0; j < s->L; j++) {
-      if (j == s->me && own_direct) continue;   /* read from the input by the reduction */
-      size_t off, len;
-      gcomp_chunk(count, s->L, j, &off, &len);
-      size_t n = piece_len(len, k, P);
-      memcpy(mine + (size_t)j * P * es, in + (off + k * P) * es, n * es);
-      c->stats->shm_bytes += n * es;
-    }
-    const uint64_t desc = call_desc(CALL_REDUCE_SCATTER, count, es);
-    if (c->drive) (void)gcomp_progress(c->t);
-    if (k == 0) post_desc(s, r, desc);
-    publish(s, 2 * r + 1);
-    GCOMP_CHECK(k == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1));
+    GCOMP_CHECK(rs_round(c, s, in, count, k, P, own_direct, r));
     size_t n = piece_len(mlen, k, P);
     uint64_t t0 = gcomp_now_ns();
     const uint8_t *own = own_direct ? in + (moff + k * P) * es : NULL;
@@ -411,6 +420,31 @@ int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t c
     c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;
   }
   return GCOMP_OK;
+}
+
+/* The same rounds, the sum left to fn: every rank's own piece read from its input, since
+ * nothing is written to an output. */
+int gcomp_shm_reduce_scatter_parts(gcomp_coll *c, gcomp_shm *s, const uint8_t *in, size_t count,
+                                   gcomp_shm_sum_fn fn, void *arg) {
+  GCOMP_CHECK(check_usable(s));
+  const size_t es = c->esize, P = piece_elems(c, s);
+  const float *stack[8], **src = s->L <= 8 ? stack : malloc((size_t)s->L * sizeof *src);
+  GCOMP_FAIL_IF(!src, GCOMP_ERR_NOMEM, "shm: %d sources", s->L);
+  size_t off0, len0, moff, mlen;
+  gcomp_chunk(count, s->L, 0, &off0, &len0);
+  gcomp_chunk(count, s->L, s->me, &moff, &mlen);
+  int st = GCOMP_OK;
+  for (size_t k = 0; st == GCOMP_OK && k * P < len0; k++) {
+    uint64_t r = s->round++;
+    st = rs_round(c, s, in, count, k, P, 1, r);
+    size_t n = piece_len(mlen, k, P);
+    for (int i = 0; i < s->L; i++)
+      src[i] = (const float *)(const void *)(i == s->me ? in + (moff + k * P) * es
+                                                        : slot_at(s, r, i) + s->me * P * es);
+    if (st == GCOMP_OK && n) st = fn(arg, k * P, n, src, s->L);
+  }
+  if (src != stack) free(src);
+  return st;
 }
 
 int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count) {

@@ -1,0 +1,168 @@
+/* An encode in parts of a sum (gcomp_encode_sum_*, codecs/codec.c): fed the operands of a
+ * sum in parts of any length, it writes the frame gcomp_encode writes for the stored sum,
+ * byte for byte, and leaves the same residuals and counters, call after call; codecs it
+ * cannot encode in parts are refused, and misuse is an error, not garbage. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "codec_impl.h"
+#include "gcomp.h"
+
+static uint64_t rng = 7;
+static uint64_t next(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return rng;
+}
+static float value(void) { return (float)((double)(next() >> 11) / 9007199254740992.0 - 0.5); }
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  *len = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *p = malloc(*len ? *len : 1);
+  assert_int_equal(fread(p, 1, *len, f), *len);
+  fclose(f);
+  return p;
+}
+
+/* Both codecs' residual files are the same bytes. */
+static void same_residuals(gcomp_codec *a, gcomp_codec *b, const char *spec) {
+  char pa[64], pb[64];
+  snprintf(pa, sizeof pa, "encode_sum_a.%d.ef", (int)getpid());
+  snprintf(pb, sizeof pb, "encode_sum_b.%d.ef", (int)getpid());
+  assert_int_equal(gcomp_codec_save_residuals(a, pa), GCOMP_OK);
+  assert_int_equal(gcomp_codec_save_residuals(b, pb), GCOMP_OK);
+  size_t la, lb;
+  char *fa = slurp(pa, &la), *fb = slurp(pb, &lb);
+  if (la != lb || memcmp(fa, fb, la)) fail_msg("%s: the residuals differ", spec);
+  free(fa), free(fb);
+  remove(pa), remove(pb);
+}
+
+/* `steps` encodes of count values, the sum of nsrc operands, through both ways; parts of
+ * random lengths (some of one value, some longer than the codec's buffer). */
+static void parts_match(const char *spec, size_t count, int nsrc, int steps, int with_nan) {
+  gcomp_codec *whole = NULL, *parts = NULL;
+  assert_int_equal(gcomp_codec_create(spec, &whole), GCOMP_OK);
+  assert_int_equal(gcomp_codec_create(spec, &parts), GCOMP_OK);
+  assert_true(gcomp_encode_sum_ok(parts));
+  size_t cap = gcomp_codec_max_encoded_size(whole, count);
+  uint8_t *fw = malloc(cap), *fp = malloc(cap);
+  float *src[4], *x = malloc((count ? count : 1) * sizeof *x);
+  for (int j = 0; j < nsrc; j++) src[j] = malloc((count ? count : 1) * sizeof *src[j]);
+  const uint64_t key = 0x5eed0000u + (uint64_t)count;
+  for (int t = 0; t < steps; t++) {
+    for (int j = 0; j < nsrc; j++)
+      for (size_t i = 0; i < count; i++) src[j][i] = value() * (1.0f + (float)j);
+    if (with_nan && count > 700) src[nsrc - 1][700] = NAN, src[0][count - 1] = INFINITY;
+    for (size_t i = 0; i < count; i++) {   /* the sum in operand order, as a node sums */
+      x[i] = nsrc > 1 ? src[0][i] + src[1][i] : src[0][i];
+      for (int j = 2; j < nsrc; j++) x[i] += src[j][i];
+    }
+    size_t lw = 0, lp = 0;
+    assert_int_equal(gcomp_encode(whole, key, x, count, fw, cap, &lw), GCOMP_OK);
+    assert_int_equal(gcomp_encode_sum_begin(parts, key, count, fp, cap), GCOMP_OK);
+    for (size_t at = 0; at < count;) {
+      size_t n = next() % 4 == 0 ? 1 : 1 + next() % 9000;
+      if (n > count - at) n = count - at;
+      const float *p[4];
+      for (int j = 0; j < nsrc; j++) p[j] = src[j] + at;
+      assert_int_equal(gcomp_encode_sum_part(parts, p, nsrc, n), GCOMP_OK);
+      at += n;
+    }
+    assert_int_equal(gcomp_encode_sum_end(parts, &lp), GCOMP_OK);
+    if (lw != lp || memcmp(fw, fp, lw))
+      fail_msg("%s, %zu values, %d operands, step %d: the frames differ (%zu and %zu bytes)",
+               spec, count, nsrc, t, lw, lp);
+    /* and the frame decodes (a sealed, checked frame, not only equal bytes) */
+    assert_int_equal(gcomp_decode(parts, fp, lp, x, count), GCOMP_OK);
+  }
+  if (strstr(spec, "+ef")) same_residuals(whole, parts, spec);
+  gcomp_codec_stats sw = {.struct_size = sizeof sw}, sp = {.struct_size = sizeof sp};
+  assert_int_equal(gcomp_codec_get_stats(whole, &sw), GCOMP_OK);
+  assert_int_equal(gcomp_codec_get_stats(parts, &sp), GCOMP_OK);
+  assert_int_equal(sw.frames_encoded, sp.frames_encoded);
+  assert_int_equal(sw.bytes_out, sp.bytes_out);
+  assert_int_equal(sw.nonfinite_inputs, sp.nonfinite_inputs);
+  if (with_nan && count > 700) assert_true(sp.nonfinite_inputs >= (uint64_t)steps);
+  for (int j = 0; j < nsrc; j++) free(src[j]);
+  free(x), free(fw), free(fp);
+  gcomp_codec_destroy(whole);
+  gcomp_codec_destroy(parts);
+}
+
+static void test_parts_give_the_whole_frame(void **state) {
+  static const char *specs[] = {"sign+ef", "sign", "sign:bucket=96+ef", "quant:bits=4,bucket=128",
+                                "quant:bits=2,bucket=128+ef", "quant:bits=8"};
+  static const size_t counts[] = {0, 1, 95, 4097, 40037};
+  for (size_t s = 0; s < sizeof specs / sizeof *specs; s++)
+    for (size_t k = 0; k < sizeof counts / sizeof *counts; k++)
+      for (int nsrc = 1; nsrc <= 3; nsrc++) parts_match(specs[s], counts[k], nsrc, 3, 0);
+}
+
+/* a bucket with a NaN or an Inf goes raw either way, counted alike */
+static void test_parts_nonfinite(void **state) {
+  parts_match("sign+ef", 40037, 2, 2, 1);
+  parts_match("quant:bits=4,bucket=128+ef", 40037, 3, 2, 1);
+}
+
+static void test_refused_codecs(void **state) {
+  static const char *specs[] = {"bf16", "none", "topk:ratio=0.01+ef", "sign+ef:dtype=bf16",
+                                "quant:bits=4,round=stochastic", "quant:bits=4+zstd"};
+  uint8_t frame[4096];
+  for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
+    gcomp_codec *c = NULL;
+    assert_int_equal(gcomp_codec_create(specs[s], &c), GCOMP_OK);
+    assert_false(gcomp_encode_sum_ok(c));
+    assert_int_equal(gcomp_encode_sum_begin(c, 1, 10, frame, sizeof frame), GCOMP_ERR_UNSUPPORTED);
+    if (!strstr(gcomp_last_error(), "cannot be encoded in parts"))
+      fail_msg("%s: '%s'", specs[s], gcomp_last_error());
+    gcomp_codec_destroy(c);
+  }
+}
+
+static void test_misuse_is_an_error(void **state) {
+  gcomp_codec *c = NULL;
+  assert_int_equal(gcomp_codec_create("sign+ef", &c), GCOMP_OK);
+  float v[100] = {1.0f};
+  const float *p[2] = {v, v};
+  size_t cap = gcomp_codec_max_encoded_size(c, 100), len;
+  uint8_t *frame = malloc(cap);
+  assert_int_equal(gcomp_encode_sum_part(c, p, 2, 10), GCOMP_ERR_INVALID);   /* not begun */
+  assert_int_equal(gcomp_encode_sum_end(c, &len), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_encode_sum_begin(c, 1, 100, frame, cap - 1), GCOMP_ERR_NOMEM);
+  assert_int_equal(gcomp_encode_sum_begin(c, 1, 100, frame, cap), GCOMP_OK);
+  assert_int_equal(gcomp_encode_sum_part(c, p, 2, 60), GCOMP_OK);
+  assert_int_equal(gcomp_encode_sum_part(c, p, 2, 41), GCOMP_ERR_INVALID);   /* past count */
+  assert_int_equal(gcomp_encode_sum_part(c, p, 0, 1), GCOMP_ERR_INVALID);    /* no operand */
+  assert_int_equal(gcomp_encode_sum_end(c, &len), GCOMP_ERR_INVALID);        /* 60 of 100 */
+  assert_non_null(strstr(gcomp_last_error(), "60 of 100"));
+  assert_int_equal(gcomp_encode_sum_part(c, p, 2, 40), GCOMP_OK);
+  assert_int_equal(gcomp_encode_sum_end(c, &len), GCOMP_OK);
+  assert_int_equal(gcomp_encode_sum_end(c, &len), GCOMP_ERR_INVALID);        /* ended */
+  /* the same key with another length is the residual store's error, as for gcomp_encode */
+  assert_int_equal(gcomp_encode_sum_begin(c, 1, 99, frame, cap), GCOMP_ERR_INVALID);
+  free(frame);
+  gcomp_codec_destroy(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_parts_give_the_whole_frame),
+      cmocka_unit_test(test_parts_nonfinite),
+      cmocka_unit_test(test_refused_codecs),
+      cmocka_unit_test(test_misuse_is_an_error),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
