@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "codec_impl.h"
+#include "codec_parts.h"
 #include "ef.h"
 #include "frame.h"
 #include "lossless.h"
@@ -301,19 +302,21 @@ int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, size_t coun
  * kind reads them twice) */
 enum { PART_VALUES = 4096 };
 
-int gcomp_encode_sum_ok(const gcomp_codec *c) {
+size_t gcomp_codec_part_values(const gcomp_codec *c) {
   const gcomp_kind *k = c ? c->spec.kind : NULL;
-  return k && k->part_values && k->part_values(&c->spec.cfg) && !c->spec.stage &&
-         (!c->ef || (c->spec.ef_dtype == GCOMP_EF_FP32 && c->spec.ef_momentum == 0));
+  if (!k || !k->part_values || !k->decode_part || !k->reads_in_blocks || c->spec.stage)
+    return 0;
+  if (c->ef && (c->spec.ef_dtype != GCOMP_EF_FP32 || c->spec.ef_momentum != 0)) return 0;
+  return k->part_values(&c->spec.cfg);
 }
 
 int gcomp_encode_sum_begin(gcomp_codec *c, uint64_t key, size_t count, void *dst, size_t cap) {
   GCOMP_FAIL_IF(!c || !dst, GCOMP_ERR_INVALID, "gcomp_encode_sum_begin: NULL argument");
-  GCOMP_FAIL_IF(!gcomp_encode_sum_ok(c), GCOMP_ERR_UNSUPPORTED,
+  size_t unit = gcomp_codec_part_values(c);
+  GCOMP_FAIL_IF(!unit, GCOMP_ERR_UNSUPPORTED,
                 "gcomp_encode_sum_begin: codec '%s' cannot be encoded in parts",
                 c->spec.kind->name);
   GCOMP_CHECK(check_room(c, count, cap));
-  size_t unit = c->spec.kind->part_values(&c->spec.cfg);
   unit *= unit < PART_VALUES ? PART_VALUES / unit : 1;
   if (c->part.unit < unit) {
     float *b = realloc(c->part.buf, unit * sizeof *b);
@@ -399,21 +402,30 @@ int gcomp_encode_sum_end(gcomp_codec *c, size_t *len) {
   return GCOMP_OK;
 }
 
+/* Opens a frame of count values for this codec: header, kind and count checked (the
+ * payload is left to chk). */
+static int open_frame(const gcomp_codec *c, const void *src, size_t src_len, size_t count,
+                      gcomp_frame_info *info, gcomp_frame_check *chk) {
+  GCOMP_FAIL_IF(count_too_large(count), GCOMP_ERR_INVALID,
+                "gcomp_decode: %zu values are more than any buffer can hold", count);
+  GCOMP_CHECK(gcomp_frame_open_check(src, src_len, info, chk));
+  const gcomp_kind *k = c->spec.kind;
+  GCOMP_FAIL_IF(info->kind != k->id, GCOMP_ERR_CORRUPT,
+                "frame holds codec id %u, this codec is '%s' (id %u)", info->kind, k->name, k->id);
+  GCOMP_FAIL_IF(info->count != count, GCOMP_ERR_CORRUPT,
+                "frame holds %llu values, the caller expects %zu",
+                (unsigned long long)info->count, count);
+  return GCOMP_OK;
+}
+
 static int decode_frame(const gcomp_codec *c, const void *src, size_t src_len, float *dst,
                         size_t count, int add) {
   GCOMP_FAIL_IF(!c || (!src && src_len) || (!dst && count), GCOMP_ERR_INVALID,
                 "gcomp_decode: NULL argument");
-  GCOMP_FAIL_IF(count_too_large(count), GCOMP_ERR_INVALID,
-                "gcomp_decode: %zu values are more than any buffer can hold", count);
   gcomp_frame_info info;
   gcomp_frame_check chk;
-  GCOMP_CHECK(gcomp_frame_open_check(src, src_len, &info, &chk));
+  GCOMP_CHECK(open_frame(c, src, src_len, count, &info, &chk));
   const gcomp_kind *k = c->spec.kind;
-  GCOMP_FAIL_IF(info.kind != k->id, GCOMP_ERR_CORRUPT,
-                "frame holds codec id %u, this codec is '%s' (id %u)", info.kind, k->name, k->id);
-  GCOMP_FAIL_IF(info.count != count, GCOMP_ERR_CORRUPT,
-                "frame holds %llu values, the caller expects %zu",
-                (unsigned long long)info.count, count);
   const uint8_t *payload = (const uint8_t *)src + GCOMP_FRAME_HEADER;
   size_t plen = (size_t)info.payload_len;
   if (info.stage == GCOMP_STAGE_NONE) {   /* gcomp_frame_open refused shuffle flags here */
@@ -437,6 +449,48 @@ static int decode_frame(const gcomp_codec *c, const void *src, size_t src_len, f
   gcomp_tls_trim(GCOMP_TLS_KEEP);   /* past 64 MiB the page faults of a fresh buffer are noise */
   if (s < 0) return gcomp_error_trace(s, __FILE__, __LINE__);
   return GCOMP_OK;
+}
+
+int gcomp_decode_parts_begin(const gcomp_codec *c, const void *frame, size_t len, size_t count,
+                             gcomp_dec_parts *d) {
+  GCOMP_FAIL_IF(!c || !d || (!frame && len), GCOMP_ERR_INVALID,
+                "gcomp_decode_parts_begin: NULL argument");
+  GCOMP_FAIL_IF(!gcomp_codec_part_values(c), GCOMP_ERR_UNSUPPORTED,
+                "gcomp_decode_parts_begin: codec '%s' cannot be decoded in parts",
+                c->spec.kind->name);
+  gcomp_frame_info info;
+  *d = (gcomp_dec_parts){.codec = c, .count = count};
+  GCOMP_CHECK(open_frame(c, frame, len, count, &info, &d->chk));
+  GCOMP_FAIL_IF(info.stage != GCOMP_STAGE_NONE, GCOMP_ERR_CORRUPT,
+                "frame was compressed with stage id %u, this codec uses no lossless stage",
+                info.stage);
+  d->payload = (const uint8_t *)frame + GCOMP_FRAME_HEADER;
+  d->len = (size_t)info.payload_len;
+  d->param = info.param;
+  return GCOMP_OK;
+}
+
+int gcomp_decode_part(gcomp_dec_parts *d, float *dst, size_t n, int add) {
+  GCOMP_FAIL_IF(!d || !d->codec || (!dst && n), GCOMP_ERR_INVALID,
+                "gcomp_decode_part: NULL argument");
+  const gcomp_codec *c = d->codec;
+  size_t unit = gcomp_codec_part_values(c);
+  GCOMP_FAIL_IF(n > d->count - d->done || (n % unit && d->done + n != d->count),
+                GCOMP_ERR_INVALID, "gcomp_decode_part: %zu values at %zu of %zu (parts of %zu)",
+                n, d->done, d->count, unit);
+  GCOMP_CHECK(c->spec.kind->decode_part(&c->spec.cfg, d->param, d->payload, d->len, &d->o, dst,
+                                        d->done, n, add, &d->chk));
+  d->done += n;
+  return GCOMP_OK;
+}
+
+int gcomp_decode_parts_end(gcomp_dec_parts *d) {
+  GCOMP_FAIL_IF(!d || !d->codec || d->done != d->count, GCOMP_ERR_INVALID,
+                "gcomp_decode_parts_end: %zu of %zu values decoded", d ? d->done : 0,
+                d ? d->count : 0);
+  GCOMP_FAIL_IF(d->o != d->len, GCOMP_ERR_CORRUPT, "%s: %zu bytes after the last bucket",
+                d->codec->spec.kind->name, d->len - d->o);
+  return gcomp_frame_verify(&d->chk, d->len);
 }
 
 int gcomp_decode(const gcomp_codec *codec, const void *src, size_t src_len, float *dst,

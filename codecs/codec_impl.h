@@ -90,11 +90,17 @@ struct gcomp_kind {
   int second_ef;        /* with +ef, the second quantisation (of reduced shards) keeps error
                            feedback too: the owner's residual per shard (sign: re-signing a
                            sum without it would lose its magnitudes for good) */
-  /* Values a part must be a multiple of for an encode in parts (gcomp_encode_sum_*) when
-   * the payload of consecutive parts, each encoded alone (encode or encode_ef), is the
+  /* Values a part must be a multiple of for an encode or a decode in parts (codec_parts.h)
+   * when the payload of consecutive parts, each encoded alone (encode or encode_ef), is the
    * whole's payload byte for byte: bucket after bucket, nothing carried between them but
    * the residual. NULL, or 0 for this cfg: the kind cannot be encoded in parts. */
   size_t (*part_values)(const gcomp_kind_cfg *cfg);
+  /* With part_values: decodes values [at, at + count) of a payload (at a part's start, the
+   * bytes before *o holding the values before at) into dst[0..count), moving *o past
+   * them; the checks of decode, but for the bytes after the last value (the caller's). */
+  int (*decode_part)(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
+                     size_t len, size_t *o, float *restrict dst, size_t at, size_t count,
+                     int add, gcomp_frame_check *chk);
 
   /* Fills cfg with defaults. */
   void (*defaults)(gcomp_kind_cfg *cfg);
@@ -166,22 +172,5 @@ size_t gcomp_codec_wire_spec(const gcomp_codec *codec, char *buf, size_t n);
  * feedback (with it, for a kind with second_ef), or for a sparse codec fp32 ("none": its
  * reduced shards are dense). */
 int gcomp_codec_second_stage(const gcomp_codec *codec, gcomp_codec **out);
-
-/* An encode fed in parts, of a gradient given as a sum: the frame gcomp_encode(codec, key,
- * x, count, ...) writes (and the residual it leaves), where x = src[0] + src[1] + ... in
- * that order in fp32 (the node's pieces as a reduce-scatter round holds them:
- * gcomp_shm_reduce_scatter_parts), without x ever stored: it is summed a few KiB at a time
- * into the codec's own buffer and encoded from cache. For a codec whose kind has
- * part_values, without a lossless stage, and with fp32 residuals without momentum when it
- * has +ef (gcomp_encode_sum_ok). Parts come in order and may have any length. The stream
- * is the codec's (one at a time; no gcomp_encode of that codec between begin and end). */
-int gcomp_encode_sum_ok(const gcomp_codec *codec);
-/* dst has room for gcomp_codec_max_encoded_size(codec, count) */
-int gcomp_encode_sum_begin(gcomp_codec *codec, uint64_t key, size_t count, void *dst,
-                           size_t cap);
-/* The next n values of x: the sum of src[0..nsrc)[0..n) */
-int gcomp_encode_sum_part(gcomp_codec *codec, const float *const *src, int nsrc, size_t n);
-/* After count values: seals the frame, *len its bytes */
-int gcomp_encode_sum_end(gcomp_codec *codec, size_t *len);
 
 #endif /* GCOMP_CODEC_IMPL_H */

@@ -175,9 +175,12 @@ static int quant_encode_ef_bf16(const gcomp_kind *kind, const gcomp_kind_cfg *cf
                        residual, count, dst, cap, len);
 }
 
-static int quant_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
-                        size_t len, float *restrict dst, size_t count, int add,
-                        gcomp_frame_check *chk) {
+/* Values [at, at + count) (at a bucket's start) from payload byte *o on, into dst[0..count);
+ * *o moves past them. */
+static int quant_decode_part(const gcomp_kind_cfg *cfg, uint32_t param,
+                             const uint8_t *restrict src, size_t len, size_t *o_io,
+                             float *restrict dst, size_t at, size_t count, int add,
+                             gcomp_frame_check *chk) {
   const quant_cfg *c = (const quant_cfg *)(const void *)cfg->bytes;
   GCOMP_FAIL_IF(param != param_of(c), GCOMP_ERR_CORRUPT,
                 "quant: frame made with bits=%u, bucket=%u; this codec has bits=%llu, "
@@ -186,15 +189,16 @@ static int quant_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t
   const gcomp_lowbit_kernels *K = gcomp_lowbit_kernels_get();
   unsigned bits = (unsigned)c->bits;
   int mode = add ? GCOMP_LB_ADD : GCOMP_LB_STORE;
-  size_t o = 0;
-  for (size_t b0 = 0; b0 < count; b0 += c->bucket) {
-    size_t n = count - b0 < c->bucket ? count - b0 : (size_t)c->bucket;
+  size_t o = *o_io;
+  for (size_t i0 = 0; i0 < count; i0 += c->bucket) {
+    size_t n = count - i0 < c->bucket ? count - i0 : (size_t)c->bucket;
+    size_t b0 = at + i0;   /* the bucket's first value in the frame */
     GCOMP_FAIL_IF(len - o < 4, GCOMP_ERR_CORRUPT,
                   "quant: payload ends before the bucket at value %zu", b0);
     GCOMP_CHECK(gcomp_dec_need(chk, o + 4));
     uint32_t w0 = gcomp_load_le32(src + o);
     if (w0 == GCOMP_LB_RAW) {
-      GCOMP_CHECK(gcomp_lb_decode_raw("quant", src, len, &o, n, b0, dst + b0, mode, chk));
+      GCOMP_CHECK(gcomp_lb_decode_raw("quant", src, len, &o, n, b0, dst + i0, mode, chk));
       continue;
     }
     size_t cb = gcomp_lb_bytes(n, bits);
@@ -205,9 +209,18 @@ static int quant_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t
                   "quant: bucket at value %zu has min %08x, step %08x (a finite min and a "
                   "finite step >= 0 expected)", b0, w0, sbits);
     GCOMP_CHECK(gcomp_dec_need(chk, o + 8 + cb));
-    K->qdec(src + o + 8, n, bits, gcomp_u2f(w0), gcomp_u2f(sbits), dst + b0, mode);
+    K->qdec(src + o + 8, n, bits, gcomp_u2f(w0), gcomp_u2f(sbits), dst + i0, mode);
     o += 8 + cb;
   }
+  *o_io = o;
+  return GCOMP_OK;
+}
+
+static int quant_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
+                        size_t len, float *restrict dst, size_t count, int add,
+                        gcomp_frame_check *chk) {
+  size_t o = 0;
+  GCOMP_CHECK(quant_decode_part(cfg, param, src, len, &o, dst, 0, count, add, chk));
   GCOMP_FAIL_IF(o != len, GCOMP_ERR_CORRUPT, "quant: %zu bytes after the last bucket", len - o);
   return GCOMP_OK;
 }
@@ -228,4 +241,5 @@ const gcomp_kind gcomp_kind_quant = {
     .encode_ef = quant_encode_ef,
     .encode_ef_bf16 = quant_encode_ef_bf16,
     .part_values = quant_part_values,
+    .decode_part = quant_decode_part,
 };

@@ -132,24 +132,28 @@ static size_t sign_part_values(const gcomp_kind_cfg *cfg) {
   return (size_t)((const sign_cfg *)(const void *)cfg->bytes)->bucket;
 }
 
-static int sign_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
-                       size_t len, float *restrict dst, size_t count, int add,
-                       gcomp_frame_check *chk) {
+/* Values [at, at + count) (at a bucket's start) from payload byte *o on, into dst[0..count);
+ * *o moves past them. */
+static int sign_decode_part(const gcomp_kind_cfg *cfg, uint32_t param,
+                            const uint8_t *restrict src, size_t len, size_t *o_io,
+                            float *restrict dst, size_t at, size_t count, int add,
+                            gcomp_frame_check *chk) {
   const sign_cfg *c = (const sign_cfg *)(const void *)cfg->bytes;
   GCOMP_FAIL_IF(param != c->bucket, GCOMP_ERR_CORRUPT,
                 "sign: frame made with bucket=%u; this codec has bucket=%llu", (unsigned)param,
                 (unsigned long long)c->bucket);
   const gcomp_lowbit_kernels *K = gcomp_lowbit_kernels_get();
   int mode = add ? GCOMP_LB_ADD : GCOMP_LB_STORE;
-  size_t o = 0;
-  for (size_t b0 = 0; b0 < count; b0 += c->bucket) {
-    size_t n = count - b0 < c->bucket ? count - b0 : (size_t)c->bucket, nb = (n + 7) / 8;
+  size_t o = *o_io;
+  for (size_t i0 = 0; i0 < count; i0 += c->bucket) {
+    size_t n = count - i0 < c->bucket ? count - i0 : (size_t)c->bucket, nb = (n + 7) / 8;
+    size_t b0 = at + i0;   /* the bucket's first value in the frame */
     GCOMP_FAIL_IF(len - o < 4, GCOMP_ERR_CORRUPT,
                   "sign: payload ends before the bucket at value %zu", b0);
     GCOMP_CHECK(gcomp_dec_need(chk, o + 4));
     uint32_t w0 = gcomp_load_le32(src + o);
     if (w0 == GCOMP_LB_RAW) {
-      GCOMP_CHECK(gcomp_lb_decode_raw("sign", src, len, &o, n, b0, dst + b0, mode, chk));
+      GCOMP_CHECK(gcomp_lb_decode_raw("sign", src, len, &o, n, b0, dst + i0, mode, chk));
       continue;
     }
     GCOMP_FAIL_IF((w0 & 0x7f800000u) == 0x7f800000u, GCOMP_ERR_CORRUPT,
@@ -160,9 +164,18 @@ static int sign_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t 
                   "sign: payload ends inside the bucket at value %zu", b0);
     GCOMP_CHECK(gcomp_dec_need(chk, o + w));
     K->sdec(src + o + 4, zeros ? src + o + 4 + nb : NULL, n, gcomp_u2f(w0 & 0x7fffffffu),
-            dst + b0, mode);
+            dst + i0, mode);
     o += w;
   }
+  *o_io = o;
+  return GCOMP_OK;
+}
+
+static int sign_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
+                       size_t len, float *restrict dst, size_t count, int add,
+                       gcomp_frame_check *chk) {
+  size_t o = 0;
+  GCOMP_CHECK(sign_decode_part(cfg, param, src, len, &o, dst, 0, count, add, chk));
   GCOMP_FAIL_IF(o != len, GCOMP_ERR_CORRUPT, "sign: %zu bytes after the last bucket", len - o);
   return GCOMP_OK;
 }
@@ -184,4 +197,5 @@ const gcomp_kind gcomp_kind_sign = {
     .encode_ef = sign_encode_ef,
     .encode_ef_bf16 = sign_encode_ef_bf16,
     .part_values = sign_part_values,
+    .decode_part = sign_decode_part,
 };

@@ -210,6 +210,11 @@ typedef struct {
 int gcomp_dx_feed_ok(const gcomp_coll *c, const gcomp_dx *x, int nsrc);
 int gcomp_dx_feed_part(void *arg, size_t at, size_t n, const float *const *src, int nsrc);
 int gcomp_dx_feed_end(gcomp_dx_feed *f);
+/* reduce and send_ag at once: the contributions decoded a part at a time and re-encoded
+ * from cache, the sum never stored in buf (only when gcomp_dx_fold_ok: both codecs code
+ * in parts; the same frames and residuals as reduce then send_ag). */
+int gcomp_dx_fold_ok(const gcomp_dx *x);
+int gcomp_dx_fold(gcomp_coll *c, gcomp_dx *x);
 /* After gcomp_dx_gather: part[r] = the frame of shard r it decoded (n parts). */
 void gcomp_dx_frames(const gcomp_dx *x, gcomp_bytes *part);
 int gcomp_dx_end(gcomp_coll *c, gcomp_dx *x, int st);

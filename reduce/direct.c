@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "abort.h"
-#include "codec_impl.h"
+#include "codec_parts.h"
 #include "coll.h"
 
 static uint64_t mix64(uint64_t h) {
@@ -155,7 +155,7 @@ static int feed_open(gcomp_dx_feed *f, size_t at) {
 
 int gcomp_dx_feed_ok(const gcomp_coll *c, const gcomp_dx *x, int nsrc) {
   return c->esize == 4 && c->reduce3 == gcomp_reduce3_kernel(GCOMP_FLOAT32, GCOMP_SUM) &&
-         nsrc <= GCOMP_DX_FEED_SRC && gcomp_encode_sum_ok(x->rs_codec);
+         nsrc <= GCOMP_DX_FEED_SRC && gcomp_codec_part_values(x->rs_codec);
 }
 
 int gcomp_dx_feed_part(void *arg, size_t at, size_t n, const float *const *src, int nsrc) {
@@ -225,22 +225,18 @@ int gcomp_dx_post_ag(gcomp_coll *c, gcomp_dx *x) {
   return GCOMP_OK;
 }
 
-/* Encodes my (reduced) shard once and sends it to every other rank. */
-int gcomp_dx_send_ag(gcomp_coll *c, gcomp_dx *x) {
+/* The error-feedback key of my reduced shard: a second stage with error feedback (sign)
+ * keeps the owner's residual per shard, the key of the reduce-scatter's moved to its own
+ * range */
+static uint64_t reduced_key(const gcomp_coll *c, const gcomp_dx *x) {
+  return gcomp_shard_key(c->key, x->key_salt ^ 0x5ec0000000000000ull, x->g->me);
+}
+
+/* My reduced shard's frame (x->red_len bytes at its slot) to every other rank. */
+static int send_reduced(gcomp_coll *c, gcomp_dx *x) {
   const gcomp_group *g = x->g;
   int n = g->n, me = g->me;
-  if (!x->count) return GCOMP_OK;
-  size_t my_off, my_len;
-  gcomp_chunk(x->count, n, me, &my_off, &my_len);
   uint8_t *mine = x->mem + x->off[2 * n + me];
-  uint64_t t0 = gcomp_now_ns();
-  /* a second stage with error feedback (sign) keeps the owner's residual per shard: the
-   * key of the reduce-scatter's, moved to its own range */
-  uint64_t key = gcomp_shard_key(c->key, x->key_salt ^ 0x5ec0000000000000ull, me);
-  int st = gcomp_encode(x->ag_codec, key, x->buf + my_off, my_len, mine, ag_cap(x, me),
-                        &x->red_len);
-  c->stats->encode_s += elapsed(t0);
-  GCOMP_CHECK(st);
   for (int r = 0; r < n; r++) {
     if (r == me) continue;
     c->stats->wire_bytes += x->red_len;
@@ -249,6 +245,81 @@ int gcomp_dx_send_ag(gcomp_coll *c, gcomp_dx *x) {
                             mine, x->red_len, &x->reqs[2 * n + r]));
   }
   return GCOMP_OK;
+}
+
+/* Encodes my (reduced) shard once and sends it to every other rank. */
+int gcomp_dx_send_ag(gcomp_coll *c, gcomp_dx *x) {
+  const gcomp_group *g = x->g;
+  int n = g->n, me = g->me;
+  if (!x->count) return GCOMP_OK;
+  size_t my_off, my_len;
+  gcomp_chunk(x->count, n, me, &my_off, &my_len);
+  uint64_t t0 = gcomp_now_ns();
+  int st = gcomp_encode(x->ag_codec, reduced_key(c, x), x->buf + my_off, my_len,
+                        x->mem + x->off[2 * n + me], ag_cap(x, me), &x->red_len);
+  c->stats->encode_s += elapsed(t0);
+  GCOMP_CHECK(st);
+  return send_reduced(c, x);
+}
+
+/* ---- reduce and send_ag in one pass ---------------------------------------------------
+ * The contributions decoded a part (about 16 KiB) at a time into a buffer, in rank order,
+ * and the part's sum re-encoded from there: the sum of my shard is never stored (every
+ * rank decodes it from the allgathered frame anyway). */
+int gcomp_dx_fold_ok(const gcomp_dx *x) {
+  size_t u = gcomp_codec_part_values(x->rs_codec);
+  return u && u == gcomp_codec_part_values(x->ag_codec);
+}
+
+/* Part values of r's contribution decoded (r == 0: stored, else added) into tmp. */
+static int fold_one(gcomp_coll *c, gcomp_dx *x, gcomp_dec_parts *d, int r, float *tmp, size_t m,
+                    int end) {
+  uint64_t t0 = gcomp_now_ns();
+  int st = end ? gcomp_decode_parts_end(&d[r]) : gcomp_decode_part(&d[r], tmp, m, r > 0);
+  c->stats->decode_s += elapsed(t0);
+  if (st == GCOMP_ERR_CORRUPT) st = gcomp_abort_corrupt_from(c->abort, c, st, x->g->ranks[r]);
+  return st;
+}
+
+static int fold_run(gcomp_coll *c, gcomp_dx *x, gcomp_dec_parts *d, float *tmp, size_t T) {
+  const gcomp_group *g = x->g;
+  int n = g->n, me = g->me;
+  size_t my_off, my_len;
+  gcomp_chunk(x->count, n, me, &my_off, &my_len);
+  for (int r = 0; r < n; r++) {
+    size_t flen = x->mine_len;
+    if (r != me) GCOMP_CHECK(wait_one(c, &x->reqs[n + r], &flen));
+    int st = gcomp_decode_parts_begin(x->rs_codec, x->mem + x->off[n + r], flen, my_len, &d[r]);
+    if (st == GCOMP_ERR_CORRUPT) st = gcomp_abort_corrupt_from(c->abort, c, st, g->ranks[r]);
+    GCOMP_CHECK(st);
+  }
+  GCOMP_CHECK(gcomp_encode_sum_begin(x->ag_codec, reduced_key(c, x), my_len,
+                                     x->mem + x->off[2 * n + me], ag_cap(x, me)));
+  const float *sum[1] = {tmp};
+  for (size_t at = 0; at < my_len; at += T) {
+    size_t m = my_len - at < T ? my_len - at : T;
+    for (int r = 0; r < n; r++) GCOMP_CHECK(fold_one(c, x, d, r, tmp, m, 0));
+    uint64_t t0 = gcomp_now_ns();
+    int st = gcomp_encode_sum_part(x->ag_codec, sum, 1, m);
+    c->stats->encode_s += elapsed(t0);
+    GCOMP_CHECK(st);
+  }
+  for (int r = 0; r < n; r++) GCOMP_CHECK(fold_one(c, x, d, r, tmp, 0, 1));
+  GCOMP_CHECK(gcomp_encode_sum_end(x->ag_codec, &x->red_len));
+  return send_reduced(c, x);
+}
+
+int gcomp_dx_fold(gcomp_coll *c, gcomp_dx *x) {
+  if (!x->count) return GCOMP_OK;   /* as reduce and send_ag */
+  size_t unit = gcomp_codec_part_values(x->ag_codec);
+  size_t T = unit < 4096 ? unit * (4096 / unit) : unit;
+  gcomp_dec_parts *d = malloc((size_t)x->g->n * sizeof *d);
+  float *tmp = malloc(T * sizeof *tmp);
+  int st = d && tmp ? fold_run(c, x, d, tmp, T)
+                    : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__,
+                                      "direct: a fold of %zu values", T);
+  free(d), free(tmp);
+  return st;
 }
 
 /* Decodes every shard, my own too, so that all ranks hold the same values. */

@@ -137,7 +137,9 @@ static int tick(gcomp_coll *c, pipe_state *p, int t, uint8_t *buf) {
     GCOMP_CHECK(gcomp_dx_gather(c, &sl[out].x));
     GCOMP_CHECK(node_gather(c, p, &sl[out], buf));
   }
-  if (red >= 0 && red < S) {
+  if (red >= 0 && red < S && gcomp_dx_fold_ok(&sl[red].x)) {
+    GCOMP_CHECK(gcomp_dx_fold(c, &sl[red].x));   /* the sum of my shard never stored */
+  } else if (red >= 0 && red < S) {
     GCOMP_CHECK(gcomp_dx_reduce(c, &sl[red].x));
     GCOMP_CHECK(gcomp_dx_send_ag(c, &sl[red].x));
   }

@@ -1,7 +1,9 @@
-/* An encode in parts of a sum (gcomp_encode_sum_*, codecs/codec.c): fed the operands of a
- * sum in parts of any length, it writes the frame gcomp_encode writes for the stored sum,
- * byte for byte, and leaves the same residuals and counters, call after call; codecs it
- * cannot encode in parts are refused, and misuse is an error, not garbage. */
+/* Frames a part at a time (codecs/codec_parts.h). An encode in parts of a sum, fed the
+ * operands in parts of any length, writes the frame gcomp_encode writes for the stored sum,
+ * byte for byte, and leaves the same residuals and counters, call after call; a decode in
+ * parts gives gcomp_decode's (and gcomp_decode_add's) values and refuses every damaged
+ * frame; codecs that cannot be coded in parts are refused, and misuse is an error, not
+ * garbage. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "codec_impl.h"
+#include "codec_parts.h"
 #include "gcomp.h"
 
 static uint64_t rng = 7;
@@ -50,13 +52,38 @@ static void same_residuals(gcomp_codec *a, gcomp_codec *b, const char *spec) {
   remove(pa), remove(pb);
 }
 
+/* Decoded in parts of random whole units, stored then added, the frame gives the values
+ * gcomp_decode and gcomp_decode_add give. */
+static void decode_matches(gcomp_codec *c, const uint8_t *frame, size_t len, size_t count,
+                           const char *spec) {
+  size_t unit = gcomp_codec_part_values(c), m = count ? count : 1;
+  float *want = malloc(m * sizeof *want), *got = malloc(m * sizeof *got);
+  for (int add = 0; add <= 1; add++) {
+    for (size_t i = 0; i < count; i++) want[i] = got[i] = (float)i;
+    assert_int_equal((add ? gcomp_decode_add : gcomp_decode)(c, frame, len, want, count),
+                     GCOMP_OK);
+    gcomp_dec_parts d;
+    assert_int_equal(gcomp_decode_parts_begin(c, frame, len, count, &d), GCOMP_OK);
+    for (size_t at = 0; at < count;) {
+      size_t n = unit * (1 + next() % 20);
+      if (n > count - at) n = count - at;
+      assert_int_equal(gcomp_decode_part(&d, got + at, n, add), GCOMP_OK);
+      at += n;
+    }
+    assert_int_equal(gcomp_decode_parts_end(&d), GCOMP_OK);
+    if (count && memcmp(want, got, count * sizeof *got))
+      fail_msg("%s, %zu values: decoded in parts (add %d), the values differ", spec, count, add);
+  }
+  free(want), free(got);
+}
+
 /* `steps` encodes of count values, the sum of nsrc operands, through both ways; parts of
  * random lengths (some of one value, some longer than the codec's buffer). */
 static void parts_match(const char *spec, size_t count, int nsrc, int steps, int with_nan) {
   gcomp_codec *whole = NULL, *parts = NULL;
   assert_int_equal(gcomp_codec_create(spec, &whole), GCOMP_OK);
   assert_int_equal(gcomp_codec_create(spec, &parts), GCOMP_OK);
-  assert_true(gcomp_encode_sum_ok(parts));
+  assert_true(gcomp_codec_part_values(parts) > 0);
   size_t cap = gcomp_codec_max_encoded_size(whole, count);
   uint8_t *fw = malloc(cap), *fp = malloc(cap);
   float *src[4], *x = malloc((count ? count : 1) * sizeof *x);
@@ -85,8 +112,7 @@ static void parts_match(const char *spec, size_t count, int nsrc, int steps, int
     if (lw != lp || memcmp(fw, fp, lw))
       fail_msg("%s, %zu values, %d operands, step %d: the frames differ (%zu and %zu bytes)",
                spec, count, nsrc, t, lw, lp);
-    /* and the frame decodes (a sealed, checked frame, not only equal bytes) */
-    assert_int_equal(gcomp_decode(parts, fp, lp, x, count), GCOMP_OK);
+    decode_matches(parts, fp, lp, count, spec);
   }
   if (strstr(spec, "+ef")) same_residuals(whole, parts, spec);
   gcomp_codec_stats sw = {.struct_size = sizeof sw}, sp = {.struct_size = sizeof sp};
@@ -117,6 +143,53 @@ static void test_parts_nonfinite(void **state) {
   parts_match("quant:bits=4,bucket=128+ef", 40037, 3, 2, 1);
 }
 
+/* Decodes frame in parts of one unit: GCOMP_OK through the end, or the first failure */
+static int decode_all(gcomp_codec *c, const uint8_t *frame, size_t len, size_t count, float *out) {
+  gcomp_dec_parts d;
+  int st = gcomp_decode_parts_begin(c, frame, len, count, &d);
+  size_t unit = gcomp_codec_part_values(c);
+  for (size_t at = 0; st == GCOMP_OK && at < count; at += unit)
+    st = gcomp_decode_part(&d, out + at, count - at < unit ? count - at : unit, 0);
+  return st == GCOMP_OK ? gcomp_decode_parts_end(&d) : st;
+}
+
+/* Every flipped byte of the frame (header, payload, block checksums) and every truncation
+ * is GCOMP_ERR_CORRUPT, and before a damaged byte is used: what the parts wrote up to the
+ * failure are the right values (each block is verified before it is decoded) */
+static void test_damage_is_refused(void **state) {
+  gcomp_codec *c = NULL;
+  assert_int_equal(gcomp_codec_create("sign:bucket=64+ef", &c), GCOMP_OK);
+  enum { COUNT = 240000 };   /* a payload of more than one 64 KiB block */
+  float *x = malloc(COUNT * sizeof *x), *out = malloc(COUNT * sizeof *out);
+  for (size_t i = 0; i < COUNT; i++) x[i] = value() * (i % 7 == 0 ? 0.0f : 1.0f);
+  size_t cap = gcomp_codec_max_encoded_size(c, COUNT), len;
+  uint8_t *frame = malloc(cap);
+  assert_int_equal(gcomp_encode(c, 3, x, COUNT, frame, cap, &len), GCOMP_OK);
+  assert_true(len > 32 + 65536);
+  float *right = malloc(COUNT * sizeof *right);
+  assert_int_equal(decode_all(c, frame, len, COUNT, right), GCOMP_OK);
+  for (size_t k = 0; k < 400; k++) {
+    size_t at = k < 40 ? k : next() % len;   /* all of the header, then anywhere */
+    uint8_t bit = (uint8_t)(1u << (next() % 8));
+    frame[at] ^= bit;
+    for (size_t i = 0; i < COUNT; i++) out[i] = 1e30f;   /* not written */
+    int st = decode_all(c, frame, len, COUNT, out);
+    if (st != GCOMP_ERR_CORRUPT) fail_msg("byte %zu of %zu flipped: %d", at, len, st);
+    for (size_t i = 0; i < COUNT; i++)
+      if (out[i] != 1e30f && out[i] != right[i])
+        fail_msg("byte %zu of %zu flipped: value %zu decoded from it (%g, not %g)", at, len, i,
+                 out[i], right[i]);
+    frame[at] ^= bit;
+  }
+  free(right);
+  assert_int_equal(decode_all(c, frame, len, COUNT, out), GCOMP_OK);
+  assert_int_equal(decode_all(c, frame, len - 1, COUNT, out), GCOMP_ERR_CORRUPT);
+  assert_int_equal(decode_all(c, frame, 20, COUNT, out), GCOMP_ERR_CORRUPT);
+  assert_int_equal(decode_all(c, frame, len, COUNT - 1, out), GCOMP_ERR_CORRUPT);   /* count */
+  free(x), free(out), free(frame);
+  gcomp_codec_destroy(c);
+}
+
 static void test_refused_codecs(void **state) {
   static const char *specs[] = {"bf16", "none", "topk:ratio=0.01+ef", "sign+ef:dtype=bf16",
                                 "quant:bits=4,round=stochastic", "quant:bits=4+zstd"};
@@ -124,10 +197,13 @@ static void test_refused_codecs(void **state) {
   for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
     gcomp_codec *c = NULL;
     assert_int_equal(gcomp_codec_create(specs[s], &c), GCOMP_OK);
-    assert_false(gcomp_encode_sum_ok(c));
+    assert_int_equal(gcomp_codec_part_values(c), 0);
     assert_int_equal(gcomp_encode_sum_begin(c, 1, 10, frame, sizeof frame), GCOMP_ERR_UNSUPPORTED);
     if (!strstr(gcomp_last_error(), "cannot be encoded in parts"))
       fail_msg("%s: '%s'", specs[s], gcomp_last_error());
+    gcomp_dec_parts d;
+    assert_int_equal(gcomp_decode_parts_begin(c, frame, sizeof frame, 10, &d),
+                     GCOMP_ERR_UNSUPPORTED);
     gcomp_codec_destroy(c);
   }
 }
@@ -153,6 +229,15 @@ static void test_misuse_is_an_error(void **state) {
   assert_int_equal(gcomp_encode_sum_end(c, &len), GCOMP_ERR_INVALID);        /* ended */
   /* the same key with another length is the residual store's error, as for gcomp_encode */
   assert_int_equal(gcomp_encode_sum_begin(c, 1, 99, frame, cap), GCOMP_ERR_INVALID);
+  /* decoding: parts of whole buckets (512) but the last, no more than the frame holds */
+  float out[100];
+  gcomp_dec_parts d;
+  assert_int_equal(gcomp_decode_parts_begin(c, frame, len, 100, &d), GCOMP_OK);
+  assert_int_equal(gcomp_decode_parts_end(&d), GCOMP_ERR_INVALID);        /* 0 of 100 */
+  assert_int_equal(gcomp_decode_part(&d, out, 99, 0), GCOMP_ERR_INVALID);  /* not a bucket */
+  assert_int_equal(gcomp_decode_part(&d, out, 101, 0), GCOMP_ERR_INVALID);
+  assert_int_equal(gcomp_decode_part(&d, out, 100, 0), GCOMP_OK);
+  assert_int_equal(gcomp_decode_parts_end(&d), GCOMP_OK);
   free(frame);
   gcomp_codec_destroy(c);
 }
@@ -161,6 +246,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parts_give_the_whole_frame),
       cmocka_unit_test(test_parts_nonfinite),
+      cmocka_unit_test(test_damage_is_refused),
       cmocka_unit_test(test_refused_codecs),
       cmocka_unit_test(test_misuse_is_an_error),
   };
