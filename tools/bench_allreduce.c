@@ -84,10 +84,12 @@ static void fill_grad(float *x, size_t n, int rank, unsigned salt) {
 }
 
 /* The tensor key is the size: one error-feedback slot per tensor shape. refill (in place):
- * copied into recv before each call, outside the time. Else each call in place reduces
- * what the last one left, n ranks' worth larger: at 4 ranks the values pass fp32's range
- * after about 64 calls, and from there a lossy codec sends every bucket raw (NaN and Inf),
- * so the column would time another data set. */
+ * copied into recv before each call, outside the time, and the ranks then meet in a dense
+ * allreduce of one value, also outside it (else a rank's call would time its wait for
+ * peers still copying). Without the refill each call in place reduces what the last one
+ * left, n ranks' worth larger: at 4 ranks the values pass fp32's range after about 64
+ * calls, and from there a lossy codec sends every bucket raw (NaN and Inf), so the column
+ * would time another data set. */
 static int time_gcomp(gcomp_comm *comm, float *send, float *recv, size_t n, int iters,
                       gcomp_codec *codec, const float *refill, double *secs) {
   double t0 = now_s(), untimed = 0;
@@ -96,6 +98,9 @@ static int time_gcomp(gcomp_comm *comm, float *send, float *recv, size_t n, int 
     if (refill) {
       double c0 = now_s();
       memcpy(recv, refill, n * sizeof *recv);
+      float one = 1.0f;
+      int st = gcomp_allreduce(comm, &one, &one, 1, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
+      if (st < 0) return st;
       untimed += now_s() - c0;
     }
     if (late) {
@@ -209,10 +214,10 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
       memcpy(ref, recv, n * sizeof *ref);
       status = gcomp_allreduce(comm, recv, recv, n, GCOMP_FLOAT32, GCOMP_SUM, codec, bytes);
       if (o->check && r == 0 && status == GCOMP_OK) wrong_ip = count_wrong(recv, n, size, 1);
+      snprintf(ran, sizeof ran, "%s", gcomp_comm_last_algo(comm));   /* (not the meeting's) */
       if (status == GCOMP_OK)
         status = time_gcomp(comm, recv, recv, n, o->iters, codec, ref, &t_ip[r]);
       if (status < 0) break;
-      snprintf(ran, sizeof ran, "%s", gcomp_comm_last_algo(comm));
       t_ip[r] = all_max(comm, t_ip[r]);
 #ifdef GCOMP_BENCH_MPI
       if (o->mpi) t_mpi[r] = time_mpi(send, recv, n, o->iters);
