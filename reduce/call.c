@@ -146,6 +146,8 @@ static int run(gcomp_comm *comm, gcomp_call *call) {
   if (call->intra) c.intra = call->intra, c.intra2 = call->intra_ci->second;
   if (call->work == call->recvbuf && call->sendbuf != call->recvbuf) c.src = call->sendbuf;
   int st = algo->run(&c, call->work, call->count);
+  call->nonfinite_known = st == GCOMP_OK && c.nonfinite_counted;
+  call->nonfinite_share = c.nonfinite_share;
   if (st < 0) st = gcomp_abort_blame(comm->t, c.seq, st);   /* who else failed (abort.h) */
   return st < 0 ? gcomp_comm_mark_broken(comm, st) : GCOMP_OK;
 }
@@ -167,9 +169,15 @@ static int stage_average(gcomp_comm *comm, gcomp_call *call) {
 }
 
 /* Each rank counts its own share of the result (summed over ranks: every NaN and Inf once),
- * so counting costs 1/n of a pass, not a whole one */
+ * so counting costs 1/n of a pass, not a whole one; none when the algorithm counted it as
+ * it wrote it (hier-direct's pipeline). Averaging changes no count (x / n is finite for a
+ * finite x, and n is at most 2^31). */
 static int stage_nonfinite(gcomp_comm *comm, gcomp_call *call) {
   if (call->wt != GCOMP_FLOAT32) return GCOMP_OK;
+  if (call->nonfinite_known) {
+    call->acc.nonfinite += call->nonfinite_share;
+    return GCOMP_OK;
+  }
   size_t off, len;
   gcomp_chunk(call->count, comm->t->size, comm->t->rank, &off, &len);
   call->acc.nonfinite += gcomp_count_nonfinite_f32((const float *)(void *)call->work + off, len);

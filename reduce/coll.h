@@ -69,6 +69,11 @@ typedef struct gcomp_coll {
   /* nonzero while a pipeline has transfers in flight (reduce/hier_pipe.c): the node's
    * shared-memory rounds and waits drive the transport's progress meanwhile */
   int drive;
+  /* out: when nonfinite_counted, the algorithm counted the NaN and Inf of this rank's
+   * share of the result (its gcomp_chunk over the ranks), nonfinite_share of them, while
+   * the values were in cache: the call need not read its share once more */
+  int nonfinite_counted;
+  uint64_t nonfinite_share;
 } gcomp_coll;
 
 /* Tags: phase (4 bits) | step (12 bits) | segment (16 bits), under the call's seq. */

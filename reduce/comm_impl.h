@@ -117,6 +117,10 @@ typedef struct gcomp_call {
   void *guard_key;             /* the guard's state of this key when it watches the call */
   int guard_check;             /* and this call is checked */
   gcomp_comm_stats acc;        /* what this call adds (struct_size unused) */
+  int nonfinite_known;         /* the algorithm counted the NaN and Inf of this rank's share
+                                  of work (nonfinite_share), as the "nonfinite" stage would;
+                                  a stage that rewrites work clears it */
+  uint64_t nonfinite_share;
   int completed;               /* reached its end with the result in recvbuf */
   int status;
   size_t trace_at;             /* its trace event, or SIZE_MAX */

@@ -393,6 +393,7 @@ int gcomp_guard_after(gcomp_comm *comm, gcomp_call *call) {
       clear_residuals(comm, call, k->ef_codec);
     }
     memcpy(work, g->exact, n * sizeof(float));
+    call->nonfinite_known = 0;   /* another result: the "nonfinite" stage counts it */
     k->fallbacks++;
     k->backoff_left = comm->agreed.guard.backoff;
   }

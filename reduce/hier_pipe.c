@@ -59,14 +59,28 @@ typedef struct {
   int S, n;            /* slices; nodes (the cross group) */
   gcomp_bytes *part;   /* [n]: a slice's frames */
   int fp32;            /* the node's allgathers copy fp32 from here on */
+  size_t count;        /* the call's elements */
+  uint64_t nonfinite;  /* NaN and Inf in this rank's share of the result so far */
 } pipe_state;
 
 typedef struct {
   const gcomp_coll *c;
+  pipe_state *p;
   const slice *sl;
   uint8_t *buf;
-  int n;
 } frames_to;
+
+/* The NaN and Inf of this rank's share of the call (gcomp_chunk over the ranks) among
+ * elements [at, at + len) of buf, just written: counted while they are in cache, so that
+ * the call need not read its share again (gcomp_coll.nonfinite_counted). */
+static void count_share(const gcomp_coll *c, pipe_state *p, const uint8_t *buf, size_t at,
+                        size_t len) {
+  size_t so, sl;
+  gcomp_chunk(p->count, c->t->size, c->t->rank, &so, &sl);
+  size_t lo = at > so ? at : so, hi = at + len < so + sl ? at + len : so + sl;
+  if (lo < hi)
+    p->nonfinite += gcomp_count_nonfinite_f32((const float *)(const void *)buf + lo, hi - lo);
+}
 
 /* Local rank j's frame of shard k of its piece of the slice, decoded into buf where that
  * rank decoded it: the same bytes through the same decoder, so the same bits. */
@@ -75,14 +89,15 @@ static int decode_part(void *arg, int j, int k, const uint8_t *p, size_t len) {
   const gcomp_coll *c = a->c;
   size_t co, cl, o, l;
   gcomp_chunk(a->sl->len, c->t->local_size, j, &co, &cl);
-  gcomp_chunk(cl, a->n, k, &o, &l);
+  gcomp_chunk(cl, a->p->n, k, &o, &l);
   uint64_t t0 = gcomp_now_ns();
-  int st = gcomp_decode(c->codec2, p, len,
-                        (float *)(void *)(a->buf + (a->sl->off + co + o) * c->esize), l);
+  size_t at = a->sl->off + co + o;
+  int st = gcomp_decode(c->codec2, p, len, (float *)(void *)(a->buf + at * c->esize), l);
   c->stats->decode_s += (double)(gcomp_now_ns() - t0) * 1e-9;
   /* the writer decoded these very bytes before it published them */
   GCOMP_FAIL_IF(st == GCOMP_ERR_CORRUPT, st, "hier pipeline: local rank %d's frame %d of a "
                 "slice is corrupt in the node's shared segment", j, k);
+  if (st == GCOMP_OK) count_share(c, a->p, a->buf, at, l);
   return st;
 }
 
@@ -97,14 +112,20 @@ static int node_gather(const gcomp_coll *c, pipe_state *p, const slice *sl, uint
     gcomp_coll sc = *c;
     sc.drive = 1;
     gcomp_dx_frames(&sl->x, p->part);
-    frames_to a = {c, sl, buf, p->n};
+    frames_to a = {c, p, sl, buf};
     int all_in = 0;
     GCOMP_CHECK(gcomp_shm_allgather_parts(&sc, c->shm, p->part, p->n, sl->len, decode_part, &a,
                                           &all_in));
     if (all_in) return GCOMP_OK;
     p->fp32 = 1;
   }
-  return node_step(c, sl, buf, 1);
+  GCOMP_CHECK(node_step(c, sl, buf, 1));
+  for (int j = 0; j < c->t->local_size; j++) {   /* the other local ranks' pieces, copied */
+    size_t co, cl;
+    gcomp_chunk(sl->len, c->t->local_size, j, &co, &cl);
+    if (j != c->t->local_rank) count_share(c, p, buf, sl->off + co, cl);
+  }
+  return GCOMP_OK;
 }
 
 /* Slice sl enters: the node's reduce-scatter, then my piece's shards encoded and sent. A
@@ -135,6 +156,9 @@ static int tick(gcomp_coll *c, pipe_state *p, int t, uint8_t *buf) {
   if (in < S) GCOMP_CHECK(enter(c, &sl[in], buf));
   if (out >= 0 && out < S) {
     GCOMP_CHECK(gcomp_dx_gather(c, &sl[out].x));
+    size_t co, cl;   /* my piece, just decoded */
+    gcomp_chunk(sl[out].len, c->t->local_size, c->t->local_rank, &co, &cl);
+    count_share(c, p, buf, sl[out].off + co, cl);
     GCOMP_CHECK(node_gather(c, p, &sl[out], buf));
   }
   if (red >= 0 && red < S && gcomp_dx_fold_ok(&sl[red].x)) {
@@ -152,7 +176,7 @@ int gcomp_hier_direct_pipelined(gcomp_coll *c, const gcomp_group *cross, uint8_t
   GCOMP_FAIL_IF(S < 1 || S > MAX_SLICES || !c->shm, GCOMP_ERR_INVALID,
                 "hier pipeline: %d slices%s", S, c->shm ? "" : " without a shared segment");
   slice *sl = calloc((size_t)S, sizeof *sl);
-  pipe_state p = {sl, S, cross->n, calloc((size_t)cross->n, sizeof *p.part), 0};
+  pipe_state p = {sl, S, cross->n, calloc((size_t)cross->n, sizeof *p.part), 0, count, 0};
   if (!sl || !p.part) {
     free(sl), free(p.part);
     GCOMP_FAIL(GCOMP_ERR_NOMEM, "hier pipeline: %d slices", S);
@@ -183,5 +207,6 @@ int gcomp_hier_direct_pipelined(gcomp_coll *c, const gcomp_group *cross, uint8_t
   }
   free(sl), free(p.part);
   if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
+  c->nonfinite_counted = 1, c->nonfinite_share = p.nonfinite;
   return GCOMP_OK;
 }

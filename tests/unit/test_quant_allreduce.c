@@ -303,6 +303,13 @@ static void test_hier_pipelined_frames_then_fp32(void **state) {
     /* some slices went as frames, the NaN's slice and those after it as fp32 */
     assert_true(mixed[r].shm > frames[r].shm && (double)mixed[r].shm < rs + piece);
   }
+  /* the pipeline counts each rank's share of the result as it writes it, the copied slices'
+   * too: the NaN and the Inf once each over the ranks */
+  uint64_t counted_frames = 0, counted_mixed = 0;
+  for (int r = 0; r < 4; r++)
+    counted_frames += frames[r].nonfinite, counted_mixed += mixed[r].nonfinite;
+  assert_int_equal(counted_frames, 2);
+  assert_int_equal(counted_mixed, 2);
   free_jobs(frames, 4);
   free_jobs(mixed, 4);
 }
