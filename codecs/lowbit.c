@@ -91,3 +91,13 @@ int gcomp_lb_decode_raw(const char *kind, const uint8_t *src, size_t len, size_t
   *o += 4 + 4 * n;
   return GCOMP_OK;
 }
+
+int gcomp_lb_decode_whole(const gcomp_kind *kind, const gcomp_kind_cfg *cfg, uint32_t param,
+                          const uint8_t *src, size_t len, float *dst, size_t count, int add,
+                          gcomp_frame_check *chk) {
+  size_t o = 0;
+  GCOMP_CHECK(kind->decode_part(cfg, param, src, len, &o, dst, 0, count, add, chk));
+  GCOMP_FAIL_IF(o != len, GCOMP_ERR_CORRUPT, "%s: %zu bytes after the last bucket", kind->name,
+                len - o);
+  return GCOMP_OK;
+}

@@ -118,6 +118,11 @@ int gcomp_lb_encode(const char *kind, const gcomp_lowbit_kernels *K, gcomp_enc_c
  * verifies, decodes; *o moves past it. */
 int gcomp_lb_decode_raw(const char *kind, const uint8_t *src, size_t len, size_t *o, size_t n,
                         size_t b0, float *dst, int mode, gcomp_frame_check *chk);
+/* A kind's decode (gcomp_kind.decode) through its decode_part: every value, then no byte
+ * left over. */
+int gcomp_lb_decode_whole(const gcomp_kind *kind, const gcomp_kind_cfg *cfg, uint32_t param,
+                          const uint8_t *src, size_t len, float *dst, size_t count, int add,
+                          gcomp_frame_check *chk);
 
 /* The stochastic-rounding key of bucket b of frame seq (quant:round=stochastic). */
 static inline uint64_t gcomp_lb_key(uint64_t seed, uint64_t seq, uint64_t b) {

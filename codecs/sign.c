@@ -171,13 +171,12 @@ static int sign_decode_part(const gcomp_kind_cfg *cfg, uint32_t param,
   return GCOMP_OK;
 }
 
+extern const gcomp_kind gcomp_kind_sign;   /* below */
+
 static int sign_decode(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
                        size_t len, float *restrict dst, size_t count, int add,
                        gcomp_frame_check *chk) {
-  size_t o = 0;
-  GCOMP_CHECK(sign_decode_part(cfg, param, src, len, &o, dst, 0, count, add, chk));
-  GCOMP_FAIL_IF(o != len, GCOMP_ERR_CORRUPT, "sign: %zu bytes after the last bucket", len - o);
-  return GCOMP_OK;
+  return gcomp_lb_decode_whole(&gcomp_kind_sign, cfg, param, src, len, dst, count, add, chk);
 }
 
 const gcomp_kind gcomp_kind_sign = {
