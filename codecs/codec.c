@@ -467,7 +467,11 @@ int gcomp_decode_parts_begin(const gcomp_codec *c, const void *frame, size_t len
   d->payload = (const uint8_t *)frame + GCOMP_FRAME_HEADER;
   d->len = (size_t)info.payload_len;
   d->param = info.param;
-  return GCOMP_OK;
+  /* the frame's parameter, checked now as gcomp_decode checks it before any value: a frame
+   * of 0 values has no part to check it in */
+  size_t o = 0;
+  return c->spec.kind->decode_part(&c->spec.cfg, d->param, d->payload, d->len, &o, NULL, 0, 0, 0,
+                                   &d->chk);
 }
 
 int gcomp_decode_part(gcomp_dec_parts *d, float *dst, size_t n, int add) {

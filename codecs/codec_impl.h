@@ -97,7 +97,8 @@ struct gcomp_kind {
   size_t (*part_values)(const gcomp_kind_cfg *cfg);
   /* With part_values: decodes values [at, at + count) of a payload (at a part's start, the
    * bytes before *o holding the values before at) into dst[0..count), moving *o past
-   * them; the checks of decode, but for the bytes after the last value (the caller's). */
+   * them; the checks of decode, but for the bytes after the last value (the caller's).
+   * The frame's param is checked first, so count 0 checks only that. */
   int (*decode_part)(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
                      size_t len, size_t *o, float *restrict dst, size_t at, size_t count,
                      int add, gcomp_frame_check *chk);

@@ -5,12 +5,16 @@
  *   selector & 0x20  decode_add instead of decode
  *   selector & 0x40  reseal: recompute the frame's checksums (and payload length) first,
  *                    so the mutations reach the stage and kind decoders behind them
+ *   selector & 0x80  also decode in parts (codec_parts.h; codecs that can), with part
+ *                    lengths drawn from the frame's bytes: the parts must succeed exactly
+ *                    when the whole decode does, with the same values bit for bit
  * The element count handed to the decoder is the frame's own (capped), so the count
  * check passes and the payload decoders run. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec_parts.h"
 #include "frame.h"
 #include "fuzz_reseal.h"
 #include "fuzz_specs.h"
@@ -26,6 +30,25 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   for (int i = 0; i < GCOMP_FUZZ_NSPECS; i++)
     if (gcomp_codec_create(gcomp_fuzz_specs[i], &codecs[i]) != GCOMP_OK) codecs[i] = NULL;
   return 0;
+}
+
+/* frame decoded in parts into dst (add: added), part lengths multiples of the codec's unit
+ * drawn from a hash of the frame (so a replay decodes the same parts) */
+static int decode_in_parts(const gcomp_codec *c, const uint8_t *frame, size_t len, float *dst,
+                           size_t count, int add) {
+  size_t unit = gcomp_codec_part_values(c);
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
+  for (size_t i = 0; i < len; i++) h = (h ^ frame[i]) * 0x100000001b3ull;
+  gcomp_dec_parts d;
+  int s = gcomp_decode_parts_begin(c, frame, len, count, &d);
+  for (size_t at = 0; s == GCOMP_OK && at < count;) {
+    h ^= h >> 29, h *= 0xbf58476d1ce4e5b9ull, h ^= h >> 32;
+    size_t m = unit * (1 + (size_t)(h % 4));
+    if (m > count - at) m = count - at;
+    s = gcomp_decode_part(&d, dst + at, m, add);
+    at += m;
+  }
+  return s == GCOMP_OK ? gcomp_decode_parts_end(&d) : s;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -51,6 +74,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                          : gcomp_decode(c, frame, len, dst, count);
     /* a decoder may only succeed or report a damaged frame */
     if (s != GCOMP_OK && s != GCOMP_ERR_CORRUPT && s != GCOMP_ERR_NOMEM) __builtin_trap();
+    int parts = (sel & 0x80) && s != GCOMP_ERR_NOMEM && gcomp_codec_part_values(c);
+    float *alt = parts ? malloc((count ? count : 1) * sizeof *alt) : NULL;
+    if (alt) {
+      memset(alt, 0, (count ? count : 1) * sizeof *alt);
+      int sp = decode_in_parts(c, frame, len, alt, count, (sel & 0x20) != 0);
+      if (sp != GCOMP_OK && sp != GCOMP_ERR_CORRUPT) __builtin_trap();
+      if ((sp == GCOMP_OK) != (s == GCOMP_OK)) __builtin_trap();
+      if (s == GCOMP_OK && memcmp(alt, dst, count * sizeof *dst)) __builtin_trap();
+      free(alt);
+    }
   }
   free(dst);
   free(frame);

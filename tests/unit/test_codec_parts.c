@@ -190,6 +190,38 @@ static void test_damage_is_refused(void **state) {
   gcomp_codec_destroy(c);
 }
 
+/* A frame made with another bucket (or bit width) is refused as gcomp_decode refuses it,
+ * even with no values to decode (fuzz_decode found a frame of 0 values the parts took,
+ * before the parameter was checked at begin) */
+static void test_other_parameter_is_refused(void **state) {
+  static const char *pairs[][2] = {{"sign:bucket=64", "sign:bucket=128"},
+                                   {"quant:bits=4", "quant:bits=8"},
+                                   {"quant:bits=4,bucket=128", "quant:bits=4,bucket=256"}};
+  for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++) {
+    gcomp_codec *a = NULL, *b = NULL;
+    assert_int_equal(gcomp_codec_create(pairs[k][0], &a), GCOMP_OK);
+    assert_int_equal(gcomp_codec_create(pairs[k][1], &b), GCOMP_OK);
+    const size_t counts[] = {0, 1000};
+    for (int j = 0; j < 2; j++) {
+      size_t n = counts[j], cap = gcomp_codec_max_encoded_size(a, n), len;
+      float *x = calloc(n + 1, sizeof *x), *out = calloc(n + 1, sizeof *out);
+      for (size_t i = 0; i < n; i++) x[i] = value();
+      uint8_t *frame = malloc(cap);
+      assert_int_equal(gcomp_encode(a, 1, x, n, frame, cap, &len), GCOMP_OK);
+      assert_int_equal(decode_all(a, frame, len, n, out), GCOMP_OK);
+      assert_int_equal(gcomp_decode(b, frame, len, out, n), GCOMP_ERR_CORRUPT);
+      gcomp_dec_parts d;
+      int st = gcomp_decode_parts_begin(b, frame, len, n, &d);
+      if (st != GCOMP_ERR_CORRUPT || !strstr(gcomp_last_error(), "frame made with"))
+        fail_msg("%s frame of %zu values through %s: %d (%s)", pairs[k][0], n, pairs[k][1], st,
+                 gcomp_last_error());
+      free(x), free(out), free(frame);
+    }
+    gcomp_codec_destroy(a);
+    gcomp_codec_destroy(b);
+  }
+}
+
 static void test_refused_codecs(void **state) {
   static const char *specs[] = {"bf16", "none", "topk:ratio=0.01+ef", "sign+ef:dtype=bf16",
                                 "quant:bits=4,round=stochastic", "quant:bits=4+zstd"};
@@ -247,6 +279,7 @@ int main(void) {
       cmocka_unit_test(test_parts_give_the_whole_frame),
       cmocka_unit_test(test_parts_nonfinite),
       cmocka_unit_test(test_damage_is_refused),
+      cmocka_unit_test(test_other_parameter_is_refused),
       cmocka_unit_test(test_refused_codecs),
       cmocka_unit_test(test_misuse_is_an_error),
   };
