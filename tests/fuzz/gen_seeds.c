@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "codec_parts.h"
 #include "fuzz_specs.h"
 #include "gcomp.h"
 
@@ -59,6 +60,12 @@ int main(int argc, char **argv) {
         uint8_t sel = (uint8_t)(i | (k == 1 ? 0x40 : 0) | (k == 2 ? 0x20 : 0));
         snprintf(name, sizeof name, "spec%02d-n%zu", i, counts[k]);
         put(dir, name, &sel, 1, frame, len);
+        if (gcomp_codec_part_values(c)) {   /* and decoded in parts too (fuzz_decode.c) */
+          uint8_t both = (uint8_t)(sel | 0x80);
+          snprintf(name, sizeof name, "spec%02d-n%zu-parts", i, counts[k]);
+          put(dir, name, &both, 1, frame, len);
+          snprintf(name, sizeof name, "spec%02d-n%zu", i, counts[k]);
+        }
         if (i == 0 || i == 1 || i == 3) {
           char fdir[4096];
           snprintf(fdir, sizeof fdir, "%s/frame", argv[1]);
