@@ -22,6 +22,9 @@ size_t gcomp_codec_part_values(const gcomp_codec *codec);
  * writes (and the residual it leaves), where x = src[0] + src[1] + ... in that order in
  * fp32 (the node's operands as a reduce-scatter round holds them), without x ever stored:
  * it is summed a few KiB at a time into the codec's own buffer and encoded from there.
+ * The one difference: where two operands of a value are NaN, the sum keeps the payload of
+ * one, and which may differ from the caller's own sum (it depends on the operand order of
+ * an add); the value is NaN either way, and every rank decodes the same frame.
  * Parts come in order and may have any length. The stream is the codec's (one at a time;
  * no gcomp_encode of that codec between begin and end). dst has room for
  * gcomp_codec_max_encoded_size(codec, count). */

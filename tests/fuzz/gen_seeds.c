@@ -117,5 +117,19 @@ int main(int argc, char **argv) {
     put(dir, res[i].name, &res[i].sel, 1, buf, n);
     gcomp_codec_destroy(c);
   }
+  /* fuzz_parts.c: the 600 values as 1 to 3 operands for each of its 8 specs (selector
+   * s + 8 k: spec s, k + 1 operands), and once with a NaN, an Inf, -0 and a subnormal */
+  snprintf(dir, sizeof dir, "%s/parts", argv[1]);
+  float special[600];
+  memcpy(special, g, sizeof special);
+  special[5] = -0.0f, special[100] = NAN, special[300] = INFINITY, special[450] = 1e-40f;
+  for (unsigned sel = 0; sel < 24; sel++) {
+    char name[32];
+    uint8_t b = (uint8_t)sel;
+    snprintf(name, sizeof name, "sel%02u", sel);
+    put(dir, name, &b, 1, g, sizeof g);
+    snprintf(name, sizeof name, "sel%02u-special", sel);
+    if (sel >= 8 && sel < 16) put(dir, name, &b, 1, special, sizeof special);
+  }
   return 0;
 }
