@@ -16,6 +16,7 @@
 
 #include "codec_parts.h"
 #include "frame.h"
+#include "fuzz_hash.h"
 #include "fuzz_reseal.h"
 #include "fuzz_specs.h"
 #include "gcomp.h"
@@ -37,12 +38,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 static int decode_in_parts(const gcomp_codec *c, const uint8_t *frame, size_t len, float *dst,
                            size_t count, int add) {
   size_t unit = gcomp_codec_part_values(c);
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
-  for (size_t i = 0; i < len; i++) h = (h ^ frame[i]) * 0x100000001b3ull;
+  uint64_t h = gcomp_fuzz_hash(frame, len);
   gcomp_dec_parts d;
   int s = gcomp_decode_parts_begin(c, frame, len, count, &d);
   for (size_t at = 0; s == GCOMP_OK && at < count;) {
-    h ^= h >> 29, h *= 0xbf58476d1ce4e5b9ull, h ^= h >> 32;
+    h = gcomp_fuzz_mix(h);
     size_t m = unit * (1 + (size_t)(h % 4));
     if (m > count - at) m = count - at;
     s = gcomp_decode_part(&d, dst + at, m, add);

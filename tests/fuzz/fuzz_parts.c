@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "codec_parts.h"
+#include "fuzz_hash.h"
 #include "gcomp.h"
 
 static const char *const specs[] = {"sign",
@@ -33,17 +34,12 @@ enum { NSPECS = sizeof specs / sizeof *specs, MAX_VALUES = 1 << 14, MAX_PART = 3
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static uint64_t mix(uint64_t h) {
-  h ^= h >> 29, h *= 0xbf58476d1ce4e5b9ull, h ^= h >> 32;
-  return h;
-}
-
 /* The second codec's frame of the operands, in parts; its status */
 static int encode_in_parts(gcomp_codec *c, float *const *src, int nsrc, size_t n, uint8_t *dst,
                            size_t cap, size_t *len, uint64_t *h) {
   int s = gcomp_encode_sum_begin(c, 7, n, dst, cap);
   for (size_t at = 0; s == GCOMP_OK && at < n;) {
-    *h = mix(*h);
+    *h = gcomp_fuzz_mix(*h);
     size_t m = 1 + (size_t)(*h % MAX_PART);
     if (m > n - at) m = n - at;
     const float *p[3] = {src[0] + at, src[1] + at, src[2] + at};
@@ -69,19 +65,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     src[k] = calloc(n + 1, sizeof *src[k]);
     if (src[k] && k < nsrc) memcpy(src[k], data + 1 + 4 * n * (size_t)k, 4 * n);
   }
+  if (!x || !out || !fa || !fb || !src[0] || !src[1] || !src[2]) goto done;
   volatile float inf = INFINITY;
   const float dnan = inf - inf;
   for (int k = 0; k < nsrc; k++)
-    for (size_t i = 0; src[k] && i < n; i++)
+    for (size_t i = 0; i < n; i++)
       if (isnan(src[k][i])) src[k][i] = dnan;
-  if (!x || !out || !fa || !fb || !src[0] || !src[1] || !src[2]) goto done;
   for (size_t i = 0; i < n; i++) {
     float v = src[0][i];
     for (int k = 1; k < nsrc; k++) v = v + src[k][i];
     x[i] = v;
   }
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ size;
-  for (size_t i = 0; i < size; i++) h = (h ^ data[i]) * 0x100000001b3ull;
+  uint64_t h = gcomp_fuzz_hash(data, size);
   for (int call = 0; call < 2; call++) {
     size_t la = 0, lb = 0;
     int sa = gcomp_encode(a, 7, x, n, fa, cap, &la);

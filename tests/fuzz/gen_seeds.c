@@ -62,9 +62,9 @@ int main(int argc, char **argv) {
         put(dir, name, &sel, 1, frame, len);
         if (gcomp_codec_part_values(c)) {   /* and decoded in parts too (fuzz_decode.c) */
           uint8_t both = (uint8_t)(sel | 0x80);
-          snprintf(name, sizeof name, "spec%02d-n%zu-parts", i, counts[k]);
-          put(dir, name, &both, 1, frame, len);
-          snprintf(name, sizeof name, "spec%02d-n%zu", i, counts[k]);
+          char parts[80];
+          snprintf(parts, sizeof parts, "%s-parts", name);
+          put(dir, parts, &both, 1, frame, len);
         }
         if (i == 0 || i == 1 || i == 3) {
           char fdir[4096];
