@@ -507,6 +507,17 @@ int gcomp_decode_add(const gcomp_codec *codec, const void *src, size_t src_len, 
   return decode_frame(codec, src, src_len, acc, count, 1);
 }
 
+int gcomp_decode_stream(const gcomp_codec *codec, const void *src, size_t src_len, float *dst,
+                        size_t count) {
+  /* only the kinds that decode in parts take the mode; the others store as usual */
+  int mode = codec && codec->spec.kind->decode_part ? GCOMP_DEC_STREAM : GCOMP_DEC_STORE;
+  int st = decode_frame(codec, src, src_len, dst, count, mode);
+#if defined(__x86_64__) || defined(__i386__)
+  if (mode == GCOMP_DEC_STREAM) __builtin_ia32_sfence();   /* the streaming stores, visible */
+#endif
+  return st;
+}
+
 int gcomp_codec_get_stats(const gcomp_codec *codec, gcomp_codec_stats *out) {
   GCOMP_FAIL_IF(!codec || !out, GCOMP_ERR_INVALID, "gcomp_codec_get_stats: NULL argument");
   return GCOMP_SIZED_COPY(out, &codec->stats, gcomp_codec_stats, underflows,

@@ -76,6 +76,11 @@ static inline int gcomp_dec_need(gcomp_frame_check *chk, size_t upto) {
   return chk ? gcomp_frame_verify(chk, upto) : GCOMP_OK;
 }
 
+/* What a kind's decode does with the values: stores them, adds them to dst, or stores them
+ * with streaming stores where its kernels can (the same bits as a store: for an output
+ * nobody reads soon; the caller fences, gcomp_decode_stream). */
+typedef enum { GCOMP_DEC_STORE = 0, GCOMP_DEC_ADD = 1, GCOMP_DEC_STREAM = 2 } gcomp_dec_mode;
+
 typedef struct gcomp_kind gcomp_kind;
 struct gcomp_kind {
   const char *name;     /* spec name: "fp16" */
@@ -98,7 +103,8 @@ struct gcomp_kind {
   /* With part_values: decodes values [at, at + count) of a payload (at a part's start, the
    * bytes before *o holding the values before at) into dst[0..count), moving *o past
    * them; the checks of decode, but for the bytes after the last value (the caller's).
-   * The frame's param is checked first, so count 0 checks only that. */
+   * The frame's param is checked first, so count 0 checks only that. add: a
+   * gcomp_dec_mode. */
   int (*decode_part)(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
                      size_t len, size_t *o, float *restrict dst, size_t at, size_t count,
                      int add, gcomp_frame_check *chk);
@@ -119,7 +125,8 @@ struct gcomp_kind {
   /* Encodes count values into dst (capacity cap), sets *len. */
   int (*encode)(const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx, const float *restrict src,
                 size_t count, uint8_t *restrict dst, size_t cap, size_t *len);
-  /* Decodes a payload of len bytes holding count values; add != 0 means dst[i] += value.
+  /* Decodes a payload of len bytes holding count values; add is a gcomp_dec_mode
+   * (GCOMP_DEC_STREAM only for a kind with decode_part).
    * Must validate everything it reads (GCOMP_ERR_CORRUPT) and never read past len. chk:
    * see reads_in_blocks (NULL: the payload is trusted or already verified). After a
    * failure dst may hold partial results. */

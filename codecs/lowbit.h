@@ -31,7 +31,12 @@
 #include "codec_impl.h"
 #include "half.h"
 
-enum { GCOMP_LB_STORE = 0, GCOMP_LB_ADD = 1, GCOMP_LB_SUB = 2 };   /* what a decoder does */
+/* What a decoder does. GCOMP_LB_STREAM stores as GCOMP_LB_STORE does, the same bits, but a
+ * kernel may use streaming stores, which do not read each line into the cache first: for an
+ * output nobody reads soon (sdec_avx2 does, where the output is 32-byte aligned). The
+ * caller fences (gcomp_decode_stream) before anyone else reads it. */
+enum { GCOMP_LB_STORE = 0, GCOMP_LB_ADD = 1, GCOMP_LB_SUB = 2, GCOMP_LB_STREAM = 3,
+       GCOMP_LB_MODES = 4 };
 
 /* For the SIMD tables: the first pass over a bucket reads it from memory, prefetched this
  * far ahead, once per 64 bytes (the hardware prefetchers alone leave the loads waiting, a
@@ -143,6 +148,12 @@ static inline uint32_t gcomp_lb_code_sr(float x, float mn, float inv, uint32_t t
   uint32_t u = (uint32_t)(int32_t)(t * 0x1p23f);
   uint32_t c = (u >> 23) + ((r >> 9) < (u & 0x7fffffu));
   return c < top ? c : top;
+}
+
+/* A kernel mode from a kind's gcomp_dec_mode. */
+static inline int gcomp_lb_mode(int dec) {
+  return dec == GCOMP_DEC_ADD ? GCOMP_LB_ADD : dec == GCOMP_DEC_STREAM ? GCOMP_LB_STREAM
+                                                                     : GCOMP_LB_STORE;
 }
 
 static inline float gcomp_lb_apply(float d, float v, int mode) {

@@ -188,7 +188,7 @@ static int quant_decode_part(const gcomp_kind_cfg *cfg, uint32_t param,
                 (unsigned long long)c->bucket);
   const gcomp_lowbit_kernels *K = gcomp_lowbit_kernels_get();
   unsigned bits = (unsigned)c->bits;
-  int mode = add ? GCOMP_LB_ADD : GCOMP_LB_STORE;
+  int mode = gcomp_lb_mode(add);
   size_t o = *o_io;
   for (size_t i0 = 0; i0 < count; i0 += c->bucket) {
     size_t n = count - i0 < c->bucket ? count - i0 : (size_t)c->bucket;

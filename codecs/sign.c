@@ -143,7 +143,7 @@ static int sign_decode_part(const gcomp_kind_cfg *cfg, uint32_t param,
                 "sign: frame made with bucket=%u; this codec has bucket=%llu", (unsigned)param,
                 (unsigned long long)c->bucket);
   const gcomp_lowbit_kernels *K = gcomp_lowbit_kernels_get();
-  int mode = add ? GCOMP_LB_ADD : GCOMP_LB_STORE;
+  int mode = gcomp_lb_mode(add);
   size_t o = *o_io;
   for (size_t i0 = 0; i0 < count; i0 += c->bucket) {
     size_t n = count - i0 < c->bucket ? count - i0 : (size_t)c->bucket, nb = (n + 7) / 8;

@@ -33,6 +33,9 @@ GCOMP_PARAM(SEGMENT_BYTES, SIZE, "16m", "4096:1099511627776",
             "grown so that the chunks a step posts to one peer stay within a budget of 256")
 GCOMP_PARAM(SHM_BYTES, SIZE, "1m", "0:1099511627776",
             "bytes per rank and round of the node's shared segment: the shm algorithm and hier's in-node halves (0: no segment)")
+GCOMP_PARAM(STREAM_BYTES, SIZE, "16m", "0:1099511627776",
+            "hier-direct's pipelined calls of this many bytes or more write sign's result outside each rank's share "
+            "with streaming stores, which skip the cache (0: every call; 1024g: none; need not be equal on all ranks)")
 GCOMP_PARAM(ALPHA_BETA, STR, "", "",
             "skip calibration: 'intra_alpha_us,intra_GBps,inter_alpha_us,inter_GBps[,shm_alpha_us,shm_GBps]'")
 

@@ -62,6 +62,7 @@ static gcomp_coll coll_of(gcomp_comm *comm, uint32_t seq, gcomp_dtype wt, gcomp_
                       .reduce = gcomp_reduce_kernel(wt, op),
                       .reduce3 = gcomp_reduce3_kernel(wt, op),
                       .scratch = &comm->scratch, .seg_bytes = seg_bytes,
+                      .stream_from = comm->agreed.stream_bytes ? comm->agreed.stream_bytes : 1,
                       .stats = acc, .plan = in,
                       .world = comm->world, .shm = comm->shm, .abort = comm->abort,
                       .float_data = wt == GCOMP_FLOAT32 || wt == GCOMP_FLOAT64};

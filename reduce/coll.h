@@ -54,6 +54,9 @@ typedef struct gcomp_coll {
   int float_data;
   gcomp_scratch *scratch;    /* receive scratch (gcomp_coll_reserve), owned by the caller */
   size_t seg_bytes;          /* pipeline segment size */
+  /* results of at least this many bytes that nobody reads soon may be written with
+   * streaming stores (GCOMP_STREAM_BYTES, 0 there is 1 here); 0: never */
+  size_t stream_from;
   gcomp_comm_stats *stats;   /* the call's own figures: wait_s, reduce_s, wire_bytes, ...
                                 are added here (merged into the communicator's after it) */
   const struct gcomp_plan_in *plan;   /* the call's cost-model inputs (for sub-choices) */
@@ -190,6 +193,10 @@ typedef struct {
   gcomp_treq **reqs;         /* [4n]: reduce-scatter sends, receives; allgather's alike */
   size_t mine_len, red_len;  /* my own shard's frame; my reduced shard's frame */
   size_t *ag_len;            /* [n]: each allgathered frame's bytes (gcomp_dx_gather) */
+  /* gather: with stream set (by the caller, after init), a shard that lies outside
+   * buf[hot_lo, hot_hi) is decoded with gcomp_decode_stream (nobody reads it soon) */
+  int stream;
+  size_t hot_lo, hot_hi;
 } gcomp_dx;
 int gcomp_dx_init(gcomp_dx *x, const gcomp_group *g, float *buf, size_t count, unsigned phase,
                   unsigned step, uint64_t key_salt, gcomp_codec *rs_codec, gcomp_codec *ag_codec);

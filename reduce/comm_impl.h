@@ -48,6 +48,7 @@ typedef struct {
   size_t chunk_bytes;          /* GCOMP_CHUNK_BYTES (compared across ranks) */
   size_t seg_bytes;            /* GCOMP_SEGMENT_BYTES */
   size_t shm_bytes;            /* GCOMP_SHM_BYTES */
+  size_t stream_bytes;         /* GCOMP_STREAM_BYTES (not compared: it changes no bits) */
   const gcomp_algo *forced;    /* GCOMP_ALGO, or NULL for the planner */
   gcomp_codec *default_codec;  /* GCOMP_CODEC, or NULL for none */
   gcomp_codec *intra_codec;    /* GCOMP_INTRA_CODEC, or NULL for fp32 inside nodes */

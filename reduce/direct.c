@@ -333,7 +333,9 @@ int gcomp_dx_gather(gcomp_coll *c, gcomp_dx *x) {
     gcomp_chunk(x->count, n, r, &o, &l);
     x->ag_len[r] = flen;
     uint64_t t0 = gcomp_now_ns();
-    int st = gcomp_decode(x->ag_codec, x->mem + x->off[2 * n + r], flen, x->buf + o, l);
+    int cold = x->stream && (o + l <= x->hot_lo || o >= x->hot_hi);
+    int st = (cold ? gcomp_decode_stream : gcomp_decode)(x->ag_codec, x->mem + x->off[2 * n + r],
+                                                         flen, x->buf + o, l);
     c->stats->decode_s += elapsed(t0);
     if (st == GCOMP_ERR_CORRUPT) st = gcomp_abort_corrupt_from(c->abort, c, st, g->ranks[r]);
     GCOMP_CHECK(st);

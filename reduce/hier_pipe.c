@@ -18,6 +18,7 @@
  * rank sent in an earlier tick, so no rank waits for one that waits for it. */
 #include <stdlib.h>
 
+#include "codec_parts.h"
 #include "coll.h"
 
 /* At most 16 slices; a slice is reduced across nodes RS_LAG ticks after it entered and
@@ -27,7 +28,6 @@
 enum { MAX_SLICES = 16, RS_LAG = 2, AG_LAG = 4 };
 /* a slice at most: at 64 MiB, 16 slices fill and drain the pipeline in ~1/16 of a call */
 #define SLICE_MAX_BYTES ((size_t)4 << 20)
-
 int gcomp_hier_pipe_slices(const gcomp_coll *c, size_t count) {
   size_t slice = c->seg_bytes < SLICE_MAX_BYTES ? c->seg_bytes : SLICE_MAX_BYTES;
   size_t s = count * c->esize / (slice ? slice : 1);
@@ -82,6 +82,24 @@ static void count_share(const gcomp_coll *c, pipe_state *p, const uint8_t *buf, 
     p->nonfinite += gcomp_count_nonfinite_f32((const float *)(const void *)buf + lo, hi - lo);
 }
 
+/* A call this large (c->stream_from: GCOMP_STREAM_BYTES, 16 MiB by default) writes the
+ * result outside this rank's share (the share it reads again at once, to count NaN and
+ * Inf) with gcomp_decode_stream: plain stores first read every line they write, and a
+ * result this large is not in cache when the caller reads it (every rank of a node writes
+ * all of it; an L3 is tens of MiB). At 64 MiB, 4 ranks on 2 nodes, sign+ef, streaming took
+ * 8-9% off the call (bench/RESULTS.md). */
+static int streams(const gcomp_coll *c, size_t count) {
+  return c->stream_from && count * c->esize >= c->stream_from;
+}
+
+/* Whether elements [at, at + len) of the call are decoded with streaming stores: the call
+ * streams and they lie outside this rank's share. */
+static int cold(const gcomp_coll *c, const pipe_state *p, size_t at, size_t len) {
+  size_t so, sl;
+  gcomp_chunk(p->count, c->t->size, c->t->rank, &so, &sl);
+  return streams(c, p->count) && (at + len <= so || at >= so + sl);
+}
+
 /* Local rank j's frame of shard k of its piece of the slice, decoded into buf where that
  * rank decoded it: the same bytes through the same decoder, so the same bits. */
 static int decode_part(void *arg, int j, int k, const uint8_t *p, size_t len) {
@@ -92,7 +110,8 @@ static int decode_part(void *arg, int j, int k, const uint8_t *p, size_t len) {
   gcomp_chunk(cl, a->p->n, k, &o, &l);
   uint64_t t0 = gcomp_now_ns();
   size_t at = a->sl->off + co + o;
-  int st = gcomp_decode(c->codec2, p, len, (float *)(void *)(a->buf + at * c->esize), l);
+  int st = (cold(c, a->p, at, l) ? gcomp_decode_stream : gcomp_decode)(
+      c->codec2, p, len, (float *)(void *)(a->buf + at * c->esize), l);
   c->stats->decode_s += (double)(gcomp_now_ns() - t0) * 1e-9;
   /* the writer decoded these very bytes before it published them */
   GCOMP_FAIL_IF(st == GCOMP_ERR_CORRUPT, st, "hier pipeline: local rank %d's frame %d of a "
@@ -192,6 +211,13 @@ int gcomp_hier_direct_pipelined(gcomp_coll *c, const gcomp_group *cross, uint8_t
     uint64_t salt = 0x100u + (uint64_t)t->local_rank + ((uint64_t)made << 32);
     st = gcomp_dx_init(&s->x, cross, piece, cl, 2, 2u * (unsigned)made, salt, c->codec,
                        c->codec2);
+    if (st == GCOMP_OK && streams(c, count)) {   /* see cold */
+      size_t so, sh, lo = s->off + co, hi = lo + cl;
+      gcomp_chunk(count, t->size, t->rank, &so, &sh);
+      s->x.stream = 1;
+      s->x.hot_lo = so > lo ? (so < hi ? so : hi) - lo : 0;
+      s->x.hot_hi = so + sh > lo ? (so + sh < hi ? so + sh : hi) - lo : 0;
+    }
     bytes += s->x.bytes;
   }
   if (st == GCOMP_OK) st = gcomp_coll_reserve(c, bytes);

@@ -146,8 +146,15 @@ static int cmp_d(const void *a, const void *b) {
 
 static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
   int rank = gcomp_comm_rank(comm), size = gcomp_comm_size(comm);
-  float *send = malloc(o->maxb + 64), *recv = malloc(o->maxb + 64);
-  if (!send || !recv) return GCOMP_ERR_NOMEM;
+  /* 64-byte aligned, as PyTorch's CPU allocator aligns tensors (OSU's and nccl-tests'
+   * buffers are page- and 256-byte aligned): malloc's 16 bytes would keep sign's decode
+   * from streaming the result (gcomp_decode_stream) */
+  float *send = NULL, *recv = NULL;
+  if (posix_memalign((void **)&send, 64, o->maxb + 64) ||
+      posix_memalign((void **)&recv, 64, o->maxb + 64)) {
+    free(send);
+    return GCOMP_ERR_NOMEM;
+  }
   gcomp_codec *codec = NULL;
   if (spec) GCOMP_CHECK(gcomp_codec_create(spec, &codec));
   float *ref = malloc(o->maxb + 64);   /* the fp32 result; in place, what to refill with */

@@ -222,6 +222,57 @@ static void test_other_parameter_is_refused(void **state) {
   }
 }
 
+/* gcomp_decode_stream (streaming stores for sign and quant, plain ones for the rest) gives
+ * gcomp_decode's values bit for bit at each alignment of the output, touches nothing
+ * around it, and refuses what gcomp_decode refuses. */
+static void test_stream_decode_is_decode(void **state) {
+  static const char *specs[] = {"sign+ef", "sign:bucket=96", "quant:bits=4", "quant:bits=8+ef",
+                                "quant:bits=2,bucket=128", "quant:bits=4,round=stochastic",
+                                "quant:bits=4+zstd", "sign+ef:dtype=bf16", "bf16", "none",
+                                "topk:ratio=0.01+ef"};
+  enum { COUNT = 100003, PAD = 16 };
+  float *x = malloc(COUNT * sizeof *x), *want = malloc(COUNT * sizeof *want);
+  float *mem = NULL;
+  assert_int_equal(posix_memalign((void **)&mem, 64, (COUNT + 2 * PAD) * sizeof *mem), 0);
+  assert_non_null(x), assert_non_null(want);
+  for (size_t i = 0; i < COUNT; i++) x[i] = value() * (i % 9 == 0 ? 0.0f : 1.0f);
+  x[5000] = NAN, x[70001] = -INFINITY;   /* raw buckets */
+  for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
+    gcomp_codec *c = NULL;
+    assert_int_equal(gcomp_codec_create(specs[s], &c), GCOMP_OK);
+    size_t cap = gcomp_codec_max_encoded_size(c, COUNT), len;
+    uint8_t *frame = malloc(cap);
+    assert_int_equal(gcomp_encode(c, 9, x, COUNT, frame, cap, &len), GCOMP_OK);
+    assert_int_equal(gcomp_decode(c, frame, len, want, COUNT), GCOMP_OK);
+    const size_t shifts[] = {0, 4, 1};   /* 64-, 16- and 4-byte aligned */
+    for (size_t a = 0; a < 3; a++) {
+      memset(mem, 0x7b, (COUNT + 2 * PAD) * sizeof *mem);
+      float *d = mem + PAD + shifts[a];
+      assert_int_equal(gcomp_decode_stream(c, frame, len, d, COUNT), GCOMP_OK);
+      if (memcmp(d, want, COUNT * sizeof *d))
+        fail_msg("%s, output shifted %zu floats: gcomp_decode_stream's values differ", specs[s],
+                 shifts[a]);
+      const uint8_t *b = (const uint8_t *)mem;
+      for (size_t i = 0; i < (COUNT + 2 * PAD) * sizeof *mem; i++)
+        if ((i < (PAD + shifts[a]) * 4 || i >= (PAD + shifts[a] + COUNT) * 4) && b[i] != 0x7b)
+          fail_msg("%s: byte %zu outside the output written", specs[s], i);
+    }
+    for (int k = 0; k < 20; k++) {   /* damage: the same refusal */
+      size_t at = next() % len;
+      frame[at] ^= 0x10;
+      int s0 = gcomp_decode(c, frame, len, want, COUNT);
+      int s1 = gcomp_decode_stream(c, frame, len, mem + PAD, COUNT);
+      if (s0 != s1 || s1 != GCOMP_ERR_CORRUPT)
+        fail_msg("%s, byte %zu flipped: gcomp_decode %d, gcomp_decode_stream %d", specs[s], at,
+                 s0, s1);
+      frame[at] ^= 0x10;
+    }
+    free(frame);
+    gcomp_codec_destroy(c);
+  }
+  free(x), free(want), free(mem);
+}
+
 static void test_refused_codecs(void **state) {
   static const char *specs[] = {"bf16", "none", "topk:ratio=0.01+ef", "sign+ef:dtype=bf16",
                                 "quant:bits=4,round=stochastic", "quant:bits=4+zstd"};
@@ -280,6 +331,7 @@ int main(void) {
       cmocka_unit_test(test_parts_nonfinite),
       cmocka_unit_test(test_damage_is_refused),
       cmocka_unit_test(test_other_parameter_is_refused),
+      cmocka_unit_test(test_stream_decode_is_decode),
       cmocka_unit_test(test_refused_codecs),
       cmocka_unit_test(test_misuse_is_an_error),
   };

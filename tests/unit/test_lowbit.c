@@ -117,7 +117,7 @@ static void diff_one(const gcomp_lowbit_kernels *K, const float *x, size_t n, ui
     B->qenc_sr(x, n, bits, mn, inv, key, 77, c0);
     K->qenc_sr(x, n, bits, mn, inv, key, 77, c1);
     if (memcmp(c0, c1, cb)) fail_msg("%s %s qenc_sr bits=%u n=%zu", K->name, where, bits, n);
-    for (int mode = 0; mode < 3; mode++) {
+    for (int mode = 0; mode < GCOMP_LB_MODES; mode++) {
       for (size_t i = 0; i < n; i++) d0[i] = d1[i] = x[i];
       B->qdec(c0, n, bits, mn, step, d0, mode);
       K->qdec(c0, n, bits, mn, step, d1, mode);
@@ -141,7 +141,7 @@ static void diff_one(const gcomp_lowbit_kernels *K, const float *x, size_t n, ui
   if (memcmp(c0, c1, 2 * nb)) fail_msg("%s %s senc n=%zu", K->name, where, n);
   K->senc(x, n, c1, NULL);   /* without zero bits: the sign bits alone, the same */
   if (memcmp(c0, c1, nb)) fail_msg("%s %s senc without zmask n=%zu", K->name, where, n);
-  for (int mode = 0; mode < 3; mode++)
+  for (int mode = 0; mode < GCOMP_LB_MODES; mode++)
     for (int z = 0; z < 2; z++) {
       for (size_t i = 0; i < n; i++) d0[i] = d1[i] = x[i];
       B->sdec(c0, z ? m0 : NULL, n, 0.375f, d0, mode);
@@ -177,13 +177,13 @@ static void guard_codes(const gcomp_lowbit_kernels *K, const float *x, size_t n,
     float mn = -0.6f, inv = (float)((1u << bits) - 1) / 1.2f;
     K->qenc(x, n, bits, mn, inv, c);
     K->qenc_sr(x, n, bits, mn, inv, 99, 0, c);
-    for (int mode = 0; mode < 3; mode++) K->qdec(c, n, bits, mn, 1.0f / inv, d, mode);
+    for (int mode = 0; mode < GCOMP_LB_MODES; mode++) K->qdec(c, n, bits, mn, 1.0f / inv, d, mode);
     guard_free(&g);
   }
   guarded gb, gz;
   uint8_t *b = guard_alloc(&gb, (n + 7) / 8), *z = guard_alloc(&gz, (n + 7) / 8);
   K->senc(x, n, b, z);
-  for (int mode = 0; mode < 3; mode++) K->sdec(b, z, n, 0.25f, d, mode);
+  for (int mode = 0; mode < GCOMP_LB_MODES; mode++) K->sdec(b, z, n, 0.25f, d, mode);
   guard_free(&gb), guard_free(&gz);
 }
 
@@ -216,6 +216,53 @@ static void test_simd_vs_base_large(void **state) {
 }
 
 /* A bucket with NaN or Inf is flagged by both scans, wherever it sits. */
+/* GCOMP_LB_STREAM at each alignment class of the output (32-byte and 16-byte aligned: the
+ * two widths of streaming stores; 4-byte: plain stores): the values gcomp_lb_apply's store
+ * gives, bit for bit, and not a byte written before or after the output. */
+static void test_stream_mode_stores(void **state) {
+  enum { MAXN = 1100, PAD = 64 };
+  size_t nt;
+  const gcomp_lowbit_kernels *const *T = gcomp_lowbit_tables(&nt);
+  float *x = malloc(MAXN * 4), *want = malloc(MAXN * 4);
+  uint8_t *c = malloc(2 * MAXN + 16), *mem = NULL;
+  assert_int_equal(posix_memalign((void **)&mem, 64, MAXN * 4 + 2 * PAD * 4), 0);
+  assert_non_null(x), assert_non_null(want), assert_non_null(c);
+  const size_t ns[] = {0, 1, 7, 8, 9, 15, 16, 17, 100, 512, 1031, MAXN};
+  const size_t shifts[] = {0, 4, 8, 1, 3};   /* floats past a 64-byte boundary */
+  for (size_t t = 0; t < nt; t++)
+    for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+      for (size_t a = 0; a < sizeof shifts / sizeof *shifts; a++) {
+        size_t n = ns[i];
+        float *d = (float *)(void *)mem + PAD + shifts[a];
+        fill(x, n);
+        for (unsigned bits = 1; bits <= 8; bits++) {
+          float top = (float)((1u << bits) - 1), mn = -0.6f, inv = top / 1.2f, step = 1.2f / top;
+          gcomp_lowbit_base.qenc(x, n, bits, mn, inv, c);
+          gcomp_lowbit_base.qdec(c, n, bits, mn, step, want, GCOMP_LB_STORE);
+          memset(mem, 0x7b, MAXN * 4 + 2 * PAD * 4);
+          T[t]->qdec(c, n, bits, mn, step, d, GCOMP_LB_STREAM);
+          if (!same_bits(d, want, n))
+            fail_msg("%s qdec stream bits=%u n=%zu shift=%zu", T[t]->name, bits, n, shifts[a]);
+          for (size_t b = 0; b < MAXN * 4 + 2 * PAD * 4; b++)
+            if ((b < (PAD + shifts[a]) * 4 || b >= (PAD + shifts[a] + n) * 4) && mem[b] != 0x7b)
+              fail_msg("%s qdec stream wrote byte %zu outside the output", T[t]->name, b);
+        }
+        size_t nb = (n + 7) / 8;
+        gcomp_lowbit_base.senc(x, n, c, c + nb);
+        for (int z = 0; z < 2; z++) {
+          gcomp_lowbit_base.sdec(c, z ? c + nb : NULL, n, 0.375f, want, GCOMP_LB_STORE);
+          memset(mem, 0x7b, MAXN * 4 + 2 * PAD * 4);
+          T[t]->sdec(c, z ? c + nb : NULL, n, 0.375f, d, GCOMP_LB_STREAM);
+          if (!same_bits(d, want, n))
+            fail_msg("%s sdec stream z=%d n=%zu shift=%zu", T[t]->name, z, n, shifts[a]);
+          for (size_t b = 0; b < MAXN * 4 + 2 * PAD * 4; b++)
+            if ((b < (PAD + shifts[a]) * 4 || b >= (PAD + shifts[a] + n) * 4) && mem[b] != 0x7b)
+              fail_msg("%s sdec stream wrote byte %zu outside the output", T[t]->name, b);
+        }
+      }
+  free(x), free(want), free(c), free(mem);
+}
+
 static void test_nonfinite_flagged(void **state) {
   size_t nt;
   const gcomp_lowbit_kernels *const *T = gcomp_lowbit_tables(&nt);
@@ -329,6 +376,7 @@ int main(void) {
       cmocka_unit_test(test_simd_vs_base_lengths),
       cmocka_unit_test(test_simd_vs_base_guard_page),
       cmocka_unit_test(test_simd_vs_base_large),
+      cmocka_unit_test(test_stream_mode_stores),
       cmocka_unit_test(test_nonfinite_flagged),
       cmocka_unit_test(test_base_follows_the_rules),
       cmocka_unit_test(test_stochastic_codes_unbiased),

@@ -57,6 +57,8 @@ static double unif(void) {
 static const char *seg_bytes;
 /* GCOMP_SHM_BYTES of the runs when set (the node segment's slot) */
 static const char *slot_bytes;
+/* GCOMP_STREAM_BYTES of the runs when set */
+static const char *stream_bytes;
 /* When below N: rank 1's input there is NaN, rank n-1's at inf_at +Inf (first call) */
 static size_t nan_at = N, inf_at = N;
 
@@ -69,6 +71,8 @@ static job *run(const char *spec, const char *algo, int n, int calls) {
     assert_int_equal(gcomp_config_set(cfg, "GCOMP_SEGMENT_BYTES", seg_bytes), GCOMP_OK);
   if (slot_bytes)
     assert_int_equal(gcomp_config_set(cfg, "GCOMP_SHM_BYTES", slot_bytes), GCOMP_OK);
+  if (stream_bytes)
+    assert_int_equal(gcomp_config_set(cfg, "GCOMP_STREAM_BYTES", stream_bytes), GCOMP_OK);
   assert_int_equal(gcomp_config_set(cfg, "GCOMP_ALPHA_BETA", "1,10,20,1"), GCOMP_OK);
   assert_int_equal(gcomp_config_set(cfg, "GCOMP_ALGO", algo), GCOMP_OK);
   assert_int_equal(gcomp_config_set(cfg, "GCOMP_CODEC_MIN_BYTES", "0"), GCOMP_OK);
@@ -82,8 +86,10 @@ static job *run(const char *spec, const char *algo, int n, int calls) {
   job *jobs = calloc(MAXR, sizeof *jobs);
   pthread_t th[MAXR];
   for (int r = 0; r < n; r++) {
+    /* results 64-byte aligned, as a framework's tensors are (sign streams its result from
+     * 32-byte boundaries on) */
     jobs[r] = (job){comms[r], spec, calls, malloc((size_t)calls * N * 4),
-                    malloc((size_t)calls * N * 4), 0, "", 0, 0, 0};
+                    aligned_alloc(64, (size_t)calls * N * 4), 0, "", 0, 0, 0};
     for (size_t i = 0; i < (size_t)calls * N; i++)
       jobs[r].x[i] = (float)((unif() * 2 - 1) * 1e-3 + 2e-4 * r);
   }
@@ -242,6 +248,31 @@ static void test_hier_pipelined_nonfinite(void **state) {
   free_jobs(jobs, 4);
 }
 
+/* Sign's decode of the result outside each rank's share with streaming stores
+ * (GCOMP_STREAM_BYTES 0: every call streams; 1024g: none does) changes no bit of any rank's
+ * result nor any count. 40000-byte segments cut the calls into 4 slices whose shards start
+ * alternately on and off 32-byte boundaries (10000 bytes each): both kinds of store run. */
+static void test_hier_pipelined_streamed(void **state) {
+  static const char *specs[] = {"sign+ef", "sign:bucket=128", "quant:bits=4,bucket=128"};
+  const int ns[] = {4, 8};
+  for (size_t s = 0; s < sizeof specs / sizeof *specs; s++)
+    for (int k = 0; k < 2; k++) {
+      int n = ns[k];
+      seg_bytes = "40000", nan_at = 12345, inf_at = 33333;
+      rng = 29, stream_bytes = "1024g";
+      job *plain = run(specs[s], "hier-direct", n, 3);
+      rng = 29, stream_bytes = "0";
+      job *streamed = run(specs[s], "hier-direct", n, 3);
+      seg_bytes = NULL, stream_bytes = NULL, nan_at = N, inf_at = N;
+      if (memcmp(plain[0].y, streamed[0].y, (size_t)3 * N * 4))
+        fail_msg("%s n=%d: the streamed result's bits differ", specs[s], n);
+      for (int r = 0; r < n; r++) assert_int_equal(plain[r].nonfinite, streamed[r].nonfinite);
+      assert_true(isnan(streamed[0].y[12345]) && isinf(streamed[0].y[33333]));
+      free_jobs(plain, n);
+      free_jobs(streamed, n);
+    }
+}
+
 /* The pipeline's allgather in the node hands the other local ranks the frames to decode
  * instead of fp32 copies of the decoded piece (reduce/hier_pipe.c), and copies fp32 when
  * some rank's frames do not fit its slot. Either way every rank decodes the same bytes, so
@@ -323,6 +354,7 @@ int main(void) {
       cmocka_unit_test(test_hier_pipelined_same_bits),
       cmocka_unit_test(test_hier_pipelined_nonfinite),
       cmocka_unit_test(test_hier_pipelined_frames),
+      cmocka_unit_test(test_hier_pipelined_streamed),
       cmocka_unit_test(test_hier_pipelined_frames_then_fp32),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
