@@ -146,13 +146,13 @@ static inline __m256 apply8(float *d, __m256 v, int mode) {
   return v;
 }
 
-/* GCOMP_LB_STREAM's stores (sdec only): streaming ones where dst is 32-byte aligned (every 8
- * values keep the alignment, so it is checked once a call), plain ones elsewhere. At 16-byte
- * alignment, two 16-byte streaming stores per 8 values gained about 3% in the call, within
- * the noise; qdec keeps plain stores: with streaming ones its decode took about 2.4 times
- * as long in the pipelined call (bench/RESULTS.md). */
-static inline int stream_ok(const float *dst, int mode) {
-  return mode == GCOMP_LB_STREAM && !((uintptr_t)dst & 31);
+/* GCOMP_LB_STREAM's stores (sdec only): the width of the streaming stores dst allows, 32 or
+ * 16 bytes (every 8 values keep the alignment, so it is checked once a call); 0: plain
+ * stores. qdec keeps plain stores: with streaming ones its decode took about 2.4 times as
+ * long in the pipelined call (bench/RESULTS.md). */
+static inline int stream_width(const float *dst, int mode) {
+  uintptr_t a = (uintptr_t)dst;
+  return mode != GCOMP_LB_STREAM || (a & 15) ? 0 : (a & 31) ? 16 : 32;
 }
 
 static void qdec_avx2(const uint8_t *codes, size_t n, unsigned bits, float mn, float step,
@@ -255,9 +255,16 @@ static void sdec_avx2(const uint8_t *bits, const uint8_t *zmask, size_t n, float
                       int mode) {
   const __m256i sv = _mm256_castps_si256(_mm256_set1_ps(s)), sign = SET1(0x80000000u);
   size_t j = 0;
-  if (stream_ok(dst, mode))
+  const int w = stream_width(dst, mode);
+  if (w == 32)
     for (; j + 8 <= n; j += 8)
       _mm256_stream_si256((__m256i *)(void *)(dst + j), sdec8(sv, sign, bits, zmask, j));
+  if (w == 16)
+    for (; j + 8 <= n; j += 8) {
+      __m256i v = sdec8(sv, sign, bits, zmask, j);
+      _mm_stream_si128((__m128i *)(void *)(dst + j), _mm256_castsi256_si128(v));
+      _mm_stream_si128((__m128i *)(void *)(dst + j + 4), _mm256_extracti128_si256(v, 1));
+    }
   for (; j + 8 <= n; j += 8)
     _mm256_storeu_ps(dst + j, apply8(dst + j, _mm256_castsi256_ps(sdec8(sv, sign, bits, zmask, j)),
                                      mode));

@@ -217,8 +217,8 @@ static void test_simd_vs_base_large(void **state) {
 
 /* A bucket with NaN or Inf is flagged by both scans, wherever it sits. */
 /* GCOMP_LB_STREAM at each alignment class of the output (32-byte and 16-byte aligned: the
- * two widths of streaming stores; 4-byte: plain stores): the values gcomp_lb_apply's store
- * gives, bit for bit, and not a byte written before or after the output. */
+ * two widths of sdec's streaming stores; 4-byte: plain stores): the values a store gives,
+ * bit for bit, and not a byte written before or after the output. */
 static void test_stream_mode_stores(void **state) {
   enum { MAXN = 1100, PAD = 64 };
   size_t nt;

@@ -86,8 +86,8 @@ static job *run(const char *spec, const char *algo, int n, int calls) {
   job *jobs = calloc(MAXR, sizeof *jobs);
   pthread_t th[MAXR];
   for (int r = 0; r < n; r++) {
-    /* results 64-byte aligned, as a framework's tensors are (sign streams its result from
-     * 32-byte boundaries on) */
+    /* results 64-byte aligned, as a framework's tensors are (sign streams its result 32
+     * bytes a store from 32-byte boundaries, 16 from 16-byte ones) */
     jobs[r] = (job){comms[r], spec, calls, malloc((size_t)calls * N * 4),
                     aligned_alloc(64, (size_t)calls * N * 4), 0, "", 0, 0, 0};
     for (size_t i = 0; i < (size_t)calls * N; i++)
@@ -251,7 +251,8 @@ static void test_hier_pipelined_nonfinite(void **state) {
 /* Sign's decode of the result outside each rank's share with streaming stores
  * (GCOMP_STREAM_BYTES 0: every call streams; 1024g: none does) changes no bit of any rank's
  * result nor any count. 40000-byte segments cut the calls into 4 slices whose shards start
- * alternately on and off 32-byte boundaries (10000 bytes each): both kinds of store run. */
+ * alternately on and off 32-byte boundaries (10000 bytes each): both widths of streaming
+ * stores run. */
 static void test_hier_pipelined_streamed(void **state) {
   static const char *specs[] = {"sign+ef", "sign:bucket=128", "quant:bits=4,bucket=128"};
   const int ns[] = {4, 8};
