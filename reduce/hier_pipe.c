@@ -28,6 +28,7 @@
 enum { MAX_SLICES = 16, RS_LAG = 2, AG_LAG = 4 };
 /* a slice at most: at 64 MiB, 16 slices fill and drain the pipeline in ~1/16 of a call */
 #define SLICE_MAX_BYTES ((size_t)4 << 20)
+
 int gcomp_hier_pipe_slices(const gcomp_coll *c, size_t count) {
   size_t slice = c->seg_bytes < SLICE_MAX_BYTES ? c->seg_bytes : SLICE_MAX_BYTES;
   size_t s = count * c->esize / (slice ? slice : 1);
