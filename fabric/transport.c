@@ -15,12 +15,30 @@
 #define GCOMP_YIELDS_BEFORE_NAP 2000u
 #define GCOMP_NAP_NS 20000L
 
+/* gcomp_idle_naps: spins before the naps. A nap of 10 us sleeps about 60 us with Linux's
+ * default timer slack; the values are the ones measured (bench/RESULTS.md). */
+#define GCOMP_NAPPER_SPINS 20u
+#define GCOMP_NAPPER_NS 10000L
+
 /* per thread: the thread that waits is the one that drives progress */
 static _Thread_local unsigned long moved_count, moved_seen;
+static _Thread_local int napper;
 
 void gcomp_moved(void) { moved_count++; }
 
+int gcomp_idle_naps(int on) {
+  int was = napper;
+  napper = on;
+  return was;
+}
+
 void gcomp_idle(unsigned *spins) {
+  if (napper) {
+    if (++*spins < GCOMP_NAPPER_SPINS) return;
+    struct timespec ts = {0, GCOMP_NAPPER_NS};
+    nanosleep(&ts, NULL);
+    return;
+  }
   if (moved_count != moved_seen) {   /* not a long wait: yield, but no nap */
     moved_seen = moved_count;
     if (*spins > GCOMP_SPINS_BEFORE_YIELD) *spins = GCOMP_SPINS_BEFORE_YIELD;

@@ -150,6 +150,10 @@ int gcomp_recv(gcomp_transport *t, int peer, uint64_t tag, void *buf, size_t cap
  * not napped through (its request completes only at its end). */
 void gcomp_idle(unsigned *spins);
 void gcomp_moved(void);
+/* While on (this thread), gcomp_idle naps after a few spins, never yields: for long waits
+ * on a machine with more ranks than CPUs, where spinning and yielding take the CPU from the
+ * ranks being waited for. Returns the previous setting, for the caller to restore. */
+int gcomp_idle_naps(int on);
 
 void gcomp_transport_destroy(gcomp_transport *t);   /* NULL is a no-op; see ops.destroy */
 

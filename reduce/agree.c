@@ -18,6 +18,7 @@ int gcomp_agreed_read(gcomp_comm *comm) {
   a->seg_bytes = (size_t)gcomp_settings_int(set, GCOMP_P_SEGMENT_BYTES);
   a->shm_bytes = (size_t)gcomp_settings_int(set, GCOMP_P_SHM_BYTES);
   a->stream_bytes = (size_t)gcomp_settings_int(set, GCOMP_P_STREAM_BYTES);
+  a->host_ranks = (int)gcomp_settings_int(set, GCOMP_P_HOST_RANKS);
   a->links_given = gcomp_settings_is_set(set, GCOMP_P_ALPHA_BETA);
   const char *algo = gcomp_settings_str(set, GCOMP_P_ALGO);
   if (strcmp(algo, "auto") != 0) {

@@ -63,6 +63,7 @@ static gcomp_coll coll_of(gcomp_comm *comm, uint32_t seq, gcomp_dtype wt, gcomp_
                       .reduce3 = gcomp_reduce3_kernel(wt, op),
                       .scratch = &comm->scratch, .seg_bytes = seg_bytes,
                       .stream_from = comm->agreed.stream_bytes ? comm->agreed.stream_bytes : 1,
+                      .nap = comm->oversubscribed,
                       .stats = acc, .plan = in,
                       .world = comm->world, .shm = comm->shm, .abort = comm->abort,
                       .float_data = wt == GCOMP_FLOAT32 || wt == GCOMP_FLOAT64};

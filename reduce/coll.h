@@ -57,6 +57,8 @@ typedef struct gcomp_coll {
   /* results of at least this many bytes that nobody reads soon may be written with
    * streaming stores (GCOMP_STREAM_BYTES, 0 there is 1 here); 0: never */
   size_t stream_from;
+  /* the machine is oversubscribed (more ranks than CPUs): long waits nap (gcomp_idle_naps) */
+  int nap;
   gcomp_comm_stats *stats;   /* the call's own figures: wait_s, reduce_s, wire_bytes, ...
                                 are added here (merged into the communicator's after it) */
   const struct gcomp_plan_in *plan;   /* the call's cost-model inputs (for sub-choices) */

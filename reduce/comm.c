@@ -1,10 +1,12 @@
 /* A communicator's life: creation (settings, calibration, the shared segment, agreement),
  * destruction, and what callers may ask of it. Calls are in call.c, non-blocking ones in
  * progress.c (the map of the communicator's files is at the top of comm_impl.h). */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "abort.h"
 #include "comm_impl.h"
@@ -23,6 +25,20 @@ static void log_model(const gcomp_comm *comm) {
 
 /* Everything creation does after the settings are copied, in order: what can fail alike on
  * every rank (the settings) before anything collective */
+/* More ranks share this machine (GCOMP_HOST_RANKS, else the node's local ranks) than there
+ * are CPUs this rank may run on: a waiting rank's spins and yields then take time from the
+ * ranks it waits for (with 4 ranks on 2 vCPUs, napping in hier-direct's pipelined waits
+ * took 4-5% off a 64 MiB sign+ef call, bench/RESULTS.md). */
+static int oversubscribed(const gcomp_comm *comm) {
+  int ranks = comm->agreed.host_ranks ? comm->agreed.host_ranks : comm->t->local_size;
+  cpu_set_t set;
+  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (cpus <= 0) cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  GCOMP_TRACE(GCOMP_SUB_INIT, "%d ranks on this machine, %d CPUs for this one%s", ranks, cpus,
+              ranks > cpus ? ": pipelined waits nap" : "");
+  return cpus > 0 && ranks > cpus;
+}
+
 static int build(gcomp_comm *comm) {
   gcomp_transport *t = comm->t;
   comm->world = malloc((size_t)t->size * sizeof *comm->world);
@@ -44,6 +60,7 @@ static int build(gcomp_comm *comm) {
   /* a shared segment per node: the shm algorithm on one node, hier's intra-node halves on
    * several */
   if (t->local_size > 1) GCOMP_CHECK(gcomp_shm_create(t, comm->agreed.shm_bytes, &comm->shm));
+  comm->oversubscribed = oversubscribed(comm);
   if (comm->shm && t->nnodes == 1) {
     comm->model.shm_slot = gcomp_shm_slot_bytes(comm->shm);
     if (!comm->agreed.links_given) GCOMP_CHECK(gcomp_calibrate_shm(comm));

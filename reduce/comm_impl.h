@@ -49,6 +49,7 @@ typedef struct {
   size_t seg_bytes;            /* GCOMP_SEGMENT_BYTES */
   size_t shm_bytes;            /* GCOMP_SHM_BYTES */
   size_t stream_bytes;         /* GCOMP_STREAM_BYTES (not compared: it changes no bits) */
+  int host_ranks;              /* GCOMP_HOST_RANKS (not compared: it changes no bits) */
   const gcomp_algo *forced;    /* GCOMP_ALGO, or NULL for the planner */
   gcomp_codec *default_codec;  /* GCOMP_CODEC, or NULL for none */
   gcomp_codec *intra_codec;    /* GCOMP_INTRA_CODEC, or NULL for fp32 inside nodes */
@@ -209,6 +210,7 @@ struct gcomp_comm {
   gcomp_codec_entry **codecs;   /* [ncodecs], each its own allocation: calls keep pointers */
   int ncodecs, codecs_cap;
   gcomp_shm *shm;              /* the node's shared segment (NULL: alone on the node, or none) */
+  int oversubscribed;          /* more ranks on this machine than CPUs for this rank */
   gcomp_skew skew;             /* straggler detection (GCOMP_SKEW_WINDOW) */
   struct gcomp_guard *guard;   /* GCOMP_GUARD's state per key, made at the first check */
   gcomp_step step;             /* the step split (GCOMP_MEASURE) */

@@ -88,7 +88,7 @@ static void count_share(const gcomp_coll *c, pipe_state *p, const uint8_t *buf, 
  * Inf) with gcomp_decode_stream: plain stores first read every line they write, and a
  * result this large is not in cache when the caller reads it (every rank of a node writes
  * all of it; an L3 is tens of MiB). At 64 MiB, 4 ranks on 2 nodes, sign+ef, streaming took
- * 8-12% off the call (bench/RESULTS.md). */
+ * 7-8% off the call in place, 0-8% out of place (bench/RESULTS.md). */
 static int streams(const gcomp_coll *c, size_t count) {
   return c->stream_from && count * c->esize >= c->stream_from;
 }
@@ -201,6 +201,9 @@ int gcomp_hier_direct_pipelined(gcomp_coll *c, const gcomp_group *cross, uint8_t
     free(sl), free(p.part);
     GCOMP_FAIL(GCOMP_ERR_NOMEM, "hier pipeline: %d slices", S);
   }
+  /* waits nap where the machine has more ranks than CPUs (c->nap): a rank that spins and
+   * yields while it waits takes the CPU from the ranks it waits for */
+  int was_napping = gcomp_idle_naps(c->nap);
   int st = GCOMP_OK, made = 0;
   size_t bytes = 0;
   for (; st == GCOMP_OK && made < S; made++) {
@@ -233,6 +236,7 @@ int gcomp_hier_direct_pipelined(gcomp_coll *c, const gcomp_group *cross, uint8_t
     if (st == GCOMP_OK) st = e;
   }
   free(sl), free(p.part);
+  gcomp_idle_naps(was_napping);
   if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
   c->nonfinite_counted = 1, c->nonfinite_share = p.nonfinite;
   return GCOMP_OK;

@@ -544,6 +544,7 @@ int main(int argc, char **argv) {
       setenv("GCOMP_RANK", v, 1);
       snprintf(v, sizeof v, "%d", n);
       setenv("GCOMP_SIZE", v, 1);
+      setenv("GCOMP_HOST_RANKS", v, 0);   /* every rank shares this machine's CPUs */
       snprintf(v, sizeof v, "%d", p[r].local_rank);
       setenv("GCOMP_LOCAL_RANK", v, 1);
       snprintf(v, sizeof v, "node%d", p[r].node);

@@ -243,6 +243,30 @@ static void test_tag_helper(void **state) {
   assert_int_equal(gcomp_tag(0xffffffu, 0xffffffffu) & ~GCOMP_TAG_MASK, 0);
 }
 
+/* gcomp_idle_naps is per thread and hands back the setting it replaced, so a pipeline that
+ * turns it on for its waits restores its caller's; idle steps in either mode return. */
+static void *naps_elsewhere(void *arg) {
+  (void)arg;
+  return (void *)(intptr_t)gcomp_idle_naps(0);   /* a new thread starts without naps */
+}
+
+static void test_idle_naps(void **state) {
+  assert_int_equal(gcomp_idle_naps(1), 0);
+  pthread_t th;
+  void *other = (void *)1;
+  assert_int_equal(pthread_create(&th, NULL, naps_elsewhere, NULL), 0);
+  pthread_join(th, &other);
+  assert_int_equal((intptr_t)other, 0);
+  unsigned spins = 0;
+  for (int i = 0; i < 50; i++) gcomp_idle(&spins);   /* past the spins: naps, returns */
+  assert_true(spins >= 50);
+  assert_int_equal(gcomp_idle_naps(1), 1);
+  assert_int_equal(gcomp_idle_naps(0), 1);
+  assert_int_equal(gcomp_idle_naps(0), 0);
+  spins = 0;
+  for (int i = 0; i < 50; i++) gcomp_idle(&spins);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_all_pairs_one_thread),
@@ -252,6 +276,7 @@ int main(void) {
       cmocka_unit_test(test_topology),
       cmocka_unit_test(test_threads_ring),
       cmocka_unit_test(test_tag_helper),
+      cmocka_unit_test(test_idle_naps),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

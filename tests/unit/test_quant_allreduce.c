@@ -59,6 +59,8 @@ static const char *seg_bytes;
 static const char *slot_bytes;
 /* GCOMP_STREAM_BYTES of the runs when set */
 static const char *stream_bytes;
+/* GCOMP_HOST_RANKS of the runs when set */
+static const char *host_ranks;
 /* When below N: rank 1's input there is NaN, rank n-1's at inf_at +Inf (first call) */
 static size_t nan_at = N, inf_at = N;
 
@@ -73,6 +75,8 @@ static job *run(const char *spec, const char *algo, int n, int calls) {
     assert_int_equal(gcomp_config_set(cfg, "GCOMP_SHM_BYTES", slot_bytes), GCOMP_OK);
   if (stream_bytes)
     assert_int_equal(gcomp_config_set(cfg, "GCOMP_STREAM_BYTES", stream_bytes), GCOMP_OK);
+  if (host_ranks)
+    assert_int_equal(gcomp_config_set(cfg, "GCOMP_HOST_RANKS", host_ranks), GCOMP_OK);
   assert_int_equal(gcomp_config_set(cfg, "GCOMP_ALPHA_BETA", "1,10,20,1"), GCOMP_OK);
   assert_int_equal(gcomp_config_set(cfg, "GCOMP_ALGO", algo), GCOMP_OK);
   assert_int_equal(gcomp_config_set(cfg, "GCOMP_CODEC_MIN_BYTES", "0"), GCOMP_OK);
@@ -274,6 +278,26 @@ static void test_hier_pipelined_streamed(void **state) {
     }
 }
 
+/* Where more ranks share the machine than it has CPUs (GCOMP_HOST_RANKS), the pipeline's
+ * waits nap instead of spinning: the same bits and counts as with spins (1: off), and no
+ * wait is lost while its ranks sleep (each rank here is a thread, napping on its own). */
+static void test_hier_pipelined_napping(void **state) {
+  static const char *specs[] = {"sign+ef", "quant:bits=4,bucket=128", "bf16"};
+  for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
+    seg_bytes = "4096", nan_at = 12345, inf_at = 33333;
+    rng = 31, host_ranks = "1";
+    job *spin = run(specs[s], "hier-direct", 4, 3);
+    rng = 31, host_ranks = "1048576";
+    job *nap = run(specs[s], "hier-direct", 4, 3);
+    seg_bytes = NULL, host_ranks = NULL, nan_at = N, inf_at = N;
+    if (memcmp(spin[0].y, nap[0].y, (size_t)3 * N * 4))
+      fail_msg("%s: the bits differ with napping waits", specs[s]);
+    for (int r = 0; r < 4; r++) assert_int_equal(spin[r].nonfinite, nap[r].nonfinite);
+    free_jobs(spin, 4);
+    free_jobs(nap, 4);
+  }
+}
+
 /* The pipeline's allgather in the node hands the other local ranks the frames to decode
  * instead of fp32 copies of the decoded piece (reduce/hier_pipe.c), and copies fp32 when
  * some rank's frames do not fit its slot. Either way every rank decodes the same bytes, so
@@ -356,6 +380,7 @@ int main(void) {
       cmocka_unit_test(test_hier_pipelined_nonfinite),
       cmocka_unit_test(test_hier_pipelined_frames),
       cmocka_unit_test(test_hier_pipelined_streamed),
+      cmocka_unit_test(test_hier_pipelined_napping),
       cmocka_unit_test(test_hier_pipelined_frames_then_fp32),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
