@@ -88,7 +88,7 @@ static void count_share(const gcomp_coll *c, pipe_state *p, const uint8_t *buf, 
  * Inf) with gcomp_decode_stream: plain stores first read every line they write, and a
  * result this large is not in cache when the caller reads it (every rank of a node writes
  * all of it; an L3 is tens of MiB). At 64 MiB, 4 ranks on 2 nodes, sign+ef, streaming took
- * 7-8% off the call in place, 0-8% out of place (bench/RESULTS.md). */
+ * about 4% off the call on average in ABBA rounds (bench/RESULTS.md). */
 static int streams(const gcomp_coll *c, size_t count) {
   return c->stream_from && count * c->esize >= c->stream_from;
 }

@@ -30,9 +30,12 @@ typedef struct {
                               work that takes overlap_ms alone), not on an accelerator */
   int delay_rank;          /* --delay-rank R --delay-ms T: rank R arrives T ms late at every */
   double delay_ms;         /* timed call (a straggler, for the detector) */
+  const char *ab;          /* --ab NAME=VALUE: rounds alternate (ABBA) with a communicator
+                              that has this setting */
 } ar_opts;
 
 static const ar_opts *g_opts;   /* for time_gcomp's straggler */
+static gcomp_comm *g_comm_b;    /* --ab's communicator */
 
 static double now_s(void) { return (double)gcomp_now_ns() * 1e-9; }
 
@@ -185,7 +188,8 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
        bytes = (size_t)fmax((double)bytes + 4, (double)bytes * o->factor)) {
     size_t n = bytes / 4;
     if (!n) continue;
-    double t_oop[16], t_ip[16], t_mpi[16];
+    double t_oop[16], t_ip[16], t_mpi[16], b_oop[16], b_ip[16];
+    int na = 0, nb = 0;
     size_t wrong_oop = 0, wrong_ip = 0;
     for (int w = 0; w < o->warmup && status == GCOMP_OK; w++) {
       double dummy;
@@ -212,11 +216,16 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
       wire = all_max(comm, (double)(s1.wire_bytes - s0.wire_bytes));
     }
     for (int r = 0; r < o->rounds && status == GCOMP_OK; r++) {
+      /* --ab: rounds 1, 2, 5, 6, ... (ABBA order, so a drift over the run or a round's
+       * position favours neither) time the other communicator */
+      gcomp_comm *tc = g_comm_b && (r % 4 == 1 || r % 4 == 2) ? g_comm_b : comm;
+      double *to_r = tc == comm ? &t_oop[na] : &b_oop[nb];
+      double *ti_r = tc == comm ? &t_ip[na] : &b_ip[nb];
       if (codec) fill_grad(send, n, rank, (unsigned)r);
       else fill(send, n, rank, (unsigned)r);
-      status = time_gcomp(comm, send, recv, n, o->iters, codec, NULL, &t_oop[r]);
+      status = time_gcomp(tc, send, recv, n, o->iters, codec, NULL, to_r);
       if (status < 0) break;
-      t_oop[r] = all_max(comm, t_oop[r]);
+      *to_r = all_max(comm, *to_r);
       if (o->check && r == 0) wrong_oop = count_wrong(recv, n, size, 0);
       /* in place: refill before each call so the check sees one reduction */
       if (codec) fill_grad(recv, n, rank, 1);
@@ -226,9 +235,11 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
       if (o->check && r == 0 && status == GCOMP_OK) wrong_ip = count_wrong(recv, n, size, 1);
       snprintf(ran, sizeof ran, "%s", gcomp_comm_last_algo(comm));   /* (not the meeting's) */
       if (status == GCOMP_OK)
-        status = time_gcomp(comm, recv, recv, n, o->iters, codec, ref, &t_ip[r]);
+        status = time_gcomp(tc, recv, recv, n, o->iters, codec, ref, ti_r);
       if (status < 0) break;
-      t_ip[r] = all_max(comm, t_ip[r]);
+      *ti_r = all_max(comm, *ti_r);
+      if (tc == comm) na++;
+      else nb++;
 #ifdef GCOMP_BENCH_MPI
       if (o->mpi) t_mpi[r] = time_mpi(send, recv, n, o->iters);
 #endif
@@ -238,9 +249,17 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
     wrong_oop = (size_t)all_max(comm, (double)wrong_oop);
     wrong_ip = (size_t)all_max(comm, (double)wrong_ip);
     bench_wrong += wrong_oop + wrong_ip;
-    qsort(t_oop, (size_t)o->rounds, sizeof(double), cmp_d);
-    qsort(t_ip, (size_t)o->rounds, sizeof(double), cmp_d);
-    double to = t_oop[o->rounds / 2], ti = t_ip[o->rounds / 2];
+    qsort(t_oop, (size_t)na, sizeof(double), cmp_d);
+    qsort(t_ip, (size_t)na, sizeof(double), cmp_d);
+    double to = t_oop[na / 2], ti = t_ip[na / 2];
+    if (nb && rank == 0 && !o->json) {
+      qsort(b_oop, (size_t)nb, sizeof(double), cmp_d);
+      qsort(b_ip, (size_t)nb, sizeof(double), cmp_d);
+      printf("# --ab %s, %d and %d rounds in ABBA order, medians: out of place %.1f us against "
+             "%.1f us without it (%.3f), in place %.1f against %.1f (%.3f)\n", o->ab, nb, na,
+             b_oop[nb / 2] * 1e6, to * 1e6, b_oop[nb / 2] / to, b_ip[nb / 2] * 1e6, ti * 1e6,
+             b_ip[nb / 2] / ti);
+    }
     double bus = 2.0 * (size - 1) / size;
     double algo = (double)bytes / to / 1e9, algi = (double)bytes / ti / 1e9;
     double tm = 0;
@@ -409,6 +428,38 @@ static int num_arg(const char *opt, const char *text, double lo, double hi, doub
   return gcomp_bench_num("gcomp-bench allreduce", opt, text, lo, hi, out);
 }
 
+/* --ab's communicator meets through the first: an allgather of small records, as a MAX
+ * allreduce of one int32 a byte (zero but for each rank's own record) */
+static int ab_allgather(void *ctx, const void *mine, size_t len, void *all) {
+  gcomp_comm *a = ctx;
+  int size = gcomp_comm_size(a), rank = gcomp_comm_rank(a);
+  size_t n = len * (size_t)size;
+  int32_t *w = calloc(n ? n : 1, sizeof *w);
+  if (!w) return -1;
+  for (size_t i = 0; i < len; i++) w[(size_t)rank * len + i] = ((const uint8_t *)mine)[i];
+  int st = gcomp_allreduce(a, w, w, n, GCOMP_INT32, GCOMP_MAX, NULL, 0);
+  for (size_t i = 0; st == GCOMP_OK && i < n; i++) ((uint8_t *)all)[i] = (uint8_t)w[i];
+  free(w);
+  return st == GCOMP_OK ? 0 : -1;
+}
+
+/* The communicator --ab NAME=VALUE names: comm's settings and calibration, and that one. */
+static int make_ab(gcomp_comm *comm, const char *ab) {
+  char name[128];
+  size_t k = (size_t)(strchr(ab, '=') - ab);
+  GCOMP_FAIL_IF(k == 0 || k >= sizeof name, GCOMP_ERR_INVALID, "--ab '%s': NAME=VALUE", ab);
+  memcpy(name, ab, k), name[k] = '\0';
+  gcomp_config *cfg = NULL;
+  int st = gcomp_config_create(&cfg);
+  if (st == GCOMP_OK) st = gcomp_config_set(cfg, name, ab + k + 1);
+  if (st == GCOMP_OK) st = gcomp_config_share_calibration(cfg, comm);
+  if (st == GCOMP_OK)
+    st = gcomp_comm_init_oob(gcomp_comm_rank(comm), gcomp_comm_size(comm), NULL, ab_allgather,
+                             comm, cfg, &g_comm_b);
+  gcomp_config_destroy(cfg);
+  return st;
+}
+
 static int cmd_allreduce(int argc, char **argv) {
   ar_opts o = {.minb = 8, .maxb = 64u << 20, .factor = 2, .iters = 10, .warmup = 2, .rounds = 3,
                .check = 1};
@@ -442,6 +493,8 @@ static int cmd_allreduce(int argc, char **argv) {
       bad = num_arg(a, argv[++i], 0, 1048576, &d), o.delay_rank = (int)d;
     else if (!strcmp(a, "--delay-ms") && more)
       bad = num_arg(a, argv[++i], 0.001, 1e7, &o.delay_ms);
+    else if (!strcmp(a, "--ab") && more && strchr(argv[i + 1], '='))
+      o.ab = argv[++i];
     else
       bad = 1;
     if (bad < 0) return 2;
@@ -450,16 +503,25 @@ static int cmd_allreduce(int argc, char **argv) {
               "usage: gcomp-bench allreduce [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
               "                             [--rounds R] [--codec SPEC] [--baseline mpi] [--json]\n"
               "                             [--overlap-ms T [--overlap-cpu]] [--delay-rank R --delay-ms T]\n"
+              "                             [--ab NAME=VALUE]\n"
               "  launch with gcomp-run -n N (or mpirun -n N ... with --baseline mpi)\n"
               "  --overlap-ms T: steps of T ms of (accelerator) compute plus one allreduce, blocking\n"
               "  vs gcomp_iallreduce overlapped with the compute (--overlap-cpu: the compute is\n"
               "  a fixed amount of CPU work that takes T ms alone)\n"
               "  --delay-rank R --delay-ms T: rank R sleeps T ms before each timed call (a\n"
-              "  straggler); the last line names the rank the detector found arriving last\n");
+              "  straggler); the last line names the rank the detector found arriving last\n"
+              "  --ab NAME=VALUE: every size's rounds alternate in ABBA order between the\n"
+              "  communicator and one made with that setting (e.g. GCOMP_STREAM_BYTES=1024g);\n"
+              "  a line gives both medians (the table is the rounds without it; --rounds >= 4)\n");
       return strcmp(a, "-h") && strcmp(a, "--help") ? 2 : 0;
     }
   }
   g_opts = &o;
+  if (o.ab && (o.rounds < 4 || o.mpi || o.overlap_ms > 0)) {
+    fprintf(stderr, "gcomp-bench allreduce: --ab needs --rounds 4 or more (ABBA), and neither "
+            "--baseline mpi nor --overlap-ms\n");
+    return 2;
+  }
   if (o.minb < 4 || o.maxb < o.minb) {
     fprintf(stderr, "gcomp-bench allreduce: sizes from %zu to %zu bytes: -b must be at least 4 "
             "(one float) and -e at least -b\n", o.minb, o.maxb);
@@ -487,6 +549,7 @@ static int cmd_allreduce(int argc, char **argv) {
   } else {
     st = gcomp_comm_init_env(&comm);
   }
+  if (st == GCOMP_OK && o.ab) st = make_ab(comm, o.ab);
   if (st == GCOMP_OK && o.overlap_ms > 0) st = run_overlap(comm, &o);
   for (int c = 0; st == GCOMP_OK && o.overlap_ms <= 0 && c < (o.ncodecs ? o.ncodecs : 1); c++)
     st = run(comm, &o, o.ncodecs ? o.codecs[c] : NULL);
@@ -520,6 +583,7 @@ static int cmd_allreduce(int argc, char **argv) {
             (long long)gcomp_param_int(GCOMP_P_RANK), gcomp_strerror(st), gcomp_last_error());
   else if (st < 0)   /* the error says which rank when it knows */
     fprintf(stderr, "gcomp-bench allreduce: %s: %s\n", gcomp_strerror(st), gcomp_last_error());
+  gcomp_comm_destroy(g_comm_b);
   gcomp_comm_destroy(comm);
 #ifdef GCOMP_BENCH_MPI
   if (o.mpi) MPI_Finalize();

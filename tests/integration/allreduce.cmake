@@ -143,3 +143,7 @@ set_tests_properties(integration.allreduce.guard PROPERTIES LABELS integration T
 add_test(NAME integration.allreduce.bench-inplace
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/bench_inplace.sh ${GCOMP_AR_RUN} $<TARGET_FILE:gcomp-bench>)
 set_tests_properties(integration.allreduce.bench-inplace PROPERTIES LABELS integration TIMEOUT 120)
+# gcomp-bench --ab: ABBA rounds against a second communicator with one setting changed
+add_test(NAME integration.allreduce.bench-ab
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/bench_ab.sh ${GCOMP_AR_RUN} $<TARGET_FILE:gcomp-bench>)
+set_tests_properties(integration.allreduce.bench-ab PROPERTIES LABELS integration TIMEOUT 180)
