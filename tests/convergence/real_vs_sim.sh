@@ -37,11 +37,15 @@ print("real_vs_sim: %d runs identical between --real (4 processes) and simulated
 PY
 
 # --real with a baseline that diverges: every rank refuses the noise floor together (the
-# decision rests on parameters all ranks share, not on rank 0's loss): exit 2, no hang
-rc=0; timeout 120 "$run" -n 4 -- "$conv" --real --problem gmm/mlp --steps 60 --synth-n 1000 \
-  --no-progress --codec none --noise-floor 2 --lr 1000 >"$dir/div.log" 2>&1 || rc=$?
-# (a rank that went on alone fails its next collective once rank 0 has left: status 1)
+# decision rests on parameters all ranks share, not on rank 0's loss): exit 2, no hang.
+# --grace: gcomp-run stops the other ranks as soon as one exits with an error, and a rank
+# stopped that way (SIGTERM, which a library it loads turns into status 1) looked like one
+# that went on alone; every rank must end on its own, so each gets 20 s to.
+rc=0; timeout 120 "$run" -n 4 --grace 20000 -- "$conv" --real --problem gmm/mlp --steps 60 \
+  --synth-n 1000 --no-progress --codec none --noise-floor 2 --lr 1000 >"$dir/div.log" 2>&1 || rc=$?
+# (a rank that went on alone fails its next collective once rank 0 has left: status 1, or
+# is stopped after the grace)
 [ "$rc" -eq 2 ] && grep -q "no noise floor: the baseline diverged" "$dir/div.log" \
-  && ! grep -q "exited with status 1" "$dir/div.log" \
+  && ! grep -q "exited with status 1" "$dir/div.log" && ! grep -q "killed by signal" "$dir/div.log" \
   || { cat "$dir/div.log"; echo "real_vs_sim: diverged baseline with --noise-floor: exit $rc"; exit 1; }
 echo "real_vs_sim: a diverged baseline ends every rank's floor together"
