@@ -23,8 +23,6 @@ static void log_model(const gcomp_comm *comm) {
              m->shm_slot);
 }
 
-/* Everything creation does after the settings are copied, in order: what can fail alike on
- * every rank (the settings) before anything collective */
 /* More ranks share this machine (GCOMP_HOST_RANKS, else the node's local ranks) than there
  * are CPUs this rank may run on: a waiting rank's spins and yields then take time from the
  * ranks it waits for (with 4 ranks on 2 vCPUs, napping in hier-direct's pipelined waits
@@ -39,6 +37,8 @@ static int oversubscribed(const gcomp_comm *comm) {
   return cpus > 0 && ranks > cpus;
 }
 
+/* Everything creation does after the settings are copied, in order: what can fail alike on
+ * every rank (the settings) before anything collective */
 static int build(gcomp_comm *comm) {
   gcomp_transport *t = comm->t;
   comm->world = malloc((size_t)t->size * sizeof *comm->world);

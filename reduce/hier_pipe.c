@@ -61,6 +61,8 @@ typedef struct {
   gcomp_bytes *part;   /* [n]: a slice's frames */
   int fp32;            /* the node's allgathers copy fp32 from here on */
   size_t count;        /* the call's elements */
+  size_t share_at, share_len;   /* this rank's share of them (gcomp_chunk over the ranks) */
+  int stream;          /* the result outside the share is streamed (see streams) */
   uint64_t nonfinite;  /* NaN and Inf in this rank's share of the result so far */
 } pipe_state;
 
@@ -74,10 +76,8 @@ typedef struct {
 /* The NaN and Inf of this rank's share of the call (gcomp_chunk over the ranks) among
  * elements [at, at + len) of buf, just written: counted while they are in cache, so that
  * the call need not read its share again (gcomp_coll.nonfinite_counted). */
-static void count_share(const gcomp_coll *c, pipe_state *p, const uint8_t *buf, size_t at,
-                        size_t len) {
-  size_t so, sl;
-  gcomp_chunk(p->count, c->t->size, c->t->rank, &so, &sl);
+static void count_share(pipe_state *p, const uint8_t *buf, size_t at, size_t len) {
+  size_t so = p->share_at, sl = p->share_len;
   size_t lo = at > so ? at : so, hi = at + len < so + sl ? at + len : so + sl;
   if (lo < hi)
     p->nonfinite += gcomp_count_nonfinite_f32((const float *)(const void *)buf + lo, hi - lo);
@@ -95,10 +95,8 @@ static int streams(const gcomp_coll *c, size_t count) {
 
 /* Whether elements [at, at + len) of the call are decoded with streaming stores: the call
  * streams and they lie outside this rank's share. */
-static int cold(const gcomp_coll *c, const pipe_state *p, size_t at, size_t len) {
-  size_t so, sl;
-  gcomp_chunk(p->count, c->t->size, c->t->rank, &so, &sl);
-  return streams(c, p->count) && (at + len <= so || at >= so + sl);
+static int cold(const pipe_state *p, size_t at, size_t len) {
+  return p->stream && (at + len <= p->share_at || at >= p->share_at + p->share_len);
 }
 
 /* Local rank j's frame of shard k of its piece of the slice, decoded into buf where that
@@ -111,13 +109,13 @@ static int decode_part(void *arg, int j, int k, const uint8_t *p, size_t len) {
   gcomp_chunk(cl, a->p->n, k, &o, &l);
   uint64_t t0 = gcomp_now_ns();
   size_t at = a->sl->off + co + o;
-  int st = (cold(c, a->p, at, l) ? gcomp_decode_stream : gcomp_decode)(
+  int st = (cold(a->p, at, l) ? gcomp_decode_stream : gcomp_decode)(
       c->codec2, p, len, (float *)(void *)(a->buf + at * c->esize), l);
   c->stats->decode_s += (double)(gcomp_now_ns() - t0) * 1e-9;
   /* the writer decoded these very bytes before it published them */
   GCOMP_FAIL_IF(st == GCOMP_ERR_CORRUPT, st, "hier pipeline: local rank %d's frame %d of a "
                 "slice is corrupt in the node's shared segment", j, k);
-  if (st == GCOMP_OK) count_share(c, a->p, a->buf, at, l);
+  if (st == GCOMP_OK) count_share(a->p, a->buf, at, l);
   return st;
 }
 
@@ -143,7 +141,7 @@ static int node_gather(const gcomp_coll *c, pipe_state *p, const slice *sl, uint
   for (int j = 0; j < c->t->local_size; j++) {   /* the other local ranks' pieces, copied */
     size_t co, cl;
     gcomp_chunk(sl->len, c->t->local_size, j, &co, &cl);
-    if (j != c->t->local_rank) count_share(c, p, buf, sl->off + co, cl);
+    if (j != c->t->local_rank) count_share(p, buf, sl->off + co, cl);
   }
   return GCOMP_OK;
 }
@@ -178,7 +176,7 @@ static int tick(gcomp_coll *c, pipe_state *p, int t, uint8_t *buf) {
     GCOMP_CHECK(gcomp_dx_gather(c, &sl[out].x));
     size_t co, cl;   /* my piece, just decoded */
     gcomp_chunk(sl[out].len, c->t->local_size, c->t->local_rank, &co, &cl);
-    count_share(c, p, buf, sl[out].off + co, cl);
+    count_share(p, buf, sl[out].off + co, cl);
     GCOMP_CHECK(node_gather(c, p, &sl[out], buf));
   }
   if (red >= 0 && red < S && gcomp_dx_fold_ok(&sl[red].x)) {
@@ -196,7 +194,9 @@ int gcomp_hier_direct_pipelined(gcomp_coll *c, const gcomp_group *cross, uint8_t
   GCOMP_FAIL_IF(S < 1 || S > MAX_SLICES || !c->shm, GCOMP_ERR_INVALID,
                 "hier pipeline: %d slices%s", S, c->shm ? "" : " without a shared segment");
   slice *sl = calloc((size_t)S, sizeof *sl);
-  pipe_state p = {sl, S, cross->n, calloc((size_t)cross->n, sizeof *p.part), 0, count, 0};
+  pipe_state p = {sl, S, cross->n, calloc((size_t)cross->n, sizeof *p.part), 0, count, 0, 0,
+                  streams(c, count), 0};
+  gcomp_chunk(count, t->size, t->rank, &p.share_at, &p.share_len);
   if (!sl || !p.part) {
     free(sl), free(p.part);
     GCOMP_FAIL(GCOMP_ERR_NOMEM, "hier pipeline: %d slices", S);
@@ -215,12 +215,11 @@ int gcomp_hier_direct_pipelined(gcomp_coll *c, const gcomp_group *cross, uint8_t
     uint64_t salt = 0x100u + (uint64_t)t->local_rank + ((uint64_t)made << 32);
     st = gcomp_dx_init(&s->x, cross, piece, cl, 2, 2u * (unsigned)made, salt, c->codec,
                        c->codec2);
-    if (st == GCOMP_OK && streams(c, count)) {   /* see cold */
-      size_t so, sh, lo = s->off + co, hi = lo + cl;
-      gcomp_chunk(count, t->size, t->rank, &so, &sh);
+    if (st == GCOMP_OK && p.stream) {   /* the share within the piece: see cold */
+      size_t lo = s->off + co, hi = lo + cl, so = p.share_at, se = so + p.share_len;
       s->x.stream = 1;
       s->x.hot_lo = so > lo ? (so < hi ? so : hi) - lo : 0;
-      s->x.hot_hi = so + sh > lo ? (so + sh < hi ? so + sh : hi) - lo : 0;
+      s->x.hot_hi = se > lo ? (se < hi ? se : hi) - lo : 0;
     }
     bytes += s->x.bytes;
   }
