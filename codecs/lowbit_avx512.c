@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include "lowbit.h"
+#include "nt_store.h"
 #include "rand_simd.h"
 
 #define SET1(v) _mm512_set1_epi32((int)(v))
@@ -201,17 +202,34 @@ static void senc_avx512(const float *x, size_t n, uint8_t *bits, uint8_t *zmask)
   B_.senc(x + i, n - i, bits + i / 8, zmask ? zmask + i / 8 : NULL);
 }
 
+static inline __m512 sdec16(__m512 pos, __m512 neg, const uint8_t *bits, const uint8_t *zmask,
+                            size_t j) {
+  uint16_t b, z = 0;
+  memcpy(&b, bits + j / 8, 2);
+  if (zmask) memcpy(&z, zmask + j / 8, 2);
+  return _mm512_maskz_mov_ps((__mmask16)~z, _mm512_mask_blend_ps(b, pos, neg));
+}
+
+/* GCOMP_LB_STREAM: whole 64-byte lines of the output are streamed (nt_store.h; at 16- or
+ * 32-byte alignment each line joins two vectors, and the partial lines at either end get
+ * masked plain stores), so a decode of a result nobody reads soon does not first read every
+ * line it writes. */
 static void sdec_avx512(const uint8_t *bits, const uint8_t *zmask, size_t n, float s,
                         float *dst, int mode) {
   const __m512 pos = _mm512_set1_ps(s), neg = _mm512_set1_ps(-s);
   size_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    uint16_t b, z = 0;
-    memcpy(&b, bits + j / 8, 2);
-    if (zmask) memcpy(&z, zmask + j / 8, 2);
-    __m512 v = _mm512_maskz_mov_ps((__mmask16)~z, _mm512_mask_blend_ps(b, pos, neg));
-    _mm512_storeu_ps(dst + j, apply16(dst + j, v, mode));
+  const int st = gcomp_store_mode((uint8_t *)dst, mode == GCOMP_LB_STREAM && n >= 16);
+  if (st == GCOMP_ST_NT64)
+    for (; j + 16 <= n; j += 16) _mm512_stream_ps(dst + j, sdec16(pos, neg, bits, zmask, j));
+  else if (st != GCOMP_ST_PLAIN) {
+    gcomp_nt_run run;
+    gcomp_nt_run_first(&run, (uint8_t *)dst, _mm512_castps_si512(sdec16(pos, neg, bits, zmask, 0)));
+    for (j = 16; j + 16 <= n; j += 16)
+      gcomp_nt_run_next(&run, _mm512_castps_si512(sdec16(pos, neg, bits, zmask, j)));
+    gcomp_nt_run_end(&run);
   }
+  for (; j + 16 <= n; j += 16)
+    _mm512_storeu_ps(dst + j, apply16(dst + j, sdec16(pos, neg, bits, zmask, j), mode));
   B_.sdec(bits + j / 8, zmask ? zmask + j / 8 : NULL, n - j, s, dst + j, mode);
 }
 
