@@ -418,8 +418,11 @@ static int open_frame(const gcomp_codec *c, const void *src, size_t src_len, siz
   return GCOMP_OK;
 }
 
+/* tally: where set, the NaN and Inf written (chk.nonfinite of a kind that counts, in a
+ * store mode), else UINT64_MAX */
 static int decode_frame(const gcomp_codec *c, const void *src, size_t src_len, float *dst,
-                        size_t count, int add) {
+                        size_t count, int add, uint64_t *tally) {
+  if (tally) *tally = UINT64_MAX;
   GCOMP_FAIL_IF(!c || (!src && src_len) || (!dst && count), GCOMP_ERR_INVALID,
                 "gcomp_decode: NULL argument");
   gcomp_frame_info info;
@@ -432,7 +435,10 @@ static int decode_frame(const gcomp_codec *c, const void *src, size_t src_len, f
     /* a kind that reads in blocks has each verified just before it reads it */
     if (!k->reads_in_blocks) GCOMP_CHECK(gcomp_frame_verify(&chk, plen));
     GCOMP_CHECK(k->decode(&c->spec.cfg, info.param, payload, plen, dst, count, add, &chk));
-    return gcomp_frame_verify(&chk, plen);   /* bytes a decoder did not need are checked too */
+    /* bytes a decoder did not need are checked too */
+    GCOMP_CHECK(gcomp_frame_verify(&chk, plen));
+    if (tally && k->counts_nonfinite && add != GCOMP_DEC_ADD) *tally = chk.nonfinite;
+    return GCOMP_OK;
   }
   const gcomp_stage *st = c->spec.stage;
   GCOMP_FAIL_IF(!st || st->id != info.stage, GCOMP_ERR_CORRUPT,
@@ -499,23 +505,29 @@ int gcomp_decode_parts_end(gcomp_dec_parts *d) {
 
 int gcomp_decode(const gcomp_codec *codec, const void *src, size_t src_len, float *dst,
                  size_t count) {
-  return decode_frame(codec, src, src_len, dst, count, 0);
+  return decode_frame(codec, src, src_len, dst, count, GCOMP_DEC_STORE, NULL);
 }
 
 int gcomp_decode_add(const gcomp_codec *codec, const void *src, size_t src_len, float *acc,
                      size_t count) {
-  return decode_frame(codec, src, src_len, acc, count, 1);
+  return decode_frame(codec, src, src_len, acc, count, GCOMP_DEC_ADD, NULL);
 }
 
-int gcomp_decode_stream(const gcomp_codec *codec, const void *src, size_t src_len, float *dst,
-                        size_t count) {
-  /* only the kinds that decode in parts take the mode; the others store as usual */
-  int mode = codec && codec->spec.kind->decode_part ? GCOMP_DEC_STREAM : GCOMP_DEC_STORE;
-  int st = decode_frame(codec, src, src_len, dst, count, mode);
+int gcomp_decode_tally(const gcomp_codec *codec, const void *src, size_t src_len, float *dst,
+                       size_t count, int stream, uint64_t *nonfinite) {
+  /* only the kinds that decode in parts take the streaming mode; the others store as usual */
+  int mode = stream && codec && codec->spec.kind->decode_part ? GCOMP_DEC_STREAM
+                                                              : GCOMP_DEC_STORE;
+  int st = decode_frame(codec, src, src_len, dst, count, mode, nonfinite);
 #if defined(__x86_64__) || defined(__i386__)
   if (mode == GCOMP_DEC_STREAM) __builtin_ia32_sfence();   /* the streaming stores, visible */
 #endif
   return st;
+}
+
+int gcomp_decode_stream(const gcomp_codec *codec, const void *src, size_t src_len, float *dst,
+                        size_t count) {
+  return gcomp_decode_tally(codec, src, src_len, dst, count, 1, NULL);
 }
 
 int gcomp_codec_get_stats(const gcomp_codec *codec, gcomp_codec_stats *out) {

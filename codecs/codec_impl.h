@@ -76,6 +76,10 @@ static inline int gcomp_dec_need(gcomp_frame_check *chk, size_t upto) {
   return chk ? gcomp_frame_verify(chk, upto) : GCOMP_OK;
 }
 
+/* A counting decoder's n more NaN and Inf written (frame.h's chk->nonfinite; UINT64_MAX:
+ * unknown, and it stays so). chk NULL: nothing. */
+void gcomp_dec_tally(gcomp_frame_check *chk, uint64_t n);
+
 /* What a kind's decode does with the values: stores them, adds them to dst, or stores them
  * with streaming stores where its kernels can (the same bits as a store: for an output
  * nobody reads soon; the caller fences, gcomp_decode_stream). */
@@ -95,6 +99,9 @@ struct gcomp_kind {
   int second_ef;        /* with +ef, the second quantisation (of reduced shards) keeps error
                            feedback too: the owner's residual per shard (sign: re-signing a
                            sum without it would lose its magnitudes for good) */
+  int counts_nonfinite; /* decode and decode_part keep chk->nonfinite (gcomp_dec_tally) in
+                           the store modes: the NaN and Inf they write are known without
+                           reading the output back (gcomp_decode_tally) */
   /* Values a part must be a multiple of for an encode or a decode in parts (codec_parts.h)
    * when the payload of consecutive parts, each encoded alone (encode or encode_ef), is the
    * whole's payload byte for byte: bucket after bucket, nothing carried between them but

@@ -114,6 +114,10 @@ int gcomp_frame_verify(gcomp_frame_check *chk, uint64_t upto) {
   return GCOMP_OK;
 }
 
+void gcomp_dec_tally(gcomp_frame_check *chk, uint64_t n) {
+  if (chk) chk->nonfinite = n > UINT64_MAX - chk->nonfinite ? UINT64_MAX : chk->nonfinite + n;
+}
+
 const uint8_t *gcomp_frame_next_block(const gcomp_frame_check *chk, uint64_t at) {
   if (!chk || !chk->sums || chk->verified != at || chk->len - at < GCOMP_FRAME_BLOCK)
     return NULL;   /* (verified <= len always, so len - at does not wrap) */

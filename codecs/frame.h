@@ -90,12 +90,16 @@ void gcomp_frame_seal(uint8_t *frame, const gcomp_frame_info *info);
 void gcomp_frame_seal_sums(uint8_t *frame, const gcomp_frame_info *info,
                            const gcomp_frame_sums *s);
 
-/* The payload of an opened frame, verified block by block as a decoder reaches it. */
+/* The payload of an opened frame, verified block by block as a decoder reaches it, and
+ * what the decoder saw on the way. */
 typedef struct gcomp_frame_check {
   const uint8_t *payload;
   uint64_t len;
   const uint8_t *sums;  /* version 2: the block checksums; NULL: nothing left to verify */
   uint64_t verified;    /* payload bytes [0, verified) checked */
+  uint64_t nonfinite;   /* kept by the decoders of kinds that count (codec_impl.h,
+                           counts_nonfinite): NaN and Inf among the values they wrote, or
+                           UINT64_MAX once a value may be either unseen */
 } gcomp_frame_check;
 
 /* Validates magic, version, lengths (never trusting the header's payload length beyond

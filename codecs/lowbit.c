@@ -88,6 +88,12 @@ int gcomp_lb_decode_raw(const char *kind, const uint8_t *src, size_t len, size_t
                 "%s: payload ends inside the raw bucket at value %zu", kind, b0);
   GCOMP_CHECK(gcomp_dec_need(chk, *o + 4 + 4 * n));
   gcomp_lb_raw_get(src + *o, n, dst, mode);
+  if (chk) {   /* the only values of a frame that may be NaN or Inf: counted from cache */
+    uint64_t k = 0;
+    for (size_t i = 0; i < n; i++)
+      k += (gcomp_load_le32(src + *o + 4 + 4 * i) & 0x7f800000u) == 0x7f800000u;
+    gcomp_dec_tally(chk, k);
+  }
   *o += 4 + 4 * n;
   return GCOMP_OK;
 }

@@ -120,7 +120,7 @@ int gcomp_lb_encode(const char *kind, const gcomp_lowbit_kernels *K, gcomp_enc_c
                     uint16_t *res16, size_t count, uint8_t *dst, size_t cap, size_t *len,
                     gcomp_lb_bucket_fn fn, void *arg);
 /* A decoder's raw bucket at payload offset o (the marker read): checks the length,
- * verifies, decodes; *o moves past it. */
+ * verifies, decodes, tallies its NaN and Inf (gcomp_dec_tally); *o moves past it. */
 int gcomp_lb_decode_raw(const char *kind, const uint8_t *src, size_t len, size_t *o, size_t n,
                         size_t b0, float *dst, int mode, gcomp_frame_check *chk);
 /* A kind's decode (gcomp_kind.decode) through its decode_part: every value, then no byte

@@ -209,7 +209,11 @@ static int quant_decode_part(const gcomp_kind_cfg *cfg, uint32_t param,
                   "quant: bucket at value %zu has min %08x, step %08x (a finite min and a "
                   "finite step >= 0 expected)", b0, w0, sbits);
     GCOMP_CHECK(gcomp_dec_need(chk, o + 8 + cb));
-    K->qdec(src + o + 8, n, bits, gcomp_u2f(w0), gcomp_u2f(sbits), dst + i0, mode);
+    float mn = gcomp_u2f(w0), step = gcomp_u2f(sbits);
+    /* mn + c * step rounds monotonically in c (step >= 0): finite at the grid's ends, finite
+     * for every code; a grid that ends past FLT_MAX leaves the count unknown */
+    if (chk && !isfinite(mn + (float)((1u << bits) - 1) * step)) gcomp_dec_tally(chk, UINT64_MAX);
+    K->qdec(src + o + 8, n, bits, mn, step, dst + i0, mode);
     o += 8 + cb;
   }
   *o_io = o;
@@ -230,6 +234,7 @@ const gcomp_kind gcomp_kind_quant = {
     .keys = "bits, bucket, round, seed",
     .elem_bytes = 0,
     .reads_in_blocks = 1,
+    .counts_nonfinite = 1,
     .defaults = quant_defaults,
     .set = quant_set,
     .validate = quant_validate,

@@ -156,6 +156,7 @@ static int sign_decode_part(const gcomp_kind_cfg *cfg, uint32_t param,
       GCOMP_CHECK(gcomp_lb_decode_raw("sign", src, len, &o, n, b0, dst + i0, mode, chk));
       continue;
     }
+    /* a finite scale decodes to finite values: nothing for the tally */
     GCOMP_FAIL_IF((w0 & 0x7f800000u) == 0x7f800000u, GCOMP_ERR_CORRUPT,
                   "sign: bucket at value %zu has scale %08x (finite expected)", b0, w0);
     int zeros = w0 >> 31;
@@ -185,6 +186,7 @@ const gcomp_kind gcomp_kind_sign = {
     .keys = "bucket",
     .elem_bytes = 0,
     .reads_in_blocks = 1,
+    .counts_nonfinite = 1,
     .second_ef = 1,
     .defaults = sign_defaults,
     .set = sign_set,

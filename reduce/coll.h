@@ -112,6 +112,12 @@ gcomp_reduce3_fn gcomp_reduce3_kernel(gcomp_dtype dtype, gcomp_op op);
 /* Copies c->src into buf (once) so that an algorithm can work in place. */
 void gcomp_coll_inplace(gcomp_coll *c, uint8_t *buf, size_t count);
 uint64_t gcomp_count_nonfinite_f32(const float *x, size_t n);   /* NaN and Inf */
+/* The NaN and Inf among elements [lo, hi) of x that lie in [at, at + len), which a decoder
+ * just wrote and counted `tally` NaN and Inf in (gcomp_decode_tally; UINT64_MAX: unknown):
+ * none when it counted none, its count when the range holds all of [at, at + len), else
+ * read back and counted. */
+uint64_t gcomp_nonfinite_within(const float *x, size_t at, size_t len, size_t lo, size_t hi,
+                                uint64_t tally);
 void gcomp_scale_f32(float *x, size_t n, float divisor);         /* x[i] /= divisor */
 
 /* Grows the call's scratch to at least `bytes` (c->scratch->p, which may move). */
@@ -195,10 +201,12 @@ typedef struct {
   gcomp_treq **reqs;         /* [4n]: reduce-scatter sends, receives; allgather's alike */
   size_t mine_len, red_len;  /* my own shard's frame; my reduced shard's frame */
   size_t *ag_len;            /* [n]: each allgathered frame's bytes (gcomp_dx_gather) */
-  /* gather: with stream set (by the caller, after init), a shard that lies outside
-   * buf[hot_lo, hot_hi) is decoded with gcomp_decode_stream (nobody reads it soon) */
+  /* gather, as the caller set them after init: stream, every shard decoded with streaming
+   * stores (nobody reads it soon); nonfinite, the NaN and Inf it wrote to buf[share_lo,
+   * share_hi), counted by the decoders where they can (gcomp_nonfinite_within) */
   int stream;
-  size_t hot_lo, hot_hi;
+  size_t share_lo, share_hi;
+  uint64_t nonfinite;
 } gcomp_dx;
 int gcomp_dx_init(gcomp_dx *x, const gcomp_group *g, float *buf, size_t count, unsigned phase,
                   unsigned step, uint64_t key_salt, gcomp_codec *rs_codec, gcomp_codec *ag_codec);

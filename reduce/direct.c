@@ -332,13 +332,13 @@ int gcomp_dx_gather(gcomp_coll *c, gcomp_dx *x) {
     if (r != me) GCOMP_CHECK(wait_one(c, &x->reqs[3 * n + r], &flen));
     gcomp_chunk(x->count, n, r, &o, &l);
     x->ag_len[r] = flen;
-    uint64_t t0 = gcomp_now_ns();
-    int cold = x->stream && (o + l <= x->hot_lo || o >= x->hot_hi);
-    int st = (cold ? gcomp_decode_stream : gcomp_decode)(x->ag_codec, x->mem + x->off[2 * n + r],
-                                                         flen, x->buf + o, l);
+    uint64_t t0 = gcomp_now_ns(), tally;
+    int st = gcomp_decode_tally(x->ag_codec, x->mem + x->off[2 * n + r], flen, x->buf + o, l,
+                                x->stream, &tally);
     c->stats->decode_s += elapsed(t0);
     if (st == GCOMP_ERR_CORRUPT) st = gcomp_abort_corrupt_from(c->abort, c, st, g->ranks[r]);
     GCOMP_CHECK(st);
+    x->nonfinite += gcomp_nonfinite_within(x->buf, o, l, x->share_lo, x->share_hi, tally);
   }
   return GCOMP_OK;
 }

@@ -62,7 +62,7 @@ typedef struct {
   int fp32;            /* the node's allgathers copy fp32 from here on */
   size_t count;        /* the call's elements */
   size_t share_at, share_len;   /* this rank's share of them (gcomp_chunk over the ranks) */
-  int stream;          /* the result outside the share is streamed (see streams) */
+  int stream;          /* the result is decoded with streaming stores (see streams) */
   uint64_t nonfinite;  /* NaN and Inf in this rank's share of the result so far */
 } pipe_state;
 
@@ -74,8 +74,9 @@ typedef struct {
 } frames_to;
 
 /* The NaN and Inf of this rank's share of the call (gcomp_chunk over the ranks) among
- * elements [at, at + len) of buf, just written: counted while they are in cache, so that
- * the call need not read its share again (gcomp_coll.nonfinite_counted). */
+ * elements [at, at + len) of buf, just copied in fp32: counted while they are in cache, so
+ * that the call need not read its share again (gcomp_coll.nonfinite_counted; decoded
+ * frames come with their decoders' counts). */
 static void count_share(pipe_state *p, const uint8_t *buf, size_t at, size_t len) {
   size_t so = p->share_at, sl = p->share_len;
   size_t lo = at > so ? at : so, hi = at + len < so + sl ? at + len : so + sl;
@@ -84,19 +85,13 @@ static void count_share(pipe_state *p, const uint8_t *buf, size_t at, size_t len
 }
 
 /* A call this large (c->stream_from: GCOMP_STREAM_BYTES, 16 MiB by default) writes the
- * result outside this rank's share (the share it reads again at once, to count NaN and
- * Inf) with gcomp_decode_stream: plain stores first read every line they write, and a
- * result this large is not in cache when the caller reads it (every rank of a node writes
- * all of it; an L3 is tens of MiB). At 64 MiB, 4 ranks on 2 nodes, sign+ef, streaming took
- * about 4% off the call on average in ABBA rounds (bench/RESULTS.md). */
+ * result with streaming stores (gcomp_decode_tally): plain stores first read every line
+ * they write, and a result this large is not in cache when the caller reads it (every rank
+ * of a node writes all of it). The NaN and Inf of this rank's share come from the
+ * decoders' counts, so the share is not read back either (bench/RESULTS.md, "The share
+ * streamed too"). */
 static int streams(const gcomp_coll *c, size_t count) {
   return c->stream_from && count * c->esize >= c->stream_from;
-}
-
-/* Whether elements [at, at + len) of the call are decoded with streaming stores: the call
- * streams and they lie outside this rank's share. */
-static int cold(const pipe_state *p, size_t at, size_t len) {
-  return p->stream && (at + len <= p->share_at || at >= p->share_at + p->share_len);
 }
 
 /* Local rank j's frame of shard k of its piece of the slice, decoded into buf where that
@@ -107,15 +102,17 @@ static int decode_part(void *arg, int j, int k, const uint8_t *p, size_t len) {
   size_t co, cl, o, l;
   gcomp_chunk(a->sl->len, c->t->local_size, j, &co, &cl);
   gcomp_chunk(cl, a->p->n, k, &o, &l);
-  uint64_t t0 = gcomp_now_ns();
+  uint64_t t0 = gcomp_now_ns(), tally;
   size_t at = a->sl->off + co + o;
-  int st = (cold(a->p, at, l) ? gcomp_decode_stream : gcomp_decode)(
-      c->codec2, p, len, (float *)(void *)(a->buf + at * c->esize), l);
+  float *dst = (float *)(void *)a->buf;
+  int st = gcomp_decode_tally(c->codec2, p, len, dst + at, l, a->p->stream, &tally);
   c->stats->decode_s += (double)(gcomp_now_ns() - t0) * 1e-9;
   /* the writer decoded these very bytes before it published them */
   GCOMP_FAIL_IF(st == GCOMP_ERR_CORRUPT, st, "hier pipeline: local rank %d's frame %d of a "
                 "slice is corrupt in the node's shared segment", j, k);
-  if (st == GCOMP_OK) count_share(a->p, a->buf, at, l);
+  if (st == GCOMP_OK)
+    a->p->nonfinite += gcomp_nonfinite_within(dst, at, l, a->p->share_at,
+                                              a->p->share_at + a->p->share_len, tally);
   return st;
 }
 
@@ -174,9 +171,7 @@ static int tick(gcomp_coll *c, pipe_state *p, int t, uint8_t *buf) {
   if (in < S) GCOMP_CHECK(enter(c, &sl[in], buf));
   if (out >= 0 && out < S) {
     GCOMP_CHECK(gcomp_dx_gather(c, &sl[out].x));
-    size_t co, cl;   /* my piece, just decoded */
-    gcomp_chunk(sl[out].len, c->t->local_size, c->t->local_rank, &co, &cl);
-    count_share(p, buf, sl[out].off + co, cl);
+    p->nonfinite += sl[out].x.nonfinite;   /* in my piece, just decoded */
     GCOMP_CHECK(node_gather(c, p, &sl[out], buf));
   }
   if (red >= 0 && red < S && gcomp_dx_fold_ok(&sl[red].x)) {
@@ -215,11 +210,11 @@ int gcomp_hier_direct_pipelined(gcomp_coll *c, const gcomp_group *cross, uint8_t
     uint64_t salt = 0x100u + (uint64_t)t->local_rank + ((uint64_t)made << 32);
     st = gcomp_dx_init(&s->x, cross, piece, cl, 2, 2u * (unsigned)made, salt, c->codec,
                        c->codec2);
-    if (st == GCOMP_OK && p.stream) {   /* the share within the piece: see cold */
+    if (st == GCOMP_OK) {   /* the share within the piece, for its NaN and Inf */
       size_t lo = s->off + co, hi = lo + cl, so = p.share_at, se = so + p.share_len;
-      s->x.stream = 1;
-      s->x.hot_lo = so > lo ? (so < hi ? so : hi) - lo : 0;
-      s->x.hot_hi = se > lo ? (se < hi ? se : hi) - lo : 0;
+      s->x.stream = p.stream;
+      s->x.share_lo = so > lo ? (so < hi ? so : hi) - lo : 0;
+      s->x.share_hi = se > lo ? (se < hi ? se : hi) - lo : 0;
     }
     bytes += s->x.bytes;
   }

@@ -107,6 +107,14 @@ uint64_t gcomp_count_nonfinite_f32(const float *x, size_t n) {
   return bad;
 }
 
+uint64_t gcomp_nonfinite_within(const float *x, size_t at, size_t len, size_t lo, size_t hi,
+                                uint64_t tally) {
+  size_t a = at > lo ? at : lo, b = at + len < hi ? at + len : hi;
+  if (a >= b || tally == 0) return 0;
+  if (tally != UINT64_MAX && a == at && b == at + len) return tally;
+  return gcomp_count_nonfinite_f32(x + a, b - a);
+}
+
 void gcomp_scale_f32(float *x, size_t n, float divisor) {
   for (size_t i = 0; i < n; i++) x[i] /= divisor;
 }

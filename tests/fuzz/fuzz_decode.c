@@ -8,8 +8,11 @@
  *   selector & 0x80  also decode in parts (codec_parts.h; codecs that can), with part
  *                    lengths drawn from the frame's bytes: the parts must succeed exactly
  *                    when the whole decode does, with the same values bit for bit
+ * A decode (not an add) is also done with gcomp_decode_tally: the same status and values,
+ * and where it counts the NaN and Inf it wrote, as many as the output holds.
  * The element count handed to the decoder is the frame's own (capped), so the count
  * check passes and the payload decoders run. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +77,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                          : gcomp_decode(c, frame, len, dst, count);
     /* a decoder may only succeed or report a damaged frame */
     if (s != GCOMP_OK && s != GCOMP_ERR_CORRUPT && s != GCOMP_ERR_NOMEM) __builtin_trap();
+    float *tal = !(sel & 0x20) && s != GCOMP_ERR_NOMEM ? malloc((count ? count : 1) * 4) : NULL;
+    if (tal) {
+      uint64_t tally, there = 0;
+      int stream = (int)(gcomp_fuzz_hash(frame, len) & 1);
+      int st = gcomp_decode_tally(c, frame, len, tal, count, stream, &tally);
+      if (st != s) __builtin_trap();
+      if (s == GCOMP_OK && memcmp(tal, dst, count * sizeof *dst)) __builtin_trap();
+      for (size_t i = 0; s == GCOMP_OK && i < count; i++) there += !isfinite(dst[i]);
+      if (s == GCOMP_OK && tally != UINT64_MAX && tally != there) __builtin_trap();
+      free(tal);
+    }
     int parts = (sel & 0x80) && s != GCOMP_ERR_NOMEM && gcomp_codec_part_values(c);
     float *alt = parts ? malloc((count ? count : 1) * sizeof *alt) : NULL;
     if (alt) {

@@ -273,6 +273,81 @@ static void test_stream_decode_is_decode(void **state) {
   free(x), free(want), free(mem);
 }
 
+/* gcomp_decode_tally gives gcomp_decode's values and, for sign and quant frames (not
+ * staged ones), the NaN and Inf it wrote, counted from the raw buckets' payload: as many as
+ * the output holds; for the other kinds UINT64_MAX (not known). */
+static void test_tally_counts_nonfinite(void **state) {
+  static const char *specs[] = {"sign+ef", "sign:bucket=96", "quant:bits=4", "quant:bits=8+ef",
+                                "quant:bits=1,bucket=128", "quant:bits=4,round=stochastic",
+                                "sign+ef:dtype=bf16", "quant:bits=4+zstd", "bf16", "none",
+                                "topk:ratio=0.01+ef"};
+  static const int counts[] = {1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+  enum { COUNT = 20011 };
+  float *x = malloc(COUNT * sizeof *x), *want = malloc(COUNT * sizeof *want);
+  float *got = malloc(COUNT * sizeof *got);
+  assert_non_null(x), assert_non_null(want), assert_non_null(got);
+  for (int bad = 0; bad < 3; bad++) {   /* none; a NaN and an Inf; many in a few buckets */
+    for (size_t i = 0; i < COUNT; i++) x[i] = value() * (i % 7 == 0 ? 0.0f : 1.0f);
+    if (bad) x[3] = NAN, x[COUNT - 1] = -INFINITY;
+    for (size_t i = 0; bad == 2 && i < 40; i++) x[9000 + 3 * i] = i % 2 ? INFINITY : -NAN;
+    for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
+      gcomp_codec *c = NULL;
+      assert_int_equal(gcomp_codec_create(specs[s], &c), GCOMP_OK);
+      size_t cap = gcomp_codec_max_encoded_size(c, COUNT), len;
+      uint8_t *frame = malloc(cap);
+      assert_int_equal(gcomp_encode(c, 9, x, COUNT, frame, cap, &len), GCOMP_OK);
+      assert_int_equal(gcomp_decode(c, frame, len, want, COUNT), GCOMP_OK);
+      uint64_t there = 0;
+      for (size_t i = 0; i < COUNT; i++) there += !isfinite(want[i]);
+      for (int stream = 0; stream < 2; stream++) {
+        uint64_t tally = 12345;
+        assert_int_equal(gcomp_decode_tally(c, frame, len, got, COUNT, stream, &tally),
+                         GCOMP_OK);
+        if (memcmp(got, want, COUNT * sizeof *got))
+          fail_msg("%s: gcomp_decode_tally's values differ", specs[s]);
+        uint64_t expect = counts[s] ? there : UINT64_MAX;
+        if (tally != expect)
+          fail_msg("%s (%d bad, stream %d): tally %llu, expected %llu", specs[s], bad, stream,
+                   (unsigned long long)tally, (unsigned long long)expect);
+      }
+      assert_true(bad == 0 || there > 0);
+      free(frame);
+      gcomp_codec_destroy(c);
+    }
+  }
+  free(x), free(want), free(got);
+}
+
+/* A quant frame whose grid ends past FLT_MAX (a finite min and step, as the decoder checks,
+ * made by hand: no encoder writes one) decodes to Inf where the codes reach the top, and
+ * leaves the tally unknown rather than 0. */
+static void test_tally_unknown_past_flt_max(void **state) {
+  gcomp_codec *c = NULL;
+  assert_int_equal(gcomp_codec_create("quant:bits=1,bucket=32", &c), GCOMP_OK);
+  float x[32], out[32], want[32];
+  for (int i = 0; i < 32; i++) x[i] = (float)(i % 2);
+  size_t cap = gcomp_codec_max_encoded_size(c, 32), len;
+  uint8_t *frame = malloc(cap);
+  assert_int_equal(gcomp_encode(c, 1, x, 32, frame, cap, &len), GCOMP_OK);
+  gcomp_frame_info info;
+  assert_int_equal(gcomp_frame_open(frame, len, &info), GCOMP_OK);
+  assert_int_equal(info.payload_len, 12);   /* min, step, 32 one-bit codes */
+  uint8_t *p = frame + GCOMP_FRAME_HEADER;
+  const float mn = 2e38f, step = 2e38f;
+  memcpy(p, &mn, 4), memcpy(p + 4, &step, 4);   /* little-endian hosts, as the tests are */
+  gcomp_frame_seal(frame, &info);
+  assert_int_equal(gcomp_decode(c, frame, len, want, 32), GCOMP_OK);
+  assert_true(want[0] == 2e38f && isinf(want[1]));
+  for (int stream = 0; stream < 2; stream++) {
+    uint64_t tally = 0;
+    assert_int_equal(gcomp_decode_tally(c, frame, len, out, 32, stream, &tally), GCOMP_OK);
+    assert_memory_equal(out, want, sizeof out);
+    assert_true(tally == UINT64_MAX);
+  }
+  free(frame);
+  gcomp_codec_destroy(c);
+}
+
 static void test_refused_codecs(void **state) {
   static const char *specs[] = {"bf16", "none", "topk:ratio=0.01+ef", "sign+ef:dtype=bf16",
                                 "quant:bits=4,round=stochastic", "quant:bits=4+zstd"};
@@ -332,6 +407,8 @@ int main(void) {
       cmocka_unit_test(test_damage_is_refused),
       cmocka_unit_test(test_other_parameter_is_refused),
       cmocka_unit_test(test_stream_decode_is_decode),
+      cmocka_unit_test(test_tally_counts_nonfinite),
+      cmocka_unit_test(test_tally_unknown_past_flt_max),
       cmocka_unit_test(test_refused_codecs),
       cmocka_unit_test(test_misuse_is_an_error),
   };

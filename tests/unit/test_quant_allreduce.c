@@ -252,6 +252,38 @@ static void test_hier_pipelined_nonfinite(void **state) {
   free_jobs(jobs, 4);
 }
 
+/* Each rank counts the NaN and Inf of its share of the result, from the decoders' counts
+ * (a frame's only non-finite values sit in raw buckets, counted from its payload) or, where
+ * a frame straddles two shares, by reading its part back: over the ranks, every call's
+ * non-finite values once, whether the result streams or not. At 6 ranks, 40000-byte
+ * segments (4 slices) and 2 nodes the shares start at 6667 k (and 6667 * 3 = 20001 lies
+ * inside the frame of values [20000, 21667)): the NaN at 20000 is rank 2's, the Inf at
+ * 20500 rank 3's, both from one frame. */
+static void test_hier_pipelined_nonfinite_counts(void **state) {
+  static const char *specs[] = {"sign+ef", "sign:bucket=128", "quant:bits=4,bucket=128",
+                                "quant:bits=8"};
+  static const size_t at[][2] = {{20000, 20500}, {12345, 33333}, {0, N - 1}};
+  const int ns[] = {4, 6, 8};
+  for (size_t s = 0; s < sizeof specs / sizeof *specs; s++)
+    for (int k = 0; k < 3; k++)
+      for (size_t a = 0; a < sizeof at / sizeof *at; a++)
+        for (int streamed = 0; streamed < 2; streamed++) {
+          int n = ns[k];
+          seg_bytes = "40000", nan_at = at[a][0], inf_at = at[a][1];
+          stream_bytes = streamed ? "0" : "1024g";
+          job *jobs = run(specs[s], "hier-direct", n, 2);
+          seg_bytes = NULL, stream_bytes = NULL, nan_at = N, inf_at = N;
+          uint64_t counted = 0, there = 0;
+          for (int r = 0; r < n; r++) counted += jobs[r].nonfinite;
+          for (size_t i = 0; i < (size_t)2 * N; i++) there += !isfinite(jobs[0].y[i]);
+          if (counted != there || there != 2)
+            fail_msg("%s n=%d NaN at %zu, Inf at %zu, %s: %llu counted, %llu in the result",
+                     specs[s], n, at[a][0], at[a][1], streamed ? "streamed" : "plain",
+                     (unsigned long long)counted, (unsigned long long)there);
+          free_jobs(jobs, n);
+        }
+}
+
 /* Sign's decode of the result outside each rank's share with streaming stores
  * (GCOMP_STREAM_BYTES 0: every call streams; 1024g: none does) changes no bit of any rank's
  * result nor any count. 40000-byte segments cut the calls into 4 slices whose shards start
@@ -378,6 +410,7 @@ int main(void) {
       cmocka_unit_test(test_hier_pipelined),
       cmocka_unit_test(test_hier_pipelined_same_bits),
       cmocka_unit_test(test_hier_pipelined_nonfinite),
+      cmocka_unit_test(test_hier_pipelined_nonfinite_counts),
       cmocka_unit_test(test_hier_pipelined_frames),
       cmocka_unit_test(test_hier_pipelined_streamed),
       cmocka_unit_test(test_hier_pipelined_napping),
