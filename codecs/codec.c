@@ -8,6 +8,7 @@
 #include "ef.h"
 #include "frame.h"
 #include "lossless.h"
+#include "lowbit.h"
 #include "spec.h"
 
 struct gcomp_codec {
@@ -340,7 +341,8 @@ int gcomp_encode_sum_begin(gcomp_codec *c, uint64_t key, size_t count, void *dst
   return GCOMP_OK;
 }
 
-/* Encodes the values summed in the buffer onto the payload. */
+/* Encodes the values summed since the last flush onto the payload: from the buffer, or with
+ * error feedback from the residual, which holds x = residual + sum already. */
 static int part_flush(gcomp_codec *c) {
   const gcomp_kind *k = c->spec.kind;
   size_t n = c->part.fill, done = c->part.fed - n, w = 0;
@@ -348,8 +350,8 @@ static int part_flush(gcomp_codec *c) {
   size_t room = c->part.room - c->part.len;
   /* no state word: a kind that encodes in parts keeps none */
   gcomp_enc_ctx ctx = {.seq = c->seq, .stats = &c->stats};
-  int st = c->ef ? k->encode_ef(k, &c->spec.cfg, &ctx, c->part.buf, c->part.res + done, n, out,
-                                room, &w)
+  int st = c->ef ? k->encode_ef(k, &c->spec.cfg, &ctx, NULL, c->part.res + done, n, out, room,
+                                &w)
                  : k->encode(&c->spec.cfg, &ctx, c->part.buf, n, out, room, &w);
   if (st < 0) {
     c->part.open = 0;
@@ -368,12 +370,20 @@ int gcomp_encode_sum_part(gcomp_codec *c, const float *const *src, int nsrc, siz
   GCOMP_FAIL_IF(nsrc < 1 || !src || n > c->part.count - c->part.fed, GCOMP_ERR_INVALID,
                 "gcomp_encode_sum_part: %zu values from %d sources, %zu of %zu left", n, nsrc,
                 c->part.count - c->part.fed, c->part.count);
+  /* the SIMD fp32 adds of the kinds that encode in parts (sign, quant) */
+  const gcomp_lowbit_kernels *K = gcomp_lowbit_kernels_get();
   for (size_t at = 0; at < n;) {
     size_t take = c->part.unit - c->part.fill;
     if (take > n - at) take = n - at;
-    float *restrict d = c->part.buf + c->part.fill;
+    /* with error feedback the sum goes straight into the residual, read in the same pass
+     * as the operands: r + x is what encode_ef forms from a gradient x, bit for bit */
+    float *restrict r = c->ef ? c->part.res + c->part.fed : NULL;
+    float *restrict d = c->part.buf + (r ? 0 : c->part.fill);
     const float *restrict a = src[0] + at;
-    if (nsrc == 1) {
+    if (r && nsrc <= 2) {
+      if (nsrc == 1) K->addto(r, a, take);
+      else K->addto2(r, a, src[1] + at, take);
+    } else if (nsrc == 1) {
       memcpy(d, a, take * sizeof *d);
     } else {
       const float *restrict b = src[1] + at;
@@ -382,6 +392,7 @@ int gcomp_encode_sum_part(gcomp_codec *c, const float *const *src, int nsrc, siz
         const float *restrict e = src[j] + at;
         for (size_t i = 0; i < take; i++) d[i] += e[i];
       }
+      if (r) K->addto(r, d, take);
     }
     c->part.fill += take, c->part.fed += take, at += take;
     if (c->part.fill == c->part.unit) GCOMP_CHECK(part_flush(c));

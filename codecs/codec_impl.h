@@ -140,7 +140,9 @@ struct gcomp_kind {
   int (*decode)(const gcomp_kind_cfg *cfg, uint32_t param, const uint8_t *restrict src,
                 size_t len, float *restrict dst, size_t count, int add, gcomp_frame_check *chk);
   /* Error feedback fused with the encode: x = grad + residual; encode x; residual =
-   * x - decode(encode(x)). Kinds without a fused version use gcomp_ef_encode_generic. */
+   * x - decode(encode(x)). Kinds without a fused version use gcomp_ef_encode_generic.
+   * grad NULL, for kinds with decode_part: the residual holds x already (an encode in
+   * parts formed it there, codec.c). */
   int (*encode_ef)(const gcomp_kind *kind, const gcomp_kind_cfg *cfg, gcomp_enc_ctx *ctx,
                    const float *restrict grad, float *restrict residual, size_t count,
                    uint8_t *restrict dst, size_t cap, size_t *len);

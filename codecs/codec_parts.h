@@ -21,7 +21,8 @@ size_t gcomp_codec_part_values(const gcomp_codec *codec);
 /* An encode of a gradient given as a sum: the frame gcomp_encode(codec, key, x, count, ...)
  * writes (and the residual it leaves), where x = src[0] + src[1] + ... in that order in
  * fp32 (the node's operands as a reduce-scatter round holds them), without x ever stored:
- * it is summed a few KiB at a time into the codec's own buffer and encoded from there.
+ * it is summed a few KiB at a time into the codec's own buffer (with +ef, added into the
+ * residual in the same pass, where the encode forms x + residual) and encoded from there.
  * The one difference: where two operands of a value are NaN, the sum keeps the payload of
  * one, and which may differ from the caller's own sum (it depends on the operand order of
  * an add); the value is NaN either way, and every rank decodes the same frame.

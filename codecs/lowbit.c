@@ -61,10 +61,10 @@ int gcomp_lb_encode(const char *kind, const gcomp_lowbit_kernels *K, gcomp_enc_c
     size_t n = count - b0 < bucket ? count - b0 : bucket, w;
     if (res16) {
       K->widen(wide, res16 + b0, n);
-      w = fn(arg, NULL, grad + b0, n, b, wide, dst + o, dst + cap);
+      w = fn(arg, NULL, grad ? grad + b0 : NULL, n, b, wide, dst + o, dst + cap);
       if (w) K->narrow(res16 + b0, wide, n);
     } else if (res) {
-      w = fn(arg, NULL, grad + b0, n, b, res + b0, dst + o, dst + cap);
+      w = fn(arg, NULL, grad ? grad + b0 : NULL, n, b, res + b0, dst + o, dst + cap);
     } else {
       w = fn(arg, src + b0, NULL, n, b, NULL, dst + o, dst + cap);
     }

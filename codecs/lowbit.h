@@ -71,7 +71,12 @@ typedef struct {
                int mode);
   /* Error feedback's first step: r[i] = r[i] + g[i]. */
   void (*addto)(float *restrict r, const float *restrict g, size_t n);
-  /* sign with error feedback, fused: addto(r, g, n) then sscan(r, ...) in one pass ... */
+  /* ... with g given as a sum: r[i] = r[i] + (a[i] + b[i]), read in one pass (an encode in
+   * parts of a node's two operands, codec.c). */
+  void (*addto2)(float *restrict r, const float *restrict a, const float *restrict b,
+                 size_t n);
+  /* sign with error feedback, fused: addto(r, g, n) then sscan(r, ...) in one pass (g
+   * NULL: r already holds x, sscan(r, ...)) ... */
   int (*sscan_ef)(float *restrict r, const float *restrict g, size_t n, float *sum,
                   size_t *nnz);
   /* ... and senc(r, ...) then sdec(..., s, r, GCOMP_LB_SUB) in one more (r: what was not
@@ -106,8 +111,8 @@ int gcomp_lb_set_bucket(const char *kind, const char *value, uint64_t *bucket);
 /* The encode loop of both kinds: bucket after bucket, each coded by fn at the next free
  * byte and reported for the frame's block checksums. Without error feedback fn gets the
  * bucket's values x (g and res NULL); with it, x NULL, the bucket's gradient g and its fp32
- * residual res, which fn turns into x = g + res (in res) and then into what was not sent.
- * fn returns the bytes it wrote, 0 when they would pass end.
+ * residual res, which fn turns into x = g + res (in res) and then into what was not sent
+ * (grad NULL, so g NULL: res holds x already). fn returns the bytes it wrote, 0 when they would pass end.
  * With error feedback the residual is res (fp32) or res16 (bf16, the other NULL): a bf16
  * bucket is widened into a bucket-sized fp32 buffer for fn, then rounded back
  * (gcomp_bf16_rne_sat), the same arithmetic as widening the whole residual around an fp32

@@ -286,6 +286,17 @@ static void addto_avx2(float *restrict r, const float *restrict g, size_t n) {
   B_.addto(r + i, g + i, n - i);
 }
 
+static void addto2_avx2(float *restrict r, const float *restrict a, const float *restrict b,
+                        size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    if (i % 16 == 0) PREFETCH(r + i), PREFETCH(a + i), PREFETCH(b + i);
+    __m256 s = _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+    _mm256_storeu_ps(r + i, _mm256_add_ps(_mm256_loadu_ps(r + i), s));
+  }
+  B_.addto2(r + i, a + i, b + i, n - i);
+}
+
 /* ---- error feedback, fused (lowbit.h) ---------------------------------------------------- */
 static int sscan_ef_avx2(float *restrict r, const float *restrict g, size_t n, float *sum,
                          size_t *nnz) {
@@ -357,6 +368,7 @@ const gcomp_lowbit_kernels gcomp_lowbit_avx2 = {
     .senc = senc_avx2,
     .sdec = sdec_avx2,
     .addto = addto_avx2,
+    .addto2 = addto2_avx2,
     .sscan_ef = sscan_ef_avx2,
     .senc_ef = senc_ef_avx2,
     .widen = widen_avx2,

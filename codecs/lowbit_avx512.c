@@ -243,6 +243,17 @@ static void addto_avx512(float *restrict r, const float *restrict g, size_t n) {
   B_.addto(r + i, g + i, n - i);
 }
 
+static void addto2_avx512(float *restrict r, const float *restrict a, const float *restrict b,
+                          size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    PREFETCH(r + i), PREFETCH(a + i), PREFETCH(b + i);
+    __m512 s = _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
+    _mm512_storeu_ps(r + i, _mm512_add_ps(_mm512_loadu_ps(r + i), s));
+  }
+  B_.addto2(r + i, a + i, b + i, n - i);
+}
+
 /* ---- error feedback, fused (lowbit.h) ---------------------------------------------------- */
 static int sscan_ef_avx512(float *restrict r, const float *restrict g, size_t n, float *sum,
                            size_t *nnz) {
@@ -306,6 +317,7 @@ const gcomp_lowbit_kernels gcomp_lowbit_avx512 = {
     .senc = senc_avx512,
     .sdec = sdec_avx512,
     .addto = addto_avx512,
+    .addto2 = addto2_avx512,
     .sscan_ef = sscan_ef_avx512,
     .senc_ef = senc_ef_avx512,
     .widen = widen_avx512,

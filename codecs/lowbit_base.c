@@ -91,10 +91,15 @@ static void addto_base(float *restrict r, const float *restrict g, size_t n) {
   for (size_t i = 0; i < n; i++) r[i] += g[i];
 }
 
+static void addto2_base(float *restrict r, const float *restrict a, const float *restrict b,
+                        size_t n) {
+  for (size_t i = 0; i < n; i++) r[i] += a[i] + b[i];
+}
+
 /* The fused error-feedback kernels are defined as the two steps they fuse. */
 static int sscan_ef_base(float *restrict r, const float *restrict g, size_t n, float *sum,
                          size_t *nnz) {
-  addto_base(r, g, n);
+  if (g) addto_base(r, g, n);
   return sscan_base(r, n, sum, nnz);
 }
 
@@ -121,6 +126,7 @@ const gcomp_lowbit_kernels gcomp_lowbit_base = {
     .senc = senc_base,
     .sdec = sdec_base,
     .addto = addto_base,
+    .addto2 = addto2_base,
     .sscan_ef = sscan_ef_base,
     .senc_ef = senc_ef_base,
     .widen = widen_base,

@@ -113,7 +113,7 @@ static size_t code_bucket(void *arg, const float *x, const float *g, size_t n, u
                           float *res, uint8_t *p, const uint8_t *end) {
   const quant_run *q = arg;
   if (res) {   /* x = grad + residual, formed in the residual while it is in cache */
-    q->K->addto(res, g, n);
+    if (g) q->K->addto(res, g, n);   /* g NULL: the residual holds x already */
     x = res;
   }
   unsigned bits = (unsigned)q->cfg->bits;

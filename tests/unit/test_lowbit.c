@@ -129,6 +129,12 @@ static void diff_one(const gcomp_lowbit_kernels *K, const float *x, size_t n, ui
   B->addto(d0, x, n);
   K->addto(d1, x, n);
   if (!same_bits(d0, d1, n)) fail_msg("%s %s addto n=%zu", K->name, where, n);
+  float *e = malloc(4 * n + 4);   /* addto2: a third operand, x scaled and shifted */
+  for (size_t i = 0; i < n; i++) e[i] = x[(i * 5) % n] * -0.75f;
+  B->addto2(d0, x, e, n);
+  K->addto2(d1, x, e, n);
+  if (!same_bits(d0, d1, n)) fail_msg("%s %s addto2 n=%zu", K->name, where, n);
+  free(e);
   float s0, s1;
   size_t z0, z1;
   if (B->sscan(x, n, &s0, &z0) != K->sscan(x, n, &s1, &z1) || gcomp_f2u(s0) != gcomp_f2u(s1) ||
