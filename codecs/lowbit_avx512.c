@@ -122,6 +122,9 @@ static inline __m512 apply16(float *d, __m512 v, int mode) {
   return v;
 }
 
+/* GCOMP_LB_STREAM: whole output lines streamed, as sdec_avx512 does (on the Xeon of
+ * bench/RESULTS.md a 64 MiB 4-bit call took 11% less CPU a rank; lowbit_avx2.c's qdec keeps
+ * plain stores, measured slower streamed on a Zen 3). */
 static void qdec_avx512(const uint8_t *codes, size_t n, unsigned bits, float mn, float step,
                         float *dst, int mode) {
   const __m512 m = _mm512_set1_ps(mn), st = _mm512_set1_ps(step);
@@ -133,8 +136,13 @@ static void qdec_avx512(const uint8_t *codes, size_t n, unsigned bits, float mn,
                                        s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
   const __m512i mask = SET1((1u << bits) - 1);
   size_t total = gcomp_lb_bytes(n, bits), j = 0;
-  /* two groups of 8 codes: bytes [at, at + 2 bits); each 8-byte load stays inside */
-  for (; j + 16 <= n && j / 8 * bits + bits + 8 <= total; j += 16) {
+  /* the vectors: two groups of 8 codes each, bytes [at, at + 2 bits); each 8-byte load stays
+   * inside */
+  size_t nv = n / 16;
+  while (nv && (nv - 1) * 2 * bits + bits + 8 > total) nv--;
+  const int sm = gcomp_store_mode((uint8_t *)dst, mode == GCOMP_LB_STREAM && nv > 0);
+  gcomp_nt_run run = {NULL, _mm512_setzero_si512(), 16};   /* set by the first vector */
+  for (; j < nv * 16; j += 16) {
     long long g0, g1;
     memcpy(&g0, codes + j / 8 * bits, 8);
     memcpy(&g1, codes + j / 8 * bits + bits, 8);
@@ -142,8 +150,12 @@ static void qdec_avx512(const uint8_t *codes, size_t n, unsigned bits, float mn,
                                    _mm256_set1_epi64x(g1), 1);
     __m512i v = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(g, shuf), sh), mask);
     __m512 y = _mm512_add_ps(m, _mm512_mul_ps(_mm512_cvtepi32_ps(v), st));
-    _mm512_storeu_ps(dst + j, apply16(dst + j, y, mode));
+    if (sm == GCOMP_ST_PLAIN) _mm512_storeu_ps(dst + j, apply16(dst + j, y, mode));
+    else if (sm == GCOMP_ST_NT64) _mm512_stream_ps(dst + j, y);
+    else if (j) gcomp_nt_run_next(&run, _mm512_castps_si512(y));
+    else gcomp_nt_run_first(&run, (uint8_t *)dst, _mm512_castps_si512(y));
   }
+  if (sm == GCOMP_ST_NT16 || sm == GCOMP_ST_NT32) gcomp_nt_run_end(&run);
   B_.qdec(codes + j / 8 * bits, n - j, bits, mn, step, dst + j, mode);
 }
 
