@@ -38,6 +38,12 @@ static const ar_opts *g_opts;   /* for time_gcomp's straggler */
 static gcomp_comm *g_comm_b;    /* --ab's communicator */
 
 static double now_s(void) { return (double)gcomp_now_ns() * 1e-9; }
+/* CPU seconds of this process, every thread (the progress thread's too) */
+static double cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 #ifdef GCOMP_BENCH_MPI
 static int mpi_allgather(gcomp_oob *oob, const void *mine, size_t len, void *all) {
@@ -52,6 +58,10 @@ static void mpi_close(gcomp_oob *oob) {}
 /* Agrees on a figure across ranks: the slowest rank's time is the collective's time. */
 static double all_max(gcomp_comm *comm, double v) {
   gcomp_allreduce(comm, &v, &v, 1, GCOMP_FLOAT64, GCOMP_MAX, NULL, 0);
+  return v;
+}
+static double all_mean(gcomp_comm *comm, double v) {
+  gcomp_allreduce(comm, &v, &v, 1, GCOMP_FLOAT64, GCOMP_AVG, NULL, 0);
   return v;
 }
 
@@ -93,21 +103,22 @@ static void fill_grad(float *x, size_t n, int rank, unsigned salt) {
  * lateness, every one of them (the meetings would be calls where it is on time). Without
  * the refill each call in place reduces what the last one left, n ranks' worth larger: at
  * 4 ranks the values pass fp32's range after about 64 calls, and from there a lossy codec
- * sends every bucket raw (NaN and Inf), so the column would time another data set. */
+ * sends every bucket raw (NaN and Inf), so the column would time another data set.
+ * cpu (may be NULL): the process's CPU seconds per timed call, the refills' left out. */
 static int time_gcomp(gcomp_comm *comm, float *send, float *recv, size_t n, int iters,
-                      gcomp_codec *codec, const float *refill, double *secs) {
-  double t0 = now_s(), untimed = 0;
+                      gcomp_codec *codec, const float *refill, double *secs, double *cpu) {
+  double t0 = now_s(), c0 = cpu_s(), untimed = 0, untimed_cpu = 0;
   int delaying = g_opts && g_opts->delay_ms > 0;   /* the same on every rank */
   int late = delaying && gcomp_comm_rank(comm) == g_opts->delay_rank;
   for (int i = 0; i < iters; i++) {
     if (refill) {
-      double c0 = now_s();
+      double w0 = now_s(), u0 = cpu_s();
       memcpy(recv, refill, n * sizeof *recv);
       float one = 1.0f;
       int st = delaying ? GCOMP_OK
                         : gcomp_allreduce(comm, &one, &one, 1, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
       if (st < 0) return st;
-      untimed += now_s() - c0;
+      untimed += now_s() - w0, untimed_cpu += cpu_s() - u0;
     }
     if (late) {
       struct timespec ts = {(time_t)(g_opts->delay_ms / 1e3),
@@ -118,6 +129,7 @@ static int time_gcomp(gcomp_comm *comm, float *send, float *recv, size_t n, int 
     if (st < 0) return st;
   }
   *secs = (now_s() - t0 - untimed) / iters;
+  if (cpu) *cpu = (cpu_s() - c0 - untimed_cpu) / iters;
   return GCOMP_OK;
 }
 
@@ -137,7 +149,7 @@ static double time_mpi(float *send, float *recv, size_t n, int iters) {
 static struct {
   const char *spec;
   char algo[32];
-  double t;
+  double t, cpu;   /* out of place: time per call, CPU a rank per call (mean of the ranks) */
   size_t bytes;
 } last_row[8];
 static int nlast;
@@ -182,18 +194,19 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
   if (rank == 0 && o->json) printf("[");
   gcomp_comm_stats st0 = {.struct_size = sizeof st0};
   gcomp_comm_get_stats(comm, &st0);
-  double sum_busbw = 0;
+  double sum_busbw = 0, last_co = 0, last_ci = 0;   /* the largest size's CPU a rank per call */
   int nsizes = 0, status = GCOMP_OK;
   for (size_t bytes = o->minb; bytes <= o->maxb && status == GCOMP_OK;
        bytes = (size_t)fmax((double)bytes + 4, (double)bytes * o->factor)) {
     size_t n = bytes / 4;
     if (!n) continue;
     double t_oop[16], t_ip[16], t_mpi[16], b_oop[16], b_ip[16];
+    double c_oop[16], c_ip[16], cb_oop[16], cb_ip[16];   /* CPU a rank per call */
     int na = 0, nb = 0;
     size_t wrong_oop = 0, wrong_ip = 0;
     for (int w = 0; w < o->warmup && status == GCOMP_OK; w++) {
       double dummy;
-      status = time_gcomp(comm, send, recv, n, 1, codec, NULL, &dummy);
+      status = time_gcomp(comm, send, recv, n, 1, codec, NULL, &dummy, NULL);
     }
     double max_err = 0, wire = 0;
     char ran[32] = "";
@@ -221,11 +234,14 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
       gcomp_comm *tc = g_comm_b && (r % 4 == 1 || r % 4 == 2) ? g_comm_b : comm;
       double *to_r = tc == comm ? &t_oop[na] : &b_oop[nb];
       double *ti_r = tc == comm ? &t_ip[na] : &b_ip[nb];
+      double *co_r = tc == comm ? &c_oop[na] : &cb_oop[nb];
+      double *ci_r = tc == comm ? &c_ip[na] : &cb_ip[nb];
       if (codec) fill_grad(send, n, rank, (unsigned)r);
       else fill(send, n, rank, (unsigned)r);
-      status = time_gcomp(tc, send, recv, n, o->iters, codec, NULL, to_r);
+      status = time_gcomp(tc, send, recv, n, o->iters, codec, NULL, to_r, co_r);
       if (status < 0) break;
       *to_r = all_max(comm, *to_r);
+      *co_r = all_mean(comm, *co_r);
       if (o->check && r == 0) wrong_oop = count_wrong(recv, n, size, 0);
       /* in place: refill before each call so the check sees one reduction */
       if (codec) fill_grad(recv, n, rank, 1);
@@ -235,9 +251,10 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
       if (o->check && r == 0 && status == GCOMP_OK) wrong_ip = count_wrong(recv, n, size, 1);
       snprintf(ran, sizeof ran, "%s", gcomp_comm_last_algo(comm));   /* (not the meeting's) */
       if (status == GCOMP_OK)
-        status = time_gcomp(tc, recv, recv, n, o->iters, codec, ref, ti_r);
+        status = time_gcomp(tc, recv, recv, n, o->iters, codec, ref, ti_r, ci_r);
       if (status < 0) break;
       *ti_r = all_max(comm, *ti_r);
+      *ci_r = all_mean(comm, *ci_r);
       if (tc == comm) na++;
       else nb++;
 #ifdef GCOMP_BENCH_MPI
@@ -252,13 +269,22 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
     qsort(t_oop, (size_t)na, sizeof(double), cmp_d);
     qsort(t_ip, (size_t)na, sizeof(double), cmp_d);
     double to = t_oop[na / 2], ti = t_ip[na / 2];
+    qsort(c_oop, (size_t)na, sizeof(double), cmp_d);
+    qsort(c_ip, (size_t)na, sizeof(double), cmp_d);
+    double co = c_oop[na / 2], ci = c_ip[na / 2];
+    last_co = co, last_ci = ci;
     if (nb && rank == 0 && !o->json) {
       qsort(b_oop, (size_t)nb, sizeof(double), cmp_d);
       qsort(b_ip, (size_t)nb, sizeof(double), cmp_d);
+      qsort(cb_oop, (size_t)nb, sizeof(double), cmp_d);
+      qsort(cb_ip, (size_t)nb, sizeof(double), cmp_d);
       printf("# --ab %s, %d and %d rounds in ABBA order, medians: out of place %.1f us against "
              "%.1f us without it (%.3f), in place %.1f against %.1f (%.3f)\n", o->ab, nb, na,
              b_oop[nb / 2] * 1e6, to * 1e6, b_oop[nb / 2] / to, b_ip[nb / 2] * 1e6, ti * 1e6,
              b_ip[nb / 2] / ti);
+      printf("#   CPU a rank per call, mean of the ranks: out of place %.1f us against %.1f us "
+             "(%.3f), in place %.1f against %.1f (%.3f)\n", cb_oop[nb / 2] * 1e6, co * 1e6,
+             cb_oop[nb / 2] / co, cb_ip[nb / 2] * 1e6, ci * 1e6, cb_ip[nb / 2] / ci);
     }
     double bus = 2.0 * (size - 1) / size;
     double algo = (double)bytes / to / 1e9, algi = (double)bytes / ti / 1e9;
@@ -273,6 +299,7 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
       last_row[nlast].spec = spec ? spec : "none";
       snprintf(last_row[nlast].algo, sizeof last_row[nlast].algo, "%s", ran);
       last_row[nlast].t = to;
+      last_row[nlast].cpu = co;
       last_row[nlast].bytes = bytes;
     }
     if (rank == 0) {
@@ -281,9 +308,9 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
         printf("%s\n {\"bytes\": %zu, \"count\": %zu, \"type\": \"float\", \"redop\": \"sum\", "
                "\"algo\": \"%s\", \"ranks\": %d, \"oop_us\": %.3f, \"oop_algbw\": %.4f, "
                "\"oop_busbw\": %.4f, \"oop_wrong\": %zu, \"ip_us\": %.3f, \"ip_algbw\": %.4f, "
-               "\"ip_busbw\": %.4f, \"ip_wrong\": %zu",
+               "\"ip_busbw\": %.4f, \"ip_wrong\": %zu, \"oop_cpu_us\": %.3f, \"ip_cpu_us\": %.3f",
                nsizes > 1 ? "," : "", bytes, n, algo_name, size, to * 1e6, algo, algo * bus,
-               wrong_oop, ti * 1e6, algi, algi * bus, wrong_ip);
+               wrong_oop, ti * 1e6, algi, algi * bus, wrong_ip, co * 1e6, ci * 1e6);
         if (o->mpi)
           printf(", \"mpi_us\": %.3f, \"mpi_busbw\": %.4f, \"busbw_ratio\": %.4f", tm * 1e6,
                  (double)bytes / tm / 1e9 * bus, tm / to);
@@ -321,6 +348,10 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
                100 * split[1] / tot, 100 * split[2] / tot, 100 * split[3] / tot,
                /* phases overlap by a timer read or two: never print a negative rest */
                fmax(0.0, 100 * (tot - split[0] - split[1] - split[2] - split[3]) / tot));
+      /* with more ranks than cores the time is what the ranks' CPU adds up to, and this is
+       * steadier across runs than the time (bench/RESULTS.md) */
+      printf("# CPU a rank per call at the largest size (mean of the ranks, every thread): out "
+             "of place %.1f us, in place %.1f us\n", last_co * 1e6, last_ci * 1e6);
     }
   }
   /* NaN and Inf in the results of every call of the table (each rank counts its share of
@@ -565,8 +596,9 @@ static int cmd_allreduce(int argc, char **argv) {
     printf("\n");
     for (int i = 0; i < nlast; i++)
       if (base >= 0 && i != base)
-        printf("#   %-28s %.2f x faster than none (%s)\n", last_row[i].spec,
-               last_row[base].t / last_row[i].t, last_row[i].algo);
+        printf("#   %-28s %.2f x faster than none (%s); CPU a rank per call %.1f ms (none: %.1f)\n",
+               last_row[i].spec, last_row[base].t / last_row[i].t, last_row[i].algo,
+               last_row[i].cpu * 1e3, last_row[base].cpu * 1e3);
   }
   gcomp_skew_stats sk = {.struct_size = sizeof sk};
   if (st == GCOMP_OK && gcomp_comm_get_skew(comm, &sk) == GCOMP_OK && sk.calls &&
