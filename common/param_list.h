@@ -34,8 +34,8 @@ GCOMP_PARAM(SEGMENT_BYTES, SIZE, "16m", "4096:1099511627776",
 GCOMP_PARAM(SHM_BYTES, SIZE, "1m", "0:1099511627776",
             "bytes per rank and round of the node's shared segment: the shm algorithm and hier's in-node halves (0: no segment)")
 GCOMP_PARAM(STREAM_BYTES, SIZE, "16m", "0:1099511627776",
-            "hier-direct's pipelined calls of this many bytes or more write sign's result outside each rank's share "
-            "with streaming stores, which skip the cache (0: every call; 1024g: none; need not be equal on all ranks)")
+            "hier-direct's pipelined calls of this many bytes or more write the result with streaming stores, which "
+            "skip the cache (0: every call; 1024g: none; need not be equal on all ranks)")
 GCOMP_PARAM(HOST_RANKS, INT, "0", "0:1048576",
             "ranks that share this machine's CPUs (0: the node's local ranks; gcomp-run sets it); when they outnumber "
             "the CPUs a rank may run on, hier-direct's pipelined waits nap instead of spinning and yielding")
