@@ -222,6 +222,19 @@ static void test_other_parameter_is_refused(void **state) {
   }
 }
 
+/* spec's codec (*c), x[0..count) encoded into a new frame (returned, *len bytes) and that
+ * frame decoded into want */
+static uint8_t *encoded(const char *spec, const float *x, size_t count, gcomp_codec **c,
+                        size_t *len, float *want) {
+  assert_int_equal(gcomp_codec_create(spec, c), GCOMP_OK);
+  size_t cap = gcomp_codec_max_encoded_size(*c, count);
+  uint8_t *frame = malloc(cap);
+  assert_non_null(frame);
+  assert_int_equal(gcomp_encode(*c, 9, x, count, frame, cap, len), GCOMP_OK);
+  assert_int_equal(gcomp_decode(*c, frame, *len, want, count), GCOMP_OK);
+  return frame;
+}
+
 /* gcomp_decode_stream (streaming stores for sign and quant, plain ones for the rest) gives
  * gcomp_decode's values bit for bit at each alignment of the output, touches nothing
  * around it, and refuses what gcomp_decode refuses. */
@@ -239,11 +252,8 @@ static void test_stream_decode_is_decode(void **state) {
   x[5000] = NAN, x[70001] = -INFINITY;   /* raw buckets */
   for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
     gcomp_codec *c = NULL;
-    assert_int_equal(gcomp_codec_create(specs[s], &c), GCOMP_OK);
-    size_t cap = gcomp_codec_max_encoded_size(c, COUNT), len;
-    uint8_t *frame = malloc(cap);
-    assert_int_equal(gcomp_encode(c, 9, x, COUNT, frame, cap, &len), GCOMP_OK);
-    assert_int_equal(gcomp_decode(c, frame, len, want, COUNT), GCOMP_OK);
+    size_t len;
+    uint8_t *frame = encoded(specs[s], x, COUNT, &c, &len, want);
     const size_t shifts[] = {0, 4, 1};   /* 64-, 16- and 4-byte aligned */
     for (size_t a = 0; a < 3; a++) {
       memset(mem, 0x7b, (COUNT + 2 * PAD) * sizeof *mem);
@@ -292,11 +302,8 @@ static void test_tally_counts_nonfinite(void **state) {
     for (size_t i = 0; bad == 2 && i < 40; i++) x[9000 + 3 * i] = i % 2 ? INFINITY : -NAN;
     for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
       gcomp_codec *c = NULL;
-      assert_int_equal(gcomp_codec_create(specs[s], &c), GCOMP_OK);
-      size_t cap = gcomp_codec_max_encoded_size(c, COUNT), len;
-      uint8_t *frame = malloc(cap);
-      assert_int_equal(gcomp_encode(c, 9, x, COUNT, frame, cap, &len), GCOMP_OK);
-      assert_int_equal(gcomp_decode(c, frame, len, want, COUNT), GCOMP_OK);
+      size_t len;
+      uint8_t *frame = encoded(specs[s], x, COUNT, &c, &len, want);
       uint64_t there = 0;
       for (size_t i = 0; i < COUNT; i++) there += !isfinite(want[i]);
       for (int stream = 0; stream < 2; stream++) {
