@@ -96,27 +96,36 @@ static void fill_grad(float *x, size_t n, int rank, unsigned salt) {
   }
 }
 
-/* The tensor key is the size: one error-feedback slot per tensor shape. refill (in place):
- * copied into recv before each call, outside the time, and the ranks then meet in a dense
- * allreduce of one value, also outside it (else a rank's call would time its wait for
- * peers still copying); not with --delay-ms, whose calls are to show the delayed rank's
- * lateness, every one of them (the meetings would be calls where it is on time). Without
+/* The ranks meet in a dense allreduce of one value, outside any time: else a rank's first
+ * call would time its wait for peers still filling or copying their buffers (at 64 MiB,
+ * 4 ranks on 2 cores, filling takes tens of ms, and the ranks end it apart). */
+static int meet(gcomp_comm *comm) {
+  float one = 1.0f;
+  return gcomp_allreduce(comm, &one, &one, 1, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
+}
+
+/* The tensor key is the size: one error-feedback slot per tensor shape. The ranks meet
+ * before the first call; refill (in place): copied into recv before each call, outside the
+ * time, and the ranks meet again. Not with --delay-ms, whose calls are to show the delayed
+ * rank's lateness, every one of them (the meetings would be calls where it is on time). Without
  * the refill each call in place reduces what the last one left, n ranks' worth larger: at
  * 4 ranks the values pass fp32's range after about 64 calls, and from there a lossy codec
  * sends every bucket raw (NaN and Inf), so the column would time another data set.
  * cpu (may be NULL): the process's CPU seconds per timed call, the refills' left out. */
 static int time_gcomp(gcomp_comm *comm, float *send, float *recv, size_t n, int iters,
                       gcomp_codec *codec, const float *refill, double *secs, double *cpu) {
-  double t0 = now_s(), c0 = cpu_s(), untimed = 0, untimed_cpu = 0;
   int delaying = g_opts && g_opts->delay_ms > 0;   /* the same on every rank */
+  if (!refill && !delaying) {
+    int st = meet(comm);
+    if (st < 0) return st;
+  }
+  double t0 = now_s(), c0 = cpu_s(), untimed = 0, untimed_cpu = 0;
   int late = delaying && gcomp_comm_rank(comm) == g_opts->delay_rank;
   for (int i = 0; i < iters; i++) {
     if (refill) {
       double w0 = now_s(), u0 = cpu_s();
       memcpy(recv, refill, n * sizeof *recv);
-      float one = 1.0f;
-      int st = delaying ? GCOMP_OK
-                        : gcomp_allreduce(comm, &one, &one, 1, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
+      int st = delaying ? GCOMP_OK : meet(comm);
       if (st < 0) return st;
       untimed += now_s() - w0, untimed_cpu += cpu_s() - u0;
     }
