@@ -99,7 +99,7 @@ typedef struct gcomp_frame_check {
   uint64_t verified;    /* payload bytes [0, verified) checked */
   uint64_t nonfinite;   /* kept by the decoders of kinds that count (codec_impl.h,
                            counts_nonfinite): NaN and Inf among the values they wrote, or
-                           UINT64_MAX once a value may be either unseen */
+                           UINT64_MAX once a value written may be either uncounted */
 } gcomp_frame_check;
 
 /* Validates magic, version, lengths (never trusting the header's payload length beyond

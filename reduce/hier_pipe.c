@@ -88,8 +88,8 @@ static void count_share(pipe_state *p, const uint8_t *buf, size_t at, size_t len
  * result with streaming stores (gcomp_decode_tally): plain stores first read every line
  * they write, and a result this large is not in cache when the caller reads it (every rank
  * of a node writes all of it). The NaN and Inf of this rank's share come from the
- * decoders' counts, so the share is not read back either (bench/RESULTS.md, "The share
- * streamed too"). */
+ * decoders' counts, so the share is not read back either (bench/RESULTS.md, "Memory
+ * traffic of the pipelined call on a Xeon"). */
 static int streams(const gcomp_coll *c, size_t count) {
   return c->stream_from && count * c->esize >= c->stream_from;
 }
