@@ -56,8 +56,9 @@ int gcomp_decode_parts_end(gcomp_dec_parts *d);
 
 /* gcomp_decode, the same values and checks, for an output nobody reads soon (a large
  * result, beyond the cache): sign (AVX2, AVX-512) and quant (AVX-512) write it with
- * streaming stores where dst is 16-byte aligned, which skip reading each line of dst into the cache first; other kinds
- * and alignments store as gcomp_decode does. Fenced before it returns. */
+ * streaming stores where dst is 16-byte aligned, which skip reading each line of dst into
+ * the cache first; other kinds and alignments store as gcomp_decode does. Fenced before it
+ * returns. */
 int gcomp_decode_stream(const gcomp_codec *codec, const void *src, size_t src_len, float *dst,
                         size_t count);
 

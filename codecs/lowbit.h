@@ -112,7 +112,8 @@ int gcomp_lb_set_bucket(const char *kind, const char *value, uint64_t *bucket);
  * byte and reported for the frame's block checksums. Without error feedback fn gets the
  * bucket's values x (g and res NULL); with it, x NULL, the bucket's gradient g and its fp32
  * residual res, which fn turns into x = g + res (in res) and then into what was not sent
- * (grad NULL, so g NULL: res holds x already). fn returns the bytes it wrote, 0 when they would pass end.
+ * (grad NULL, so g NULL: res holds x already). fn returns the bytes it wrote, 0 when they
+ * would pass end.
  * With error feedback the residual is res (fp32) or res16 (bf16, the other NULL): a bf16
  * bucket is widened into a bucket-sized fp32 buffer for fn, then rounded back
  * (gcomp_bf16_rne_sat), the same arithmetic as widening the whole residual around an fp32

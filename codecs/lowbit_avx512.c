@@ -123,7 +123,7 @@ static inline __m512 apply16(float *d, __m512 v, int mode) {
 }
 
 /* GCOMP_LB_STREAM: whole output lines streamed, as sdec_avx512 does (on the Xeon of
- * bench/RESULTS.md a 64 MiB 4-bit call took 11% less CPU a rank; lowbit_avx2.c's qdec keeps
+ * bench/RESULTS.md a 64 MiB 4-bit call took 9% less CPU a rank; lowbit_avx2.c's qdec keeps
  * plain stores, measured slower streamed on a Zen 3). */
 static void qdec_avx512(const uint8_t *codes, size_t n, unsigned bits, float mn, float step,
                         float *dst, int mode) {
