@@ -536,11 +536,6 @@ int gcomp_decode_tally(const gcomp_codec *codec, const void *src, size_t src_len
   return st;
 }
 
-int gcomp_decode_stream(const gcomp_codec *codec, const void *src, size_t src_len, float *dst,
-                        size_t count) {
-  return gcomp_decode_tally(codec, src, src_len, dst, count, 1, NULL);
-}
-
 int gcomp_codec_get_stats(const gcomp_codec *codec, gcomp_codec_stats *out) {
   GCOMP_FAIL_IF(!codec || !out, GCOMP_ERR_INVALID, "gcomp_codec_get_stats: NULL argument");
   return GCOMP_SIZED_COPY(out, &codec->stats, gcomp_codec_stats, underflows,

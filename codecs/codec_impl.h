@@ -82,7 +82,7 @@ void gcomp_dec_tally(gcomp_frame_check *chk, uint64_t n);
 
 /* What a kind's decode does with the values: stores them, adds them to dst, or stores them
  * with streaming stores where its kernels can (the same bits as a store: for an output
- * nobody reads soon; the caller fences, gcomp_decode_stream). */
+ * nobody reads soon; the caller fences, gcomp_decode_tally). */
 typedef enum { GCOMP_DEC_STORE = 0, GCOMP_DEC_ADD = 1, GCOMP_DEC_STREAM = 2 } gcomp_dec_mode;
 
 typedef struct gcomp_kind gcomp_kind;

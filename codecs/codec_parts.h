@@ -54,19 +54,15 @@ int gcomp_decode_part(gcomp_dec_parts *d, float *dst, size_t n, int add);
 /* After count values: no bytes left over, all verified */
 int gcomp_decode_parts_end(gcomp_dec_parts *d);
 
-/* gcomp_decode, the same values and checks, for an output nobody reads soon (a large
- * result, beyond the cache): sign (AVX2, AVX-512) and quant (AVX-512) write it with
- * streaming stores where dst is 16-byte aligned, which skip reading each line of dst into
- * the cache first; other kinds and alignments store as gcomp_decode does. Fenced before it
- * returns. */
-int gcomp_decode_stream(const gcomp_codec *codec, const void *src, size_t src_len, float *dst,
-                        size_t count);
-
-/* gcomp_decode (stream 0) or gcomp_decode_stream (stream nonzero), and in *nonfinite (may
- * be NULL) the NaN and Inf it wrote where the kind knows them without reading the output
- * back: sign and quant, whose only such values sit in buckets sent raw and are counted from
- * the payload (a quant grid that ends past FLT_MAX leaves the count unknown); UINT64_MAX
- * for the other kinds, staged frames and failures (the caller counts). */
+/* gcomp_decode, the same values and checks, and in *nonfinite (may be NULL) the NaN and Inf
+ * it wrote where the kind knows them without reading the output back: sign and quant, whose
+ * only such values sit in buckets sent raw and are counted from the payload (a quant grid
+ * that ends past FLT_MAX leaves the count unknown); UINT64_MAX for the other kinds, staged
+ * frames and failures (the caller counts).
+ * stream nonzero: for an output nobody reads soon (a large result, beyond the cache): sign
+ * (AVX2, AVX-512) and quant (AVX-512) write it with streaming stores where dst is 16-byte
+ * aligned, which skip reading each line of dst into the cache first; other kinds and
+ * alignments store as gcomp_decode does. Fenced before it returns. */
 int gcomp_decode_tally(const gcomp_codec *codec, const void *src, size_t src_len, float *dst,
                        size_t count, int stream, uint64_t *nonfinite);
 

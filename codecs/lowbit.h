@@ -34,7 +34,7 @@
 /* What a decoder does. GCOMP_LB_STREAM stores as GCOMP_LB_STORE does, the same bits, but a
  * kernel may use streaming stores, which do not read each line into the cache first: for an
  * output nobody reads soon (sdec_avx2, sdec_avx512 and qdec_avx512 do, where the output is
- * 16-byte aligned). The caller fences (gcomp_decode_stream) before anyone else reads it. */
+ * 16-byte aligned). The caller fences (gcomp_decode_tally) before anyone else reads it. */
 enum { GCOMP_LB_STORE = 0, GCOMP_LB_ADD = 1, GCOMP_LB_SUB = 2, GCOMP_LB_STREAM = 3,
        GCOMP_LB_MODES = 4 };
 

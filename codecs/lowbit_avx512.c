@@ -122,9 +122,35 @@ static inline __m512 apply16(float *d, __m512 v, int mode) {
   return v;
 }
 
-/* GCOMP_LB_STREAM: whole output lines streamed, as sdec_avx512 does (on the Xeon of
- * bench/RESULTS.md a 64 MiB 4-bit call took 9% less CPU a rank; lowbit_avx2.c's qdec keeps
- * plain stores, measured slower streamed on a Zen 3). */
+/* A decoder's output, 16 values at a time from dst on. In GCOMP_LB_STREAM whole 64-byte
+ * lines are streamed (nt_store.h; at 16- or 32-byte alignment each line joins two vectors,
+ * and the partial lines at either end get masked plain stores), so a decode of a result
+ * nobody reads soon does not first read every line it writes; the other modes store
+ * apply16's value. */
+typedef struct {
+  float *dst;
+  int mode, sm;      /* GCOMP_LB_*; the store (gcomp_store_mode) */
+  gcomp_nt_run run;  /* sm NT16/NT32: set by the first vector */
+} out16;
+
+static inline out16 out16_open(float *dst, int mode, size_t nvec) {
+  return (out16){dst, mode, gcomp_store_mode((uint8_t *)dst, mode == GCOMP_LB_STREAM && nvec),
+                 {NULL, _mm512_setzero_si512(), 16}};
+}
+/* vector j (values [j, j + 16)), in order */
+static inline void out16_put(out16 *o, size_t j, __m512 y) {
+  if (o->sm == GCOMP_ST_PLAIN) _mm512_storeu_ps(o->dst + j, apply16(o->dst + j, y, o->mode));
+  else if (o->sm == GCOMP_ST_NT64) _mm512_stream_ps(o->dst + j, y);
+  else if (j) gcomp_nt_run_next(&o->run, _mm512_castps_si512(y));
+  else gcomp_nt_run_first(&o->run, (uint8_t *)o->dst, _mm512_castps_si512(y));
+}
+static inline void out16_close(out16 *o) {
+  if (o->sm == GCOMP_ST_NT16 || o->sm == GCOMP_ST_NT32) gcomp_nt_run_end(&o->run);
+}
+
+/* Streams (out16) as sdec_avx512 does: on the Xeon of bench/RESULTS.md a 64 MiB 4-bit call
+ * took 9% less CPU a rank; lowbit_avx2.c's qdec keeps plain stores, measured slower
+ * streamed on a Zen 3. */
 static void qdec_avx512(const uint8_t *codes, size_t n, unsigned bits, float mn, float step,
                         float *dst, int mode) {
   const __m512 m = _mm512_set1_ps(mn), st = _mm512_set1_ps(step);
@@ -140,8 +166,7 @@ static void qdec_avx512(const uint8_t *codes, size_t n, unsigned bits, float mn,
    * inside */
   size_t nv = n / 16;
   while (nv && (nv - 1) * 2 * bits + bits + 8 > total) nv--;
-  const int sm = gcomp_store_mode((uint8_t *)dst, mode == GCOMP_LB_STREAM && nv > 0);
-  gcomp_nt_run run = {NULL, _mm512_setzero_si512(), 16};   /* set by the first vector */
+  out16 out = out16_open(dst, mode, nv);
   for (; j < nv * 16; j += 16) {
     long long g0, g1;
     memcpy(&g0, codes + j / 8 * bits, 8);
@@ -150,12 +175,9 @@ static void qdec_avx512(const uint8_t *codes, size_t n, unsigned bits, float mn,
                                    _mm256_set1_epi64x(g1), 1);
     __m512i v = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(g, shuf), sh), mask);
     __m512 y = _mm512_add_ps(m, _mm512_mul_ps(_mm512_cvtepi32_ps(v), st));
-    if (sm == GCOMP_ST_PLAIN) _mm512_storeu_ps(dst + j, apply16(dst + j, y, mode));
-    else if (sm == GCOMP_ST_NT64) _mm512_stream_ps(dst + j, y);
-    else if (j) gcomp_nt_run_next(&run, _mm512_castps_si512(y));
-    else gcomp_nt_run_first(&run, (uint8_t *)dst, _mm512_castps_si512(y));
+    out16_put(&out, j, y);
   }
-  if (sm == GCOMP_ST_NT16 || sm == GCOMP_ST_NT32) gcomp_nt_run_end(&run);
+  out16_close(&out);
   B_.qdec(codes + j / 8 * bits, n - j, bits, mn, step, dst + j, mode);
 }
 
@@ -222,26 +244,19 @@ static inline __m512 sdec16(__m512 pos, __m512 neg, const uint8_t *bits, const u
   return _mm512_maskz_mov_ps((__mmask16)~z, _mm512_mask_blend_ps(b, pos, neg));
 }
 
-/* GCOMP_LB_STREAM: whole 64-byte lines of the output are streamed (nt_store.h; at 16- or
- * 32-byte alignment each line joins two vectors, and the partial lines at either end get
- * masked plain stores), so a decode of a result nobody reads soon does not first read every
- * line it writes. */
+/* Streams in GCOMP_LB_STREAM (out16). The other modes keep a loop of their own: out16's
+ * test of the store per vector made this small loop's decode-and-add 10-20% slower. */
 static void sdec_avx512(const uint8_t *bits, const uint8_t *zmask, size_t n, float s,
                         float *dst, int mode) {
   const __m512 pos = _mm512_set1_ps(s), neg = _mm512_set1_ps(-s);
   size_t j = 0;
-  const int st = gcomp_store_mode((uint8_t *)dst, mode == GCOMP_LB_STREAM && n >= 16);
-  if (st == GCOMP_ST_NT64)
-    for (; j + 16 <= n; j += 16) _mm512_stream_ps(dst + j, sdec16(pos, neg, bits, zmask, j));
-  else if (st != GCOMP_ST_PLAIN) {
-    gcomp_nt_run run;
-    gcomp_nt_run_first(&run, (uint8_t *)dst, _mm512_castps_si512(sdec16(pos, neg, bits, zmask, 0)));
-    for (j = 16; j + 16 <= n; j += 16)
-      gcomp_nt_run_next(&run, _mm512_castps_si512(sdec16(pos, neg, bits, zmask, j)));
-    gcomp_nt_run_end(&run);
-  }
-  for (; j + 16 <= n; j += 16)
-    _mm512_storeu_ps(dst + j, apply16(dst + j, sdec16(pos, neg, bits, zmask, j), mode));
+  out16 out = out16_open(dst, mode, n / 16);
+  if (out.sm == GCOMP_ST_PLAIN)
+    for (; j + 16 <= n; j += 16)
+      _mm512_storeu_ps(dst + j, apply16(dst + j, sdec16(pos, neg, bits, zmask, j), mode));
+  else
+    for (; j + 16 <= n; j += 16) out16_put(&out, j, sdec16(pos, neg, bits, zmask, j));
+  out16_close(&out);
   B_.sdec(bits + j / 8, zmask ? zmask + j / 8 : NULL, n - j, s, dst + j, mode);
 }
 

@@ -172,7 +172,7 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
   int rank = gcomp_comm_rank(comm), size = gcomp_comm_size(comm);
   /* 64-byte aligned, as PyTorch's CPU allocator aligns tensors (OSU's and nccl-tests'
    * buffers are page- and 256-byte aligned); sign's decode streams the result at 32 bytes
-   * a store from 32-byte boundaries, at 16 from malloc's 16 (gcomp_decode_stream) */
+   * a store from 32-byte boundaries, at 16 from malloc's 16 (gcomp_decode_tally) */
   float *send = NULL, *recv = NULL;
   if (posix_memalign((void **)&send, 64, o->maxb + 64) ||
       posix_memalign((void **)&recv, 64, o->maxb + 64)) {
