@@ -30,7 +30,8 @@ GCOMP_PARAM(GUARD, STR, "off", "",
             "against the exact allreduce and falls back over budget (on: every=100,budget=0.5,backoff=100; equal on all ranks)")
 GCOMP_PARAM(SEGMENT_BYTES, SIZE, "16m", "4096:1099511627776",
             "pipeline segment of the ring and pairwise steps (each one message; shm copies whole messages best); "
-            "grown so that the chunks a step posts to one peer stay within a budget of 256")
+            "grown only where a transfer would need more than 4096 segments; hier-direct's pipelined slices are this, "
+            "4 MiB at most (equal on all ranks)")
 GCOMP_PARAM(SHM_BYTES, SIZE, "1m", "0:1099511627776",
             "bytes per rank and round of the node's shared segment: the shm algorithm and hier's in-node halves (0: no segment)")
 GCOMP_PARAM(STREAM_BYTES, SIZE, "16m", "0:1099511627776",
