@@ -34,7 +34,7 @@ struct gcomp_codec {
   } part;
 };
 
-int gcomp_codec_create(const char *spec, gcomp_codec **out) {
+gcomp_status gcomp_codec_create(const char *spec, gcomp_codec **out) {
   GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_codec_create: out is NULL");
   *out = NULL;
   GCOMP_CHECK(gcomp_init());
@@ -69,7 +69,7 @@ size_t gcomp_codec_spec(const gcomp_codec *codec, char *buf, size_t buf_size) {
 }
 
 /* ---- answers for planners ------------------------------------------------------------- */
-int gcomp_codec_describe(const gcomp_codec *codec, gcomp_codec_info *out) {
+gcomp_status gcomp_codec_describe(const gcomp_codec *codec, gcomp_codec_info *out) {
   GCOMP_FAIL_IF(!codec || !out, GCOMP_ERR_INVALID, "gcomp_codec_describe: NULL argument");
   const gcomp_spec *s = &codec->spec;
   gcomp_codec_info info = {.struct_size = sizeof info,
@@ -138,8 +138,8 @@ static int names_key(const char *params, const char *key, size_t n) {
   }
 }
 
-int gcomp_codec_spec_with(const gcomp_codec *codec, const char *stage, const char *params,
-                          char *buf, size_t buf_size) {
+gcomp_status gcomp_codec_spec_with(const gcomp_codec *codec, const char *stage, const char *params,
+                                   char *buf, size_t buf_size) {
   GCOMP_FAIL_IF(!codec || !stage || !params || !buf, GCOMP_ERR_INVALID,
                 "gcomp_codec_spec_with: NULL argument");
   char canon[512], text[1024];
@@ -269,8 +269,8 @@ static void seal(gcomp_codec *c, uint8_t *frame, gcomp_frame_info *info, gcomp_f
   c->stats.bytes_out += *dst_len;
 }
 
-int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, size_t count, void *dst,
-                 size_t dst_capacity, size_t *dst_len) {
+gcomp_status gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, size_t count,
+                          void *dst, size_t dst_capacity, size_t *dst_len) {
   GCOMP_FAIL_IF(!codec || !dst || !dst_len || (!src && count), GCOMP_ERR_INVALID,
                 "gcomp_encode: NULL argument");
   gcomp_codec *c = codec;
@@ -514,13 +514,13 @@ int gcomp_decode_parts_end(gcomp_dec_parts *d) {
   return gcomp_frame_verify(&d->chk, d->len);
 }
 
-int gcomp_decode(const gcomp_codec *codec, const void *src, size_t src_len, float *dst,
-                 size_t count) {
+gcomp_status gcomp_decode(const gcomp_codec *codec, const void *src, size_t src_len, float *dst,
+                          size_t count) {
   return decode_frame(codec, src, src_len, dst, count, GCOMP_DEC_STORE, NULL);
 }
 
-int gcomp_decode_add(const gcomp_codec *codec, const void *src, size_t src_len, float *acc,
-                     size_t count) {
+gcomp_status gcomp_decode_add(const gcomp_codec *codec, const void *src, size_t src_len, float *acc,
+                              size_t count) {
   return decode_frame(codec, src, src_len, acc, count, GCOMP_DEC_ADD, NULL);
 }
 
@@ -536,7 +536,7 @@ int gcomp_decode_tally(const gcomp_codec *codec, const void *src, size_t src_len
   return st;
 }
 
-int gcomp_codec_get_stats(const gcomp_codec *codec, gcomp_codec_stats *out) {
+gcomp_status gcomp_codec_get_stats(const gcomp_codec *codec, gcomp_codec_stats *out) {
   GCOMP_FAIL_IF(!codec || !out, GCOMP_ERR_INVALID, "gcomp_codec_get_stats: NULL argument");
   return GCOMP_SIZED_COPY(out, &codec->stats, gcomp_codec_stats, underflows,
                           "gcomp_codec_get_stats");
@@ -546,7 +546,7 @@ void gcomp_codec_reset_stats(gcomp_codec *codec) {
   if (codec) memset(&codec->stats, 0, sizeof codec->stats);
 }
 
-int gcomp_codec_save_residuals(const gcomp_codec *codec, const char *path) {
+gcomp_status gcomp_codec_save_residuals(const gcomp_codec *codec, const char *path) {
   GCOMP_FAIL_IF(!codec || !path, GCOMP_ERR_INVALID, "gcomp_codec_save_residuals: NULL argument");
   GCOMP_FAIL_IF(!codec->ef, GCOMP_ERR_INVALID,
                 "gcomp_codec_save_residuals: the codec has no error feedback (+ef)");
@@ -555,7 +555,7 @@ int gcomp_codec_save_residuals(const gcomp_codec *codec, const char *path) {
   return gcomp_ef_save(codec->ef, canon, path);
 }
 
-int gcomp_codec_load_residuals(gcomp_codec *codec, const char *path) {
+gcomp_status gcomp_codec_load_residuals(gcomp_codec *codec, const char *path) {
   GCOMP_FAIL_IF(!codec || !path, GCOMP_ERR_INVALID, "gcomp_codec_load_residuals: NULL argument");
   GCOMP_FAIL_IF(!codec->ef, GCOMP_ERR_INVALID,
                 "gcomp_codec_load_residuals: the codec has no error feedback (+ef)");
@@ -564,7 +564,7 @@ int gcomp_codec_load_residuals(gcomp_codec *codec, const char *path) {
   return gcomp_ef_load(codec->ef, canon, path);
 }
 
-int gcomp_codec_reset_residuals(gcomp_codec *codec) {
+gcomp_status gcomp_codec_reset_residuals(gcomp_codec *codec) {
   GCOMP_FAIL_IF(!codec, GCOMP_ERR_INVALID, "gcomp_codec_reset_residuals: NULL codec");
   if (codec->ef) gcomp_ef_reset(codec->ef);
   codec->kind_state = 0;

@@ -94,3 +94,10 @@ const char *gcomp_version(void) {
   return GCOMP_STR(GCOMP_VERSION_MAJOR) "." GCOMP_STR(GCOMP_VERSION_MINOR) "." GCOMP_STR(
       GCOMP_VERSION_PATCH);
 }
+
+/* The header's version and the build's (project() in CMakeLists.txt) are written twice;
+ * this keeps them one. */
+_Static_assert(GCOMP_VERSION_NUMBER == GCOMP_PROJECT_VERSION_NUMBER,
+               "include/gcomp.h's GCOMP_VERSION_* differ from CMakeLists.txt's project VERSION");
+
+int gcomp_version_number(void) { return GCOMP_VERSION_NUMBER; }

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gcomp.h"
+#include "gcomp_internal.h"
 
 #if defined(__GNUC__)
 #define GCOMP_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -20,7 +20,7 @@
 #endif
 
 /* ---- errors --------------------------------------------------------------------------
- * gcomp_error_set, gcomp_error_trace and gcomp_error_restore are public (gcomp.h). */
+ * gcomp_error_set, gcomp_error_trace and gcomp_error_restore: include/gcomp_internal.h. */
 void gcomp_error_clear(void);
 
 #define GCOMP_FAIL_IF(cond, status, ...)                                   \
@@ -112,7 +112,7 @@ int gcomp_reinit_for_testing(void);
 int gcomp_parse_size(const char *text, int64_t *out);
 
 /* ---- logging -------------------------------------------------------------------------- */
-enum { GCOMP_LOG_NONE = 0 };   /* WARN, INFO and TRACE are public (gcomp.h) */
+enum { GCOMP_LOG_NONE = 0 };   /* WARN, INFO and TRACE: include/gcomp_internal.h */
 enum {
   GCOMP_SUB_INIT = 1u << 0,
   GCOMP_SUB_CODEC = 1u << 1,
@@ -195,6 +195,6 @@ uint64_t gcomp_now_ns(void);   /* CLOCK_MONOTONIC */
  * gcomp_dtoa writes the shortest %g form that reads back as the same double (returns the
  * length, as snprintf). Text output for machines goes between
  * old = uselocale(gcomp_c_locale()) and uselocale(old). */
-locale_t gcomp_c_locale(void);   /* gcomp_strtod and gcomp_dtoa are public (gcomp.h) */
+locale_t gcomp_c_locale(void);   /* gcomp_strtod, gcomp_dtoa: gcomp_internal.h */
 
 #endif /* GCOMP_COMMON_H */

@@ -21,7 +21,7 @@ static void run_init(void) {
   }
 }
 
-int gcomp_init(void) {
+gcomp_status gcomp_init(void) {
   pthread_once(&once, run_init);
   if (init_status < 0) return gcomp_error_restore(init_status, init_error);
   return GCOMP_OK;

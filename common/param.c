@@ -294,7 +294,7 @@ struct gcomp_config {
   gcomp_settings s;
 };
 
-int gcomp_config_create(gcomp_config **out) {
+gcomp_status gcomp_config_create(gcomp_config **out) {
   GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_config_create: out is NULL");
   *out = NULL;
   GCOMP_CHECK(gcomp_init());
@@ -317,8 +317,8 @@ int gcomp_config_set_value(gcomp_config *cfg, const char *name, const char *valu
 
 int gcomp_param_lookup(const char *name) { return name ? param_index(name) : -1; }
 
-int gcomp_config_get(const gcomp_config *cfg, const char *name, const char **value,
-                     int *is_set) {
+gcomp_status gcomp_config_get(const gcomp_config *cfg, const char *name, const char **value,
+                              int *is_set) {
   GCOMP_FAIL_IF(!name || !value, GCOMP_ERR_INVALID, "gcomp_config_get: NULL argument");
   if (!cfg) (void)gcomp_init();   /* the text as given, even when a value was malformed */
   int i = param_index(name);
@@ -351,7 +351,7 @@ const char *gcomp_env_foreign(const char *name) {
 
 int gcomp_param_count(void) { return GCOMP_P_COUNT_; }
 
-int gcomp_param_describe(int i, gcomp_param_info *out) {
+gcomp_status gcomp_param_describe(int i, gcomp_param_info *out) {
   (void)gcomp_init();   /* the values as the environment set them, and no race with init */
   GCOMP_FAIL_IF(i < 0 || i >= GCOMP_P_COUNT_ || !out, GCOMP_ERR_INVALID,
                 "parameter index %d out of range [0, %d)", i, GCOMP_P_COUNT_);

@@ -1,6 +1,6 @@
 /* The harness's own failure macros and helpers. The harness is a program built on gcomp and
  * reaches the library only through gcomp.h: its failures go into the same thread-local
- * detail as the library's (gcomp_error_set, public), so that gcomp_last_error() reads alike
+ * detail as the library's (gcomp_error_set, from the in-tree gcomp_internal.h), so that gcomp_last_error() reads alike
  * whichever layer failed. The macros mean what the library's internal ones of the same names
  * mean (common/gcomp_common.h); the two headers are never included together. */
 #ifndef GCOMP_CV_CHECK_H
@@ -10,7 +10,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 
-#include "gcomp.h"
+#include "gcomp_internal.h"
 
 #if defined(GCOMP_COMMON_H)
 #error "cv_check.h is the harness's: do not mix it with the library's internal header"

@@ -81,11 +81,11 @@ void ofi_rxm_tcp_defaults(const char *prov) {
   done = 1;
   char v[32];
   snprintf(v, sizeof v, "%lld", (long long)gcomp_param_int(GCOMP_P_CHUNK_BYTES));
-  /* The library's only setenv, and not one of gcomp's settings: rxm reads its eager limit
-   * only through fi_param, from the environment (1.17 has no hint, endpoint attribute or
-   * fi_setopt for it), so there is no other door. It is process-wide (libfabric reads it
-   * once), hence the first communicator's GCOMP_CHUNK_BYTES wins; overwrite 0 keeps the
-   * user's own value. */
+  /* The library's only setenv (include/gcomp.h says so, and when), and not one of gcomp's
+   * settings: rxm reads its eager limit only through fi_param, from the environment (1.17
+   * has no hint, endpoint attribute or fi_setopt for it), so there is no other door. It is
+   * process-wide (libfabric reads it once), hence the first communicator's
+   * GCOMP_CHUNK_BYTES wins; overwrite 0 keeps the user's own value. */
   if (setenv("FI_OFI_RXM_EAGER_LIMIT", v, 0) == 0)
     GCOMP_INFO(GCOMP_SUB_FABRIC, "FI_OFI_RXM_EAGER_LIMIT=%s", getenv("FI_OFI_RXM_EAGER_LIMIT"));
 }

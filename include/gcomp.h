@@ -1,14 +1,24 @@
 /*
  * gcomp — gradient compression and low-precision reduction for data-parallel training.
  *
- * This is the one public header. Every function returns a gcomp status (GCOMP_OK == 0,
- * errors negative) unless stated otherwise; on failure a human-readable detail of what
- * went wrong is available from gcomp_last_error() in the same thread.
+ * This is the one public header. Every function that can fail returns a gcomp_status
+ * (GCOMP_OK == 0, errors negative) unless stated otherwise; on failure a human-readable
+ * detail of what went wrong is available from gcomp_last_error() in the same thread.
+ * libgcomp.so exports exactly the functions declared here.
  *
  * Thread safety: unless a function says otherwise, distinct objects may be used from
  * distinct threads concurrently; one object must not be used from two threads at once.
  * The library reads its environment variables (GCOMP_*) once, the first time any
  * function that needs them runs.
+ *
+ * The environment: the library sets one variable, and only when it is unset. The first
+ * communicator that opens a tcp;ofi_rxm endpoint sets FI_OFI_RXM_EAGER_LIMIT to its
+ * GCOMP_CHUNK_BYTES (setenv without overwrite), so that rxm sends each chunk eagerly:
+ * libfabric 1.17 takes rxm's eager limit from the environment only, once, at its first
+ * fi_getinfo in the process (after that the setting has no effect). A value the user set
+ * is kept. setenv is not safe while another thread reads the environment: a program with
+ * such threads sets FI_OFI_RXM_EAGER_LIMIT itself (to GCOMP_CHUNK_BYTES' value for the same
+ * effect) before creating a communicator. Nothing else is ever written to the environment.
  */
 #ifndef GCOMP_H
 #define GCOMP_H
@@ -56,28 +66,17 @@ GCOMP_API const char *gcomp_strerror(int status);
  * thread. */
 GCOMP_API const char *gcomp_last_error(void);
 
-/* For layers built on gcomp (the MPI shim, the convergence harness, language bindings):
- * their failures go through the same thread-local detail, so that gcomp_last_error() reads
- * alike whichever layer failed. gcomp_error_set records "message [file:line]" and returns
- * status; gcomp_error_trace appends " <- file:line" to the detail (propagation leaves a
- * trace) and returns status; gcomp_error_restore sets the detail verbatim (a detail carried
- * from another thread) and returns status. */
-GCOMP_API int gcomp_error_set(int status, const char *file, int line, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-GCOMP_API int gcomp_error_trace(int status, const char *file, int line);
-GCOMP_API int gcomp_error_restore(int status, const char *detail);
-
 /* Returns "MAJOR.MINOR.PATCH". */
 GCOMP_API const char *gcomp_version(void);
+/* Returns the version of the library running, MAJOR * 10000 + MINOR * 100 + PATCH: compare it
+ * with GCOMP_VERSION_NUMBER, the header's, to tell which library a program loaded. */
+GCOMP_API int gcomp_version_number(void);
 
 /* Reads and validates the GCOMP_* environment, detects the CPU and opens the log. Called
  * implicitly by every entry point that needs it; calling it first only moves the cost and
  * surfaces environment errors early. Thread-safe; runs once per process. Returns
  * GCOMP_ERR_INVALID (naming the variable and value) when a variable is malformed. */
-GCOMP_API int gcomp_init(void);
+GCOMP_API gcomp_status gcomp_init(void);
 
 /* ---------------------------------------------------------------------------------------
  * Introspection (used by gcomp-info; stable but not performance-relevant).
@@ -97,7 +96,7 @@ typedef struct {
 
 /* Describes parameter i (0 <= i < gcomp_param_count()). Requires gcomp_init() to have
  * succeeded for `value` to reflect the environment. */
-GCOMP_API int gcomp_param_describe(int i, gcomp_param_info *out);
+GCOMP_API gcomp_status gcomp_param_describe(int i, gcomp_param_info *out);
 
 /* ---------------------------------------------------------------------------------------
  * Configuration without the environment.
@@ -105,12 +104,12 @@ GCOMP_API int gcomp_param_describe(int i, gcomp_param_info *out);
  * A config is a set of per-communicator settings, each named like its environment variable
  * ("GCOMP_CODEC_MIN_BYTES"; the "GCOMP_" prefix may be omitted). gcomp_config_create starts
  * from the environment's values (or the defaults), so a config that sets nothing behaves
- * like the environment. The library never calls setenv. A value is validated as the
- * variable's would be: a malformed one is GCOMP_ERR_INVALID naming the name and the value
- * (GCOMP_ALGO's algorithm name and GCOMP_CODEC's and GCOMP_INTRA_CODEC's specs too, as a
- * communicator would check them; the environment's values of those, and GCOMP_GUARD, are
- * checked when a communicator is created from the config). Process-wide settings (GCOMP_DEBUG, GCOMP_DEBUG_SUBSYS,
- * GCOMP_DEBUG_FILE, GCOMP_ISA, GCOMP_SHIM_STRICT) and the launcher's (GCOMP_RANK,
+ * like the environment: a config's values never go into the environment. A value is
+ * validated as the variable's would be: a malformed one is GCOMP_ERR_INVALID naming the name
+ * and the value (GCOMP_ALGO's algorithm name and GCOMP_CODEC's and GCOMP_INTRA_CODEC's specs
+ * too, as a communicator would check them; the environment's values of those, and
+ * GCOMP_GUARD, are checked when a communicator is created from the config). Process-wide
+ * settings (GCOMP_DEBUG, GCOMP_DEBUG_SUBSYS, GCOMP_DEBUG_FILE, GCOMP_ISA, GCOMP_SHIM_STRICT) and the launcher's (GCOMP_RANK,
  * GCOMP_SIZE, GCOMP_LOCAL_RANK, GCOMP_ROOT, GCOMP_JOB_TOKEN) are refused by
  * gcomp_config_set with GCOMP_ERR_INVALID naming them. A communicator copies what it needs
  * at creation: the config may be destroyed right after. Wherever a function takes a config,
@@ -121,44 +120,19 @@ typedef struct gcomp_config gcomp_config;
 
 /* *out receives a config holding the environment's values (GCOMP_ERR_INVALID, as
  * gcomp_init, when the environment holds a malformed one). */
-GCOMP_API int gcomp_config_create(gcomp_config **out);
+GCOMP_API gcomp_status gcomp_config_create(gcomp_config **out);
 /* Sets name to value (value NULL: back to the default). On failure the config is
  * unchanged. */
-GCOMP_API int gcomp_config_set(gcomp_config *cfg, const char *name, const char *value);
+GCOMP_API gcomp_status gcomp_config_set(gcomp_config *cfg, const char *name, const char *value);
 /* Reads any setting, process-wide ones included: *value receives its text (the default's
  * when unset; valid until the setting changes or the config is destroyed) and *is_set (may
  * be NULL) 1 when the environment or gcomp_config_set gave it. cfg NULL reads the
  * environment as the library read it, even when one of its values was malformed (the text
  * as given; gcomp_init then failed and the library uses the defaults). GCOMP_ERR_INVALID
  * for a name gcomp does not know. */
-GCOMP_API int gcomp_config_get(const gcomp_config *cfg, const char *name, const char **value,
-                               int *is_set);
+GCOMP_API gcomp_status gcomp_config_get(const gcomp_config *cfg, const char *name,
+                                        const char **value, int *is_set);
 GCOMP_API void gcomp_config_destroy(gcomp_config *cfg);   /* NULL is a no-op */
-
-/* ---------------------------------------------------------------------------------------
- * Logging, for layers built on gcomp (the MPI shim, bindings): messages go where the
- * library's go (GCOMP_DEBUG_FILE, else stderr), in the same format, filtered by GCOMP_DEBUG
- * and GCOMP_DEBUG_SUBSYS. subsys is one of "init", "codec", "reduce", "fabric", "tuning",
- * "env", "shim"; another name is never enabled. Thread-safe.
- * ------------------------------------------------------------------------------------- */
-enum { GCOMP_LOG_WARN = 1, GCOMP_LOG_INFO = 2, GCOMP_LOG_TRACE = 3 };
-/* 1 when a message of this level and subsystem would be written: check it before
- * formatting anything costly. */
-GCOMP_API int gcomp_log_enabled(int level, const char *subsys);
-/* Writes one line (when enabled); file and line name the caller's source (may be NULL, 0). */
-GCOMP_API void gcomp_log_message(int level, const char *subsys, const char *file, int line,
-                                 const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 5, 6)))
-#endif
-    ;
-
-/* Numbers in the "C" locale whatever the program's setlocale, as specs and gcomp's files
- * write them: gcomp_strtod reads like strtod ("0.5" under de_DE too); gcomp_dtoa writes the
- * shortest %g form that reads back as the same double and returns its length, like
- * snprintf. For callers that compose codec specs or parse numbers beside gcomp's. */
-GCOMP_API double gcomp_strtod(const char *text, char **end);
-GCOMP_API size_t gcomp_dtoa(char *buf, size_t n, double v);
 
 /* CPU features detected (space-separated, e.g. "sse2 avx2 f16c fma"), the kernel level in
  * use ("base", "avx2", "avx512") and the highest level this CPU supports. */
@@ -203,7 +177,7 @@ typedef struct gcomp_codec gcomp_codec;
 /* Creates a codec from a spec. On a bad spec returns GCOMP_ERR_INVALID and
  * gcomp_last_error() names the offending token and the valid choices. *out is NULL on
  * failure. */
-GCOMP_API int gcomp_codec_create(const char *spec, gcomp_codec **out);
+GCOMP_API gcomp_status gcomp_codec_create(const char *spec, gcomp_codec **out);
 
 /* Frees the codec and its error-feedback residuals. NULL is a no-op. */
 GCOMP_API void gcomp_codec_destroy(gcomp_codec *codec);
@@ -224,7 +198,7 @@ typedef struct {
   int ef_momentum_given;  /* the spec it was created from named ef:momentum (0 included) */
   int ef_mask;            /* +ef:mask */
 } gcomp_codec_info;
-GCOMP_API int gcomp_codec_describe(const gcomp_codec *codec, gcomp_codec_info *out);
+GCOMP_API gcomp_status gcomp_codec_describe(const gcomp_codec *codec, gcomp_codec_info *out);
 
 /* Writes into buf (buf_size bytes, NUL-terminated) the canonical spec of the codec with
  * `params` ("key=value[,key=value...]") applied to its stage `stage` (the kind's name, "ef",
@@ -232,8 +206,8 @@ GCOMP_API int gcomp_codec_describe(const gcomp_codec *codec, gcomp_codec_info *o
  * would. GCOMP_ERR_INVALID when the codec has no such stage or a parameter is refused,
  * GCOMP_ERR_NOMEM when buf is too small. E.g. ("topk:ratio=0.01+ef", "ef", "momentum=0.9")
  * gives "topk:ratio=0.01,...+ef:dtype=fp32,momentum=0.9,mask=1". */
-GCOMP_API int gcomp_codec_spec_with(const gcomp_codec *codec, const char *stage,
-                                    const char *params, char *buf, size_t buf_size);
+GCOMP_API gcomp_status gcomp_codec_spec_with(const gcomp_codec *codec, const char *stage,
+                                             const char *params, char *buf, size_t buf_size);
 
 /* Upper bound, in bytes, of the frame gcomp_encode() produces for `count` floats (SIZE_MAX
  * for a count no buffer could hold: gcomp_encode refuses it). */
@@ -243,8 +217,9 @@ GCOMP_API size_t gcomp_codec_max_encoded_size(const gcomp_codec *codec, size_t c
  * gcomp_codec_max_encoded_size). *dst_len receives the frame length. key names the
  * error-feedback residual slot of this tensor (ignored without +ef). Not thread-safe for
  * one codec (it updates residuals and counters). */
-GCOMP_API int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, size_t count,
-                           void *dst, size_t dst_capacity, size_t *dst_len);
+GCOMP_API gcomp_status gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src,
+                                    size_t count, void *dst, size_t dst_capacity,
+                                    size_t *dst_len);
 
 /* Validates the frame (src, src_len) and decodes it into dst[0..count). count must equal
  * the frame's element count. GCOMP_ERR_CORRUPT when the frame is damaged, truncated, or
@@ -252,12 +227,12 @@ GCOMP_API int gcomp_encode(gcomp_codec *codec, uint64_t key, const float *src, s
  * (64 KiB each) just before each block is decoded: after GCOMP_ERR_CORRUPT, dst may hold
  * the blocks before the damaged one (as may acc for gcomp_decode_add). Thread-safe for
  * one codec. */
-GCOMP_API int gcomp_decode(const gcomp_codec *codec, const void *src, size_t src_len,
-                           float *dst, size_t count);
+GCOMP_API gcomp_status gcomp_decode(const gcomp_codec *codec, const void *src, size_t src_len,
+                                    float *dst, size_t count);
 
 /* As gcomp_decode, but acc[i] += decoded[i], fused (no temporary buffer). */
-GCOMP_API int gcomp_decode_add(const gcomp_codec *codec, const void *src, size_t src_len,
-                               float *acc, size_t count);
+GCOMP_API gcomp_status gcomp_decode_add(const gcomp_codec *codec, const void *src, size_t src_len,
+                                        float *acc, size_t count);
 
 /* Counters a codec keeps since creation (or the last reset). Sized, like every stats struct
  * a caller passes: set struct_size to sizeof the struct (gcomp_codec_stats s =
@@ -276,7 +251,7 @@ typedef struct {
 
 /* GCOMP_ERR_INVALID when out->struct_size is smaller than this struct's first published
  * layout (gcomp 0.1's, whose last field is underflows). */
-GCOMP_API int gcomp_codec_get_stats(const gcomp_codec *codec, gcomp_codec_stats *out);
+GCOMP_API gcomp_status gcomp_codec_get_stats(const gcomp_codec *codec, gcomp_codec_stats *out);
 GCOMP_API void gcomp_codec_reset_stats(gcomp_codec *codec);
 
 /* Error-feedback residuals: save to and restore from a versioned, checksummed file, so a
@@ -290,14 +265,14 @@ GCOMP_API void gcomp_codec_reset_stats(gcomp_codec *codec);
  * spec (the canonical spec, ef:dtype and momentum included, is stored in the file) or
  * cannot be opened; on failure the codec's residuals are unchanged. Both return
  * GCOMP_ERR_INVALID for a codec without +ef. Not thread-safe for one codec. */
-GCOMP_API int gcomp_codec_save_residuals(const gcomp_codec *codec, const char *path);
-GCOMP_API int gcomp_codec_load_residuals(gcomp_codec *codec, const char *path);
+GCOMP_API gcomp_status gcomp_codec_save_residuals(const gcomp_codec *codec, const char *path);
+GCOMP_API gcomp_status gcomp_codec_load_residuals(gcomp_codec *codec, const char *path);
 
 /* Drops every error-feedback residual of the codec (and any per-tensor state its kind
  * keeps, such as top-k's last threshold): the next encode of each key starts from a zero
  * residual and may use a new length. Call it when tensor shapes change. GCOMP_ERR_INVALID
  * when codec is NULL; a no-op for a codec without +ef. Not thread-safe for one codec. */
-GCOMP_API int gcomp_codec_reset_residuals(gcomp_codec *codec);
+GCOMP_API gcomp_status gcomp_codec_reset_residuals(gcomp_codec *codec);
 
 /* ---------------------------------------------------------------------------------------
  * Communicators and collectives.
@@ -335,10 +310,10 @@ typedef struct gcomp_comm gcomp_comm;
  * creation also calibrates the cost model (unless GCOMP_ALPHA_BETA is set) and checks that
  * the settings that must be equal on every rank are (GCOMP_ERR_INVALID naming the one that
  * differs). */
-GCOMP_API int gcomp_comm_init_env(gcomp_comm **out);
+GCOMP_API gcomp_status gcomp_comm_init_env(gcomp_comm **out);
 
 /* gcomp_comm_init_env with a config's settings (NULL: exactly gcomp_comm_init_env). */
-GCOMP_API int gcomp_comm_init_env_config(const gcomp_config *config, gcomp_comm **out);
+GCOMP_API gcomp_status gcomp_comm_init_env_config(const gcomp_config *config, gcomp_comm **out);
 
 /* Out-of-band bootstrap (the MPI shim's, a binding's over torch.distributed): the caller
  * says who this rank is and lends an allgather of small records.
@@ -352,9 +327,9 @@ GCOMP_API int gcomp_comm_init_env_config(const gcomp_config *config, gcomp_comm 
  * environment's) or else the host name. Collective over the `size` ranks; 0 <= rank < size.
  * GCOMP_ERR_INVALID for bad arguments. */
 typedef int (*gcomp_allgather_fn)(void *ctx, const void *mine, size_t len, void *all);
-GCOMP_API int gcomp_comm_init_oob(int rank, int size, const char *node_id,
-                                  gcomp_allgather_fn allgather, void *ctx,
-                                  const gcomp_config *config, gcomp_comm **out);
+GCOMP_API gcomp_status gcomp_comm_init_oob(int rank, int size, const char *node_id,
+                                           gcomp_allgather_fn allgather, void *ctx,
+                                           const gcomp_config *config, gcomp_comm **out);
 
 /* `size` ranks inside this process over the in-process transport (like ncclCommInitAll):
  * comms[0..size) receive one communicator per rank (all NULL on failure). node_of (NULL:
@@ -363,8 +338,8 @@ GCOMP_API int gcomp_comm_init_oob(int rank, int size, const char *node_id,
  * per rank): a collective call needs every rank's thread to make it. For simulations (the
  * convergence harness) and tests. Each is destroyed with gcomp_comm_destroy, which for
  * in-process ranks does not wait for the others. 1 <= size <= 4096. */
-GCOMP_API int gcomp_comm_init_local(int size, const int *node_of, const gcomp_config *config,
-                                    gcomp_comm **comms);
+GCOMP_API gcomp_status gcomp_comm_init_local(int size, const int *node_of,
+                                             const gcomp_config *config, gcomp_comm **comms);
 
 GCOMP_API int gcomp_comm_rank(const gcomp_comm *comm);
 GCOMP_API int gcomp_comm_size(const gcomp_comm *comm);
@@ -380,7 +355,7 @@ GCOMP_API int gcomp_comm_nnodes(const gcomp_comm *comm);
  * (issued, not yet completed by gcomp_request_wait or gcomp_request_test) it refuses:
  * GCOMP_ERR_INVALID naming how many, and the communicator stays usable (complete them, then
  * destroy again). Not thread-safe with other calls on the same communicator. */
-GCOMP_API int gcomp_comm_destroy(gcomp_comm *comm);
+GCOMP_API gcomp_status gcomp_comm_destroy(gcomp_comm *comm);
 
 /* Sums (or reduces with op) count elements of dtype over all ranks; every rank receives
  * the result in recvbuf. sendbuf == recvbuf is in place. count may be 0.
@@ -400,8 +375,9 @@ GCOMP_API int gcomp_comm_destroy(gcomp_comm *comm);
  * set, else after GCOMP_TIMEOUT_MS). After any
  * failure past the argument checks the communicator is unusable: every later call returns
  * GCOMP_ERR_PEER at once, naming the first failure. Destroy it and create a new one. */
-GCOMP_API int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                              gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key);
+GCOMP_API gcomp_status gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf,
+                                       size_t count, gcomp_dtype dtype, gcomp_op op,
+                                       gcomp_codec *codec, uint64_t key);
 
 /* Non-blocking allreduce: the same call as gcomp_allreduce, started and returned at once.
  * The call runs on the communicator's progress thread (started on the first non-blocking
@@ -415,14 +391,14 @@ GCOMP_API int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvb
  * may be waited for or tested from another thread than the one that issued it, but by one
  * thread at a time. gcomp_comm_get_stats is exact only when none is pending. */
 typedef struct gcomp_request gcomp_request;
-GCOMP_API int gcomp_iallreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                               gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key,
-                               gcomp_request **req);
+GCOMP_API gcomp_status gcomp_iallreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf,
+                                        size_t count, gcomp_dtype dtype, gcomp_op op,
+                                        gcomp_codec *codec, uint64_t key, gcomp_request **req);
 /* Waits for req and frees it; returns the call's status. */
-GCOMP_API int gcomp_request_wait(gcomp_request *req);
+GCOMP_API gcomp_status gcomp_request_wait(gcomp_request *req);
 /* *done = 0: still running (req stays valid); *done = 1: finished, req freed, the call's
  * status returned. */
-GCOMP_API int gcomp_request_test(gcomp_request *req, int *done);
+GCOMP_API gcomp_status gcomp_request_test(gcomp_request *req, int *done);
 
 /* Where the time of this communicator's collectives went, summed since creation. Sized: set
  * struct_size (gcomp_comm_stats s = {.struct_size = sizeof s}); see gcomp_codec_stats. */
@@ -450,7 +426,7 @@ typedef struct {
 
 /* GCOMP_ERR_INVALID when out->struct_size is smaller than the first published layout
  * (gcomp 0.1's, whose last field is shm_bytes). */
-GCOMP_API int gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out);
+GCOMP_API gcomp_status gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out);
 
 /* Stragglers: how late this rank arrives at its calls, and which rank arrives last. Every
  * GCOMP_SKEW_WINDOW calls (default 256; equal on all ranks; 0: off) the ranks compare the
@@ -475,7 +451,7 @@ typedef struct {
   uint64_t worst_last;       /* calls at which it arrived last */
 } gcomp_skew_stats;
 
-GCOMP_API int gcomp_comm_get_skew(const gcomp_comm *comm, gcomp_skew_stats *out);
+GCOMP_API gcomp_status gcomp_comm_get_skew(const gcomp_comm *comm, gcomp_skew_stats *out);
 
 /* The drift guard (GCOMP_GUARD=every=N,budget=E[,backoff=M], or through gcomp_config_set;
  * "off" by default, "on" for every=100,budget=0.5,backoff=100): on the first and every Nth
@@ -506,7 +482,7 @@ typedef struct {
                                   sums of every call (inside the calls' total_s) */
 } gcomp_guard_stats;
 
-GCOMP_API int gcomp_comm_get_guard(const gcomp_comm *comm, gcomp_guard_stats *out);
+GCOMP_API gcomp_status gcomp_comm_get_guard(const gcomp_comm *comm, gcomp_guard_stats *out);
 
 /* Marks the end of a training step on this rank (optional). With GCOMP_MEASURE on (the
  * default) each rank's run is split into compute (time outside gcomp between its first and
@@ -517,12 +493,12 @@ GCOMP_API int gcomp_comm_get_guard(const gcomp_comm *comm, gcomp_guard_stats *ou
  * detector is off); from the first mark on, steps end at marks. Not collective; safe from
  * any thread (a non-blocking call in flight belongs to the step in which it completes).
  * GCOMP_ERR_INVALID for a NULL comm. */
-GCOMP_API int gcomp_comm_mark_step(gcomp_comm *comm);
+GCOMP_API gcomp_status gcomp_comm_mark_step(gcomp_comm *comm);
 
 /* The allreduce algorithms this build offers: name and one-line description of algorithm
  * i (0 <= i < gcomp_algo_count()). */
 GCOMP_API int gcomp_algo_count(void);
-GCOMP_API int gcomp_algo_describe(int i, const char **name, const char **desc);
+GCOMP_API gcomp_status gcomp_algo_describe(int i, const char **name, const char **desc);
 /* 1 when algorithm `name` runs the codec, 0 when it moves the data uncompressed,
  * GCOMP_ERR_INVALID when this build has no algorithm of that name. */
 GCOMP_API int gcomp_algo_compresses(const char *name);
@@ -552,8 +528,8 @@ GCOMP_API const char *gcomp_comm_last_algo(const gcomp_comm *comm);
  * failure (a member that cannot create its transport) fails the members of that color
  * within GCOMP_TIMEOUT_MS; comm stays usable. */
 #define GCOMP_UNDEFINED (-1)
-GCOMP_API int gcomp_comm_split(gcomp_comm *comm, int color, int key, gcomp_comm **out);
-GCOMP_API int gcomp_comm_dup(gcomp_comm *comm, gcomp_comm **out);
+GCOMP_API gcomp_status gcomp_comm_split(gcomp_comm *comm, int color, int key, gcomp_comm **out);
+GCOMP_API gcomp_status gcomp_comm_dup(gcomp_comm *comm, gcomp_comm **out);
 
 /* Communicators created with cfg (gcomp_comm_init_oob, as the MPI shim creates one per MPI
  * communicator) take the link and add-rate figures comm measured (or took itself) instead of
@@ -562,7 +538,7 @@ GCOMP_API int gcomp_comm_dup(gcomp_comm *comm, gcomp_comm **out);
  * For communicators among the processes of comm's job (the figures describe the links and
  * cores, not which ranks use them). The figures are copied: comm may be destroyed right
  * after. Not thread-safe with other calls on cfg. */
-GCOMP_API int gcomp_config_share_calibration(gcomp_config *cfg, const gcomp_comm *comm);
+GCOMP_API gcomp_status gcomp_config_share_calibration(gcomp_config *cfg, const gcomp_comm *comm);
 
 /* ---------------------------------------------------------------------------------------
  * The planner's cost model, on paper: what gcomp_allreduce would run, and how long the
@@ -611,15 +587,15 @@ typedef struct {
  * "intra_us,intra_GBps,inter_us,inter_GBps[,shm_us,shm_GBps]" (latencies in microseconds,
  * rates in GB/s); the other fields are left alone. GCOMP_ERR_INVALID naming the text when
  * malformed (q unchanged). */
-GCOMP_API int gcomp_plan_links(gcomp_plan_query *q, const char *text);
+GCOMP_API gcomp_status gcomp_plan_links(gcomp_plan_query *q, const char *text);
 
 /* Predicts one allreduce of q->bytes over q->nodes x q->ranks_per_node ranks. algo NULL:
  * the algorithm the planner picks (as gcomp_allreduce with GCOMP_ALGO unset); a name from
  * gcomp_algo_describe: that one, or GCOMP_ERR_UNSUPPORTED when it cannot serve the query
  * (hier on one node, shm across nodes, a compressed algorithm without codec figures).
  * GCOMP_ERR_INVALID names a field out of range or an unknown algorithm. */
-GCOMP_API int gcomp_plan_predict(const gcomp_plan_query *q, const char *algo,
-                                 gcomp_plan_result *out);
+GCOMP_API gcomp_status gcomp_plan_predict(const gcomp_plan_query *q, const char *algo,
+                                          gcomp_plan_result *out);
 
 #ifdef __cplusplus
 }

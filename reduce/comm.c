@@ -105,7 +105,7 @@ int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out) {
   return gcomp_comm_create(t, own, NULL, out);
 }
 
-int gcomp_comm_destroy(gcomp_comm *comm) {
+gcomp_status gcomp_comm_destroy(gcomp_comm *comm) {
   if (!comm) return GCOMP_OK;
   /* requests the caller has not completed: destroying would free what the progress thread
    * and the caller's later wait or test still use */
@@ -164,7 +164,7 @@ gcomp_transport *gcomp_comm_transport(gcomp_comm *comm) { return comm->t; }
 /* The figures the observers write under mu, read from any thread */
 static pthread_mutex_t *lock_of(const gcomp_comm *comm) { return (pthread_mutex_t *)&comm->mu; }
 
-int gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out) {
+gcomp_status gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out) {
   GCOMP_FAIL_IF(!comm || !out, GCOMP_ERR_INVALID, "gcomp_comm_get_stats: NULL argument");
   pthread_mutex_lock(lock_of(comm));
   int st = GCOMP_SIZED_COPY(out, &comm->stats, gcomp_comm_stats, shm_bytes,
@@ -173,7 +173,7 @@ int gcomp_comm_get_stats(const gcomp_comm *comm, gcomp_comm_stats *out) {
   return st;
 }
 
-int gcomp_comm_get_skew(const gcomp_comm *comm, gcomp_skew_stats *out) {
+gcomp_status gcomp_comm_get_skew(const gcomp_comm *comm, gcomp_skew_stats *out) {
   GCOMP_FAIL_IF(!comm || !out, GCOMP_ERR_INVALID, "gcomp_comm_get_skew: NULL argument");
   pthread_mutex_lock(lock_of(comm));
   int st = GCOMP_SIZED_COPY(out, &comm->skew.mine, gcomp_skew_stats, worst_last,

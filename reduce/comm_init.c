@@ -10,7 +10,7 @@
 
 #include "comm.h"
 
-int gcomp_comm_init_env_config(const gcomp_config *config, gcomp_comm **out) {
+gcomp_status gcomp_comm_init_env_config(const gcomp_config *config, gcomp_comm **out) {
   GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_comm_init_env: out is NULL");
   *out = NULL;
   GCOMP_CHECK(gcomp_init());
@@ -24,10 +24,10 @@ int gcomp_comm_init_env_config(const gcomp_config *config, gcomp_comm **out) {
   return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
 }
 
-int gcomp_comm_init_env(gcomp_comm **out) { return gcomp_comm_init_env_config(NULL, out); }
+gcomp_status gcomp_comm_init_env(gcomp_comm **out) { return gcomp_comm_init_env_config(NULL, out); }
 
-/* ---- out-of-band -------------------------------------------------------------------- */
-typedef struct {
+         /* ---- out-of-band -------------------------------------------------------------------- */
+         typedef struct {
   gcomp_allgather_fn fn;
   void *ctx;
 } user_oob;
@@ -43,8 +43,9 @@ static int user_allgather(gcomp_oob *oob, const void *mine, size_t len, void *al
 
 static void user_close(gcomp_oob *oob) { (void)oob; }
 
-int gcomp_comm_init_oob(int rank, int size, const char *node_id, gcomp_allgather_fn allgather,
-                        void *ctx, const gcomp_config *config, gcomp_comm **out) {
+gcomp_status gcomp_comm_init_oob(int rank, int size, const char *node_id,
+                                 gcomp_allgather_fn allgather, void *ctx,
+                                 const gcomp_config *config, gcomp_comm **out) {
   GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_comm_init_oob: out is NULL");
   *out = NULL;
   GCOMP_FAIL_IF(!allgather, GCOMP_ERR_INVALID, "gcomp_comm_init_oob: allgather is NULL");
@@ -111,8 +112,8 @@ static int create_all(int size, local_rank *ranks) {
   return GCOMP_OK;
 }
 
-int gcomp_comm_init_local(int size, const int *node_of, const gcomp_config *config,
-                          gcomp_comm **comms) {
+gcomp_status gcomp_comm_init_local(int size, const int *node_of, const gcomp_config *config,
+                                   gcomp_comm **comms) {
   GCOMP_FAIL_IF(!comms, GCOMP_ERR_INVALID, "gcomp_comm_init_local: comms is NULL");
   GCOMP_FAIL_IF(size < 1 || size > 4096, GCOMP_ERR_INVALID,
                 "gcomp_comm_init_local: %d ranks (1 to 4096)", size);

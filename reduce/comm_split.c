@@ -216,7 +216,7 @@ static int make_child(gcomp_comm *comm, members *m, gcomp_comm **out) {
   return st;
 }
 
-int gcomp_comm_split(gcomp_comm *comm, int color, int key, gcomp_comm **out) {
+gcomp_status gcomp_comm_split(gcomp_comm *comm, int color, int key, gcomp_comm **out) {
   GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_comm_split: out is NULL");
   *out = NULL;
   GCOMP_FAIL_IF(!comm, GCOMP_ERR_INVALID, "gcomp_comm_split: comm is NULL");
@@ -229,7 +229,7 @@ int gcomp_comm_split(gcomp_comm *comm, int color, int key, gcomp_comm **out) {
   return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
 }
 
-int gcomp_comm_dup(gcomp_comm *comm, gcomp_comm **out) {
+gcomp_status gcomp_comm_dup(gcomp_comm *comm, gcomp_comm **out) {
   GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_comm_dup: out is NULL");
   *out = NULL;
   GCOMP_FAIL_IF(!comm, GCOMP_ERR_INVALID, "gcomp_comm_dup: comm is NULL");
@@ -242,7 +242,7 @@ int gcomp_comm_dup(gcomp_comm *comm, gcomp_comm **out) {
   return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
 }
 
-int gcomp_config_share_calibration(gcomp_config *cfg, const gcomp_comm *comm) {
+gcomp_status gcomp_config_share_calibration(gcomp_config *cfg, const gcomp_comm *comm) {
   GCOMP_FAIL_IF(!cfg || !comm, GCOMP_ERR_INVALID,
                 "gcomp_config_share_calibration: NULL argument");
   gcomp_config_set_inherit(cfg, &comm->calib);

@@ -24,7 +24,7 @@ static int check_value(gcomp_param_id id, const char *value) {
   }
 }
 
-int gcomp_config_set(gcomp_config *cfg, const char *name, const char *value) {
+gcomp_status gcomp_config_set(gcomp_config *cfg, const char *name, const char *value) {
   GCOMP_FAIL_IF(!cfg, GCOMP_ERR_INVALID, "gcomp_config_set: cfg is NULL");
   int id = gcomp_param_lookup(name);
   if (id >= 0 && value) GCOMP_CHECK(check_value((gcomp_param_id)id, value));

@@ -190,7 +190,7 @@ void gcomp_guard_free(gcomp_comm *comm) {
   comm->guard = NULL;
 }
 
-int gcomp_comm_get_guard(const gcomp_comm *comm, gcomp_guard_stats *out) {
+gcomp_status gcomp_comm_get_guard(const gcomp_comm *comm, gcomp_guard_stats *out) {
   GCOMP_FAIL_IF(!comm || !out, GCOMP_ERR_INVALID, "gcomp_comm_get_guard: NULL argument");
   gcomp_guard_stats none = {0};
   pthread_mutex_t *mu = (pthread_mutex_t *)&comm->mu;

@@ -155,7 +155,7 @@ const char *gcomp_algo_names(void) {
 
 int gcomp_algo_count(void) { return NALGOS; }
 
-int gcomp_algo_describe(int i, const char **name, const char **desc) {
+gcomp_status gcomp_algo_describe(int i, const char **name, const char **desc) {
   GCOMP_FAIL_IF(i < 0 || i >= NALGOS, GCOMP_ERR_INVALID, "algorithm index %d out of range", i);
   if (name) *name = algos[i]->name;
   if (desc) *desc = algos[i]->desc;

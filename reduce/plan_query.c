@@ -70,7 +70,7 @@ static double latency_part(const gcomp_algo *a, const gcomp_plan_in *in) {
   return slope > 0 ? slope : 0;
 }
 
-int gcomp_plan_links(gcomp_plan_query *q, const char *text) {
+gcomp_status gcomp_plan_links(gcomp_plan_query *q, const char *text) {
   GCOMP_FAIL_IF(!q || !text, GCOMP_ERR_INVALID, "gcomp_plan_links: NULL argument");
   gcomp_plan_in m = {0};
   GCOMP_CHECK(gcomp_plan_parse_links(text, "links", &m));
@@ -81,7 +81,8 @@ int gcomp_plan_links(gcomp_plan_query *q, const char *text) {
   return GCOMP_OK;
 }
 
-int gcomp_plan_predict(const gcomp_plan_query *query, const char *algo, gcomp_plan_result *out) {
+gcomp_status gcomp_plan_predict(const gcomp_plan_query *query, const char *algo,
+                                gcomp_plan_result *out) {
   GCOMP_FAIL_IF(!query || !out, GCOMP_ERR_INVALID, "gcomp_plan_predict: NULL argument");
   GCOMP_FAIL_IF(query->struct_size < QUERY_V1 || out->struct_size < RESULT_V1, GCOMP_ERR_INVALID,
                 "gcomp_plan_predict: struct_size %zu / %zu is smaller than the first layouts "

@@ -81,9 +81,9 @@ static gcomp_call call_of(const void *sendbuf, void *recvbuf, size_t count, gcom
                       .op = op, .codec = codec, .key = key};
 }
 
-int gcomp_iallreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                     gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key,
-                     gcomp_request **req) {
+gcomp_status gcomp_iallreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                              gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key,
+                              gcomp_request **req) {
   GCOMP_FAIL_IF(!req, GCOMP_ERR_INVALID, "gcomp_iallreduce: req is NULL");
   *req = NULL;
   GCOMP_CHECK(gcomp_call_check_args("gcomp_iallreduce", comm, sendbuf, recvbuf, count, dtype, op));
@@ -110,7 +110,7 @@ static int finish(gcomp_request *r) {
   return st;
 }
 
-int gcomp_request_wait(gcomp_request *req) {
+gcomp_status gcomp_request_wait(gcomp_request *req) {
   GCOMP_FAIL_IF(!req, GCOMP_ERR_INVALID, "gcomp_request_wait: req is NULL");
   gcomp_comm *comm = req->comm;
   pthread_mutex_lock(&comm->mu);
@@ -120,7 +120,7 @@ int gcomp_request_wait(gcomp_request *req) {
   return st;
 }
 
-int gcomp_request_test(gcomp_request *req, int *done) {
+gcomp_status gcomp_request_test(gcomp_request *req, int *done) {
   GCOMP_FAIL_IF(!req || !done, GCOMP_ERR_INVALID, "gcomp_request_test: NULL argument");
   gcomp_comm *comm = req->comm;
   pthread_mutex_lock(&comm->mu);
@@ -130,8 +130,8 @@ int gcomp_request_test(gcomp_request *req, int *done) {
   return st;
 }
 
-int gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                    gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key) {
+gcomp_status gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                             gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key) {
   GCOMP_CHECK(gcomp_call_check_args("gcomp_allreduce", comm, sendbuf, recvbuf, count, dtype, op));
   /* once a progress thread serves this communicator, every call goes through its queue:
    * calls keep their order and the transport keeps one user */

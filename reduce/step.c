@@ -70,7 +70,7 @@ int gcomp_step_observe(gcomp_comm *comm, gcomp_call *call) {
   return GCOMP_OK;
 }
 
-int gcomp_comm_mark_step(gcomp_comm *comm) {
+gcomp_status gcomp_comm_mark_step(gcomp_comm *comm) {
   GCOMP_FAIL_IF(!comm, GCOMP_ERR_INVALID, "gcomp_comm_mark_step: comm is NULL");
   gcomp_step *s = &comm->step;
   pthread_mutex_lock(&comm->mu);

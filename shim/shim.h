@@ -1,6 +1,7 @@
 /* Internal to the MPI shim (the files of shim/, the only code in gcomp that includes mpi.h): the
  * per-communicator table, the requests of MPI_Iallreduce, logging and the counts reported
- * at MPI_Finalize. Only gcomp.h of the library is used. */
+ * at MPI_Finalize. Of the library only gcomp.h is used, and gcomp_internal.h for the shared
+ * error detail and log. */
 #ifndef GCOMP_SHIM_H
 #define GCOMP_SHIM_H
 
@@ -8,7 +9,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "gcomp.h"
+#include "gcomp_internal.h"
 
 #define SHIM_API __attribute__((visibility("default")))
 #define SHIM_LOG(level, ...)                                                              \

@@ -1,7 +1,7 @@
 # Communicators made from communicators (label integration), real processes by gcomp-run:
 # concurrent creation from two threads of each rank; splits and dups.
 add_executable(subcomm_check ${CMAKE_CURRENT_LIST_DIR}/subcomm_check.c)
-target_link_libraries(subcomm_check PRIVATE gcomp_static)   # gcomp.h only
+target_link_libraries(subcomm_check PRIVATE gcomp_static)   # gcomp.h (+ gcomp_internal.h)
 
 function(gcomp_subcomm_test name n nodes)
   add_test(NAME ${name} COMMAND $<TARGET_FILE:gcomp-run> -n ${n} --nodes ${nodes} --tag-output --

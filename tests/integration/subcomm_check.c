@@ -1,5 +1,5 @@
 /* Communicators made from communicators, over real processes (started by gcomp-run), using
- * only the public header.
+ * only the public header (and gcomp_internal.h's error detail).
  *   subcomm_check concurrent ROUNDS
  *     Each rank's two threads create a communicator each at the same time, bootstrapped with
  *     gcomp_comm_init_oob through an exchange communicator of their own (as the MPI shim
@@ -20,7 +20,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "gcomp.h"
+#include "gcomp_internal.h"
 
 static int rank_, size_;
 static int failures;

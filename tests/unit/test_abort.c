@@ -13,7 +13,7 @@
 
 #include "abort.h"
 #include "coll.h"
-#include "gcomp.h"
+#include "gcomp_internal.h"
 #include "gcomp_common.h"
 #include "transport.h"
 #include "test_env.h"

@@ -12,9 +12,15 @@ static int fail(const char *what, int s) {
 }
 
 int main(void) {
-  int s = gcomp_init();
+  gcomp_status s = gcomp_init();
   if (s != GCOMP_OK) return fail("gcomp_init", s);
   if (strcmp(gcomp_version(), "0.0.0") == 0) return 1;
+  /* the library installed is the one this header describes */
+  if (gcomp_version_number() != GCOMP_VERSION_NUMBER) {
+    fprintf(stderr, "consumer: library %d, header %d\n", gcomp_version_number(),
+            GCOMP_VERSION_NUMBER);
+    return 1;
+  }
 
   gcomp_codec *c = NULL;
   if ((s = gcomp_codec_create("bf16+zstd", &c)) != GCOMP_OK) return fail("codec", s);
