@@ -70,6 +70,10 @@ GCOMP_PARAM(JOB_TOKEN, STR, "", "", "secret every rank presents at the rendezvou
 GCOMP_PARAM(CHUNK_BYTES, SIZE, "4m", "1:1099511627776",
             "large messages move in chunks of this size, pipelined (equal on all ranks); tcp;ofi_rxm sends them eagerly")
 
+/* the Python package (python/gcomp): listed so that setting it draws no "unknown variable" */
+GCOMP_PARAM(LIBRARY, STR, "", "",
+            "Python package only: the libgcomp.so it loads (else the one installed beside it); the library ignores it")
+
 /* MPI shim (libgcomp_mpi.so) */
 GCOMP_PARAM(SHIM_STRICT, BOOL, "0", "",
             "MPI shim: abort the job when gcomp cannot start (default: warn once and pass every call to MPI)")

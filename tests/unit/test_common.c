@@ -175,10 +175,13 @@ static void test_unknown_variable_warns_with_suggestion(void **state) {
   char path[] = "/tmp/gcomp-log-XXXXXX";
   setenv("GCOMP_CODEK", "fp16", 1);
   setenv("GCOMP_ZZZZZZZZZZZZ", "1", 1);
+  setenv("GCOMP_LIBRARY", "/nowhere/libgcomp.so", 1);   /* the Python package's: known */
   const char *log = log_of_init(path);
   assert_non_null(strstr(log, "unknown variable GCOMP_CODEK ignored; did you mean GCOMP_CODEC?"));
   assert_non_null(strstr(log, "unknown variable GCOMP_ZZZZZZZZZZZZ ignored (gcomp-info"));
   assert_null(strstr(log, "GCOMP_DEBUG_FILE ignored"));
+  assert_null(strstr(log, "GCOMP_LIBRARY ignored"));
+  unsetenv("GCOMP_LIBRARY");
   unlink(path);
 }
 
