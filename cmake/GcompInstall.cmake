@@ -6,7 +6,7 @@ install(TARGETS gcomp gcomp_static EXPORT gcompTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(FILES include/gcomp.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES include/gcomp.h include/gcomp_mpi.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 install(EXPORT gcompTargets NAMESPACE gcomp:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gcomp)
 configure_package_config_file(cmake/gcomp-config.cmake.in

@@ -114,6 +114,9 @@ struct gcomp_transport {
    * peers in no state to say goodbye). destroy then waits at most 1 s. The one field a
    * user may write. */
   int failed;
+  /* Nonzero when the ranks of a node must not share memory (the MPI transport under a
+   * simulator: all ranks in one process, and a futex wait would stop them all). */
+  int no_shared_memory;
 };
 
 /* ---- thin wrappers -------------------------------------------------------------------- */
@@ -215,5 +218,12 @@ typedef struct gcomp_loopback_limits {
 } gcomp_loopback_limits;
 int gcomp_loopback_create_constrained(int size, const int *node_of,
                                       const gcomp_loopback_limits *limits, gcomp_transport **out);
+
+/* The transport over a caller's MPI point-to-point functions (fabric/mpi_p2p.c; the table is
+ * gcomp_p2p_ops in include/gcomp.h). node_id names this rank's node. ops is copied, ctx
+ * kept; ops->close(ctx) runs at destroy (not when creation fails). */
+struct gcomp_p2p_ops;
+int gcomp_p2p_transport_create(int rank, int size, const char *node_id,
+                               const struct gcomp_p2p_ops *ops, void *ctx, gcomp_transport **out);
 
 #endif /* GCOMP_TRANSPORT_H */

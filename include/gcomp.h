@@ -331,6 +331,52 @@ GCOMP_API gcomp_status gcomp_comm_init_oob(int rank, int size, const char *node_
                                            gcomp_allgather_fn allgather, void *ctx,
                                            const gcomp_config *config, gcomp_comm **out);
 
+/* A communicator whose messages go through the caller's point-to-point layer: an MPI
+ * library's MPI_Isend/MPI_Irecv (the installed header gcomp_mpi.h fills this table from
+ * MPI for any MPI, SimGrid's SMPI included, with one call: gcomp_comm_init_mpi). The
+ * library itself never includes mpi.h: the caller's program, compiled against its own MPI,
+ * lends these functions. Useful where MPI has a network path and libfabric has none, and
+ * the way gcomp's own algorithms run under a simulator (docs/simulation.md).
+ *
+ * Requests are the caller's handles, `req_bytes` bytes each (sizeof(MPI_Request)), stored
+ * by the library in arrays it owns; null_req writes the null handle. Every function returns
+ * 0 or a negative gcomp status: GCOMP_ERR_INVALID for a message longer than its receive
+ * (MPI_ERR_TRUNCATE), GCOMP_ERR_FABRIC for other failures. Tags are 0..tag_ub. test and
+ * waitany complete a request (it becomes the null handle) and give the bytes it moved;
+ * waitany blocks until one of n handles (null ones are skipped) completes, *index -1 when
+ * all are null. cancel withdraws a pending request and frees its handle. wtime is a clock
+ * in seconds (MPI_Wtime: the simulated clock under a simulator). allgather as in
+ * gcomp_comm_init_oob. close (may be NULL) is called exactly once with ctx: when the
+ * communicator is destroyed, or before gcomp_comm_init_p2p returns a failure.
+ *
+ * simulated: nonzero under a simulator (SMPI), where every unsuccessful test costs
+ * simulated time and the ranks share one process: then a wait that finds nothing new
+ * blocks in waitany instead of polling, there is no shared-memory segment between the
+ * ranks of a node, and GCOMP_TIMEOUT_MS is not enforced (the simulator reports deadlocks).
+ * Elsewhere waits poll with test and requests time out after GCOMP_TIMEOUT_MS. */
+typedef struct gcomp_p2p_ops {
+  size_t req_bytes;
+  int tag_ub;
+  int simulated;
+  int (*isend)(void *ctx, int peer, int tag, const void *buf, size_t len, void *req);
+  int (*irecv)(void *ctx, int peer, int tag, void *buf, size_t capacity, void *req);
+  int (*test)(void *ctx, void *req, int *done, size_t *len);
+  int (*waitany)(void *ctx, int n, void *reqs, int *index, size_t *len);
+  int (*cancel)(void *ctx, void *req);
+  void (*null_req)(void *req);
+  double (*wtime)(void *ctx);
+  gcomp_allgather_fn allgather;
+  void (*close)(void *ctx);
+} gcomp_p2p_ops;
+
+/* Creates this rank's communicator over the caller's point-to-point functions (above).
+ * rank, size, node_id and config as in gcomp_comm_init_oob. ops is copied; ctx must stay
+ * valid until the communicator is destroyed. Collective over the `size` ranks.
+ * GCOMP_ERR_INVALID for bad arguments (a missing function, tag_ub below 2^23 - 1). */
+GCOMP_API int gcomp_comm_init_p2p(int rank, int size, const char *node_id,
+                                  const gcomp_p2p_ops *ops, void *ctx,
+                                  const gcomp_config *config, gcomp_comm **out);
+
 /* `size` ranks inside this process over the in-process transport (like ncclCommInitAll):
  * comms[0..size) receive one communicator per rank (all NULL on failure). node_of (NULL:
  * one node) gives each rank's node index (0 <= node_of[r] < size), so hierarchical

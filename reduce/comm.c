@@ -59,7 +59,8 @@ static int build(gcomp_comm *comm) {
     GCOMP_CHECK(gcomp_calibrate(comm));
   /* a shared segment per node: the shm algorithm on one node, hier's intra-node halves on
    * several */
-  if (t->local_size > 1) GCOMP_CHECK(gcomp_shm_create(t, comm->agreed.shm_bytes, &comm->shm));
+  if (t->local_size > 1 && !t->no_shared_memory)
+    GCOMP_CHECK(gcomp_shm_create(t, comm->agreed.shm_bytes, &comm->shm));
   comm->oversubscribed = oversubscribed(comm);
   if (comm->shm && t->nnodes == 1) {
     comm->model.shm_slot = gcomp_shm_slot_bytes(comm->shm);

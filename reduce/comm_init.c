@@ -145,3 +145,29 @@ gcomp_status gcomp_comm_init_local(int size, const int *node_of, const gcomp_con
   free(ranks);
   return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
 }
+
+/* ---- over a caller's point-to-point functions (an MPI's: include/gcomp_mpi.h) -------- */
+int gcomp_comm_init_p2p(int rank, int size, const char *node_id, const gcomp_p2p_ops *ops,
+                        void *ctx, const gcomp_config *config, gcomp_comm **out) {
+  if (out) *out = NULL;
+  int st = !out || !ops ? gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__,
+                                          "gcomp_comm_init_p2p: out or ops is NULL")
+                        : gcomp_init();
+  gcomp_transport *t = NULL;
+  if (st == GCOMP_OK) {
+    const gcomp_settings *set = gcomp_config_settings(config);
+    const gcomp_settings *old = gcomp_param_scope(set);   /* fabric/ reads its settings */
+    char host[256] = "";
+    if (!node_id && gcomp_param_str(GCOMP_P_NODE_ID)[0]) node_id = gcomp_param_str(GCOMP_P_NODE_ID);
+    if (!node_id) {
+      gethostname(host, sizeof host - 1);
+      node_id = host;
+    }
+    st = gcomp_p2p_transport_create(rank, size, node_id, ops, ctx, &t);
+    gcomp_param_scope(old);
+    if (st == GCOMP_OK) st = gcomp_comm_create(t, 1, set, out);
+  }
+  if (st < 0 && t) t->ops->destroy(t);   /* calls ops->close */
+  else if (st < 0 && ops && ops->close) ops->close(ctx);
+  return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
+}
