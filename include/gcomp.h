@@ -373,9 +373,9 @@ typedef struct gcomp_p2p_ops {
  * rank, size, node_id and config as in gcomp_comm_init_oob. ops is copied; ctx must stay
  * valid until the communicator is destroyed. Collective over the `size` ranks.
  * GCOMP_ERR_INVALID for bad arguments (a missing function, tag_ub below 2^23 - 1). */
-GCOMP_API int gcomp_comm_init_p2p(int rank, int size, const char *node_id,
-                                  const gcomp_p2p_ops *ops, void *ctx,
-                                  const gcomp_config *config, gcomp_comm **out);
+GCOMP_API gcomp_status gcomp_comm_init_p2p(int rank, int size, const char *node_id,
+                                           const gcomp_p2p_ops *ops, void *ctx,
+                                           const gcomp_config *config, gcomp_comm **out);
 
 /* `size` ranks inside this process over the in-process transport (like ncclCommInitAll):
  * comms[0..size) receive one communicator per rank (all NULL on failure). node_of (NULL:

@@ -147,8 +147,9 @@ gcomp_status gcomp_comm_init_local(int size, const int *node_of, const gcomp_con
 }
 
 /* ---- over a caller's point-to-point functions (an MPI's: include/gcomp_mpi.h) -------- */
-int gcomp_comm_init_p2p(int rank, int size, const char *node_id, const gcomp_p2p_ops *ops,
-                        void *ctx, const gcomp_config *config, gcomp_comm **out) {
+gcomp_status gcomp_comm_init_p2p(int rank, int size, const char *node_id,
+                                 const gcomp_p2p_ops *ops, void *ctx, const gcomp_config *config,
+                                 gcomp_comm **out) {
   if (out) *out = NULL;
   int st = !out || !ops ? gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__,
                                           "gcomp_comm_init_p2p: out or ops is NULL")
