@@ -77,3 +77,5 @@ GCOMP_PARAM(LIBRARY, STR, "", "",
 /* MPI shim (libgcomp_mpi.so) */
 GCOMP_PARAM(SHIM_STRICT, BOOL, "0", "",
             "MPI shim: abort the job when gcomp cannot start (default: warn once and pass every call to MPI)")
+GCOMP_PARAM(SHIM_ROUTE, ENUM, "auto", "auto|gcomp|mpi",
+            "MPI shim: where the calls gcomp can serve go: auto times gcomp and MPI on the first calls of each size (per power of two) and sends the rest to the faster, as every rank agrees; gcomp or mpi sends them all there")

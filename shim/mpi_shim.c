@@ -1,6 +1,7 @@
 /* The drop-in MPI shim: LD_PRELOAD=libgcomp_mpi.so makes an unmodified MPI program's
- * MPI_Allreduce and MPI_Iallreduce run through gcomp, on every intra-communicator it can
- * serve (MPI_COMM_WORLD, its dups and splits, communicators from MPI_Comm_create), each
+ * MPI_Allreduce and MPI_Iallreduce run through gcomp, where gcomp is the faster (MPI's own
+ * allreduce is one more route, timed per size and agreed by the members: shim_route.c), on
+ * every intra-communicator it can serve (MPI_COMM_WORLD, its dups and splits, communicators from MPI_Comm_create), each
  * over a gcomp communicator of its own bootstrapped through that MPI communicator
  * (addresses allgathered with PMPI_Allgather, shim_comm.c). MPI_Iallreduce hands back a
  * request that MPI's completion calls finish (shim_req.c).
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -32,7 +34,7 @@
 shim_counts shim_count;
 const char *const shim_fall_names[FALL_COUNT_] = {
     "gcomp off", "inter-communicator", "one rank", "outside MPI_COMM_WORLD", "datatype", "op",
-    "bad arguments"};
+    "bad arguments", "MPI faster", "timing MPI", "GCOMP_SHIM_ROUTE=mpi"};
 
 static struct {
   MPI_Comm world;        /* the shim's own duplicate of MPI_COMM_WORLD (agreement at start) */
@@ -156,8 +158,17 @@ static void give_up(int first, const char *why) {
   if (strict) PMPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+/* GCOMP_SHIM_ROUTE, process-wide (read as strict_mode reads its own) */
+static shim_route_mode route_mode(void) {
+  const char *t = "";
+  if (gcomp_config_get(NULL, "GCOMP_SHIM_ROUTE", &t, NULL) < 0) return SHIM_ROUTE_AUTO;
+  return !strcasecmp(t, "gcomp") ? SHIM_ROUTE_GCOMP
+         : !strcasecmp(t, "mpi") ? SHIM_ROUTE_MPI : SHIM_ROUTE_AUTO;
+}
+
 static void shim_start(int provided) {
   shim.thread_multiple = provided == MPI_THREAD_MULTIPLE;
+  shim_route_start(route_mode());
   if (PMPI_Comm_dup(MPI_COMM_WORLD, &shim.world) != MPI_SUCCESS) {
     shim.world = MPI_COMM_NULL;
     SHIM_WARN("MPI_Comm_dup(MPI_COMM_WORLD) failed; every MPI_Allreduce goes to "
@@ -202,8 +213,10 @@ static void shim_start(int provided) {
   SHIM_INFO("rank %d of %d: gcomp serves MPI_Allreduce and MPI_Iallreduce on MPI_COMM_WORLD "
             "and the communicators made from it "
             "(node '%s', %d node(s), codec %s, intra-node codec %s, a late rank is waited "
-            "for %s ms)%s", shim.rank, shim.size, node, gcomp_comm_nnodes(comm),
+            "for %s ms, route %s)%s", shim.rank, shim.size, node, gcomp_comm_nnodes(comm),
             setting("GCOMP_CODEC"), setting("GCOMP_INTRA_CODEC"), setting("GCOMP_TIMEOUT_MS"),
+            route_mode() == SHIM_ROUTE_AUTO ? "auto: each size to the faster of gcomp and MPI"
+            : route_mode() == SHIM_ROUTE_MPI ? "mpi" : "gcomp",
             shim.thread_multiple ? "; MPI_THREAD_MULTIPLE" : "");
 }
 
@@ -326,10 +339,13 @@ static int null_buffer(const char *call, const void *sendbuf, const void *recvbu
   return MPI_ERR_BUFFER;
 }
 
+static size_t call_bytes(int count, gcomp_dtype dt) {
+  return (size_t)count * (dt == GCOMP_FLOAT32 || dt == GCOMP_INT32 ? 4 : 8);
+}
+
 static void count_served(int nonblocking, int count, gcomp_dtype dt) {
   __atomic_fetch_add(&shim_count.served[nonblocking], 1, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&shim_count.served_bytes,
-                     (uint64_t)count * (dt == GCOMP_FLOAT32 || dt == GCOMP_INT32 ? 4 : 8),
+  __atomic_fetch_add(&shim_count.served_bytes, (uint64_t)call_bytes(count, dt),
                      __ATOMIC_RELAXED);
 }
 
@@ -340,44 +356,82 @@ typedef struct {
   gcomp_op op;
   const void *src;
   uint64_t key;
+  int timed;   /* one of its size's first calls: timed, for shim_route_learn */
+  int via;     /* then the route it takes (SHIM_VIA_) */
 } served_call;
 
+static void count_fell(const char *fn, int nb, int count, int why) {
+  SHIM_TRACE("%s of %d elements to MPI: %s", fn, count, shim_fall_names[why]);
+  __atomic_fetch_add(&shim_count.fell[why][nb], 1, __ATOMIC_RELAXED);
+}
+
 /* Where call `fn` (nb: MPI_Iallreduce) goes: 1 to gcomp (*c filled), 0 to MPI (counted by
- * reason), -1 refused by the shim itself (*rc: the error, reported). */
+ * reason), 2 timed through either (c->via), -1 refused by the shim itself (*rc: the error,
+ * reported). */
 static int admit(const char *fn, int nb, const void *sendbuf, void *recvbuf, int count,
                  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, served_call *c, int *rc) {
   *rc = null_buffer(fn, sendbuf, recvbuf, count, comm);
   if (*rc != MPI_SUCCESS) return -1;
   int why = route(sendbuf, recvbuf, count, datatype, op, comm, &c->dt, &c->op, &c->sc);
-  if (why >= 0) {
-    SHIM_TRACE("%s of %d elements to MPI: %s", fn, count, shim_fall_names[why]);
-    __atomic_fetch_add(&shim_count.fell[why][nb], 1, __ATOMIC_RELAXED);
+  /* gcomp could serve it: is it the faster here? (why stays -1 for gcomp) */
+  if (why < 0)
+    c->via = shim_route_pick(c->sc, call_bytes(count, c->dt), nb ? NULL : &c->timed, &why);
+  if (why >= 0 && !c->timed) {
+    count_fell(fn, nb, count, why);
     return 0;
   }
   c->src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
   c->key = tensor_key(recvbuf, count, c->dt);
-  return 1;
+  return c->timed ? 2 : 1;
+}
+
+static int serve(const served_call *c, void *recvbuf, int count, MPI_Comm comm);
+
+/* One of a size's first calls: through the route shim_route_pick gave, timed */
+static int timed_call(const served_call *c, const void *sendbuf, void *recvbuf, int count,
+                      MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int rc;
+  if (c->via == SHIM_VIA_MPI) {
+    rc = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    count_fell("MPI_Allreduce", 0, count, FALL_TIMING);
+  } else {
+    rc = serve(c, recvbuf, count, comm);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (rc == MPI_SUCCESS)
+    shim_route_learn(c->sc, comm, call_bytes(count, c->dt), c->via,
+                     (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+  return rc;
 }
 
 SHIM_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                            MPI_Op op, MPI_Comm comm) {
   served_call c;
+  c.timed = 0;
   int rc, how = admit("MPI_Allreduce", 0, sendbuf, recvbuf, count, datatype, op, comm, &c, &rc);
   if (how < 0) return rc;
   if (how == 0) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-  shim_comm *sc = c.sc;
+  if (how == 2) return timed_call(&c, sendbuf, recvbuf, count, datatype, op, comm);
+  return serve(&c, recvbuf, count, comm);
+}
+
+/* A call gcomp serves, blocking */
+static int serve(const served_call *c, void *recvbuf, int count, MPI_Comm comm) {
+  shim_comm *sc = c->sc;
   pthread_mutex_lock(&sc->lock);
   int st;
   if (sc->broken) {
     st = gcomp_error_set(GCOMP_ERR_PEER, __FILE__, __LINE__, "shim: an earlier gcomp call on "
                          "this communicator failed; it is unusable");
   } else {
-    st = gcomp_allreduce(sc->comm, c.src, recvbuf, (size_t)count, c.dt, c.op, NULL, c.key);
+    st = gcomp_allreduce(sc->comm, c->src, recvbuf, (size_t)count, c->dt, c->op, NULL, c->key);
     sc->broken = st < 0;
   }
   pthread_mutex_unlock(&sc->lock);
   if (st == GCOMP_OK) {
-    count_served(0, count, c.dt);
+    count_served(0, count, c->dt);
     return MPI_SUCCESS;
   }
   /* never silent garbage: say why, then let the communicator's error handler decide
@@ -397,6 +451,7 @@ SHIM_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Da
 SHIM_API int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                             MPI_Op op, MPI_Comm comm, MPI_Request *request) {
   served_call c;
+  c.timed = 0;
   int rc, how = admit("MPI_Iallreduce", 1, sendbuf, recvbuf, count, datatype, op, comm, &c, &rc);
   if (how < 0) return rc;
   if (how == 0) return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);

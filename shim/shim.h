@@ -33,8 +33,24 @@ enum {
   FALL_OP,       /* an op other than MPI_SUM/MIN/MAX/PROD (user ops included) */
   FALL_ARGS,     /* a negative count, recvbuf MPI_IN_PLACE, aliased buffers: MPI reports
                     the error (NULL buffers never reach MPI: counted as refused) */
+  FALL_FASTER,   /* gcomp could serve it, and MPI was measured faster at its size (the
+                    members agreed: shim_route.c) */
+  FALL_TIMING,   /* one of the first calls of its size, timed through MPI to compare */
+  FALL_ASKED,    /* GCOMP_SHIM_ROUTE=mpi */
   FALL_COUNT_
 };
+
+/* Where the calls of one size class (bytes in [2^k, 2^(k+1))) go on one communicator: its
+ * first calls alternate between gcomp and MPI, timed; then the members agree on the faster
+ * (shim_route.c). Only the threads making the communicator's blocking calls touch it (MPI
+ * forbids two of them at once on one communicator). */
+enum { SHIM_VIA_GCOMP, SHIM_VIA_MPI };
+typedef struct {
+  uint8_t decided;   /* 0 while timing; then 1 + the SHIM_VIA_ route */
+  uint8_t calls;     /* timed calls so far (warm-ups included) */
+  float best[2];     /* this rank's fastest timed call per route, in seconds */
+} shim_class;
+enum { SHIM_CLASSES = 64 };
 
 /* One gcomp communicator per MPI communicator the shim serves, created at the first call
  * that would use it (collectively: every member makes that call) and destroyed at
@@ -51,6 +67,7 @@ typedef struct shim_comm {
   int freed;                /* MPI_Comm_free came (set under lock; the entry stays while
                                requests are pending) */
   struct shim_comm *prev, *next;   /* the live ones, for MPI_Finalize */
+  shim_class cls[SHIM_CLASSES];    /* the route per size class (GCOMP_SHIM_ROUTE=auto) */
 } shim_comm;
 
 /* Counts, per rank, reported at MPI_Finalize (GCOMP_DEBUG=info). */
@@ -79,6 +96,19 @@ void shim_comms_finalize(void);
  * MPI_Comm_free meanwhile and this was its last. */
 void shim_comm_request_done(shim_comm *sc);
 int shim_world_rank(void);
+
+/* ---- shim_route.c ---------------------------------------------------------------------- */
+typedef enum { SHIM_ROUTE_AUTO, SHIM_ROUTE_GCOMP, SHIM_ROUTE_MPI } shim_route_mode;
+/* At MPI_Init: GCOMP_SHIM_ROUTE */
+void shim_route_start(shim_route_mode mode);
+/* The route of a blocking call of `bytes` on sc that gcomp could serve; *timed: time it and
+ * hand the time to shim_route_learn (the members make the same calls in the same order, so
+ * they time the same ones). Non-blocking calls pass timed NULL: they follow a size's agreed
+ * route and gcomp's until there is one. *why: the FALL_ reason when it is MPI. */
+int shim_route_pick(shim_comm *sc, size_t bytes, int *timed, int *why);
+/* A timed call took `seconds`; after the last one of its size, collective over comm: the
+ * members agree on the route (PMPI_Allreduce of the slowest rank's best times). */
+void shim_route_learn(shim_comm *sc, MPI_Comm comm, size_t bytes, int via, double seconds);
 
 /* ---- shim_req.c ----------------------------------------------------------------------- */
 /* MPI_Iallreduce served by gcomp_iallreduce: *request receives an MPI generalized request

@@ -13,6 +13,9 @@
  *                      results must be within bf16's error of the exact sums, and some must
  *                      differ from them (so a lossy codec really ran).
  *
+ *   shim_check route   float sums and maxima of 8 B to 1 MiB, 30 calls of each size, then one
+ *                      MPI_Iallreduce of each: all exact (GCOMP_SHIM_ROUTE sends some to MPI).
+ *
  *   shim_check badbuf [shim]  erroneous buffer arguments MPI reports (recvbuf MPI_IN_PLACE,
  *                      send and receive buffers aliased without MPI_IN_PLACE), under
  *                      MPI_ERRORS_RETURN: each returns an error, nothing crashes, and ordinary
@@ -258,6 +261,34 @@ static void user_op_max(void *in, void *inout, int *len, MPI_Datatype *dt) {
   for (int i = 0; i < *len; i++) b[i] = a[i] > b[i] ? a[i] : b[i];
 }
 
+/* The sizes a program repeats, each many times: the shim (GCOMP_SHIM_ROUTE=auto) times gcomp
+ * and MPI on the first calls of each size and sends the rest to the faster, so every result
+ * must be exact whichever way a call went; then MPI_Iallreduce of each size, which follows
+ * its size's agreed route. */
+static void route(void) {
+  static const int counts[] = {2, 16, 1024, 16384, 262144};
+  const type_case t = {MPI_FLOAT, "MPI_FLOAT", 4, 0};
+  char *send = malloc(262145 * 4), *recv = malloc(262145 * 4);
+  if (!send || !recv) MPI_Abort(MPI_COMM_WORLD, 2);
+  for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+    for (int i = 0; i < 30; i++, n_world++)
+      one(MPI_COMM_WORLD, &t, i % 3 ? 0 : 2, counts[c], i & 1, send, recv);
+    float *r = (float *)(void *)recv;
+    for (int i = 0; i < counts[c]; i++) r[i] = (float)value(0, rank, i);
+    MPI_Request req;
+    MPI_Iallreduce(MPI_IN_PLACE, r, counts[c], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    n_iallreduce++;
+    for (int i = 0; i < counts[c]; i++)
+      if (r[i] != (float)expected(0, i)) {
+        fail("MPI_Iallreduce", "MPI_FLOAT", "SUM", counts[c], 1, i, r[i], (double)expected(0, i));
+        break;
+      }
+  }
+  free(send);
+  free(recv);
+}
+
 /* A user op, checked in both modes: never reaches gcomp. */
 static void user_op(void) {
   MPI_Op op;
@@ -382,12 +413,14 @@ int main(int argc, char **argv) {
     exact();
   } else if (!strcmp(mode, "lossy")) {
     lossy();
+  } else if (!strcmp(mode, "route")) {
+    route();
   } else if (!strcmp(mode, "badbuf")) {
     badbuf(argc > 2 && !strcmp(argv[2], "shim"));
   } else if (!strcmp(mode, "silent")) {
     silent(argc > 2 && !strcmp(argv[2], "return"));
   } else {
-    if (rank == 0) fprintf(stderr, "usage: shim_check exact [multiple] | lossy | badbuf | silent [return]\n");
+    if (rank == 0) fprintf(stderr, "usage: shim_check exact [multiple] | lossy | route | badbuf | silent [return]\n");
     MPI_Finalize();
     return 2;
   }

@@ -24,6 +24,9 @@
 #           rank, inter-communicator, datatype) on every rank, and the stats files agree
 # lossy     the same program with GCOMP_CODEC=bf16 on two emulated nodes (a slow link
 #           model): every served communicator's results visibly inexact, within bf16's bound
+# route     GCOMP_SHIM_ROUTE=auto: MPI's allreduce is a choice; every rank logs the same
+#           route per size, and the shim's counts follow from those routes exactly;
+#           GCOMP_SHIM_ROUTE=mpi sends every call to MPI
 # errors    shim_comms silent: a rank silent on the dup; the dup's own error handler is the
 #           one called, MPI_Wait returns the error, a later MPI_Waitall MPI_ERR_IN_STATUS,
 #           MPI_Waitany MPI_ERR_OTHER; a failed call completed after MPI_Comm_free of the dup
@@ -42,13 +45,15 @@ bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # $tmp/NAME.out and $tmp/NAME.err, the exit status in $rc
 run() {
   local name=$1; shift
-  local xs=(-x "LD_PRELOAD=$preload" -x ASAN_OPTIONS=detect_leaks=0) user=() timeout_ms=20000
+  # every call gcomp can serve goes to gcomp (exact counts) unless a test asks for a route
+  local xs=(-x "LD_PRELOAD=$preload" -x ASAN_OPTIONS=detect_leaks=0 -x GCOMP_SHIM_ROUTE=gcomp)
+  local user=() timeout_ms=20000
   while [ "$1" != -- ]; do
     if [ "$1" = NO_TIMEOUT ]; then timeout_ms=""; else user+=(-x "$1"); fi
     shift
   done
   [ -n "$timeout_ms" ] && xs+=(-x GCOMP_TIMEOUT_MS=$timeout_ms)
-  xs+=("${user[@]}")   # after the default: a test's own GCOMP_TIMEOUT_MS wins
+  xs+=("${user[@]}")   # after the defaults: a test's own GCOMP_TIMEOUT_MS or route wins
   shift
   # vader's single-copy path needs ptrace rights some containers withhold; the shim does not
   # depend on how Open MPI moves the calls it passes through
@@ -77,14 +82,15 @@ calls() {
 # stats_calls RANK: the "calls" field of that rank's GCOMP_STATS file ("" when none)
 stats_calls() { sed -n 's/^{.*"calls": \([0-9]*\),.*/\1/p' "$tmp/stats-$1.json" 2>/dev/null; }
 
-# report NAME RANK SERVED COMMS OFF INTER ONE OUTSIDE DTYPE OP ARGS REFUSED: the shim's line
-# at MPI_Finalize must say exactly this. SERVED and each reason are "blocking/non-blocking"
-# (MPI_Allreduce/MPI_Iallreduce) counts; COMMS the gcomp communicators made.
+# report NAME RANK SERVED COMMS OFF INTER ONE OUTSIDE DTYPE OP ARGS REFUSED [FASTER TIMING
+# ASKED]: the shim's line at MPI_Finalize must say exactly this. SERVED and each reason are
+# "blocking/non-blocking" (MPI_Allreduce/MPI_Iallreduce) counts; COMMS the gcomp
+# communicators made; the last three (GCOMP_SHIM_ROUTE's reasons) are 0/0 unless given.
 report() {
-  local name=$1 r=$2 served=$3 ncomm=$4 refused=${12}
-  local reasons=("$5" "$6" "$7" "$8" "$9" "${10}" "${11}") tb=0 tn=0 x
+  local name=$1 r=$2 served=$3 ncomm=$4 refused=${12} fast=${13:-0/0} timing=${14:-0/0} asked=${15:-0/0}
+  local reasons=("$5" "$6" "$7" "$8" "$9" "${10}" "${11}" "$fast" "$timing" "$asked") tb=0 tn=0 x
   for x in "${reasons[@]}"; do tb=$((tb + ${x%/*})) tn=$((tn + ${x#*/})); done
-  local want="rank $r: gcomp served ${served%/*} MPI_Allreduce and ${served#*/} MPI_Iallreduce ([0-9]* bytes) on $ncomm communicator(s); to MPI: $tb MPI_Allreduce and $tn MPI_Iallreduce (gcomp off $5, inter-communicator $6, one rank $7, outside MPI_COMM_WORLD $8, datatype $9, op ${10}, bad arguments ${11}); refused (NULL buffers): $refused"
+  local want="rank $r: gcomp served ${served%/*} MPI_Allreduce and ${served#*/} MPI_Iallreduce ([0-9]* bytes) on $ncomm communicator(s); to MPI: $tb MPI_Allreduce and $tn MPI_Iallreduce (gcomp off $5, inter-communicator $6, one rank $7, outside MPI_COMM_WORLD $8, datatype $9, op ${10}, bad arguments ${11}, MPI faster $fast, timing MPI $timing, GCOMP_SHIM_ROUTE=mpi $asked); refused (NULL buffers): $refused"
   if grep -q "gcomp INFO shim .*$want" "$tmp/$name.err"; then
     ok "$name: rank $r's report: $served served on $ncomm communicator(s), $tb/$tn to MPI"
   else
@@ -187,7 +193,7 @@ badbuf)
     c=$(stats_calls "$r")
     [ "$c" = 3 ] && ok "badbuf: rank $r: gcomp served the 3 good calls" ||
       { bad "badbuf: rank $r: GCOMP_STATS calls '${c}', expected 3"; show badbuf; }
-    grep -q "gcomp INFO shim .*rank $r: gcomp served 3 MPI_Allreduce and 0 MPI_Iallreduce .*; to MPI: .*bad arguments 2/0); refused (NULL buffers): 2$" "$tmp/badbuf.err" &&
+    grep -q "gcomp INFO shim .*rank $r: gcomp served 3 MPI_Allreduce and 0 MPI_Iallreduce .*; to MPI: .*bad arguments 2/0, MPI faster 0/0, timing MPI 0/0, GCOMP_SHIM_ROUTE=mpi 0/0); refused (NULL buffers): 2$" "$tmp/badbuf.err" &&
       ok "badbuf: rank $r: the 4 bad calls went back as errors (2 from MPI, 2 from the shim)" || { bad "badbuf: rank $r's report"; show badbuf; }
   done
   grep -q "gcomp INFO shim .*a late rank is waited for 1800000 ms" "$tmp/badbuf.err" &&
@@ -267,8 +273,49 @@ errors)
   [ "$k" = $((n - 1)) ] && ok "errors-return: a freed communicator's failure through world's handler on $k ranks" ||
     { bad "errors-return: a freed communicator's failure ($k of $((n - 1)) ranks)"; show errors-return; }
   ;;
+route)
+  # GCOMP_SHIM_ROUTE=auto: each size's first calls alternate gcomp and MPI (the first of
+  # each a warm-up, then 8 timed calls each up to 64 KiB, 4 above), then every rank must log
+  # the same route for it, and the counts must follow exactly from the routes, whatever
+  # the times were (which this test cannot know)
+  run auto GCOMP_SHIM_ROUTE=auto GCOMP_STATS="$tmp/stats-%r.json" GCOMP_DEBUG=info GCOMP_DEBUG_SUBSYS=shim -- "$prog" route
+  passed auto
+  calls auto
+  classes=(8-15 64-127 4096-8191 65536-131071 1048576-2097151) per=30
+  for ((r = 0; r < n; r++)); do
+    routes=$(grep -o "gcomp INFO shim .*rank $r: communicator world: [0-9]*-[0-9]* B to [A-Za-z]*" "$tmp/auto.err" |
+             sed 's/.*communicator world: //' | sort)
+    [ "$(echo "$routes" | grep -c .)" = ${#classes[@]} ] || { bad "auto: rank $r logged routes: $(echo $routes)"; continue; }
+    if [ "$r" = 0 ]; then ref=$routes; ok "auto: rank 0's routes: $(echo $routes)"
+    elif [ "$routes" = "$ref" ]; then ok "auto: rank $r agrees"
+    else bad "auto: rank $r's routes differ: $(echo $routes)"; fi
+    served=0 faster=0 timing=0 nserved=0 nfaster=0
+    for c in "${classes[@]}"; do
+      lo=${c%-*}; k=8; [ "$lo" -gt 65536 ] && k=4
+      timed=$((2 + 2 * k)) rest=$((per - 2 - 2 * k))
+      served=$((served + 1 + k)) timing=$((timing + 1 + k))
+      if echo "$routes" | grep -qx "$c B to gcomp"; then served=$((served + rest)) nserved=$((nserved + 1))
+      else faster=$((faster + rest)) nfaster=$((nfaster + 1)); fi
+    done
+    report auto "$r" "$served/$nserved" 1 0/0 0/0 0/0 0/0 "$dtype/0" "$op/0" 0/0 0 "$faster/$nfaster" "$timing/0"
+    c=$(stats_calls "$r")
+    [ "$c" = $((served + nserved)) ] && ok "auto: rank $r: gcomp ran the $c calls routed to it" ||
+      bad "auto: rank $r: GCOMP_STATS calls '${c}', expected $((served + nserved))"
+  done
+  [ "$world" = $((per * ${#classes[@]})) ] || bad "auto: $world calls, expected $((per * ${#classes[@]}))"
+
+  # GCOMP_SHIM_ROUTE=mpi: every call gcomp could serve goes to MPI, counted as asked
+  run mpi GCOMP_SHIM_ROUTE=mpi GCOMP_STATS="$tmp/stats-%r.json" GCOMP_DEBUG=info GCOMP_DEBUG_SUBSYS=shim -- "$prog" route
+  passed mpi
+  calls mpi
+  for ((r = 0; r < n; r++)); do
+    report mpi "$r" 0/0 1 0/0 0/0 0/0 0/0 "$dtype/0" "$op/0" 0/0 0 0/0 0/0 "$world/$iall"
+    c=$(stats_calls "$r")
+    [ "$c" = 0 ] && ok "mpi: rank $r: gcomp ran no call" || bad "mpi: rank $r: GCOMP_STATS calls '${c}'"
+  done
+  ;;
 *)
-  echo "usage: shim_test.sh exact|thread|bf16|badbuf|fallback|silent|comms|lossy|errors RANKS PRELOAD SHIM_CHECK [SHIM_COMMS]" >&2
+  echo "usage: shim_test.sh exact|thread|bf16|badbuf|fallback|silent|comms|lossy|errors|route RANKS PRELOAD SHIM_CHECK [SHIM_COMMS]" >&2
   exit 2
   ;;
 esac
