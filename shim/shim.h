@@ -49,6 +49,8 @@ typedef struct {
   uint8_t decided;   /* 0 while timing; then 1 + the SHIM_VIA_ route */
   uint8_t calls;     /* timed calls so far (warm-ups included) */
   float best[2];     /* this rank's fastest timed call per route, in seconds */
+  uint32_t used;     /* blocking calls since the route was agreed */
+  uint32_t recheck;  /* the trial runs again after this many (0: none agreed yet) */
 } shim_class;
 enum { SHIM_CLASSES = 64 };
 

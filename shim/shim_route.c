@@ -17,7 +17,12 @@
  * time per route to one PMPI_Allreduce(MAX) on the communicator: the slowest member's best
  * is what a collective costs, and the members agree by construction. MPI requires every
  * member to make the same collective calls in the same order with the same size, so every
- * member times the same calls and reaches the agreement at the same call. */
+ * member times the same calls and reaches the agreement at the same call.
+ *
+ * A trial on a busy machine (a neighbour's build, a rank descheduled) can pick the slower
+ * route, so a size's trial runs again after 256 of its blocking calls, then after 4 times
+ * as many each time (up to 2^20): a long run spends at most a few dozen calls per size on
+ * the slower route, and a bad pick does not last. */
 #include <stdio.h>
 #include <time.h>
 
@@ -44,7 +49,9 @@ int shim_route_pick(shim_comm *sc, size_t bytes, int *timed, int *why) {
     *why = FALL_ASKED;
     return SHIM_VIA_MPI;
   }
-  const shim_class *k = &sc->cls[class_of(bytes)];
+  shim_class *k = &sc->cls[class_of(bytes)];
+  /* blocking calls only count towards the next trial: the trial itself is of those */
+  if (k->decided && timed && ++k->used > k->recheck) k->decided = 0, k->calls = 0;
   if (k->decided) {
     if (k->decided - 1 == SHIM_VIA_MPI) *why = FALL_FASTER;
     return k->decided - 1;
@@ -62,6 +69,8 @@ static void agree(shim_comm *sc, MPI_Comm comm, unsigned cls, shim_class *k, uns
    * as it did before MPI was a choice (the members that failed say so below) */
   int via = ok && t[1] < t[0] ? SHIM_VIA_MPI : SHIM_VIA_GCOMP;
   k->decided = (uint8_t)(1 + via);
+  k->used = 0;
+  k->recheck = !k->recheck ? 256 : k->recheck < (1u << 20) ? 4 * k->recheck : k->recheck;
   unsigned long long lo = 1ull << cls, hi = cls < 63 ? (lo << 1) - 1 : ~0ull;
   if (!ok)
     SHIM_WARN("rank %d: communicator %s: the agreement on %llu-%llu B failed in MPI; gcomp "

@@ -13,8 +13,9 @@
  *                      results must be within bf16's error of the exact sums, and some must
  *                      differ from them (so a lossy codec really ran).
  *
- *   shim_check route   float sums and maxima of 8 B to 1 MiB, 30 calls of each size, then one
- *                      MPI_Iallreduce of each: all exact (GCOMP_SHIM_ROUTE sends some to MPI).
+ *   shim_check route   float sums and maxima of 8 B to 1 MiB, 30 calls of each size (300 of
+ *                      8 B), then one MPI_Iallreduce of each: all exact (GCOMP_SHIM_ROUTE
+ *                      sends some to MPI).
  *
  *   shim_check badbuf [shim]  erroneous buffer arguments MPI reports (recvbuf MPI_IN_PLACE,
  *                      send and receive buffers aliased without MPI_IN_PLACE), under
@@ -271,7 +272,7 @@ static void route(void) {
   char *send = malloc(262145 * 4), *recv = malloc(262145 * 4);
   if (!send || !recv) MPI_Abort(MPI_COMM_WORLD, 2);
   for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
-    for (int i = 0; i < 30; i++, n_world++)
+    for (int i = 0; i < (c ? 30 : 300); i++, n_world++)
       one(MPI_COMM_WORLD, &t, i % 3 ? 0 : 2, counts[c], i & 1, send, recv);
     float *r = (float *)(void *)recv;
     for (int i = 0; i < counts[c]; i++) r[i] = (float)value(0, rank, i);
