@@ -58,6 +58,18 @@ static double others_median(const rank_stats *rs, int n, int skip,
   return med;
 }
 
+/* The same over every other rank, with or without lateness figures. */
+static double others_median_all(const rank_stats *rs, int n, int skip,
+                                double (*v)(const rank_stats *)) {
+  double *x = malloc((size_t)n * sizeof *x);
+  int m = 0;
+  for (int i = 0; x && i < n; i++)
+    if (i != skip) x[m++] = v(&rs[i]);
+  double med = x ? median_of(x, m) : 0;
+  free(x);
+  return med;
+}
+
 static double compute_of(const rank_stats *r) { return r->compute_s; }
 
 static void straggler_evidence(finding *f, const rank_stats *rs, int n, int worst, double med,
@@ -109,6 +121,47 @@ static void find_straggler(const rank_stats *rs, int n, findings *fs) {
       "rank %.0f (node %.0f) typically arrives %.3f ms after the first rank (the others' median: "
       "%.3f ms), last in %.0f of %.0f calls: every other rank waited %.3f s for it%s", r->rank,
       r->node, typical_us(r) / 1e3, med / 1e3, r->last, r->skew_calls, waited, step);
+  put(f->try_, sizeof f->try_,
+      "see what rank %.0f does between calls (GCOMP_TRACE shows its gaps): a slower device or "
+      "input pipeline, more work (uneven batches or shards), or a busy core; balance the work or "
+      "move the rank", r->rank);
+}
+
+/* A straggler in a run too short for the detector (fewer calls than one GCOMP_SKEW_WINDOW:
+ * no rank has lateness figures), from the step split alone: the rank that computes longest
+ * outside gcomp, at least 1.4x the others' median and by more than 5% of the run, while the
+ * others wait inside gcomp for most of that difference (at least half of it) more than it
+ * does. A 20-60 step profiling run with one rank computing 2x showed 92% compute against
+ * the others' 46% and their 53% wait; a loaded machine's scheduler alone moved a clean
+ * rank's compute by under 1.3x (diagnose.sh's clean job, load average ~30 on 2 cores). */
+static double wait_of(const rank_stats *r) { return r->split_wait_s; }
+
+static void find_straggler_early(const rank_stats *rs, int n, findings *fs) {
+  int worst = -1;
+  for (int i = 0; i < n; i++) {
+    if (rs[i].has_skew || !rs[i].has_steps) return;   /* the detector's rule decides */
+    if (worst < 0 || rs[i].compute_s > rs[worst].compute_s) worst = i;
+  }
+  if (worst < 0 || n < 2) return;
+  const rank_stats *r = &rs[worst];
+  double others = others_median_all(rs, n, worst, compute_of);
+  double others_wait = others_median_all(rs, n, worst, wait_of);
+  double extra = r->compute_s - others, waited = others_wait - r->split_wait_s;
+  if (!(r->compute_s >= 1.4 * others && extra > 0.05 * r->run_s && waited > 0.5 * extra)) return;
+  finding *f = add(fs, "straggler", ORDER_RANKS, (int)r->rank, (int)r->node, waited);
+  if (!f) return;
+  put(f->evidence, sizeof f->evidence,
+      "\"from\": \"step_split\", \"compute_s\": %.3f, \"others_compute_median_s\": %.3f, "
+      "\"compute_ratio\": %.2f, \"wait_s\": %.3f, \"others_wait_median_s\": %.3f, "
+      "\"others_waited_s\": %.3f, \"run_s\": %.3f, \"calls\": %.0f",
+      r->compute_s, others, others > 0 ? r->compute_s / others : 0.0, r->split_wait_s,
+      others_wait, waited, r->run_s, r->calls);
+  put(f->words, sizeof f->words,
+      "rank %.0f (node %.0f) computes %.3f s outside gcomp, %.2fx the others' median %.3f s, over "
+      "%.0f calls (too few for the lateness detector's window): the others wait %.3f s for it "
+      "inside gcomp (their median %.3f s, its own %.3f s)", r->rank, r->node, r->compute_s,
+      others > 0 ? r->compute_s / others : 0.0, others, r->calls, waited, others_wait,
+      r->split_wait_s);
   put(f->try_, sizeof f->try_,
       "see what rank %.0f does between calls (GCOMP_TRACE shows its gaps): a slower device or "
       "input pipeline, more work (uneven batches or shards), or a busy core; balance the work or "
@@ -381,6 +434,7 @@ static void find_placement(const rank_stats *rs, int n, findings *fs) {
 void stats_find_all(const rank_stats *rs, int n, findings *fs) {
   find_latency_bound(rs, n, fs);
   find_straggler(rs, n, fs);
+  find_straggler_early(rs, n, fs);
   find_late_arrival(rs, n, fs);
   find_slow_link(rs, n, fs);
   find_placement(rs, n, fs);

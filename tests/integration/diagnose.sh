@@ -5,6 +5,9 @@
 #                step split mostly compute on every rank, per marked step in the trace
 #   straggler    4 ranks on one node, rank 2 computing twice as long: straggler, rank 2; its
 #                step split more compute, the others' more wait
+#   early        the straggler job's first 30 steps only, rank 2 computing 1.5x as long, fewer
+#                calls than one GCOMP_SKEW_WINDOW (no lateness figures): straggler, rank 2,
+#                from the step split; early-clean, the same without the slow rank: none
 #   late         4 ranks on 2 nodes, rank 1 sleeping 3 s once before step 20: late_arrival
 #                at call 21, the others waiting ~3 s there; no straggler for it
 #   placement    the clean job placed round-robin (gcomp-run --map-by node): placement
@@ -81,6 +84,15 @@ expect straggler 'set(f) == {"straggler"}' "findings besides the straggler"
 expect straggler 'all(r["compute_s"] + 0.3 < d["ranks"][2]["compute_s"] and r["split_wait_s"] > d["ranks"][2]["split_wait_s"] + 0.3 for r in d["ranks"] if r["rank"] != 2)' "step split of the straggler"
 grep -q "^# 1\. straggler: rank 2 (node 0) typically arrives [0-9.]* ms after the first rank" "$dir/straggler.txt" ||
   fail "straggler: text: $(grep '^# 1' "$dir/straggler.txt")"
+
+# a profiling run shorter than one skew window: the step split alone names the rank
+GCOMP_SKEW_WINDOW=256 job early -n 4 -- --steps 30 --compute-ms 30 --slow-rank 2 --slow-factor 1.5 $big
+expect early 'set(f) == {"straggler"} and f["straggler"]["rank"] == 2 and f["straggler"]["evidence"]["from"] == "step_split"' "no straggler named rank 2 from the step split"
+expect early '1.3 < f["straggler"]["evidence"]["compute_ratio"] < 2.5 and f["straggler"]["cost_s"] > 0.1' "compute ratio not ~1.5"
+grep -q "^# 1\. straggler: rank 2 (node 0) computes [0-9.]* s outside gcomp, [0-9.]*x the others' median" "$dir/early.txt" ||
+  fail "early: text: $(grep '^# 1' "$dir/early.txt")"
+GCOMP_SKEW_WINDOW=256 job early-clean -n 4 -- --steps 30 --compute-ms 30 $big
+expect early-clean 'd["findings"] == []' "a clean short run has findings"
 
 job late -n 4 --nodes 2 -- --steps 40 --compute-ms 10 --sleep-once 1:20:3 $big
 expect late 'set(f) == {"late_arrival"} and f["late_arrival"]["rank"] == 1 and f["late_arrival"]["node"] == 0 and f["late_arrival"]["evidence"]["call"] == 21' "no late_arrival of rank 1 at call 21"

@@ -4,6 +4,7 @@
  *   diagnose_job [--steps N] [--bytes B] [--compute-ms T] [--slow-rank R]
  *                [--sleep-once R:STEP:SECONDS] [--mark-steps 1]
  *   --slow-rank R         rank R computes twice as long every step (a straggler)
+ *   --slow-factor F       ... F times as long instead of twice
  *   --sleep-once R:S:SEC  rank R sleeps SEC seconds once, before step S (a checkpoint)
  *   --mark-steps 1        gcomp_comm_mark_step after each step's allreduce
  * Public API only. Exit 0 when every call succeeded and the sums are right. */
@@ -20,6 +21,7 @@ typedef struct {
   size_t bytes;
   double compute_ms;
   int slow_rank;
+  double slow_factor;
   int once_rank, once_step;
   double once_s;
   int mark;
@@ -33,13 +35,14 @@ static void pause_s(double s) {
 
 static int parse(int argc, char **argv, job_opts *o) {
   *o = (job_opts){.steps = 64, .bytes = 1 << 20, .compute_ms = 0, .slow_rank = -1,
-                  .once_rank = -1};
+                  .slow_factor = 2, .once_rank = -1};
   for (int i = 1; i + 1 < argc; i += 2) {
     const char *a = argv[i], *v = argv[i + 1];
     if (!strcmp(a, "--steps")) o->steps = atoi(v);
     else if (!strcmp(a, "--bytes")) o->bytes = (size_t)atol(v);
     else if (!strcmp(a, "--compute-ms")) o->compute_ms = atof(v);
     else if (!strcmp(a, "--slow-rank")) o->slow_rank = atoi(v);
+    else if (!strcmp(a, "--slow-factor")) o->slow_factor = atof(v);
     else if (!strcmp(a, "--mark-steps")) o->mark = atoi(v);
     else if (!strcmp(a, "--sleep-once")) {
       if (sscanf(v, "%d:%d:%lf", &o->once_rank, &o->once_step, &o->once_s) != 3) return -1;
@@ -52,7 +55,7 @@ int main(int argc, char **argv) {
   job_opts o;
   if (parse(argc, argv, &o)) {
     fprintf(stderr, "usage: diagnose_job [--steps N] [--bytes B] [--compute-ms T] "
-                    "[--slow-rank R] [--sleep-once R:STEP:SECONDS] [--mark-steps 1]\n");
+                    "[--slow-rank R [--slow-factor F]] [--sleep-once R:STEP:SECONDS] [--mark-steps 1]\n");
     return 2;
   }
   gcomp_comm *comm;
@@ -71,7 +74,7 @@ int main(int argc, char **argv) {
   if (!buf) return 1;
   int bad = 0;
   for (int s = 0; s < o.steps && st == GCOMP_OK; s++) {
-    double ms = o.compute_ms * (rank == o.slow_rank ? 2 : 1);
+    double ms = o.compute_ms * (rank == o.slow_rank ? o.slow_factor : 1);
     pause_s(ms * 1e-3);
     if (rank == o.once_rank && s == o.once_step) pause_s(o.once_s);
     for (size_t i = 0; i < count; i++) buf[i] = (float)(rank + 1);
