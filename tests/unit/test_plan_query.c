@@ -49,6 +49,47 @@ static void test_same_choice_as_the_planner(void **state) {
     }
 }
 
+/* The planner remembers its last picks by size (plan.c): a call of the same size on another
+ * placement, links or forced algorithm must still get its own answer. Each pick is compared
+ * with the cost table priced afresh. */
+static const gcomp_algo *cheapest(const gcomp_plan_in *in) {
+  const gcomp_algo *best = NULL;
+  double best_cost = INFINITY;
+  for (int i = 0; i < gcomp_algo_total(); i++) {
+    double c = gcomp_algo_at(i)->cost(in);
+    if (c >= 0 && c < best_cost) best = gcomp_algo_at(i), best_cost = c;
+  }
+  return best;
+}
+
+static void test_remembered_picks(void **state) {
+  (void)state;
+  const int shapes[][2] = {{1, 2}, {2, 2}, {1, 8}, {4, 1}};
+  const double alphas[] = {1e-7, 1e-4};
+  int changed = 0, differ = 0;
+  const gcomp_algo *prev = NULL;
+  for (int round = 0; round < 2; round++)
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
+      for (size_t a = 0; a < 2; a++) {
+        gcomp_plan_in in = {0};
+        in.bytes = 1 << 20, in.nnodes = shapes[k][0], in.local = shapes[k][1];
+        in.n = in.nnodes * in.local;
+        in.intra = (gcomp_link){alphas[a], 1e-10}, in.inter = (gcomp_link){20 * alphas[a], 1e-9};
+        in.gamma_spb = 1.0 / 8e9;
+        const gcomp_algo *want = cheapest(&in), *got = gcomp_plan_pick(&in, NULL);
+        assert_ptr_equal(got, want);
+        /* forced: its own answer for the same input, not the remembered free pick */
+        const gcomp_algo *ring = gcomp_algo_find("ring");
+        assert_ptr_equal(gcomp_plan_pick(&in, ring), ring);
+        changed += want != ring;
+        differ += prev && want != prev;
+        prev = want;
+        assert_ptr_equal(gcomp_plan_pick(&in, NULL), want);
+      }
+  /* the inputs do ask for different algorithms, of one size */
+  assert_true(changed > 0 && differ > 0);
+}
+
 static void test_latency_terms(void **state) {
   (void)state;
   /* the ring over 2 nodes x 4 runs at the inter-node link's pace: 2(n-1) alphas */
@@ -144,6 +185,7 @@ static void test_links_text(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_same_choice_as_the_planner),
+      cmocka_unit_test(test_remembered_picks),
       cmocka_unit_test(test_latency_terms),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_oversubscribed),
