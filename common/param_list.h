@@ -24,7 +24,12 @@ GCOMP_PARAM(INTRA_CODEC, STR, "none", "",
             "codec inside a node: hierarchical calls' intra-node phases, and single-node calls that pass none")
 GCOMP_PARAM(CODEC_MIN_BYTES, SIZE, "65536", "0:1099511627776",
             "messages smaller than this go uncompressed")
-GCOMP_PARAM(ALGO, STR, "auto", "", "allreduce algorithm: auto (cost model) or a name from gcomp-info")
+GCOMP_PARAM(ALGO, STR, "auto", "",
+            "algorithms: auto (cost model), an allreduce algorithm's name, or a comma-separated list of NAME "
+            "and COLLECTIVE=NAME items, e.g. ring,reduce_scatter=ring,allgather=shm,broadcast=tree (gcomp-info lists them)")
+GCOMP_PARAM(ALLGATHER_CODEC, STR, "none", "",
+            "codec of allgathers that pass none (none: exact); the owner encodes its block once and every rank, "
+            "itself too, keeps the decoded values")
 GCOMP_PARAM(GUARD, STR, "off", "",
             "drift guard: every=N,budget=E[,backoff=M] checks the first and every Nth compressed call of a key "
             "against the exact allreduce and falls back over budget (on: every=100,budget=0.5,backoff=100; equal on all ranks)")

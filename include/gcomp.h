@@ -447,6 +447,54 @@ GCOMP_API gcomp_status gcomp_request_wait(gcomp_request *req);
  * status returned. */
 GCOMP_API gcomp_status gcomp_request_test(gcomp_request *req, int *done);
 
+/* ---- the other collectives ----------------------------------------------------------
+ * The same conventions as gcomp_allreduce: status and gcomp_last_error(), stats, trace,
+ * GCOMP_TIMEOUT_MS, the failure exchange, every dtype and op, every communicator (splits
+ * and dups too), and each call's non-blocking twin (completed by gcomp_request_wait/test,
+ * in issue order with every other call of the communicator). Every rank must make the same
+ * call: before moving data the ranks compare the collective, counts, dtype, op, root and
+ * codec, and check their own arguments; a refusal or a disagreement anywhere is
+ * GCOMP_ERR_INVALID on every rank (the communicator stays usable), never a hang or a wrong
+ * result. Failures past that point break the communicator as gcomp_allreduce's do. The
+ * algorithm is the planner's per call, or GCOMP_ALGO's per collective
+ * (e.g. GCOMP_ALGO=reduce_scatter=ring,allgather=shm,broadcast=tree; gcomp-info lists them).
+ *
+ * gcomp_reduce_scatter: sendbuf holds size x recvcount elements; rank r receives in recvbuf
+ * the reduction of block r. In place when recvbuf == sendbuf + rank * recvcount (NCCL's
+ * rule). codec and key as gcomp_allreduce's (NULL: GCOMP_CODEC across nodes,
+ * GCOMP_INTRA_CODEC on one node; float32 SUM/AVG only): each value is quantised once per
+ * level, summed in fp32, with error feedback per key and block. */
+GCOMP_API gcomp_status gcomp_reduce_scatter(gcomp_comm *comm, const void *sendbuf, void *recvbuf,
+                                   size_t recvcount, gcomp_dtype dtype, gcomp_op op,
+                                   gcomp_codec *codec, uint64_t key);
+/* gcomp_allgather: recvbuf holds size x sendcount elements, block r from rank r. In place
+ * when sendbuf == recvbuf + rank * sendcount. Exact unless codec is given or
+ * GCOMP_ALLGATHER_CODEC names one (float32 only): then each owner encodes its block once
+ * and every rank, the owner too, keeps the decoded values, bitwise the same on all ranks. */
+GCOMP_API gcomp_status gcomp_allgather(gcomp_comm *comm, const void *sendbuf, void *recvbuf,
+                              size_t sendcount, gcomp_dtype dtype, gcomp_codec *codec,
+                              uint64_t key);
+/* gcomp_broadcast: root's count elements of buf into every rank's buf. Exact. */
+GCOMP_API gcomp_status gcomp_broadcast(gcomp_comm *comm, void *buf, size_t count, gcomp_dtype dtype,
+                              int root);
+/* gcomp_barrier: returns on a rank once every rank has called it. */
+GCOMP_API gcomp_status gcomp_barrier(gcomp_comm *comm);
+/* gcomp_alltoall: block j (count elements) of sendbuf goes to rank j; block i of recvbuf
+ * came from rank i. Exact; sendbuf == recvbuf is allowed (the input is copied first). */
+GCOMP_API gcomp_status gcomp_alltoall(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                             gcomp_dtype dtype);
+GCOMP_API gcomp_status gcomp_ireduce_scatter(gcomp_comm *comm, const void *sendbuf, void *recvbuf,
+                                    size_t recvcount, gcomp_dtype dtype, gcomp_op op,
+                                    gcomp_codec *codec, uint64_t key, gcomp_request **req);
+GCOMP_API gcomp_status gcomp_iallgather(gcomp_comm *comm, const void *sendbuf, void *recvbuf,
+                               size_t sendcount, gcomp_dtype dtype, gcomp_codec *codec,
+                               uint64_t key, gcomp_request **req);
+GCOMP_API gcomp_status gcomp_ibroadcast(gcomp_comm *comm, void *buf, size_t count, gcomp_dtype dtype,
+                               int root, gcomp_request **req);
+GCOMP_API gcomp_status gcomp_ibarrier(gcomp_comm *comm, gcomp_request **req);
+GCOMP_API gcomp_status gcomp_ialltoall(gcomp_comm *comm, const void *sendbuf, void *recvbuf,
+                              size_t count, gcomp_dtype dtype, gcomp_request **req);
+
 /* Where the time of this communicator's collectives went, summed since creation. Sized: set
  * struct_size (gcomp_comm_stats s = {.struct_size = sizeof s}); see gcomp_codec_stats. */
 typedef struct {
@@ -542,8 +590,10 @@ GCOMP_API gcomp_status gcomp_comm_get_guard(const gcomp_comm *comm, gcomp_guard_
  * GCOMP_ERR_INVALID for a NULL comm. */
 GCOMP_API gcomp_status gcomp_comm_mark_step(gcomp_comm *comm);
 
-/* The allreduce algorithms this build offers: name and one-line description of algorithm
- * i (0 <= i < gcomp_algo_count()). */
+/* The algorithms this build offers: name and one-line description of algorithm i
+ * (0 <= i < gcomp_algo_count()). Allreduce's have plain names ("ring"), the other
+ * collectives' "COLLECTIVE:NAME" ("allgather:ring"), which GCOMP_ALGO takes as
+ * COLLECTIVE=NAME. */
 GCOMP_API int gcomp_algo_count(void);
 GCOMP_API gcomp_status gcomp_algo_describe(int i, const char **name, const char **desc);
 /* 1 when algorithm `name` runs the codec, 0 when it moves the data uncompressed,

@@ -20,25 +20,23 @@ int gcomp_agreed_read(gcomp_comm *comm) {
   a->stream_bytes = (size_t)gcomp_settings_int(set, GCOMP_P_STREAM_BYTES);
   a->host_ranks = (int)gcomp_settings_int(set, GCOMP_P_HOST_RANKS);
   a->links_given = gcomp_settings_is_set(set, GCOMP_P_ALPHA_BETA);
-  const char *algo = gcomp_settings_str(set, GCOMP_P_ALGO);
-  if (strcmp(algo, "auto") != 0) {
-    a->forced = gcomp_algo_find(algo);
-    GCOMP_FAIL_IF(!a->forced, GCOMP_ERR_INVALID,
-                  "GCOMP_ALGO='%s' is not an algorithm (valid: auto, %s)", algo,
-                  gcomp_algo_names());
-  }
+  GCOMP_CHECK(gcomp_algo_parse(gcomp_settings_str(set, GCOMP_P_ALGO), a->forced_coll));
+  a->forced = a->forced_coll[GCOMP_COLL_ALLREDUCE];
   GCOMP_CHECK(gcomp_guard_parse(gcomp_settings_str(set, GCOMP_P_GUARD), &a->guard));
   const char *dflt = gcomp_settings_str(set, GCOMP_P_CODEC);
   if (strcmp(dflt, "none") != 0) GCOMP_CHECK(gcomp_codec_create(dflt, &a->default_codec));
   const char *intra = gcomp_settings_str(set, GCOMP_P_INTRA_CODEC);
   if (strcmp(intra, "none") != 0) GCOMP_CHECK(gcomp_codec_create(intra, &a->intra_codec));
+  const char *ag = gcomp_settings_str(set, GCOMP_P_ALLGATHER_CODEC);
+  if (strcmp(ag, "none") != 0) GCOMP_CHECK(gcomp_codec_create(ag, &a->allgather_codec));
   return GCOMP_OK;
 }
 
 void gcomp_agreed_free(gcomp_agreed *a) {
   gcomp_codec_destroy(a->default_codec);
   gcomp_codec_destroy(a->intra_codec);
-  a->default_codec = a->intra_codec = NULL;
+  gcomp_codec_destroy(a->allgather_codec);
+  a->default_codec = a->intra_codec = a->allgather_codec = NULL;
 }
 
 /* 52 bits of FNV-1a over n bytes: exact in a double */
@@ -58,7 +56,8 @@ static const struct {
     {GCOMP_P_INTRA_CODEC, BY_CODEC},      {GCOMP_P_CODEC_MIN_BYTES, BY_NUMBER},
     {GCOMP_P_ALGO, BY_TEXT},              {GCOMP_P_CHUNK_BYTES, BY_NUMBER},
     {GCOMP_P_SHM_BYTES, BY_NUMBER},       {GCOMP_P_ALPHA_BETA, BY_LINKS},
-    {GCOMP_P_SEGMENT_BYTES, BY_NUMBER},   {GCOMP_P_GUARD, BY_GUARD}};
+    {GCOMP_P_SEGMENT_BYTES, BY_NUMBER},   {GCOMP_P_GUARD, BY_GUARD},
+    {GCOMP_P_ALLGATHER_CODEC, BY_CODEC}};
 enum { NAGREED = sizeof agreed / sizeof *agreed };
 
 double gcomp_codec_wire_hash(const gcomp_codec *c) {
@@ -72,8 +71,9 @@ static double value_of(const gcomp_comm *comm, int i) {
   gcomp_param_id id = agreed[i].id;
   switch (agreed[i].how) {
   case BY_CODEC:
-    return gcomp_codec_wire_hash(id == GCOMP_P_CODEC ? comm->agreed.default_codec
-                                          : comm->agreed.intra_codec);
+    return gcomp_codec_wire_hash(id == GCOMP_P_CODEC         ? comm->agreed.default_codec
+                                 : id == GCOMP_P_INTRA_CODEC ? comm->agreed.intra_codec
+                                                             : comm->agreed.allgather_codec);
   case BY_TEXT: {
     const char *text = gcomp_settings_str(set, id);
     return hash52(text, strlen(text));

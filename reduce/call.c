@@ -21,7 +21,13 @@
  *    gcomp_guard_route (call->uncompressed). A stage that fails breaks the communicator like a
  *    failed algorithm (its peers may be mid-call).
  *  - The communicator's own collectives (agreement, calibration, codec probes, straggler
- *    exchanges) use gcomp_call_internal: no stages, no observers, no codec. */
+ *    exchanges) use gcomp_call_internal: no stages, no observers, no codec.
+ *  - Every collective is a call of this pipeline (call->kind): reduce_scatter, allgather,
+ *    broadcast, barrier and alltoall first agree on their arguments (call_coll.c: one small
+ *    exchange), then take the same steps as allreduce over a working vector gcomp_call_shape
+ *    lays out; the planner prices only algorithms of the call's kind. Stages say which
+ *    kinds they serve (the guard: allreduce only); "average" and "nonfinite" act on the
+ *    rank's result (res_off, res_len: reduce_scatter's block). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,23 +76,28 @@ static gcomp_coll coll_of(gcomp_comm *comm, uint32_t seq, gcomp_dtype wt, gcomp_
 }
 
 /* ---- plan ----------------------------------------------------------------------------- */
-/* The working buffer: recvbuf itself, or an fp32 copy of 16-bit floats */
+int gcomp_call_work(gcomp_comm *comm, size_t bytes) {
+  if (comm->work_cap >= bytes) return GCOMP_OK;
+  uint8_t *p = realloc(comm->work, bytes);
+  GCOMP_FAIL_IF(!p, GCOMP_ERR_NOMEM, "working copy of %zu bytes", bytes);
+  comm->work = p, comm->work_cap = bytes;
+  return GCOMP_OK;
+}
+
+/* The working vector (gcomp_call_shape): recvbuf itself, or comm->work; for 16-bit floats
+ * an fp32 copy of the input */
 static int widen(gcomp_comm *comm, gcomp_call *call) {
-  call->wt = call->dtype;
-  call->work = call->recvbuf;
-  if (call->dtype != GCOMP_BFLOAT16 && call->dtype != GCOMP_FLOAT16) return GCOMP_OK;
-  size_t count = call->count;
-  call->wt = GCOMP_FLOAT32;
-  if (comm->work_cap < count * 4) {
-    uint8_t *p = realloc(comm->work, count * 4);
-    GCOMP_FAIL_IF(!p, GCOMP_ERR_NOMEM, "allreduce: fp32 working copy of %zu values", count);
-    comm->work = p, comm->work_cap = count * 4;
-  }
+  GCOMP_CHECK(gcomp_call_shape(comm, call));
+  if (call->wt == call->dtype) return GCOMP_OK;
+  size_t count = call->total;
+  GCOMP_CHECK(gcomp_call_work(comm, count * 4));
   call->work = comm->work;
   /* the cast codecs' kernels: exact widening, and one round to nearest even at the end */
   const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
-  if (call->dtype == GCOMP_BFLOAT16) K->bf16_dec(call->sendbuf, count, (float *)(void *)call->work);
-  else K->f16_dec(call->sendbuf, count, (float *)(void *)call->work, 1.0f);
+  const void *in = call->src ? call->src : call->sendbuf;
+  if (call->dtype == GCOMP_BFLOAT16) K->bf16_dec(in, count, (float *)(void *)call->work);
+  else K->f16_dec(in, count, (float *)(void *)call->work, 1.0f);
+  call->src = NULL;
   return GCOMP_OK;
 }
 
@@ -99,7 +110,8 @@ static int codec_applies(const gcomp_comm *comm, const gcomp_call *call, size_t 
 static int plan(gcomp_comm *comm, gcomp_call *call) {
   gcomp_plan_in *in = &call->plan;
   *in = comm->model;
-  in->bytes = call->count * gcomp_dtype_size(call->wt);
+  in->kind = call->kind;
+  in->bytes = call->total * gcomp_dtype_size(call->wt);
   gcomp_codec *codec = call->codec;
   if (codec && call->uncompressed) {
     GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: the guard's backoff for key %llu",
@@ -118,7 +130,7 @@ static int plan(gcomp_comm *comm, gcomp_call *call) {
     in->codec_spb = call->ci->spb;
     in->sparse = call->ci->sparse;
   }
-  const gcomp_algo *forced = comm->agreed.forced;
+  const gcomp_algo *forced = comm->agreed.forced_coll[call->kind];
   call->algo = gcomp_plan_pick(in, forced);
   if (call->ci && !call->algo->compressed)
     GCOMP_INFO(GCOMP_SUB_TUNING, "%zu B: not compressing with %s: %s is predicted faster",
@@ -146,8 +158,9 @@ static int run(gcomp_comm *comm, gcomp_call *call) {
   if (algo->compressed) c.codec = call->codec, c.codec2 = call->ci->second;
   c.key = call->key;
   if (call->intra) c.intra = call->intra, c.intra2 = call->intra_ci->second;
-  if (call->work == call->recvbuf && call->sendbuf != call->recvbuf) c.src = call->sendbuf;
-  int st = algo->run(&c, call->work, call->count);
+  c.src = call->src;
+  c.root = call->root;
+  int st = algo->run(&c, call->work, call->total);
   call->nonfinite_known = st == GCOMP_OK && c.nonfinite_counted;
   call->nonfinite_share = c.nonfinite_share;
   if (st < 0) st = gcomp_abort_blame(comm->t, c.seq, st);   /* who else failed (abort.h) */
@@ -157,8 +170,8 @@ static int run(gcomp_comm *comm, gcomp_call *call) {
 /* ---- stages --------------------------------------------------------------------------- */
 static int stage_average(gcomp_comm *comm, gcomp_call *call) {
   if (call->op != GCOMP_AVG) return GCOMP_OK;
-  void *buf = call->work;
-  size_t count = call->count;
+  void *buf = call->work + call->res_off * gcomp_dtype_size(call->wt);
+  size_t count = call->res_len;
   int n = comm->t->size;
   switch (call->wt) {
   case GCOMP_FLOAT32: gcomp_scale_f32(buf, count, (float)n); break;
@@ -168,6 +181,13 @@ static int stage_average(gcomp_comm *comm, gcomp_call *call) {
   default: break;
   }
   return GCOMP_OK;
+}
+
+/* The part of work this rank counts: an allreduce's own chunk, another call's whole result */
+static void share(const gcomp_comm *comm, const gcomp_call *call, size_t *off, size_t *len) {
+  *off = call->res_off, *len = call->res_len;
+  if (call->kind == GCOMP_COLL_ALLREDUCE)
+    gcomp_chunk(call->count, comm->t->size, comm->t->rank, off, len);
 }
 
 /* Each rank counts its own share of the result (summed over ranks: every NaN and Inf once),
@@ -181,7 +201,7 @@ static int stage_nonfinite(gcomp_comm *comm, gcomp_call *call) {
     return GCOMP_OK;
   }
   size_t off, len;
-  gcomp_chunk(call->count, comm->t->size, comm->t->rank, &off, &len);
+  share(comm, call, &off, &len);
   call->acc.nonfinite += gcomp_count_nonfinite_f32((const float *)(void *)call->work + off, len);
   return GCOMP_OK;
 }
@@ -190,17 +210,21 @@ typedef struct {
   const char *name;
   int (*before_run)(gcomp_comm *comm, gcomp_call *call);   /* NULL: nothing before */
   int (*after_run)(gcomp_comm *comm, gcomp_call *call);    /* NULL: nothing after */
+  unsigned kinds;                                          /* 1 << kind it serves */
 } call_stage;
 
+enum { REDUCING = 1u << GCOMP_COLL_ALLREDUCE | 1u << GCOMP_COLL_REDUCE_SCATTER };
 static const call_stage stages[] = {
-    {"guard", gcomp_guard_before, gcomp_guard_after},   /* guard.c: on the sum, before "average" */
-    {"average", NULL, stage_average},
-    {"nonfinite", NULL, stage_nonfinite},
+    /* guard.c: on the sum, before "average" */
+    {"guard", gcomp_guard_before, gcomp_guard_after, 1u << GCOMP_COLL_ALLREDUCE},
+    {"average", NULL, stage_average, REDUCING},
+    {"nonfinite", NULL, stage_nonfinite, REDUCING},
 };
 enum { NSTAGES = sizeof stages / sizeof *stages };
 
 static int run_stages(gcomp_comm *comm, gcomp_call *call, int after) {
   for (int i = 0; i < NSTAGES; i++) {
+    if (!(stages[i].kinds & 1u << call->kind)) continue;
     int (*fn)(gcomp_comm *, gcomp_call *) = after ? stages[i].after_run : stages[i].before_run;
     int st = fn ? fn(comm, call) : GCOMP_OK;
     if (st < 0) return gcomp_comm_mark_broken(comm, st);
@@ -209,22 +233,29 @@ static int run_stages(gcomp_comm *comm, gcomp_call *call, int after) {
 }
 
 /* ---- finish --------------------------------------------------------------------------- */
-/* The fp32 result back to the caller's 16-bit type. Each rank counts the overflows of its
- * own share (as stage_nonfinite): the sum over ranks counts every value once. */
+/* The result into recvbuf: copied, or the fp32 result back to the caller's 16-bit type.
+ * Each rank counts the overflows of its own share (as stage_nonfinite): the sum over ranks
+ * counts every value once. */
 static void narrow(gcomp_comm *comm, gcomp_call *call) {
   if (call->work == call->recvbuf) return;
+  size_t res = call->res_off, end = res + call->res_len;
+  if (call->wt == call->dtype) {
+    size_t es = gcomp_dtype_size(call->dtype);
+    memcpy(call->recvbuf, call->work + res * es, call->res_len * es);
+    return;
+  }
   const gcomp_cast_kernels *K = gcomp_cast_kernels_get();
   size_t off, len;
-  gcomp_chunk(call->count, comm->t->size, comm->t->rank, &off, &len);
-  const size_t from[3] = {0, off, off + len}, to[3] = {off, off + len, call->count};
+  share(comm, call, &off, &len);
+  const size_t from[3] = {res, off, off + len}, to[3] = {off, off + len, end};
   const float *w = (const float *)(void *)call->work;
-  uint8_t *out = call->recvbuf;
+  uint8_t *out = call->recvbuf;   /* element res of work is the output's first */
   for (int i = 0; i < 3; i++) {
     gcomp_cast_counts counts = {0, 0, 0};
     size_t n = to[i] - from[i];
     if (!n) continue;
-    if (call->dtype == GCOMP_BFLOAT16) K->bf16_enc(w + from[i], n, out + 2 * from[i], &counts);
-    else K->f16_enc(w + from[i], n, out + 2 * from[i], 1.0f, &counts);
+    if (call->dtype == GCOMP_BFLOAT16) K->bf16_enc(w + from[i], n, out + 2 * (from[i] - res), &counts);
+    else K->f16_enc(w + from[i], n, out + 2 * (from[i] - res), 1.0f, &counts);
     if (i == 1) call->acc.overflows += counts.overflow;
   }
 }
@@ -235,9 +266,10 @@ static int call_body(gcomp_comm *comm, gcomp_call *call) {
    * waiting out another timeout per call (empty calls too: "every later call") */
   GCOMP_FAIL_IF(comm->broken, GCOMP_ERR_PEER,
                 "communicator unusable since an earlier allreduce failed: %s", comm->broken_why);
+  if (call->kind != GCOMP_COLL_ALLREDUCE) GCOMP_CHECK(gcomp_call_agree(comm, call));
   if (call->count == 0) return GCOMP_OK;
   GCOMP_CHECK(widen(comm, call));
-  gcomp_guard_route(comm, call);
+  if (call->kind == GCOMP_COLL_ALLREDUCE) gcomp_guard_route(comm, call);
   GCOMP_CHECK(plan(comm, call));
   GCOMP_CHECK(run_stages(comm, call, 0));
   GCOMP_CHECK(run(comm, call));
@@ -254,10 +286,17 @@ static const call_observer observers[] = {gcomp_stats_observe, gcomp_trace_obser
                                           gcomp_step_observe, gcomp_skew_observe};
 
 int gcomp_call_run(gcomp_comm *comm, gcomp_call *call) {
-  /* codec per link level: on one node every link is intra-node */
-  if (!call->codec)
+  /* codec per link level: on one node every link is intra-node; allgathers (weights) only
+   * with a codec of their own */
+  int reducing = call->kind == GCOMP_COLL_ALLREDUCE || call->kind == GCOMP_COLL_REDUCE_SCATTER;
+  if (!call->codec && reducing)
     call->codec = comm->t->nnodes == 1 ? comm->agreed.intra_codec : comm->agreed.default_codec;
-  call->bytes = call->count * gcomp_dtype_size(call->dtype);
+  if (!call->codec && call->kind == GCOMP_COLL_ALLGATHER) call->codec = comm->agreed.allgather_codec;
+  int blocks = call->kind == GCOMP_COLL_REDUCE_SCATTER || call->kind == GCOMP_COLL_ALLGATHER ||
+               call->kind == GCOMP_COLL_ALLTOALL;
+  call->total = blocks && call->count <= SIZE_MAX / 8 / (size_t)comm->t->size
+                    ? call->count * (size_t)comm->t->size : call->count;
+  call->bytes = call->total * gcomp_dtype_size(call->dtype);
   call->trace_at = SIZE_MAX;
   call->start_ns = gcomp_now_ns();
   if (!call->arrive_ns) call->arrive_ns = call->start_ns;
@@ -271,6 +310,19 @@ int gcomp_call_run(gcomp_comm *comm, gcomp_call *call) {
     if (ost < 0 && st == GCOMP_OK) st = ost;
   }
   return st;
+}
+
+int gcomp_call_exchange_max(gcomp_comm *comm, int64_t *v, size_t n) {
+  gcomp_plan_in in = comm->model;
+  in.bytes = n * sizeof *v;
+  const gcomp_algo *algo = gcomp_plan_pick(&in, comm->agreed.forced);
+  gcomp_comm_stats scratch = {0};   /* not the call's figures */
+  gcomp_coll c = coll_of(comm, comm->seq, GCOMP_INT64, GCOMP_MAX, &in, &scratch,
+                         comm->agreed.seg_bytes);
+  int st = algo->run(&c, (uint8_t *)v, n);
+  next_seq(comm);   /* the call's own messages: other tags than the exchange's */
+  if (st < 0) st = gcomp_abort_blame(comm->t, c.seq, st);
+  return st < 0 ? gcomp_comm_mark_broken(comm, st) : GCOMP_OK;
 }
 
 /* ---- the communicator's own ----------------------------------------------------------- */

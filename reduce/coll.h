@@ -11,6 +11,22 @@
 
 typedef struct gcomp_shm gcomp_shm;   /* a node's shared-memory segment (reduce/shm.c) */
 
+/* The collectives a call may be. Each algorithm serves one (gcomp_algo.kind), and the
+ * planner prices only those of the call's kind. The working vector an algorithm gets holds
+ * count elements for allreduce and broadcast, and size x block for reduce_scatter,
+ * allgather and alltoall, where block r (the gcomp_chunk partition) is rank r's. */
+typedef enum {
+  GCOMP_COLL_ALLREDUCE,
+  GCOMP_COLL_REDUCE_SCATTER,
+  GCOMP_COLL_ALLGATHER,
+  GCOMP_COLL_BROADCAST,
+  GCOMP_COLL_BARRIER,
+  GCOMP_COLL_ALLTOALL,
+  GCOMP_COLL_KINDS
+} gcomp_coll_kind;
+/* "allreduce", "reduce_scatter", ...; NULL out of range */
+const char *gcomp_coll_kind_name(int kind);
+
 /* Scratch memory the algorithms borrow: grown on demand, kept from call to call by its
  * owner (a communicator), never shared by two calls at once. */
 typedef struct {
@@ -63,6 +79,7 @@ typedef struct gcomp_coll {
                                 are added here (merged into the communicator's after it) */
   const struct gcomp_plan_in *plan;   /* the call's cost-model inputs (for sub-choices) */
   const int *world;          /* 0, 1, ..., size-1: the group of all ranks */
+  int root;                  /* broadcast: the rank whose buffer is sent */
   gcomp_shm *shm;            /* this node's shared segment, or NULL */
   /* compressed calls only (NULL otherwise) */
   gcomp_codec *codec;        /* the caller's codec: first quantisation, error feedback */
@@ -288,7 +305,8 @@ typedef struct {
 } gcomp_link;
 
 typedef struct gcomp_plan_in {
-  size_t bytes;         /* payload of the call */
+  int kind;             /* gcomp_coll_kind: only that collective's algorithms are priced */
+  size_t bytes;         /* payload of the call: the working vector's bytes (gcomp_coll_kind) */
   int n;                /* ranks */
   int nnodes, local;    /* placement: nodes and ranks per node (0 when uneven) */
   /* uneven nodes (local == 0): the fewest and most ranks on a node, and the pieces hier
@@ -314,9 +332,15 @@ typedef struct {
   /* predicted seconds; < 0 when the algorithm cannot serve this call */
   double (*cost)(const gcomp_plan_in *in);
   int compressed;   /* runs the codec (needs c->codec) */
+  int kind;         /* the collective it serves (gcomp_coll_kind; 0: allreduce) */
 } gcomp_algo;
 
 const gcomp_algo *gcomp_algo_find(const char *name);
+/* GCOMP_ALGO's text into forced[GCOMP_COLL_KINDS] (NULL: the planner's choice): "auto", or
+ * a comma-separated list of NAME (an allreduce algorithm) and COLLECTIVE=NAME items, the
+ * latter naming table entry "COLLECTIVE:NAME" ("allgather=ring,reduce_scatter=direct");
+ * GCOMP_ERR_INVALID names a bad item. */
+int gcomp_algo_parse(const char *text, const gcomp_algo **forced);
 const gcomp_algo *gcomp_algo_at(int i);
 int gcomp_algo_total(void);
 const char *gcomp_algo_names(void);

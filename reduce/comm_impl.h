@@ -50,7 +50,9 @@ typedef struct {
   size_t shm_bytes;            /* GCOMP_SHM_BYTES */
   size_t stream_bytes;         /* GCOMP_STREAM_BYTES (not compared: it changes no bits) */
   int host_ranks;              /* GCOMP_HOST_RANKS (not compared: it changes no bits) */
-  const gcomp_algo *forced;    /* GCOMP_ALGO, or NULL for the planner */
+  const gcomp_algo *forced;    /* GCOMP_ALGO's allreduce algorithm, or NULL for the planner */
+  const gcomp_algo *forced_coll[GCOMP_COLL_KINDS];   /* GCOMP_ALGO per collective */
+  gcomp_codec *allgather_codec;   /* GCOMP_ALLGATHER_CODEC, or NULL: allgathers are exact */
   gcomp_codec *default_codec;  /* GCOMP_CODEC, or NULL for none */
   gcomp_codec *intra_codec;    /* GCOMP_INTRA_CODEC, or NULL for fp32 inside nodes */
   int links_given;             /* GCOMP_ALPHA_BETA set: no calibration */
@@ -98,11 +100,18 @@ int gcomp_codec_plan(gcomp_comm *comm, gcomp_codec *codec, gcomp_codec_entry **o
  * communicator's figures; the algorithms write into it (gcomp_coll.stats) and the stats
  * observer merges it, so nothing a running call writes is read by another thread. */
 typedef struct gcomp_call {
+  int kind;                    /* gcomp_coll_kind */
   const void *sendbuf;
-  void *recvbuf;
-  size_t count;
+  void *recvbuf;               /* broadcast: the buffer; barrier: NULL */
+  size_t count;                /* the caller's count (reduce_scatter: recvcount; allgather:
+                                  sendcount; alltoall: per block) */
   gcomp_dtype dtype;
-  gcomp_op op;
+  gcomp_op op;                 /* allgather, broadcast, alltoall, barrier: GCOMP_SUM, unused */
+  int root;                    /* broadcast's */
+  size_t total;                /* elements of the working vector (coll.h: gcomp_coll_kind) */
+  const void *src;             /* the input for the algorithm when work does not hold it
+                                  yet (gcomp_coll.src), else NULL */
+  size_t res_off, res_len;     /* the elements of work that are this rank's result */
   gcomp_codec *codec;          /* the caller's, or the communicator's default; NULL: none */
   uint64_t key;
   uint64_t arrive_ns;          /* when the caller asked (its gcomp_iallreduce, or the call) */
@@ -134,6 +143,25 @@ int gcomp_call_check_args(const char *fn, const gcomp_comm *comm, const void *se
 
 /* The call itself on whichever thread runs it (the caller's or the progress thread). */
 int gcomp_call_run(gcomp_comm *comm, gcomp_call *call);
+/* Runs call (blocking: req NULL) or queues it (*req) in issue order with every other call
+ * of comm (progress.c); fn names the caller in errors. */
+int gcomp_call_submit(gcomp_comm *comm, const gcomp_call *call, gcomp_request **req,
+                      const char *fn);
+
+/* The collectives other than allreduce (call_coll.c). agree: before anything else of the
+ * call, each rank checks its own arguments and the ranks compare kind, counts, dtype, op,
+ * root and codec in one small exchange: a refusal or a difference is GCOMP_ERR_INVALID on
+ * every rank, the communicator stays usable. shape: the working vector (call->total,
+ * work, src, res_off/res_len; wt the type the algorithm sees), the input copied in where
+ * the algorithm needs it there. */
+int gcomp_call_agree(gcomp_comm *comm, gcomp_call *call);
+int gcomp_call_shape(gcomp_comm *comm, gcomp_call *call);
+/* comm->work of at least `bytes` */
+int gcomp_call_work(gcomp_comm *comm, size_t bytes);
+/* One MAX exchange of n int64 values over the call's sequence number, as a call's own
+ * algorithm runs (a failure breaks the communicator and is blamed, abort.h); then the
+ * call takes a fresh sequence number for its algorithm. */
+int gcomp_call_exchange_max(gcomp_comm *comm, int64_t *v, size_t n);
 
 /* The communicator's own allreduce (straggler exchanges, creation's agreements): the
  * planner's dense choice, or `algo` when given, with no codec, no stages and no observers:

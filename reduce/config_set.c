@@ -7,11 +7,11 @@
 
 static int check_value(gcomp_param_id id, const char *value) {
   switch (id) {
-  case GCOMP_P_ALGO:
-    GCOMP_FAIL_IF(strcmp(value, "auto") != 0 && !gcomp_algo_find(value), GCOMP_ERR_INVALID,
-                  "GCOMP_ALGO='%s' is not an algorithm (valid: auto, %s)", value,
-                  gcomp_algo_names());
-    return GCOMP_OK;
+  case GCOMP_P_ALGO: {
+    const gcomp_algo *forced[GCOMP_COLL_KINDS];
+    return gcomp_algo_parse(value, forced);
+  }
+  case GCOMP_P_ALLGATHER_CODEC:
   case GCOMP_P_CODEC:
   case GCOMP_P_INTRA_CODEC: {
     if (strcmp(value, "none") == 0) return GCOMP_OK;

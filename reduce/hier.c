@@ -285,10 +285,10 @@ static double hier_sparse_cost(const gcomp_plan_in *in) { return hier_cost_with(
 
 const gcomp_algo gcomp_algo_hier = {
     "hier", "reduce-scatter in each node, allreduce of shards across nodes, allgather in node",
-    hier_run, hier_cost, 0};
+    hier_run, hier_cost, 0, GCOMP_COLL_ALLREDUCE};
 const gcomp_algo gcomp_algo_hier_direct = {
     "hier-direct", "hier with fp32 inside nodes and the codec's direct exchange across them",
-    hier_direct_run, hier_direct_cost, 1};
+    hier_direct_run, hier_direct_cost, 1, GCOMP_COLL_ALLREDUCE};
 const gcomp_algo gcomp_algo_hier_sparse = {
     "hier-sparse", "hier with fp32 inside nodes and top-k frames allgathered across them",
-    hier_sparse_run, hier_sparse_cost, 1};
+    hier_sparse_run, hier_sparse_cost, 1, GCOMP_COLL_ALLREDUCE};

@@ -103,31 +103,41 @@ static int shm_run(gcomp_coll *c, uint8_t *buf, size_t count) {
 static double shm_cost(const gcomp_plan_in *in) { return gcomp_cost_shm(in); }
 
 extern const gcomp_algo gcomp_algo_hier, gcomp_algo_hier_direct, gcomp_algo_hier_sparse;
+/* the other collectives' (coll_algos.c, bcast_tree.c, bcast_scatter.c, alltoall.c) */
+extern const gcomp_algo gcomp_algo_rs_ring, gcomp_algo_rs_shm, gcomp_algo_rs_direct;
+extern const gcomp_algo gcomp_algo_ag_ring, gcomp_algo_ag_shm, gcomp_algo_ag_direct;
+extern const gcomp_algo gcomp_algo_bcast_tree, gcomp_algo_bcast_scatter;
+extern const gcomp_algo gcomp_algo_barrier, gcomp_algo_alltoall;
 static const gcomp_algo algo_ring = {
     "ring", "pipelined ring reduce-scatter + allgather: bandwidth-optimal, 2(n-1) steps",
-    ring_run, ring_cost, 0};
+    ring_run, ring_cost, 0, GCOMP_COLL_ALLREDUCE};
 static const gcomp_algo algo_rhd = {
     "rhd", "recursive halving/doubling (Rabenseifner): 2 log2(n) steps, same volume as ring",
-    rhd_run, rhd_cost, 0};
+    rhd_run, rhd_cost, 0, GCOMP_COLL_ALLREDUCE};
 static const gcomp_algo algo_rd = {
     "rd", "recursive doubling: whole vector each step, log2(n) steps, for small messages",
-    rd_run, rd_cost, 0};
+    rd_run, rd_cost, 0, GCOMP_COLL_ALLREDUCE};
 static const gcomp_algo algo_direct = {
     "direct", "compressed: shards to their owners, reduced in fp32, re-encoded once, allgathered",
-    direct_run, direct_cost, 1};
+    direct_run, direct_cost, 1, GCOMP_COLL_ALLREDUCE};
 static const gcomp_algo algo_sparse = {
     "sparse", "top-k: (index, value) frames allgathered and summed; no re-encoding",
-    sparse_run, sparse_cost, 1};
+    sparse_run, sparse_cost, 1, GCOMP_COLL_ALLREDUCE};
 
 static const gcomp_algo algo_shm = {
     "shm", "one node: copies through a shared segment, each rank sums one shard; one-shot when small",
-    shm_run, shm_cost, 0};
+    shm_run, shm_cost, 0, GCOMP_COLL_ALLREDUCE};
 
 static const gcomp_algo *const algos[] = {&algo_ring,        &algo_rhd,
                                           &algo_rd,          &algo_shm,
                                           &gcomp_algo_hier,
                                           &algo_direct,      &algo_sparse,
-                                          &gcomp_algo_hier_direct, &gcomp_algo_hier_sparse};
+                                          &gcomp_algo_hier_direct, &gcomp_algo_hier_sparse,
+                                          &gcomp_algo_rs_ring,     &gcomp_algo_rs_shm,
+                                          &gcomp_algo_rs_direct,   &gcomp_algo_ag_ring,
+                                          &gcomp_algo_ag_shm,      &gcomp_algo_ag_direct,
+                                          &gcomp_algo_bcast_tree,  &gcomp_algo_bcast_scatter,
+                                          &gcomp_algo_barrier,     &gcomp_algo_alltoall};
 enum { NALGOS = sizeof algos / sizeof *algos };
 
 int gcomp_algo_total(void) { return NALGOS; }
@@ -139,7 +149,7 @@ const gcomp_algo *gcomp_algo_find(const char *name) {
   return NULL;
 }
 
-static char algo_names[128];
+static char algo_names[1024];
 static void build_algo_names(void) {
   for (int i = 0; i < NALGOS; i++) {
     size_t len = strlen(algo_names);
@@ -154,6 +164,50 @@ const char *gcomp_algo_names(void) {
 }
 
 int gcomp_algo_count(void) { return NALGOS; }
+
+const char *gcomp_coll_kind_name(int kind) {
+  static const char *const names[GCOMP_COLL_KINDS] = {
+      "allreduce", "reduce_scatter", "allgather", "broadcast", "barrier", "alltoall"};
+  return kind >= 0 && kind < GCOMP_COLL_KINDS ? names[kind] : NULL;
+}
+
+/* One item of GCOMP_ALGO: NAME or COLLECTIVE=NAME, len bytes at p */
+static int parse_item(const char *p, size_t len, const gcomp_algo **forced) {
+  char item[160], name[192];
+  GCOMP_FAIL_IF(len == 0 || len >= sizeof item, GCOMP_ERR_INVALID,
+                "GCOMP_ALGO: an empty or overlong item");
+  memcpy(item, p, len);
+  item[len] = '\0';
+  char *eq = strchr(item, '=');
+  if (eq) {
+    *eq = '\0';
+    snprintf(name, sizeof name, "%s:%s", item, eq + 1);
+    if (!strcmp(item, "allreduce")) snprintf(name, sizeof name, "%s", eq + 1);
+  } else {
+    snprintf(name, sizeof name, "%s", item);
+  }
+  const gcomp_algo *a = gcomp_algo_find(name);
+  if (eq) *eq = '=';
+  GCOMP_FAIL_IF(!a, GCOMP_ERR_INVALID,
+                "GCOMP_ALGO='%s' is not an algorithm (valid: auto, %s; or a comma-separated "
+                "list, COLLECTIVE=NAME naming COLLECTIVE:NAME)", item, gcomp_algo_names());
+  GCOMP_FAIL_IF(forced[a->kind], GCOMP_ERR_INVALID, "GCOMP_ALGO: two algorithms for %s",
+                gcomp_coll_kind_name(a->kind));
+  forced[a->kind] = a;
+  return GCOMP_OK;
+}
+
+int gcomp_algo_parse(const char *text, const gcomp_algo **forced) {
+  for (int k = 0; k < GCOMP_COLL_KINDS; k++) forced[k] = NULL;
+  if (!strcmp(text, "auto")) return GCOMP_OK;
+  for (const char *p = text;;) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    GCOMP_CHECK(parse_item(p, len, forced));
+    if (!end) return GCOMP_OK;
+    p = end + 1;
+  }
+}
 
 gcomp_status gcomp_algo_describe(int i, const char **name, const char **desc) {
   GCOMP_FAIL_IF(i < 0 || i >= NALGOS, GCOMP_ERR_INVALID, "algorithm index %d out of range", i);
@@ -199,16 +253,20 @@ static const gcomp_algo *price(const gcomp_plan_in *in, const gcomp_algo *forced
   const gcomp_algo *best = NULL;
   double best_cost = INFINITY;
   for (int i = 0; i < NALGOS; i++) {
+    if (algos[i]->kind != in->kind) continue;
     double cost = algos[i]->cost(in);
     if (cost >= 0 && cost < best_cost) best = algos[i], best_cost = cost;
     GCOMP_TRACE(GCOMP_SUB_TUNING, "%zu B n=%d nodes=%d: %s %.1f us", in->bytes, in->n, in->nnodes,
                 algos[i]->name, cost * 1e6);
   }
-  if (forced && forced->cost(in) >= 0) best = forced;
+  if (forced && forced->kind == in->kind && forced->cost(in) >= 0) best = forced;
   if (!best) {   /* every cost NaN or Inf: figures the parser should have refused */
-    GCOMP_WARN(GCOMP_SUB_TUNING, "%zu B: the cost model priced no algorithm; running ring",
-               in->bytes);
-    best = &algo_ring;
+    static const gcomp_algo *const rings[GCOMP_COLL_KINDS] = {
+        &algo_ring, &gcomp_algo_rs_ring, &gcomp_algo_ag_ring, &gcomp_algo_bcast_tree,
+        &gcomp_algo_barrier, &gcomp_algo_alltoall};
+    best = rings[in->kind];
+    GCOMP_WARN(GCOMP_SUB_TUNING, "%zu B: the cost model priced no algorithm; running %s",
+               in->bytes, best->name);
   }
   GCOMP_TRACE(GCOMP_SUB_TUNING, "%zu B: %s%s", in->bytes, best->name, forced ? " (GCOMP_ALGO)" : "");
   return best;

@@ -94,7 +94,7 @@ gcomp_status gcomp_plan_predict(const gcomp_plan_query *query, const char *algo,
   const gcomp_algo *forced = NULL;
   if (algo) {
     forced = gcomp_algo_find(algo);
-    GCOMP_FAIL_IF(!forced, GCOMP_ERR_INVALID, "gcomp_plan_predict: no algorithm '%s' (valid: %s)",
+    GCOMP_FAIL_IF(!forced || forced->kind != GCOMP_COLL_ALLREDUCE, GCOMP_ERR_INVALID, "gcomp_plan_predict: no algorithm '%s' (valid: %s)",
                   algo, gcomp_algo_names());
   }
   gcomp_plan_in in = to_model(&q);

@@ -130,6 +130,28 @@ gcomp_status gcomp_request_test(gcomp_request *req, int *done) {
   return st;
 }
 
+int gcomp_call_submit(gcomp_comm *comm, const gcomp_call *call, gcomp_request **req,
+                      const char *fn) {
+  GCOMP_FAIL_IF(!comm, GCOMP_ERR_INVALID, "%s: comm is NULL", fn);
+  if (!req && !comm->thread_on) {   /* as gcomp_allreduce: the caller's thread runs it */
+    gcomp_call c = *call;
+    return gcomp_call_run(comm, &c);
+  }
+  gcomp_request *r = calloc(1, sizeof *r);
+  GCOMP_FAIL_IF(!r, GCOMP_ERR_NOMEM, "%s: request", fn);
+  r->comm = comm;
+  r->call = *call;
+  r->call.arrive_ns = gcomp_now_ns();
+  int st = enqueue(comm, r);
+  if (st < 0) {
+    free(r);
+    return st;
+  }
+  if (!req) return gcomp_request_wait(r);
+  *req = r;
+  return GCOMP_OK;
+}
+
 gcomp_status gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                              gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key) {
   GCOMP_CHECK(gcomp_call_check_args("gcomp_allreduce", comm, sendbuf, recvbuf, count, dtype, op));

@@ -149,11 +149,12 @@ int main(int argc, char **argv) {
          gcomp_isa_best());
   printf("  libfabric:    %s\n", gcomp_fabric_version());
   printf("  providers:    %s (tagged RDM)\n", providers[0] ? providers : "(none)");
-  printf("\nallreduce algorithms (GCOMP_ALGO=auto lets the cost model pick per call):\n");
+  printf("\nalgorithms (the cost model picks per call; GCOMP_ALGO forces one per collective:\n"
+         "NAME for allreduce, COLLECTIVE=NAME for the others, e.g. ring,allgather=shm):\n");
   for (int i = 0; i < gcomp_algo_count(); i++) {
     const char *name, *desc;
     gcomp_algo_describe(i, &name, &desc);
-    printf("  %-12s %s\n", name, desc);
+    printf("  %-22s %s\n", name, desc);
   }
   if (env) {
     printf("\nparameters (environment variables):\n");

@@ -1,0 +1,124 @@
+/* The collectives other than allreduce as calls of the one pipeline (call.c): what each
+ * rank checks of its own arguments, the agreement on the call's shape that makes a
+ * disagreement an error on every rank (never a hang, never a wrong result), and the working
+ * vector each kind hands its algorithm (coll.h: gcomp_coll_kind).
+ *
+ * Allreduce relies on message lengths to notice ranks that disagree; the other collectives
+ * cannot: a broadcast from two different roots, or an allgather whose blocks differ in
+ * length on one rank only, would hang or leave some ranks with the wrong bytes. So each
+ * call first exchanges its shape (one small MAX allreduce of every value and its negation,
+ * as agree.c does for the settings). The exchange is a barrier too: gcomp_barrier is just
+ * this, and its algorithm does nothing more. */
+#include <stdint.h>
+#include <string.h>
+
+#include "comm_impl.h"
+
+static const char *fn_name(int kind) {
+  static const char *const names[GCOMP_COLL_KINDS] = {
+      "gcomp_allreduce", "gcomp_reduce_scatter", "gcomp_allgather", "gcomp_broadcast",
+      "gcomp_barrier", "gcomp_alltoall"};
+  return names[kind];
+}
+
+/* This rank's own arguments, as gcomp_call_check_args checks an allreduce's */
+static int check_local(const gcomp_comm *comm, const gcomp_call *call) {
+  const char *fn = fn_name(call->kind);
+  int n = comm->t->size;
+  if (call->kind == GCOMP_COLL_BARRIER) return GCOMP_OK;
+  GCOMP_FAIL_IF(!gcomp_dtype_size(call->dtype), GCOMP_ERR_INVALID, "%s: unknown dtype %d", fn,
+                (int)call->dtype);
+  GCOMP_FAIL_IF((unsigned)call->op > GCOMP_PROD, GCOMP_ERR_INVALID, "%s: unknown op %d", fn,
+                (int)call->op);
+  GCOMP_FAIL_IF(call->count > SIZE_MAX / 8 / (size_t)n, GCOMP_ERR_INVALID,
+                "%s: count %zu too large for %d ranks", fn, call->count, n);
+  int bcast = call->kind == GCOMP_COLL_BROADCAST;
+  GCOMP_FAIL_IF(bcast && (call->root < 0 || call->root >= n), GCOMP_ERR_INVALID,
+                "%s: root %d is not a rank of this communicator (size %d)", fn, call->root, n);
+  GCOMP_FAIL_IF(call->count && (!call->recvbuf || (!bcast && !call->sendbuf)),
+                GCOMP_ERR_INVALID, "%s: NULL buffer for %zu elements", fn, call->count);
+  return GCOMP_OK;
+}
+
+enum { V_KIND, V_COUNT, V_DTYPE, V_OP, V_ROOT, V_CODEC, NV };
+static const char *const what[NV] = {"collective", "count", "dtype", "op", "root", "codec"};
+
+int gcomp_call_agree(gcomp_comm *comm, gcomp_call *call) {
+  int local = check_local(comm, call);
+  int64_t v[NV] = {call->kind, 0, 0, 0, 0, 0};
+  if (local == GCOMP_OK && call->kind != GCOMP_COLL_BARRIER) {
+    v[V_COUNT] = (int64_t)call->count, v[V_DTYPE] = call->dtype;
+    v[V_OP] = call->kind == GCOMP_COLL_REDUCE_SCATTER ? call->op : 0;
+    v[V_ROOT] = call->kind == GCOMP_COLL_BROADCAST ? call->root : 0;
+    /* ranks with different codecs would plan different algorithms */
+    if (call->codec && call->count)
+      v[V_CODEC] = (int64_t)gcomp_codec_wire_hash(call->codec);
+  }
+  if (comm->t->size > 1) {
+    int64_t w[2 * NV + 1];
+    for (int i = 0; i < NV; i++) w[i] = v[i], w[NV + i] = -v[i];
+    w[2 * NV] = local < 0;   /* some rank refused its own arguments */
+    GCOMP_CHECK(gcomp_call_exchange_max(comm, w, 2 * NV + 1));
+    if (local < 0) return local;   /* this rank's own message stands */
+    GCOMP_FAIL_IF(w[2 * NV], GCOMP_ERR_INVALID,
+                  "%s: another rank's arguments were refused (its error names them)",
+                  fn_name(call->kind));
+    for (int i = 0; i < NV; i++)
+      GCOMP_FAIL_IF(w[i] != -w[NV + i], GCOMP_ERR_INVALID,
+                    "%s: the ranks disagree on the %s (from %lld to %lld; this rank %lld): "
+                    "every rank must make the same call", fn_name(call->kind), what[i],
+                    (long long)-w[NV + i], (long long)w[i], (long long)v[i]);
+  }
+  return local;
+}
+
+/* Do [a, a + an) and [b, b + bn) share a byte? */
+static int overlap(const void *a, size_t an, const void *b, size_t bn) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return an && bn && x < y + bn && y < x + an;
+}
+
+int gcomp_call_shape(gcomp_comm *comm, gcomp_call *call) {
+  int me = comm->t->rank;
+  size_t es = gcomp_dtype_size(call->dtype), block = call->count;
+  call->wt = call->dtype;
+  call->work = call->recvbuf;
+  call->src = NULL;
+  call->res_off = 0, call->res_len = call->total;
+  int half = call->dtype == GCOMP_BFLOAT16 || call->dtype == GCOMP_FLOAT16;
+  switch (call->kind) {
+  case GCOMP_COLL_ALLREDUCE:
+    if (half) call->wt = GCOMP_FLOAT32;
+    if (call->sendbuf != call->recvbuf) call->src = call->sendbuf;
+    break;
+  case GCOMP_COLL_REDUCE_SCATTER:
+    /* the whole vector is reduced in a buffer of the communicator's (the caller's holds one
+     * block); the algorithms read the input from src (in place too: block `me` of the
+     * input is read before the result is written over it) */
+    call->res_off = (size_t)me * block, call->res_len = block;
+    call->src = call->sendbuf;
+    if (half) {
+      call->wt = GCOMP_FLOAT32;   /* widen() makes the fp32 copy */
+      break;
+    }
+    GCOMP_CHECK(gcomp_call_work(comm, call->total * es));
+    call->work = comm->work;
+    break;
+  case GCOMP_COLL_ALLGATHER: {
+    /* block `me` of recvbuf takes the input; the algorithms fill in the others */
+    uint8_t *mine = (uint8_t *)call->recvbuf + (size_t)me * block * es;
+    if (call->sendbuf != mine) memmove(mine, call->sendbuf, block * es);
+    break;
+  }
+  case GCOMP_COLL_ALLTOALL:
+    call->src = call->sendbuf;
+    if (overlap(call->sendbuf, call->total * es, call->recvbuf, call->total * es)) {
+      GCOMP_CHECK(gcomp_call_work(comm, call->total * es));
+      memcpy(comm->work, call->sendbuf, call->total * es);
+      call->src = comm->work;
+    }
+    break;
+  default: break;   /* broadcast: the buffer itself */
+  }
+  return GCOMP_OK;
+}
