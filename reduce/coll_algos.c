@@ -49,10 +49,16 @@ static double rs_shm_cost(const gcomp_plan_in *in) { return half_shm(in); }
 
 /* the codec once per value: each rank encodes block j for its owner j, who sums the decoded
  * contributions in fp32 (error feedback per key and block) */
+/* A rank has its block before the ranks know whether every frame was sound: one more small
+ * exchange keeps them in the call until the rank that found a corrupt frame (and left
+ * without joining it) stops them, by its notice (abort.h) or their timeout and the failure
+ * exchange, so that every rank fails the call, as allreduce's allgather half makes them. */
 static int rs_direct_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   gcomp_group g = world_group(c);
   gcomp_coll_inplace(c, buf, count);
-  return gcomp_direct_reduce_scatter(c, &g, (float *)(void *)buf, count, 0, 0, c->codec);
+  GCOMP_CHECK(gcomp_direct_reduce_scatter(c, &g, (float *)(void *)buf, count, 0, 0, c->codec));
+  float sound = 0;
+  return g.n > 1 ? gcomp_rd_allreduce(c, &g, (uint8_t *)&sound, 1, 1) : GCOMP_OK;
 }
 static double rs_direct_cost(const gcomp_plan_in *in) { return half_direct(in, in->gamma_spb); }
 

@@ -237,6 +237,9 @@ static int send_reduced(gcomp_coll *c, gcomp_dx *x) {
   const gcomp_group *g = x->g;
   int n = g->n, me = g->me;
   uint8_t *mine = x->mem + x->off[2 * n + me];
+  /* GCOMP_FAULT: an allgather's frame (an allreduce's first frames are its reduce-scatter's,
+   * which take the one corruption of a call) */
+  if (n > 1) gcomp_abort_corrupt_frame(c->abort, mine, x->red_len, g->ranks[(me + 1) % n]);
   for (int r = 0; r < n; r++) {
     if (r == me) continue;
     c->stats->wire_bytes += x->red_len;

@@ -2,15 +2,17 @@
 # A rank SIGKILLs itself during a run of allreduces: every other rank must return an error
 # within GCOMP_TIMEOUT_MS (plus slack for 2 oversubscribed cores) that names it (blame.sh),
 # and gcomp-run must name it.
-#   allreduce_fail.sh GCOMP_RUN ALLREDUCE_CHECK [NODES]
+#   allreduce_fail.sh GCOMP_RUN ALLREDUCE_CHECK [NODES [COLL]]
 # NODES=1 puts every rank on one node, where the calls go through the shared-memory segment.
 set -u
 run=$1 prog=$2 nodes=${3:-2} n=4 victim=2
+# COLL (collectives_check): the collective the job runs; the check names its lines after itself
+coll=${4:-} name=$(basename "$prog")
 for v in $(compgen -e | grep '^GCOMP_'); do unset "$v"; done
 export GCOMP_TIMEOUT_MS=3000
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-"$run" -n $n --nodes $nodes --netns off --grace 8000 --tag-output -- "$prog" kill $victim >"$out" 2>&1
+"$run" -n $n --nodes $nodes --netns off --grace 8000 --tag-output -- "$prog" kill $victim $coll >"$out" 2>&1
 rc=$?
 cat "$out"
 fails=0
@@ -19,7 +21,7 @@ grep -q "gcomp-run: rank $victim (pid [0-9]*, node [0-9]*) was killed by signal 
 [ $rc = 137 ] || { echo "FAIL: gcomp-run returned $rc, expected 137"; fails=1; }
 for r in $(seq 0 $((n - 1))); do
   [ $r = $victim ] && continue
-  after=$(sed -n "s/^\[$r\] allreduce_check: rank $r: error after \([0-9]*\) ms.*/\1/p" "$out")
+  after=$(sed -n "s/^\[$r\] $name: rank $r: error after \([0-9]*\) ms.*/\1/p" "$out")
   if [ -z "$after" ]; then echo "FAIL: rank $r reported no error"; fails=1; continue; fi
   [ "$after" -le $((GCOMP_TIMEOUT_MS + 3000)) ] ||
     { echo "FAIL: rank $r took $after ms (GCOMP_TIMEOUT_MS=$GCOMP_TIMEOUT_MS)"; fails=1; }
@@ -27,6 +29,6 @@ done
 . "$(dirname "$0")/blame.sh"
 blame_check "$out" $n $victim "error after" || fails=1
 # a failed communicator is destroyed within 1 s (gcomp.h), on 2 oversubscribed cores
-destroy_check "$out" 1000 || fails=1
+destroy_check "$out" 1000 "$name" || fails=1
 echo "allreduce_fail: $([ $fails = 0 ] && echo passed || echo FAILED)"
 exit $fails

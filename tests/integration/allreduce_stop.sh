@@ -3,27 +3,29 @@
 # call it dead): every other rank must return an error within GCOMP_TIMEOUT_MS plus slack
 # that names it (tests/integration/blame.sh). Then the test SIGCONTs it: its own next
 # call must fail too (its peers have left) within the same bound, and the job must end.
-#   allreduce_stop.sh GCOMP_RUN ALLREDUCE_CHECK [NODES]
+#   allreduce_stop.sh GCOMP_RUN ALLREDUCE_CHECK [NODES [COLL]]
 # NODES=1 puts every rank on one node (libfabric shm, the node's segment for small calls);
 # NODES=2 puts two ranks on each of two emulated nodes (tcp;ofi_rxm between them).
 # Slack: 3000 ms over the timeout, for 2 oversubscribed cores (as allreduce_fail.sh) and
 # the failure exchange (250 ms a rank, more for a rank that fails after another exits).
 set -u
 run=$1 prog=$2 nodes=${3:-2} n=4 victim=2
+# COLL (collectives_check): the collective the job runs; the check names its lines after itself
+coll=${4:-} name=$(basename "$prog")
 for v in $(compgen -e | grep '^GCOMP_'); do unset "$v"; done
 export GCOMP_TIMEOUT_MS=3000
 slack=3000
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 # a long grace: gcomp-run must not SIGTERM the stopped rank before the test continues it
-"$run" -n $n --nodes $nodes --netns off --grace 60000 --tag-output -- "$prog" stop $victim >"$out" 2>&1 &
+"$run" -n $n --nodes $nodes --netns off --grace 60000 --tag-output -- "$prog" stop $victim $coll >"$out" 2>&1 &
 job=$!
 fails=0
 deadline=$(( $(date +%s) + 60 ))
-survivors() { grep -c "^\[[0-9]*\] allreduce_check: rank [0-9]*: error after" "$out"; }
+survivors() { grep -c "^\[[0-9]*\] $name: rank [0-9]*: error after" "$out"; }
 # wait for the victim to stop and every other rank to report its error
 until [ "$(survivors)" -ge $((n - 1)) ] || [ "$(date +%s)" -ge $deadline ]; do sleep 0.2; done
-vpid=$(sed -n "s/^\[$victim\] allreduce_check: rank $victim: stopping (pid \([0-9]*\)).*/\1/p" "$out")
+vpid=$(sed -n "s/^\[$victim\] $name: rank $victim: stopping (pid \([0-9]*\)).*/\1/p" "$out")
 if [ -z "$vpid" ]; then
   echo "FAIL: rank $victim never stopped"; fails=1
 else
@@ -43,7 +45,7 @@ cat "$out"
 [ $rc = 3 ] || { echo "FAIL: gcomp-run returned $rc, expected 3 (a rank's error exit)"; fails=1; }
 for r in $(seq 0 $((n - 1))); do
   [ $r = $victim ] && continue
-  line=$(grep "^\[$r\] allreduce_check: rank $r: error after" "$out")
+  line=$(grep "^\[$r\] $name: rank $r: error after" "$out")
   if [ -z "$line" ]; then echo "FAIL: rank $r reported no error"; fails=1; continue; fi
   after=$(echo "$line" | sed -n 's/.*error after \([0-9]*\) ms.*/\1/p')
   [ "$after" -le $((GCOMP_TIMEOUT_MS + slack)) ] ||
@@ -58,8 +60,8 @@ done
 . "$(dirname "$0")/blame.sh"
 blame_check "$out" $n $victim "error after" || fails=1
 # a failed communicator is destroyed within 1 s (gcomp.h), on 2 oversubscribed cores
-destroy_check "$out" 1000 || fails=1
-rline=$(grep "^\[$victim\] allreduce_check: rank $victim: resumed: error after" "$out")
+destroy_check "$out" 1000 "$name" || fails=1
+rline=$(grep "^\[$victim\] $name: rank $victim: resumed: error after" "$out")
 if [ -z "$rline" ]; then
   echo "FAIL: rank $victim reported no error after it was continued"; fails=1
 else

@@ -26,15 +26,15 @@ blame_check() {
 }
 # Does every rank that printed "destroyed after the failure in X ms" (allreduce_check) keep
 # gcomp.h's promise, at most 1 s of goodbyes after a failure, plus SLACK_MS?
-#   destroy_check OUT SLACK_MS
+#   destroy_check OUT SLACK_MS [CHECK_NAME]   (default allreduce_check)
 # Returns the number of ranks over; a job whose ranks printed no such line fails too.
 destroy_check() {
-  local out=$1 slack=$2 bad=0 seen=0 r ms
+  local out=$1 slack=$2 who=${3:-allreduce_check} bad=0 seen=0 r ms
   while read -r r ms; do
     seen=$((seen + 1))
     [ "$ms" -le $((1000 + slack)) ] ||
       { echo "FAIL: rank $r took $ms ms to destroy its failed communicator (1 s promised)"; bad=$((bad + 1)); }
-  done < <(sed -n 's/^\[\([0-9]*\)\] allreduce_check: rank [0-9]*: destroyed after the failure in \([0-9]*\) ms$/\1 \2/p' "$out")
+  done < <(sed -n "s/^\[\([0-9]*\)\] $who: rank [0-9]*: destroyed after the failure in \([0-9]*\) ms\$/\1 \2/p" "$out")
   [ $seen -gt 0 ] || { echo "FAIL: no rank reported destroying its failed communicator"; bad=1; }
   return $bad
 }
