@@ -56,6 +56,7 @@ static const gcomp_algo *cheapest(const gcomp_plan_in *in) {
   const gcomp_algo *best = NULL;
   double best_cost = INFINITY;
   for (int i = 0; i < gcomp_algo_total(); i++) {
+    if (gcomp_algo_at(i)->kind != in->kind) continue;   /* another collective's */
     double c = gcomp_algo_at(i)->cost(in);
     if (c >= 0 && c < best_cost) best = gcomp_algo_at(i), best_cost = c;
   }
