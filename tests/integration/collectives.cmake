@@ -46,3 +46,11 @@ foreach(coll reduce_scatter allgather)
   set_tests_properties(integration.collectives.corrupt.${coll} PROPERTIES TIMEOUT 60 ENVIRONMENT
     "GCOMP_TIMEOUT_MS=5000;GCOMP_ALGO=reduce_scatter=direct,allgather=direct;GCOMP_CODEC_MIN_BYTES=0;GCOMP_FAULT=corrupt:rank=1,call=3")
 endforeach()
+
+# gcomp-bench's tables of the four timed collectives run and end well (figures not checked)
+foreach(coll reduce_scatter allgather broadcast alltoall)
+  add_test(NAME integration.collectives.bench.${coll} COMMAND ${GCOMP_AR_RUN} -n 2 --
+    $<TARGET_FILE:gcomp-bench> ${coll} -b 8 -e 64k -f 64 -n 2 --rounds 1)
+  set_tests_properties(integration.collectives.bench.${coll} PROPERTIES LABELS integration TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "${coll}:")
+endforeach()
