@@ -54,6 +54,11 @@ GCOMP_PARAM(STATS, STR, "", "",
 GCOMP_PARAM(TRACE, STR, "", "",
             "write a Chrome trace-event JSON of every allreduce here (open in Perfetto; %r rank, %p pid, %h host)")
 
+GCOMP_PARAM(METRICS, STR, "", "",
+            "not read by the library: the file a training program writes its metrics to, JSON lines from rank 0 (gcomp.metrics; gcomp-converge run sets it)")
+GCOMP_PARAM(SEED, STR, "", "",
+            "not read by the library: the seed a training program takes (gcomp.metrics.seed; gcomp-converge run --noise-floor sets it)")
+
 GCOMP_PARAM(SKEW_WINDOW, INT, "256", "0:65536",
             "straggler detection: compare arrival times every this many calls (equal on all ranks; 0: off)")
 GCOMP_PARAM(MEASURE, BOOL, "1", "",

@@ -184,6 +184,11 @@ typedef struct {
   int nseeds;           /* 1 for a single run */
   double *seed_loss;    /* [nseeds] final training loss of each seed (NULL when nseeds 1) */
   double *seed_acc;     /* [nseeds] final test accuracy of each seed */
+  /* curves a training program logged (gcomp_cv_log_read): only eval_step, train_loss and
+   * test_acc (NAN where a record has no accuracy) are there; no parameters, gradients or
+   * bytes, and drift is NAN (not measured, so never judged) */
+  int logged;
+  int test_rows;        /* logged: the test rows its accuracy counts (0: not said) */
 } gcomp_cv_run;
 
 /* Folds run `x` (seed number k of the same problem and codec, k >= 1) into `acc`, which
@@ -236,6 +241,8 @@ typedef struct {
   double loss_rel;                  /* final training loss, relative to the baseline's */
   double gap_rel;                   /* loss-curve mean relative gap */
   double drift;                     /* final parameter drift */
+  int by_seed;                      /* the twins are the baseline with other seeds, and
+                                       placements[] holds those seeds (logged curves) */
 } gcomp_cv_floor;
 
 /* Student's t one-sided 99% quantile for df = 1..GCOMP_CV_MAX_TWINS; NAN outside. */
@@ -363,6 +370,10 @@ void gcomp_cv_judge_paired(const gcomp_cv_run *base, const gcomp_cv_run *run,
                            const gcomp_cv_tol *tol, const gcomp_cv_floor *floor,
                            const gcomp_cv_paired *paired, gcomp_cv_verdict *v);
 
+/* The loss curve's mean relative gap to the baseline's, over the n evaluations after step 0
+ * (the same steps in both): what the curve-gap tolerance bounds. */
+double gcomp_cv_curve_gap(const int *step, const double *loss, const double *base_loss, int n);
+
 /* ---- small tensors: what a deployed job runs -------------------------------------------- */
 /* The harness compresses every call (--min-bytes 0) so that the codec itself is checked.
  * A deployed job sends a call under GCOMP_CODEC_MIN_BYTES uncompressed, and a small model's
@@ -392,7 +403,7 @@ const char *gcomp_cv_deployed_word(const gcomp_cv_deployed *dep);
 /* ---- reports --------------------------------------------------------------------------- */
 typedef struct {
   char task[64];
-  const gcomp_cv_model *model;
+  const gcomp_cv_model *model;   /* NULL: logged curves */
   gcomp_cv_run base;
   int nruns;
   gcomp_cv_run *runs;
@@ -408,16 +419,53 @@ typedef struct {
 } gcomp_cv_problem;
 
 typedef struct {
-  const gcomp_cv_train_cfg *cfg;
+  const gcomp_cv_train_cfg *cfg;   /* NULL: logged curves (gcomp-converge run, compare) */
+  const char *command;             /* logged curves: what ran, or the baseline's file */
   const char *algo;
   int nproblems;
   gcomp_cv_problem *problems;
   long long min_bytes;   /* GCOMP_CODEC_MIN_BYTES of the checked runs */
 } gcomp_cv_report;
 
+/* Judges every codec of a problem whose baseline (and noise floor, when asked for) is
+ * there: each against the tolerance gcomp_cv_tol_for gives its spec, with its pairs
+ * (pr->paired, may be NULL) and the floor; the deployed runs too (reported, not gating).
+ * Runs that failed are errors: counted into *errors and named on `err` after `label`.
+ * Returns how many verdicts are not the expected one (a codec outside its tolerance, or a
+ * must-fail codec within it). Every path to a verdict goes through here. */
+int gcomp_cv_judge_problem(gcomp_cv_problem *pr, const gcomp_cv_tolset *ts, FILE *err,
+                           const char *label, int *errors);
+/* Every verdict that is not the expected one, one line each on f, naming metric and margin */
+void gcomp_cv_print_unexpected(FILE *f, const gcomp_cv_report *r);
+/* "mlp", "softmax", or "logged" for curves from a metrics log (no model) */
+const char *gcomp_cv_problem_model(const gcomp_cv_problem *pr);
+
 void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r);
 int gcomp_cv_write_json(const char *path, const gcomp_cv_report *r);
 int gcomp_cv_write_junit(const char *path, const gcomp_cv_report *r);
 int gcomp_cv_write_svg(const char *path, const gcomp_cv_report *r);
+
+/* ---- logged curves: a training program's own metrics ----------------------------------- */
+/* The metrics convention: the program writes JSON lines, one object per evaluation, from
+ * rank 0, to the file GCOMP_METRICS names:
+ *   {"step": 40, "loss": 0.53, "accuracy": 91.2, "test_rows": 360}
+ * step: a whole number, increasing from line to line; loss: the training loss (NaN or
+ * Infinity, as Python's json writes them, is a diverged run: a verdict, not an error);
+ * accuracy (optional): test accuracy in percent; test_rows (optional): the rows it is
+ * counted on, which gives the accuracy its resolution. Other keys are ignored.
+ *
+ * Reads such a file into `run` (spec `name`, logged 1). GCOMP_ERR_INVALID naming the file,
+ * and the line when a line is at fault: a file that cannot be read or holds no records, a
+ * line that is not a JSON object, a step or loss missing or not a number, steps that do not
+ * increase, an accuracy outside [0, 100], test_rows that change. */
+int gcomp_cv_log_read(const char *path, const char *name, gcomp_cv_run *run);
+/* Fits the logged `run` (read from path) to its logged baseline (read from base_path): the
+ * same steps (else GCOMP_ERR_INVALID naming both files and the first step that differs),
+ * accuracy on the same records and the same test rows; then measures its curve gap, and
+ * fills `paired` (may be NULL) when both say their test rows: a net drop of d rows read as
+ * d rows lost and none gained, the least the paired test could be shown, so an accuracy
+ * drop within chance is said so rather than failed, and one that may be real fails. */
+int gcomp_cv_log_fit(const gcomp_cv_run *base, const char *base_path, gcomp_cv_run *run,
+                     const char *path, gcomp_cv_paired *paired);
 
 #endif /* GCOMP_CONVERGE_H */

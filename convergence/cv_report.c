@@ -52,10 +52,23 @@ static void unresolved_list(char *buf, size_t n, const gcomp_cv_problem *pr, uns
  * calls real, the loss's sampling error, and the tolerances finer than these. */
 static void print_resolution(FILE *f, const gcomp_cv_problem *pr) {
   const gcomp_cv_verdict *v = paired_verdict(pr);
+  if (!v && pr->base.logged && pr->base.status >= 0)
+    fputs("  resolution: the logs say on how many test rows the accuracy is counted "
+          "(test_rows) nowhere, so what a drop of a row is is not known\n", f);
   if (!v) return;
   const gcomp_cv_paired *pa = &v->paired;
   char list[320];
   int n = 0;
+  if (pr->base.logged) {   /* net counts only: each drop read as rows lost, none gained */
+    fprintf(f, "  resolution: %d test rows (one row %.2f points); a drop of d rows is read as "
+            "d lost and none gained, and McNemar's paired test (one-sided, %g%%) calls it real "
+            "from %d rows (%.2f points)", pa->rows, v->acc_row_pts, GCOMP_CV_PAIRED_ALPHA * 100,
+            gcomp_cv_mcnemar_min_rows(GCOMP_CV_PAIRED_ALPHA), v->acc_min_pts);
+    unresolved_list(list, sizeof list, pr, GCOMP_CV_M_ACC, &n);
+    if (n) fprintf(f, ", coarser than the accuracy tolerance of %s", list);
+    fputs("; the final loss is as logged (its sampling error is the program's)\n", f);
+    return;
+  }
   fprintf(f, "  resolution: %d test rows%s (one row %.2f points); McNemar's paired test "
           "(one-sided, %g%%) calls a drop real from %d rows (%.2f points)", pa->rows,
           pa->seeds > 1 ? " over the seeds" : "", v->acc_row_pts, GCOMP_CV_PAIRED_ALPHA * 100,
@@ -134,8 +147,13 @@ static void print_deployed(FILE *f, const gcomp_cv_problem *pr, long long checke
             d->compressed, d->calls, calls_text(calls, sizeof calls, d));
 }
 
-void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
+static void print_header(FILE *f, const gcomp_cv_report *r) {
   const gcomp_cv_train_cfg *c = r->cfg;
+  if (!c) {   /* logged curves: the program's own training, whatever it is */
+    fprintf(f, "gcomp-converge: %s (the curves its metrics logs hold)\n",
+            r->command ? r->command : "logged runs");
+    return;
+  }
   char seeds[96];
   if (c->nseeds > 1)
     snprintf(seeds, sizeof seeds, "seeds %llu-%llu (each figure a mean over them, paired by seed)",
@@ -152,6 +170,32 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
                                                          : "",
           seeds, r->algo ? r->algo : "auto",
           c->per_layer ? ", one allreduce per tensor" : "");
+}
+
+const char *gcomp_cv_problem_model(const gcomp_cv_problem *pr) {
+  return pr->model ? gcomp_cv_model_name(pr->model) : "logged";
+}
+
+/* One codec's (or a twin's) row; logged curves have no drift, gradients or bytes: "-" */
+static void print_row(FILE *f, const gcomp_cv_run *b, const gcomp_cv_run *x, int W,
+                      const char *word, const char *dep) {
+  if (x->logged) {
+    fprintf(f, "  %-26s %10.5f %+7.2f%% %8.2f %+7.2f %8.2f%% %9s %8s %9s %7s  %-8s%s%s\n",
+            x->spec, x->final_loss, (x->final_loss / b->final_loss - 1) * 100, x->final_acc * 100,
+            (x->final_acc - b->final_acc) * 100, x->curve_gap * 100, "-", "-", "-", "-", word,
+            *dep ? " " : "", dep);
+    return;
+  }
+  fprintf(f, "  %-26s %10.5f %+7.2f%% %8.2f %+7.2f %8.2f%% %9.2e %8.1e %9.0f %7.2f  %-8s%s%s\n",
+          x->spec, x->final_loss, (x->final_loss / b->final_loss - 1) * 100, x->final_acc * 100,
+          (x->final_acc - b->final_acc) * 100, x->curve_gap * 100, x->final_drift,
+          x->relerr_mean, (double)x->wire_bytes / W / x->steps, ratio_of(b, x), word,
+          *dep ? " " : "", dep);
+}
+
+void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
+  const gcomp_cv_train_cfg *c = r->cfg;
+  print_header(f, r);
   /* every problem runs the same codecs: say once what each ran as, when not as given */
   const gcomp_cv_problem *p0 = r->nproblems ? &r->problems[0] : NULL;
   for (int i = 0; p0 && i < p0->nruns; i++) {
@@ -167,8 +211,12 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
   for (int p = 0; p < r->nproblems; p++) {
     const gcomp_cv_problem *pr = &r->problems[p];
     const gcomp_cv_run *b = &pr->base;
-    fprintf(f, "\n%s / %s (%zu parameters)\n", pr->task, gcomp_cv_model_name(pr->model),
-            b->nparams);
+    if (pr->model)
+      fprintf(f, "\n%s / %s (%zu parameters)\n", pr->task, gcomp_cv_model_name(pr->model),
+              b->nparams);
+    else
+      fprintf(f, "\n%s (logged curves: %d evaluations to step %d)\n", pr->task, b->neval,
+              b->neval ? b->eval_step[b->neval - 1] : 0);
     if (b->status < 0) {
       fprintf(f, "  baseline ERROR: %s\n", b->error);
       continue;
@@ -176,38 +224,34 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
     fprintf(f, "  %-26s %10s %8s %8s %7s %9s %9s %8s %9s %7s  %-8s%s\n", "codec", "loss", "dloss",
             "acc%", "dacc", "curvegap", "drift", "g.relerr", "B/step", "ratio", "verdict",
             pr->deployed ? " deployed" : "");
-    int W = c->workers > 0 ? c->workers : 1;
-    fprintf(f, "  %-26s %10.5f %8s %8.2f %7s %9s %9s %8.1e %9.0f %7s  %s\n", "baseline (fp32)",
-            b->final_loss, "", b->final_acc * 100, "", "", "", b->relerr_mean,
-            (double)b->wire_bytes / W / b->steps, "1.00", "");
+    int W = c && c->workers > 0 ? c->workers : 1;
+    if (b->logged)
+      fprintf(f, "  %-26s %10.5f %8s %8.2f\n", "baseline (no codec)", b->final_loss, "",
+              b->final_acc * 100);
+    else
+      fprintf(f, "  %-26s %10.5f %8s %8.2f %7s %9s %9s %8.1e %9.0f %7s  %s\n", "baseline (fp32)",
+              b->final_loss, "", b->final_acc * 100, "", "", "", b->relerr_mean,
+              (double)b->wire_bytes / W / b->steps, "1.00", "");
     for (int t = 0; t < pr->ntwins; t++) {   /* the noise floor's yardsticks, not judged */
       const gcomp_cv_run *x = &pr->twins[t];
-      if (x->status < 0) {
+      if (x->status < 0)
         fprintf(f, "  %-26s ERROR: %s\n", x->spec, x->error);
-        continue;
-      }
-      fprintf(f, "  %-26s %10.5f %+7.2f%% %8.2f %+7.2f %8.2f%% %9.2e %8.1e %9.0f %7.2f  %s\n",
-              x->spec, x->final_loss, (x->final_loss / b->final_loss - 1) * 100, x->final_acc * 100,
-              (x->final_acc - b->final_acc) * 100, x->curve_gap * 100, x->final_drift,
-              x->relerr_mean, (double)x->wire_bytes / W / x->steps, ratio_of(b, x), "(floor)");
+      else
+        print_row(f, b, x, W, "(floor)", "");
     }
     for (int i = 0; i < pr->nruns; i++) {
       const gcomp_cv_run *x = &pr->runs[i];
       const gcomp_cv_verdict *v = &pr->verdicts[i];
       const char *dep = pr->deployed ? gcomp_cv_deployed_word(&pr->deployed[i]) : "";
-      if (x->status < 0) {
+      if (x->status < 0)
         fprintf(f, "  %-26s %s\n", x->spec, verdict_word(v, pr->must_fail[i]));
-        continue;
-      }
-      fprintf(f, "  %-26s %10.5f %+7.2f%% %8.2f %+7.2f %8.2f%% %9.2e %8.1e %9.0f %7.2f  %-8s%s%s\n",
-              x->spec, x->final_loss, (x->final_loss / b->final_loss - 1) * 100, x->final_acc * 100,
-              (x->final_acc - b->final_acc) * 100, x->curve_gap * 100, x->final_drift,
-              x->relerr_mean, (double)x->wire_bytes / W / x->steps, ratio_of(b, x),
-              verdict_word(v, pr->must_fail[i]), *dep ? " " : "", dep);
+      else
+        print_row(f, b, x, W, verdict_word(v, pr->must_fail[i]), dep);
     }
     if (pr->floor.n > 0) {
       const gcomp_cv_floor *fl = &pr->floor;
-      fprintf(f, "  noise floor (99%% bound from %d fp32 twins, placements", fl->n);
+      fprintf(f, "  noise floor (99%% bound from %d %s", fl->n,
+              fl->by_seed ? "baselines with other seeds, seeds" : "fp32 twins, placements");
       for (int t = 0; t < fl->n; t++) fprintf(f, "%s %d", t ? "," : "", fl->placements[t]);
       fprintf(f, "), added to every tolerance: accuracy %.2f points, final loss %.2f%%, curve "
               "gap %.2f%%, drift %.3g\n", fl->acc_pts, fl->loss_rel * 100, fl->gap_rel * 100,
@@ -233,7 +277,7 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
     /* sparsifying codecs: how often each parameter moved at all */
     for (int i = 0; i < pr->nruns; i++) {
       const gcomp_cv_run *x = &pr->runs[i];
-      if (x->status < 0 || x->moved_frac >= 0.5) continue;
+      if (x->status < 0 || x->logged || x->moved_frac >= 0.5) continue;
       fprintf(f, "  coverage %s: %.2f%% of the parameters move per step, each %.1f times in %d "
               "steps on average; %.1f%% never moved\n", x->spec, x->moved_frac * 100,
               x->moved_frac * x->steps, x->steps, x->never_moved_frac * 100);
@@ -255,6 +299,30 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
       if (dep && dep->trained && dep->verdict.pass != 1)
         fprintf(f, "  deployed %s %s: %s\n", dep->verdict.pass < 0 ? "ERROR" : "FAIL",
                 pr->runs[i].spec, dep->verdict.why);
+    }
+  }
+}
+
+void gcomp_cv_print_unexpected(FILE *f, const gcomp_cv_report *r) {
+  for (int p = 0; p < r->nproblems; p++) {
+    const gcomp_cv_problem *pr = &r->problems[p];
+    for (int i = 0; i < pr->nruns; i++) {
+      const gcomp_cv_verdict *v = &pr->verdicts[i];
+      if (v->pass == 0 && !pr->must_fail[i])
+        fprintf(f, "gcomp-converge: FAIL %s/%s %s: %s\n", pr->task, gcomp_cv_problem_model(pr),
+                pr->runs[i].spec, v->why);
+      else if (v->pass == 1 && pr->must_fail[i]) {
+        char names[64];
+        fprintf(f, "gcomp-converge: FAIL %s/%s %s: expected to exceed its tolerance, but "
+                "stayed within it%s%s%s\n", pr->task, gcomp_cv_problem_model(pr),
+                pr->runs[i].spec,
+                v->coarse ? " (the noise floor exceeds its tolerance on " : "",
+                v->coarse ? gcomp_cv_metric_names(v->coarse, names, sizeof names) : "",
+                v->coarse ? ": this run cannot resolve that; use a decaying learning rate or "
+                            "more seeds)" : "");
+        if (v->note[0])   /* it escaped through the paired test: say on how few rows */
+          fprintf(f, "gcomp-converge:   %s (more seeds pool more test rows)\n", v->note);
+      }
     }
   }
 }
@@ -317,7 +385,7 @@ static void json_array(FILE *f, const double *v, int n) {
 static void json_floor(FILE *f, const gcomp_cv_floor *fl) {
   fputs("{\"placements\":[", f);
   for (int t = 0; t < fl->n; t++) fprintf(f, "%s%d", t ? "," : "", fl->placements[t]);
-  fputs("],\"acc_points\":", f);
+  fprintf(f, "],\"by_seed\":%s,\"acc_points\":", fl->by_seed ? "true" : "false");
   json_num(f, fl->acc_pts);
   json_field(f, "loss_rel", fl->loss_rel);
   json_field(f, "gap_rel", fl->gap_rel);
@@ -340,6 +408,18 @@ static void json_run(FILE *f, const gcomp_cv_run *b, const gcomp_cv_run *r) {
   }
   json_field(f, "final_loss", r->final_loss);
   json_field(f, "final_test_acc", r->final_acc);
+  if (r->logged) {   /* what a metrics log holds: the curves */
+    json_field(f, "curve_gap", r->curve_gap);
+    fprintf(f, ",\"logged\":true,\"test_rows\":%d,\"seconds\":%.3f,\"curve\":{\"step\":[",
+            r->test_rows, r->seconds);
+    for (int e = 0; e < r->neval; e++) fprintf(f, "%s%d", e ? "," : "", r->eval_step[e]);
+    fputs("],\"train_loss\":", f);
+    json_array(f, r->train_loss, r->neval);
+    fputs(",\"test_acc\":", f);
+    json_array(f, r->test_acc, r->neval);
+    fputs("}}", f);
+    return;
+  }
   json_field(f, "final_train_acc", r->final_train_acc);
   json_field(f, "curve_gap", r->curve_gap);
   json_field(f, "final_drift", r->final_drift);
@@ -425,6 +505,11 @@ static int write_json(const char *path, const gcomp_cv_report *r) {
   FILE *f = fopen(path, "w");
   GCOMP_FAIL_IF(!f, GCOMP_ERR_INVALID, "%s: cannot write: %s", path, strerror(errno));
   const gcomp_cv_train_cfg *c = r->cfg;
+  if (!c) {
+    fprintf(f, "{\"tool\":\"gcomp-converge\",\"version\":\"%s\",\"config\":{\"command\":",
+            gcomp_version());
+    json_str(f, r->command ? r->command : "");
+  } else {
   fprintf(f, "{\"tool\":\"gcomp-converge\",\"version\":\"%s\",\"config\":{\"workers\":%d,"
           "\"steps\":%d,\"batch\":%d,\"lr\":%g,\"lr_schedule\":\"%s\",\"momentum\":%g,"
           "\"weight_decay\":%g,\"seed\":%llu,\"seeds\":%d,"
@@ -438,12 +523,13 @@ static int write_json(const char *path, const gcomp_cv_report *r) {
           : c->momentum_correction == GCOMP_CV_MC_MASKED ? "masked"
                                                          : "on");
   json_str(f, r->algo ? r->algo : "auto");
+  }
   fputs("},\"problems\":[", f);
   for (int p = 0; p < r->nproblems; p++) {
     const gcomp_cv_problem *pr = &r->problems[p];
     fprintf(f, "%s{\"task\":", p ? "," : "");
     json_str(f, pr->task);
-    fprintf(f, ",\"model\":\"%s\",\"parameters\":%zu,\"baseline\":", gcomp_cv_model_name(pr->model),
+    fprintf(f, ",\"model\":\"%s\",\"parameters\":%zu,\"baseline\":", gcomp_cv_problem_model(pr),
             pr->base.nparams);
     json_run(f, &pr->base, &pr->base);
     if (pr->floor_wanted) {   /* the noise floor and the twins it was measured from */
@@ -564,7 +650,7 @@ static int write_junit(const char *path, const gcomp_cv_report *r) {
       const gcomp_cv_run *x = &pr->runs[i];
       fprintf(f, "  <testcase classname=\"converge.");
       xml_str(f, pr->task);
-      fprintf(f, ".%s\" name=\"", gcomp_cv_model_name(pr->model));
+      fprintf(f, ".%s\" name=\"", gcomp_cv_problem_model(pr));
       xml_str(f, x->spec);
       fprintf(f, "%s\" time=\"%.3f\"", pr->must_fail[i] ? " (must be flagged)" : "", x->seconds);
       if (v->pass < 0) {
@@ -589,9 +675,13 @@ static int write_junit(const char *path, const gcomp_cv_report *r) {
       } else {
         fputs(">\n    <system-out>", f);
         char line[512];
-        snprintf(line, sizeof line, "ran %s, optimizer momentum %g; loss %.6g acc %.4f drift %.4g "
-                 "relerr %.3g%s", x->canon, x->opt_momentum, x->final_loss, x->final_acc,
-                 x->final_drift, x->relerr_mean, v->pass ? "" : "; flagged: ");
+        if (x->logged)   /* the program's own curves: what its log holds */
+          snprintf(line, sizeof line, "logged: loss %.6g acc %.4f curve gap %.4g%s",
+                   x->final_loss, x->final_acc, x->curve_gap, v->pass ? "" : "; flagged: ");
+        else
+          snprintf(line, sizeof line, "ran %s, optimizer momentum %g; loss %.6g acc %.4f drift "
+                   "%.4g relerr %.3g%s", x->canon, x->opt_momentum, x->final_loss, x->final_acc,
+                   x->final_drift, x->relerr_mean, v->pass ? "" : "; flagged: ");
         xml_str(f, line);
         if (!v->pass) xml_str(f, v->why);
         if (v->coarse) {
@@ -648,9 +738,13 @@ static int write_svg(const char *path, const gcomp_cv_report *r) {
   fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
           "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n"
           "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", width, height, width, height);
-  fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\" text-anchor=\"middle\">gcomp-converge: "
-          "training loss, %d workers, baseline fp32 vs codecs (log scale)</text>\n", width / 2,
-          r->cfg->workers);
+  if (r->cfg)
+    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\" text-anchor=\"middle\">gcomp-converge: "
+            "training loss, %d workers, baseline fp32 vs codecs (log scale)</text>\n", width / 2,
+            r->cfg->workers);
+  else
+    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\" text-anchor=\"middle\">gcomp-converge: "
+            "training loss as logged, baseline vs codecs (log scale)</text>\n", width / 2);
   for (int p = 0; p < r->nproblems; p++) {
     const gcomp_cv_problem *pr = &r->problems[p];
     int px = (p % cols) * PW, py = 24 + (p / cols) * PH;
@@ -674,14 +768,18 @@ static int write_svg(const char *path, const gcomp_cv_report *r) {
     fprintf(f, "<text x=\"%.0f\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">", px + ML + w / 2,
             py + MT - 8);
     xml_str(f, pr->task);
-    fprintf(f, " / %s (%zu params)</text>\n", gcomp_cv_model_name(pr->model), pr->base.nparams);
+    if (pr->model)
+      fprintf(f, " / %s (%zu params)</text>\n", gcomp_cv_model_name(pr->model), pr->base.nparams);
+    else
+      fputs(" (logged)</text>\n", f);
     for (int k = 0; k <= 4; k++) {   /* y ticks */
       double lv = lo + (hi - lo) * k / 4, y = py + MT + h * (1 - (double)k / 4);
       fprintf(f, "<line x1=\"%d\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>"
               "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.3g</text>\n", px + ML, px + ML + w, y,
               y, px + ML - 4, y + 4, pow(10, lv));
     }
-    int steps = r->cfg->steps;
+    int steps = r->cfg ? r->cfg->steps
+                : pr->base.neval > 0 ? pr->base.eval_step[pr->base.neval - 1] : 1;
     for (int k = 0; k <= 4; k++) {   /* x ticks */
       double x = px + ML + w * k / 4;
       fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%d</text>\n", x,
@@ -701,7 +799,8 @@ static int write_svg(const char *path, const gcomp_cv_report *r) {
   /* legend: the codecs of the first problem (every problem runs the same list) */
   int ly = 24 + rows * PH + 10;
   fprintf(f, "<line x1=\"20\" x2=\"50\" y1=\"%d\" y2=\"%d\" stroke=\"#000\" stroke-width=\"2.2\" "
-          "stroke-dasharray=\"2,2\"/><text x=\"56\" y=\"%d\">baseline (fp32)</text>\n", ly, ly, ly + 4);
+          "stroke-dasharray=\"2,2\"/><text x=\"56\" y=\"%d\">baseline (%s)</text>\n", ly, ly, ly + 4,
+          r->cfg ? "fp32" : "no codec");
   for (int i = 0; i < ncodec; i++) {
     const gcomp_cv_problem *pr = &r->problems[0];
     int col = (i + 1) % 3, row = (i + 1) / 3;
@@ -718,8 +817,8 @@ static int write_svg(const char *path, const gcomp_cv_report *r) {
     int col = (ncodec + 1) % 3, row = (ncodec + 1) / 3;
     int x = 20 + col * (width / 3), y = ly + row * 22;
     fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#aaa\" "
-            "stroke-width=\"1.0\"/><text x=\"%d\" y=\"%d\">fp32 twins (the noise floor)</text>\n",
-            x, x + 30, y, y, x + 36, y + 4);
+            "stroke-width=\"1.0\"/><text x=\"%d\" y=\"%d\">%s (the noise floor)</text>\n",
+            x, x + 30, y, y, x + 36, y + 4, r->cfg ? "fp32 twins" : "baselines, other seeds");
   }
   fputs("</svg>\n", f);
   int bad = ferror(f);

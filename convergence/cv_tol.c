@@ -202,21 +202,24 @@ int gcomp_cv_floor_measure(const gcomp_cv_run *base, const gcomp_cv_run *twins,
   GCOMP_FAIL_IF(n < 2 || n > GCOMP_CV_MAX_TWINS, GCOMP_ERR_INVALID,
                 "%d noise-floor twins (2 to %d)", n, GCOMP_CV_MAX_TWINS);
   GCOMP_FAIL_IF(base->status < 0, GCOMP_ERR_INVALID, "the baseline failed: %s", base->error);
-  GCOMP_FAIL_IF(!isfinite(base->final_acc) || !isfinite(base->final_loss), GCOMP_ERR_INVALID,
-                "the baseline has no finite final metrics (it diverged)");
+  int no_acc = base->logged && isnan(base->final_acc);   /* a log without accuracy */
+  GCOMP_FAIL_IF((!no_acc && !isfinite(base->final_acc)) || !isfinite(base->final_loss),
+                GCOMP_ERR_INVALID, "the baseline has no finite final metrics (it diverged)");
   double ss[2] = {0, 0};                 /* acc, loss: sums of squares */
   double amt[2][GCOMP_CV_MAX_TWINS];     /* gap, drift of each twin */
   for (int i = 0; i < n; i++) {
     const gcomp_cv_run *t = &twins[i];
     GCOMP_FAIL_IF(t->status < 0, GCOMP_ERR_INVALID,
-                  "noise-floor twin (placement %d) failed: %s", placements[i], t->error);
-    double acc = (t->final_acc - base->final_acc) * 100;
+                  "noise-floor twin (%s %d) failed: %s", t->logged ? "seed" : "placement",
+                  placements[i], t->error);
+    double acc = no_acc ? 0 : (t->final_acc - base->final_acc) * 100;
     double dl = t->final_loss - base->final_loss;
     double loss = dl == 0 ? 0 : dl / base->final_loss;   /* 0 / 0 is no deviation */
-    const double x[4] = {acc, loss, t->curve_gap, t->final_drift};
+    /* logged twins have no parameters: their drift is not measured, nor judged */
+    const double x[4] = {acc, loss, t->curve_gap, t->logged ? 0 : t->final_drift};
     for (int m = 0; m < 4; m++)   /* a NaN must not hide in the floor */
-      GCOMP_FAIL_IF(!isfinite(x[m]), GCOMP_ERR_INVALID, "noise-floor twin (placement %d) has "
-                    "no finite metrics", placements[i]);
+      GCOMP_FAIL_IF(!isfinite(x[m]), GCOMP_ERR_INVALID, "noise-floor twin (%s %d) has "
+                    "no finite metrics", t->logged ? "seed" : "placement", placements[i]);
     ss[0] += acc * acc, ss[1] += loss * loss;
     amt[0][i] = x[2], amt[1][i] = x[3];
     out->placements[i] = placements[i];
@@ -368,13 +371,25 @@ static void judge_acc(gcomp_cv_verdict *v, const gcomp_cv_run *base, const gcomp
 /* "; sampling error 0.04% on 4096 of 8000 training rows" */
 static const char *loss_part(char *buf, size_t n, const gcomp_cv_verdict *v) {
   buf[0] = '\0';
-  if (v->paired.seeds == 0) return buf;
+  if (v->paired.seeds == 0 || v->paired.train_rows == 0) return buf;   /* logged: unknown */
   if (v->paired.loss_rows >= v->paired.train_rows)
     snprintf(buf, n, "; on all %d training rows: no sampling error", v->paired.train_rows);
   else
     snprintf(buf, n, "; sampling error %.2g%% on %d of %d training rows", v->loss_se_rel * 100,
              v->paired.loss_rows, v->paired.train_rows);
   return buf;
+}
+
+double gcomp_cv_curve_gap(const int *step, const double *loss, const double *base_loss, int n) {
+  double gap = 0;
+  int ng = 0;
+  for (int e = 0; e < n; e++) {
+    if (step[e] <= 0) continue;   /* step 0 is the common start */
+    double b = base_loss[e];
+    gap += fabs(loss[e] - b) / (b > 1e-12 ? b : 1e-12);
+    ng++;
+  }
+  return ng ? gap / ng : 0;
 }
 
 void gcomp_cv_judge(const gcomp_cv_run *base, const gcomp_cv_run *run, const gcomp_cv_tol *tol,
@@ -396,7 +411,8 @@ void gcomp_cv_judge_paired(const gcomp_cv_run *base, const gcomp_cv_run *run,
     snprintf(v->why, sizeof v->why, "run failed: %.480s", run->error);
     return;
   }
-  if (!isfinite(base->final_loss) || !isfinite(base->final_acc)) {
+  /* a logged baseline need not log accuracy (then no run has it to judge) */
+  if (!isfinite(base->final_loss) || (!base->logged && !isfinite(base->final_acc))) {
     /* nothing to compare with: the codec must not take the blame */
     v->pass = -1;
     snprintf(v->why, sizeof v->why, "the baseline itself diverged (final training loss %g): "
@@ -465,6 +481,35 @@ void gcomp_cv_judge_paired(const gcomp_cv_run *base, const gcomp_cv_run *run,
              "with a decaying learning rate, so judge it at your job's --steps and "
              "--lr-schedule (a long run with --noise-floor)", run->moved_frac * run->steps,
              run->steps);
+}
+
+int gcomp_cv_judge_problem(gcomp_cv_problem *pr, const gcomp_cv_tolset *ts, FILE *err,
+                           const char *label, int *errors) {
+  const gcomp_cv_floor *floor = pr->ntwins > 0 ? &pr->floor : NULL;
+  int failures = 0;
+  for (int i = 0; i < pr->nruns; i++) {
+    gcomp_cv_run *run = &pr->runs[i];
+    gcomp_cv_tol tol = gcomp_cv_tol_for(ts, run->spec, run->canon);
+    gcomp_cv_judge_paired(&pr->base, run, &tol, floor, pr->paired ? &pr->paired[i] : NULL,
+                          &pr->verdicts[i]);
+    if (pr->deployed && pr->deployed[i].trained) {   /* reported, not gating */
+      gcomp_cv_deployed *dep = &pr->deployed[i];
+      gcomp_cv_judge_paired(&pr->base, &dep->run, &tol, floor, &dep->paired, &dep->verdict);
+      if (dep->run.status < 0) {
+        fprintf(err, "gcomp-converge: %s: the deployed job's run failed: %s\n", label,
+                dep->run.error);
+        ++*errors;
+      }
+    }
+    if (run->status < 0) {
+      fprintf(err, "gcomp-converge: %s: %s%s\n", label,
+              run->logged ? "" : "the library refused or failed: ", run->error);
+      ++*errors;
+    } else if ((pr->verdicts[i].pass == 1) == (pr->must_fail[i] != 0)) {
+      failures++;
+    }
+  }
+  return failures;
 }
 
 /* ---- small tensors ---------------------------------------------------------------------- */

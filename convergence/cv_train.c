@@ -608,17 +608,10 @@ static void summarise(sim *s) {
   r->moved_frac = r->steps && np ? (double)s->nmoved / ((double)r->steps * (double)np) : 0;
   r->never_moved_frac = np ? (double)never / (double)np : 0;
   r->max_drift = 0;
-  double gap = 0;
-  int ng = 0;
-  for (int e = 0; e < ne; e++) {
+  for (int e = 0; e < ne; e++)
     if (r->drift[e] > r->max_drift) r->max_drift = r->drift[e];
-    if (s->base && r->eval_step[e] > 0) {
-      double b = s->base->train_loss[e];
-      gap += fabs(r->train_loss[e] - b) / (b > 1e-12 ? b : 1e-12);
-      ng++;
-    }
-  }
-  r->curve_gap = ng ? gap / ng : 0;
+  r->curve_gap = s->base ? gcomp_cv_curve_gap(r->eval_step, r->train_loss, s->base->train_loss, ne)
+                         : 0;
 }
 
 static int train(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *data,

@@ -7,12 +7,20 @@ DDP script (the launcher sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):
     gcomp-run -n 4 --nodes 2 --inter-node-rate 1gbit -- python3 ddp_train.py --comm bf16
     torchrun --nproc_per_node 2 --redirects 1 --tee 1 ddp_train.py --comm 'topk:ratio=0.01+ef'
 
---comm ddp uses DDP's own allreduce (gloo); anything else is a gcomp codec spec for the
-hook ("none", "bf16", "topk:ratio=0.01+ef:momentum=0.9"). Models: "mlp" (a two-layer MLP on
+--comm ddp uses DDP's own allreduce (gloo); --comm gcomp the hook with the codec GCOMP_CODEC
+names (none when unset); anything else is a gcomp codec spec for the hook ("none", "bf16",
+"topk:ratio=0.01+ef:momentum=0.9"). Models: "mlp" (a two-layer MLP on
 the UCI digits, 64 -> --hidden -> 10, or on Gaussian clusters when the data file is
 missing) and "embed" (a communication-bound recommender: --tables embedding tables of
 --rows x 64 whose dense gradients dwarf the compute, on a seeded synthetic task). Rank 0
 prints one line: median step time, final training loss and test accuracy.
+
+Its metrics go to the file GCOMP_METRICS names (gcomp.metrics: a JSON line every
+--eval-every steps with the training loss over the whole training set and the test
+accuracy), so gcomp-converge can judge the codecs on this model:
+
+    gcomp-converge run --codec bf16 --must-fail topk:ratio=0.001 \
+        --launch 'gcomp-run -n 2' -- python3 ddp_train.py --comm gcomp
 """
 import argparse
 import gzip
@@ -25,6 +33,8 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+import gcomp.metrics                                             # convergence checks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -107,6 +117,17 @@ def batches(train, batch, rank, world, seed):
         epoch += 1
 
 
+def evaluate(model, train, test, step):
+    """Training loss over the whole training set and test accuracy (percent), logged."""
+    with torch.no_grad():
+        model.eval()
+        loss = F.cross_entropy(model(train[0]), train[1]).item()
+        acc = (model(test[0]).argmax(1) == test[1]).float().mean().item() * 100
+        model.train()
+    gcomp.metrics.log(step, loss=loss, accuracy=acc, test_rows=len(test[1]))
+    return loss, acc
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--comm", default="ddp", help="ddp, or a gcomp codec spec for the hook")
@@ -123,7 +144,10 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.9,
                     help="SGD momentum (0 when the codec's ef stage carries momentum)")
     ap.add_argument("--bucket-cap-mb", type=float, default=4.0)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=gcomp.metrics.seed(0),
+                    help="model initialisation and batch order (default: GCOMP_SEED, else 0)")
+    ap.add_argument("--eval-every", type=int, default=0,
+                    help="steps between the metrics records (default: steps/20)")
     ap.add_argument("--data-seed", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--json", help="write rank 0's results here")
@@ -139,15 +163,18 @@ def main():
     state = None
     if args.comm != "ddp":
         import gcomp.torch as gt                                 # gcomp
-        state = gt.State(codec=args.comm)
+        state = gt.State(codec=None if args.comm == "gcomp" else args.comm)
         ddp.register_comm_hook(state, gt.hook)                   # gcomp
         if "momentum=" in state.codec.spec():   # printed only when set
             momentum = 0.0   # the codec applies momentum (DGC's correction) itself
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=momentum)
 
     times, losses = [], []
-    it = batches(train, args.batch, rank, world, args.data_seed)
+    it = batches(train, args.batch, rank, world, args.seed * 7919 + args.data_seed)
+    every = args.eval_every or max(1, args.steps // 20)
     for step in range(args.steps):
+        if step % every == 0 and gcomp.metrics.enabled():
+            evaluate(model, train, test, step)
         x, y = next(it)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
@@ -158,10 +185,7 @@ def main():
         losses.append(loss.item())
 
     # final training loss over the whole training set, test accuracy: the same everywhere
-    with torch.no_grad():
-        model.eval()
-        train_loss = F.cross_entropy(model(train[0]), train[1]).item()
-        acc = (model(test[0]).argmax(1) == test[1]).float().mean().item() * 100
+    train_loss, acc = evaluate(model, train, test, args.steps)
     t = torch.tensor(sorted(times[args.warmup:]) or [0.0])
     step_ms = t.median().item() * 1e3
     out = {"comm": args.comm, "model": args.model, "ranks": world, "steps": args.steps,

@@ -3,7 +3,8 @@
  * Trains small real models data-parallel (W workers, one loopback rank each, every
  * gradient through gcomp_allreduce), once uncompressed and once per codec, with the same
  * seeds; compares loss, accuracy, drift and gradient error with the baseline; exits non-zero
- * when a codec exceeds its tolerance. See README.md, "Convergence harness".
+ * when a codec exceeds its tolerance. See README.md, "Convergence harness". The run and
+ * compare subcommands judge the user's own training the same way (converge_run.c).
  *
  * Exit status: 0 every codec within tolerance (and every --must-fail codec flagged),
  * 1 a codec exceeded its tolerance (or a --must-fail codec was not flagged), 2 an error
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "converge.h"
+#include "converge_run.h"
 #include "gcomp.h"
 
 static const char *const shipped[] = {"none",
@@ -33,6 +35,8 @@ static const char *const shipped[] = {"none",
 static void usage(FILE *f) {
   fprintf(f,
     "usage: gcomp-converge [options]\n"
+    "       gcomp-converge run [options] -- COMMAND...   (your training: run --help)\n"
+    "       gcomp-converge compare BASELINE.jsonl NAME=FILE.jsonl...   (compare --help)\n"
     "Trains small models data-parallel through gcomp_allreduce, once in fp32 (the baseline)\n"
     "and once per codec, and checks each codec against its tolerances.\n\n"
     "codecs\n"
@@ -258,6 +262,9 @@ static int codec_seed(const gcomp_cv_train_cfg *cfg, const gcomp_cv_data *d, gco
 }
 
 int main(int argc, char **argv) {
+  /* the user's own training: gcomp-converge run|compare (converge_run.c) */
+  if (argc > 1 && (!strcmp(argv[1], "run") || !strcmp(argv[1], "compare")))
+    return gcomp_converge_subcommand(argc - 1, argv + 1);
   gcomp_cv_train_cfg cfg;
   gcomp_cv_train_defaults(&cfg);
   /* static: what main holds stays reachable when a usage error returns early, as it does
@@ -699,30 +706,7 @@ int main(int argc, char **argv) {
         no_verdicts(pr, why);
         continue;
       }
-      const gcomp_cv_floor *floor = pr->ntwins > 0 ? &pr->floor : NULL;
-      for (int i = 0; i < nrun; i++) {
-        const char *spec = i < codecs.n ? codecs.v[i] : mustfail.v[i - codecs.n];
-        gcomp_cv_run *run = &pr->runs[i];
-        st = run->status;
-        gcomp_cv_tol tol = gcomp_cv_tol_for(ts, spec, run->canon);
-        gcomp_cv_judge_paired(&pr->base, run, &tol, floor, &pr->paired[i], &pr->verdicts[i]);
-        if (pr->deployed && pr->deployed[i].trained) {   /* reported, not gating */
-          gcomp_cv_deployed *dep = &pr->deployed[i];
-          gcomp_cv_judge_paired(&pr->base, &dep->run, &tol, floor, &dep->paired, &dep->verdict);
-          if (dep->run.status < 0) {
-            fprintf(stderr, "gcomp-converge: %s: the deployed job's run failed: %s\n", label,
-                    dep->run.error);
-            errors++;
-          }
-        }
-        if (st < 0) {
-          fprintf(stderr, "gcomp-converge: %s: the library refused or failed: %s\n", label,
-                  run->error);
-          errors++;
-        } else if ((pr->verdicts[i].pass == 1) == pr->must_fail[i]) {
-          failures++;
-        }
-      }
+      failures += gcomp_cv_judge_problem(pr, ts, stderr, label, &errors);
     }
 
   nprob = nprob_used;
@@ -739,25 +723,7 @@ int main(int argc, char **argv) {
   if (plot && gcomp_cv_write_svg(plot, &rep) < 0) errors++, fprintf(stderr, "%s\n", gcomp_last_error());
 
   /* every verdict that is not the expected one, on stderr, naming metric and margin */
-  for (int p = 0; p < nprob && !follower; p++)
-    for (int i = 0; i < probs[p].nruns; i++) {
-      const gcomp_cv_verdict *v = &probs[p].verdicts[i];
-      if (v->pass == 0 && !probs[p].must_fail[i])
-        fprintf(stderr, "gcomp-converge: FAIL %s/%s %s: %s\n", probs[p].task,
-                gcomp_cv_model_name(probs[p].model), probs[p].runs[i].spec, v->why);
-      else if (v->pass == 1 && probs[p].must_fail[i]) {
-        char names[64];
-        fprintf(stderr, "gcomp-converge: FAIL %s/%s %s: expected to exceed its tolerance, but "
-                "stayed within it%s%s%s\n", probs[p].task, gcomp_cv_model_name(probs[p].model),
-                probs[p].runs[i].spec,
-                v->coarse ? " (the noise floor exceeds its tolerance on " : "",
-                v->coarse ? gcomp_cv_metric_names(v->coarse, names, sizeof names) : "",
-                v->coarse ? ": this run cannot resolve that; use a decaying learning rate or "
-                            "more seeds)" : "");
-        if (v->note[0])   /* it escaped through the paired test: say on how few rows */
-          fprintf(stderr, "gcomp-converge:   %s (more seeds pool more test rows)\n", v->note);
-      }
-    }
+  if (!follower) gcomp_cv_print_unexpected(stderr, &rep);
   int rc = errors ? 2 : failures ? 1 : 0;
   if (follower) rc = errors ? 2 : 0;   /* rank 0 judges */
   if (!quiet)
