@@ -216,6 +216,7 @@ int gcomp_cv_log_read(const char *path, const char *name, gcomp_cv_run *run) {
                          "rank 0)", path);
   if (st < 0) {
     gcomp_cv_run_free(run);
+    snprintf(run->spec, sizeof run->spec, "%s", name ? name : path);
     run->logged = 1;
     run->status = st;
     snprintf(run->error, sizeof run->error, "%s", gcomp_last_error());

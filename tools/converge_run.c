@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <math.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +82,8 @@ static void usage_compare(FILE *f) {
   fprintf(f,
     "usage: gcomp-converge compare [options] BASELINE.jsonl NAME=FILE.jsonl...\n"
     "Judges metrics logs that exist (gcomp-converge run --help describes them): each\n"
-    "NAME=FILE against BASELINE, NAME a codec spec (its tolerances) or any name.\n\n"
+    "NAME=FILE against BASELINE, NAME a codec spec (its tolerances) or any name (FILE\n"
+    "is what follows the last '=').\n\n"
     "  --must-fail NAME=FILE   a run that must be flagged (repeatable)\n"
     "  --twin FILE         a baseline with another seed, for the noise floor (2..8 of them)\n"
     "  --name NAME         the problem's name in the reports (default: BASELINE's)\n"
@@ -146,6 +148,13 @@ static int judge_logs(setup *s) {
     }
     snprintf(runs[i].canon, sizeof runs[i].canon, "%s", j->canon);
     runs[i].seconds = j->seconds;
+    /* a pass that checked nothing: the codec never touched this program's gradients */
+    if (runs[i].status >= 0 && runs[i].curve_gap == 0 && strncmp(j->name, "none", 4) &&
+        (runs[i].final_acc == pr.base.final_acc || isnan(runs[i].final_acc)))
+      fprintf(stderr, "gcomp-converge: note: %s logged the baseline's curve exactly: did the "
+              "codec run? (calls under GCOMP_CODEC_MIN_BYTES, 64 KiB by default, go "
+              "uncompressed; on fast links the planner may not compress; the program must take "
+              "its codec from GCOMP_CODEC)\n", j->name);
   }
   /* the noise floor: baselines with other seeds, fitted like runs */
   int twin_seeds[GCOMP_CV_MAX_TWINS];
@@ -233,7 +242,7 @@ static int common_option(setup *s, int o, const char *arg) {
 /* ---- compare --------------------------------------------------------------------------- */
 /* "NAME=FILE" into a job; a codec NAME gets its canonical spec (its tolerance class). */
 static int named_log(setup *s, const char *arg, int must_fail) {
-  const char *eq = strchr(arg, '=');
+  const char *eq = strrchr(arg, '=');   /* codec specs hold '=' themselves: the file may not */
   if (!eq || eq == arg || !eq[1]) {
     fprintf(stderr, "gcomp-converge: '%s' is not NAME=FILE.jsonl\n", arg);
     return -1;

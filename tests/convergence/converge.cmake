@@ -11,6 +11,10 @@ endif()
 if(TARGET test_converge)
   set_tests_properties(unit.test_converge PROPERTIES LABELS "unit;convergence")
 endif()
+if(TARGET test_cv_log)   # logged curves: the harness's verdicts, and malformed logs
+  target_link_libraries(test_cv_log PRIVATE gcomp_converge)
+  set_tests_properties(unit.test_cv_log PROPERTIES LABELS "unit;convergence")
+endif()
 if(TARGET test_cv_threads)   # worker threads that cannot start: pthread_create made to fail
   target_link_libraries(test_cv_threads PRIVATE gcomp_converge)
   target_link_options(test_cv_threads PRIVATE -Wl,--wrap=pthread_create)
@@ -56,3 +60,10 @@ endif()
 add_test(NAME convergence.cli COMMAND ${CMAKE_CURRENT_LIST_DIR}/converge_cli.sh
          $<TARGET_FILE:gcomp-converge> ${CMAKE_BINARY_DIR}/convergence-cli)
 set_tests_properties(convergence.cli PROPERTIES LABELS convergence TIMEOUT 300)
+
+# gcomp-converge run and compare on a stand-in training program (a shell script logging
+# curves): exit statuses, reports, run's and compare's verdicts alike, and every bad input
+# an error naming what is wrong; a second or two, in the sanitizer tree too.
+add_test(NAME convergence.run_cli COMMAND ${CMAKE_CURRENT_LIST_DIR}/converge_run_cli.sh
+         $<TARGET_FILE:gcomp-converge> ${CMAKE_BINARY_DIR}/convergence-run-cli)
+set_tests_properties(convergence.run_cli PROPERTIES LABELS convergence TIMEOUT 120)
