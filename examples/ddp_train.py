@@ -20,7 +20,7 @@ Its metrics go to the file GCOMP_METRICS names (gcomp.metrics: a JSON line every
 accuracy), so gcomp-converge can judge the codecs on this model:
 
     gcomp-converge run --codec bf16 --must-fail topk:ratio=0.001 \
-        --launch 'gcomp-run -n 2' -- python3 ddp_train.py --comm gcomp
+        --launch 'gcomp-run -n 2 --nodes 2' -- python3 ddp_train.py --comm gcomp
 """
 import argparse
 import gzip

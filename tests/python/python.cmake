@@ -42,3 +42,12 @@ set_property(TEST python.ddp APPEND PROPERTY ENVIRONMENT
 # the namespaces and gloo's ports of these jobs must not meet other jobs' mid-run
 set_tests_properties(python.ddp python.fail_kill python.fail_stall python.resume
   PROPERTIES RUN_SERIAL ON)
+
+# gcomp-converge run on a real PyTorch model (examples/ddp_train.py: the digits MLP, 2 ranks
+# on 2 emulated nodes): bf16 and topk:ratio=0.01+ef pass, topk:ratio=0.001 is flagged.
+# Four training runs of the command; about 30 s of CPU.
+add_test(NAME python.converge_ddp COMMAND bash ${py_dir}/converge_ddp.sh
+         $<TARGET_FILE:gcomp-converge> ${py_run} ${py} ${PROJECT_SOURCE_DIR}/examples/ddp_train.py
+         ${PROJECT_SOURCE_DIR}/convergence/data/digits.csv.gz ${CMAKE_BINARY_DIR}/converge-ddp)
+set_tests_properties(python.converge_ddp PROPERTIES LABELS "python;convergence" TIMEOUT 600
+  ENVIRONMENT "${py_env}" RUN_SERIAL ON)
