@@ -36,7 +36,8 @@ static const unsigned char process_wide[GCOMP_P_COUNT_] = {
     [GCOMP_P_ISA] = 1,        [GCOMP_P_SHIM_STRICT] = 1,  [GCOMP_P_LIBRARY] = 1,
     [GCOMP_P_SHIM_ROUTE] = 1,
     [GCOMP_P_RANK] = 2,       [GCOMP_P_SIZE] = 2,         [GCOMP_P_LOCAL_RANK] = 2,
-    [GCOMP_P_ROOT] = 2,       [GCOMP_P_JOB_TOKEN] = 2};   /* 2: the launcher's */
+    [GCOMP_P_ROOT] = 2,       [GCOMP_P_JOB_TOKEN] = 2,    /* 2: the launcher's */
+    [GCOMP_P_METRICS] = 1,    [GCOMP_P_SEED] = 1};        /* the training program's */
 
 static _Thread_local const gcomp_settings *scope;
 

@@ -176,12 +176,18 @@ static void test_unknown_variable_warns_with_suggestion(void **state) {
   setenv("GCOMP_CODEK", "fp16", 1);
   setenv("GCOMP_ZZZZZZZZZZZZ", "1", 1);
   setenv("GCOMP_LIBRARY", "/nowhere/libgcomp.so", 1);   /* the Python package's: known */
+  setenv("GCOMP_METRICS", "/nowhere/m.jsonl", 1);        /* gcomp-converge run's: known */
+  setenv("GCOMP_SEED", "2", 1);
   const char *log = log_of_init(path);
   assert_non_null(strstr(log, "unknown variable GCOMP_CODEK ignored; did you mean GCOMP_CODEC?"));
   assert_non_null(strstr(log, "unknown variable GCOMP_ZZZZZZZZZZZZ ignored (gcomp-info"));
   assert_null(strstr(log, "GCOMP_DEBUG_FILE ignored"));
   assert_null(strstr(log, "GCOMP_LIBRARY ignored"));
+  assert_null(strstr(log, "GCOMP_METRICS ignored"));
+  assert_null(strstr(log, "GCOMP_SEED ignored"));
   unsetenv("GCOMP_LIBRARY");
+  unsetenv("GCOMP_METRICS");
+  unsetenv("GCOMP_SEED");
   unlink(path);
 }
 
