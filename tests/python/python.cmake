@@ -43,6 +43,11 @@ set_property(TEST python.ddp APPEND PROPERTY ENVIRONMENT
 set_tests_properties(python.ddp python.fail_kill python.fail_stall python.resume
   PROPERTIES RUN_SERIAL ON)
 
+# gcomp.metrics (no torch needed, no launcher)
+add_test(NAME python.metrics COMMAND ${py} ${py_dir}/metrics_check.py)
+set_tests_properties(python.metrics PROPERTIES LABELS "python;convergence" TIMEOUT 60
+  ENVIRONMENT "${py_env}")
+
 # gcomp-converge run on a real PyTorch model (examples/ddp_train.py: the digits MLP, 2 ranks
 # on 2 emulated nodes): bf16 and topk:ratio=0.01+ef pass, topk:ratio=0.001 is flagged.
 # Four training runs of the command; about 30 s of CPU.
