@@ -241,8 +241,9 @@ typedef struct {
   double loss_rel;                  /* final training loss, relative to the baseline's */
   double gap_rel;                   /* loss-curve mean relative gap */
   double drift;                     /* final parameter drift */
-  int by_seed;                      /* the twins are the baseline with other seeds, and
-                                       placements[] holds those seeds (logged curves) */
+  int by_seed;                      /* logged curves: 1 the twins are the baseline with
+                                       other seeds, and placements[] holds those seeds;
+                                       2 other baselines as given, numbered 1.. */
 } gcomp_cv_floor;
 
 /* Student's t one-sided 99% quantile for df = 1..GCOMP_CV_MAX_TWINS; NAN outside. */

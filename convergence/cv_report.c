@@ -251,7 +251,9 @@ void gcomp_cv_print_table(FILE *f, const gcomp_cv_report *r) {
     if (pr->floor.n > 0) {
       const gcomp_cv_floor *fl = &pr->floor;
       fprintf(f, "  noise floor (99%% bound from %d %s", fl->n,
-              fl->by_seed ? "baselines with other seeds, seeds" : "fp32 twins, placements");
+              fl->by_seed == 1   ? "baselines with other seeds, seeds"
+              : fl->by_seed == 2 ? "other baselines (--twin), numbered"
+                                 : "fp32 twins, placements");
       for (int t = 0; t < fl->n; t++) fprintf(f, "%s %d", t ? "," : "", fl->placements[t]);
       fprintf(f, "), added to every tolerance: accuracy %.2f points, final loss %.2f%%, curve "
               "gap %.2f%%, drift %.3g\n", fl->acc_pts, fl->loss_rel * 100, fl->gap_rel * 100,
@@ -385,7 +387,7 @@ static void json_array(FILE *f, const double *v, int n) {
 static void json_floor(FILE *f, const gcomp_cv_floor *fl) {
   fputs("{\"placements\":[", f);
   for (int t = 0; t < fl->n; t++) fprintf(f, "%s%d", t ? "," : "", fl->placements[t]);
-  fprintf(f, "],\"by_seed\":%s,\"acc_points\":", fl->by_seed ? "true" : "false");
+  fprintf(f, "],\"by_seed\":%s,\"acc_points\":", fl->by_seed == 1 ? "true" : "false");
   json_num(f, fl->acc_pts);
   json_field(f, "loss_rel", fl->loss_rel);
   json_field(f, "gap_rel", fl->gap_rel);

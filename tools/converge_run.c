@@ -44,6 +44,7 @@ typedef struct {
   int nruns, ntwins;
   const char *json, *junit, *plot, *name;
   int quiet;
+  int twins_given;    /* compare --twin: other baselines, their seeds unknown */
   gcomp_cv_tolset *ts;
   char command[2048];
 } setup;
@@ -190,7 +191,7 @@ static int judge_logs(setup *s) {
         snprintf(verdicts[i].why, sizeof verdicts[i].why, "no noise floor");
       }
     }
-    pr.floor.by_seed = 1;
+    pr.floor.by_seed = s->twins_given ? 2 : 1;
   }
   int failures = 0;
   if (!errors) failures = gcomp_cv_judge_problem(&pr, s->ts, stderr, s->name, &errors);
@@ -268,6 +269,7 @@ static int compare_main(setup *s, int argc, char **argv) {
       char name[32];
       snprintf(name, sizeof name, "twin %d", s->ntwins + 1);
       if (add_job(s->twins, &s->ntwins, GCOMP_CV_MAX_TWINS, name, optarg, 0) < 0) return 2;
+      s->twins_given = 1;
       continue;
     }
     if (o == 'h') {
