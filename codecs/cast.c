@@ -48,7 +48,7 @@ static const gcomp_cast_kernels *avx2_table(void) {
 }
 
 const gcomp_cast_kernels *gcomp_cast_kernels_get(void) {
-  gcomp_isa l = gcomp_isa_level();
+  gcomp_isa l = gcomp_kernel_level(GCOMP_KF_CAST);
   return l >= GCOMP_ISA_AVX512 ? avx512_table() : l >= GCOMP_ISA_AVX2 ? avx2_table()
                                                                       : &gcomp_cast_base;
 }

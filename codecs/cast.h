@@ -140,7 +140,7 @@ uint32_t gcomp_cast_f16_dec_add_sum_avx2v(const uint8_t *src, size_t n, float *a
 uint32_t gcomp_cast_bf16_dec_add_sum_avx2v(const uint8_t *src, size_t n, float *acc,
                                            const uint8_t *next);
 
-/* The table for gcomp_isa_level() (and the CPU's VPCLMULQDQ and AVX512_BF16). */
+/* The table for GCOMP_KF_CAST's level (and the CPU's VPCLMULQDQ and AVX512_BF16). */
 const gcomp_cast_kernels *gcomp_cast_kernels_get(void);
 /* Every table this CPU can run, the portable one first; *n receives their number (for
  * tests and benchmarks, which compare each with the first). */

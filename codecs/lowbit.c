@@ -7,11 +7,18 @@
 #include "frame.h"
 #include "lowbit.h"
 
-const gcomp_lowbit_kernels *gcomp_lowbit_kernels_get(void) {
-  gcomp_isa l = gcomp_isa_level();
+static const gcomp_lowbit_kernels *table_at(gcomp_isa l) {
   return l >= GCOMP_ISA_AVX512 ? &gcomp_lowbit_avx512
          : l >= GCOMP_ISA_AVX2 ? &gcomp_lowbit_avx2
                                : &gcomp_lowbit_base;
+}
+
+const gcomp_lowbit_kernels *gcomp_lowbit_kernels_get(void) {
+  return table_at(gcomp_isa_level());
+}
+
+const gcomp_lowbit_kernels *gcomp_lowbit_kernels_for(gcomp_kfamily f) {
+  return table_at(gcomp_kernel_level(f));
 }
 
 const gcomp_lowbit_kernels *const *gcomp_lowbit_tables(size_t *n) {

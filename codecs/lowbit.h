@@ -92,8 +92,11 @@ extern const gcomp_lowbit_kernels gcomp_lowbit_base;
 extern const gcomp_lowbit_kernels gcomp_lowbit_avx2;
 extern const gcomp_lowbit_kernels gcomp_lowbit_avx512;
 
-/* The table for gcomp_isa_level(); every table this CPU runs, base first (tests). */
+/* The table for gcomp_isa_level() (the fp32 adds outside quant and sign); the table of
+ * family f's level (GCOMP_KF_QUANT_ENC ... GCOMP_KF_SIGN_DEC); every table this CPU runs,
+ * base first (tests). */
 const gcomp_lowbit_kernels *gcomp_lowbit_kernels_get(void);
+const gcomp_lowbit_kernels *gcomp_lowbit_kernels_for(gcomp_kfamily f);
 const gcomp_lowbit_kernels *const *gcomp_lowbit_tables(size_t *n);
 
 /* ---- what quant.c and sign.c share (lowbit.c) --------------------------------------------

@@ -141,7 +141,8 @@ static size_t code_bucket(void *arg, const float *x, const float *g, size_t n, u
 static int quant_run_all(const quant_cfg *c, gcomp_enc_ctx *ctx, const float *src,
                          const float *grad, float *res, uint16_t *res16, size_t count,
                          uint8_t *dst, size_t cap, size_t *len) {
-  quant_run q = {c, gcomp_lowbit_kernels_get(), ctx, gcomp_cast_key(c->seed, ctx->seq, 0)};
+  quant_run q = {c, gcomp_lowbit_kernels_for(GCOMP_KF_QUANT_ENC), ctx,
+                 gcomp_cast_key(c->seed, ctx->seq, 0)};
   ctx->param = param_of(c);
   return gcomp_lb_encode("quant", q.K, ctx, (size_t)c->bucket, src, grad, res, res16, count,
                          dst, cap, len, code_bucket, &q);
@@ -186,7 +187,7 @@ static int quant_decode_part(const gcomp_kind_cfg *cfg, uint32_t param,
                 "quant: frame made with bits=%u, bucket=%u; this codec has bits=%llu, "
                 "bucket=%llu", param & 0xffu, param >> 8, (unsigned long long)c->bits,
                 (unsigned long long)c->bucket);
-  const gcomp_lowbit_kernels *K = gcomp_lowbit_kernels_get();
+  const gcomp_lowbit_kernels *K = gcomp_lowbit_kernels_for(GCOMP_KF_QUANT_DEC);
   unsigned bits = (unsigned)c->bits;
   int mode = gcomp_lb_mode(add);
   size_t o = *o_io;

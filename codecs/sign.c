@@ -100,7 +100,7 @@ static size_t sign_bucket(void *arg, const float *x, const float *g, size_t n, u
 static int sign_run(const sign_cfg *c, gcomp_enc_ctx *ctx, const float *src, const float *grad,
                     float *res, uint16_t *res16, size_t count, uint8_t *dst, size_t cap,
                     size_t *len) {
-  sign_run_args a = {gcomp_lowbit_kernels_get(), ctx};
+  sign_run_args a = {gcomp_lowbit_kernels_for(GCOMP_KF_SIGN_ENC), ctx};
   ctx->param = (uint32_t)c->bucket;
   return gcomp_lb_encode("sign", a.K, ctx, (size_t)c->bucket, src, grad, res, res16, count, dst,
                          cap, len, sign_bucket, &a);
@@ -142,7 +142,7 @@ static int sign_decode_part(const gcomp_kind_cfg *cfg, uint32_t param,
   GCOMP_FAIL_IF(param != c->bucket, GCOMP_ERR_CORRUPT,
                 "sign: frame made with bucket=%u; this codec has bucket=%llu", (unsigned)param,
                 (unsigned long long)c->bucket);
-  const gcomp_lowbit_kernels *K = gcomp_lowbit_kernels_get();
+  const gcomp_lowbit_kernels *K = gcomp_lowbit_kernels_for(GCOMP_KF_SIGN_DEC);
   int mode = gcomp_lb_mode(add);
   size_t o = *o_io;
   for (size_t i0 = 0; i0 < count; i0 += c->bucket) {

@@ -541,7 +541,7 @@ static int write_dense(const topk_cfg *cfg, gcomp_enc_ctx *ctx, const topk_input
 }
 
 const gcomp_topk_kernels *gcomp_topk_kernels_get(void) {
-  gcomp_isa l = gcomp_isa_level();
+  gcomp_isa l = gcomp_kernel_level(GCOMP_KF_TOPK);
   return l >= GCOMP_ISA_AVX512 ? &gcomp_topk_kernels_avx512
          : l >= GCOMP_ISA_AVX2 ? &gcomp_topk_kernels_avx2
                                : &gcomp_topk_kernels_base;

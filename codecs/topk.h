@@ -26,7 +26,7 @@ extern const gcomp_topk_kernels gcomp_topk_kernels_base;
 extern const gcomp_topk_kernels gcomp_topk_kernels_avx2;
 extern const gcomp_topk_kernels gcomp_topk_kernels_avx512;
 
-/* The row for the level chosen at init (gcomp_isa_level()). */
+/* The row for the level chosen at init for GCOMP_KF_TOPK. */
 const gcomp_topk_kernels *gcomp_topk_kernels_get(void);
 
 /* The r-th largest (1-based, 1 <= r <= m) of keys[0..m), by radix selection in O(m);

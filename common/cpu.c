@@ -57,6 +57,58 @@ gcomp_isa gcomp_isa_best_level(unsigned f) {
   return GCOMP_ISA_BASE;
 }
 
+gcomp_cpu_id gcomp_cpu_identify(void) {
+  gcomp_cpu_id id = {"", 0, 0};
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return id;
+  memcpy(id.vendor, &b, 4);
+  memcpy(id.vendor + 4, &d, 4);
+  memcpy(id.vendor + 8, &c, 4);
+  id.vendor[12] = '\0';
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return id;
+  unsigned fam = (a >> 8) & 0xf, model = (a >> 4) & 0xf;
+  id.family = fam == 0xf ? fam + ((a >> 20) & 0xff) : fam;
+  id.model = fam == 0x6 || fam == 0xf ? model | ((a >> 16) & 0xf) << 4 : model;
+#endif
+  return id;
+}
+
+const char *gcomp_kfamily_name(gcomp_kfamily f) {
+  static const char *const names[GCOMP_KF_COUNT] = {"cast", "topk", "quant-encode",
+                                                    "quant-decode", "sign-encode", "sign-decode"};
+  return (unsigned)f < GCOMP_KF_COUNT ? names[f] : "?";
+}
+
+/* Where a family runs better below the CPU's best level, measured through the public API
+ * against an fp32 add loop or memcpy timed in the same run (figures in the commit that
+ * added this table). A CPU not listed runs every family at its best level: on the Intel
+ * Xeon of bench/RESULTS.md every AVX-512 family was the faster one. A timing at first use
+ * was the alternative; on this shared machine the same two kernels ranked both ways from
+ * one run, one buffer placement, one harness to the next, and a table costs nothing at
+ * init and picks the same on every rank with the same CPU. */
+static const struct {
+  const char *vendor;
+  unsigned family;
+  unsigned families;   /* bits 1 << gcomp_kfamily */
+  gcomp_isa level;
+} lowered[] = {
+    /* Zen 5: the AVX-512 quant decode-and-add (4 bits, 64 MiB) ran at 0.81-1.49x the add
+     * loop depending on where the accumulator sat (the slow end with it at the add loop's
+     * source's offset mod 4 KiB), the AVX2 one at 1.11-1.43x; the other families were
+     * faster on AVX-512 or level */
+    {"AuthenticAMD", 0x1a, 1u << GCOMP_KF_QUANT_DEC, GCOMP_ISA_AVX2},
+};
+
+gcomp_isa gcomp_kernel_pick(gcomp_kfamily f, unsigned features, const gcomp_cpu_id *id) {
+  gcomp_isa best = gcomp_isa_best_level(features);
+  for (size_t i = 0; i < sizeof lowered / sizeof *lowered; i++)
+    if (id->family == lowered[i].family && !strcmp(id->vendor, lowered[i].vendor) &&
+        (lowered[i].families >> f & 1) && lowered[i].level < best)
+      return lowered[i].level;
+  return best;
+}
+
 const char *gcomp_isa_name(gcomp_isa isa) {
   switch (isa) {
   case GCOMP_ISA_AVX2: return "avx2";
@@ -67,6 +119,7 @@ const char *gcomp_isa_name(gcomp_isa isa) {
 
 static unsigned features;
 static gcomp_isa selected = GCOMP_ISA_BASE;
+static gcomp_isa family_level[GCOMP_KF_COUNT];   /* all GCOMP_ISA_BASE until init */
 static char feature_text[256];
 
 int gcomp_cpu_select(void) {
@@ -93,8 +146,28 @@ int gcomp_cpu_select(void) {
                 "GCOMP_ISA=%s asks for more than this CPU has (best: %s; features: %s)",
                 gcomp_isa_name(asked), gcomp_isa_name(best), feature_text);
   selected = asked;
-  GCOMP_INFO(GCOMP_SUB_INIT, "cpu features: %s; kernels: %s", feature_text, gcomp_isa_name(selected));
+  gcomp_cpu_id id = gcomp_cpu_identify();
+  char choice[160] = "";
+  for (int k = 0; k < GCOMP_KF_COUNT; k++) {
+    family_level[k] = want == 0 ? gcomp_kernel_pick((gcomp_kfamily)k, features, &id) : asked;
+    size_t len = strlen(choice);
+    snprintf(choice + len, sizeof choice - len, "%s%s=%s", k ? " " : "",
+             gcomp_kfamily_name((gcomp_kfamily)k), gcomp_isa_name(family_level[k]));
+  }
+  GCOMP_INFO(GCOMP_SUB_INIT, "cpu %s family 0x%x model 0x%x, features: %s; kernels: %s (%s)",
+             id.vendor, id.family, id.model, feature_text, gcomp_isa_name(selected), choice);
   return GCOMP_OK;
+}
+
+gcomp_isa gcomp_kernel_level(gcomp_kfamily f) {
+  return (unsigned)f < GCOMP_KF_COUNT ? family_level[f] : GCOMP_ISA_BASE;
+}
+
+const char *gcomp_kernel_choice(int i, const char **family) {
+  (void)gcomp_init();
+  if (i < 0 || i >= GCOMP_KF_COUNT) return NULL;
+  if (family) *family = gcomp_kfamily_name((gcomp_kfamily)i);
+  return gcomp_isa_name(family_level[i]);
 }
 
 gcomp_isa gcomp_isa_level(void) { return selected; }

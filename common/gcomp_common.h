@@ -169,12 +169,39 @@ typedef enum { GCOMP_ISA_BASE = 0, GCOMP_ISA_AVX2 = 1, GCOMP_ISA_AVX512 = 2 } gc
 unsigned gcomp_cpu_detect(void);          /* feature bits, from CPUID and XGETBV */
 gcomp_isa gcomp_isa_best_level(unsigned features);
 const char *gcomp_isa_name(gcomp_isa isa);
-/* The level chosen at init (GCOMP_ISA, capped by the CPU). */
+/* The level chosen at init (GCOMP_ISA, capped by the CPU): the ceiling of every family's
+ * level (gcomp_kernel_level), and the level of the kernels outside those families. */
 gcomp_isa gcomp_isa_level(void);
 /* Whether the CPU has every feature in bits (detected at init): a kernel file that needs
  * more than its level's features asks before it is dispatched to. */
 int gcomp_cpu_has(unsigned bits);
 int gcomp_cpu_select(void);               /* called by gcomp_init */
+
+/* Kernel families, each dispatched at a level of its own: GCOMP_ISA when it is set (every
+ * family at that level), else the CPU's best level, lowered for the families that the table
+ * in cpu.c says run faster one level down on this CPU (measured, not guessed: the levels
+ * give bit-identical results, so ranks whose CPUs choose differently still agree). */
+typedef enum {
+  GCOMP_KF_CAST,        /* fp16/bf16 encode, decode, decode-and-add (cast_*.c) */
+  GCOMP_KF_TOPK,        /* top-k filter passes (topk_*.c) */
+  GCOMP_KF_QUANT_ENC,   /* quant: minmax, codes, error feedback's passes (lowbit_*.c) */
+  GCOMP_KF_QUANT_DEC,   /* quant: decode and decode-and-add */
+  GCOMP_KF_SIGN_ENC,    /* sign: scan, bits, error feedback's passes */
+  GCOMP_KF_SIGN_DEC,    /* sign: decode and decode-and-add */
+  GCOMP_KF_COUNT
+} gcomp_kfamily;
+typedef struct {
+  char vendor[13];   /* CPUID leaf 0: "GenuineIntel", "AuthenticAMD", ... */
+  unsigned family;   /* display family (base + extended), e.g. 0x19 Zen 3/4, 0x1a Zen 5 */
+  unsigned model;    /* display model */
+} gcomp_cpu_id;
+gcomp_cpu_id gcomp_cpu_identify(void);
+const char *gcomp_kfamily_name(gcomp_kfamily f);
+/* The level family f runs at on a CPU with these features and this identity, GCOMP_ISA
+ * unset (pure: the tests ask it about CPUs they do not run on). */
+gcomp_isa gcomp_kernel_pick(gcomp_kfamily f, unsigned features, const gcomp_cpu_id *id);
+/* The level chosen at init for family f. */
+gcomp_isa gcomp_kernel_level(gcomp_kfamily f);
 
 /* ---- sized structs --------------------------------------------------------------------
  * Stats structs a caller passes start with size_t struct_size (sizeof the caller's struct,

@@ -15,7 +15,7 @@ GCOMP_PARAM(DEBUG_FILE, STR, "", "",
 
 /* kernels */
 GCOMP_PARAM(ISA, ENUM, "auto", "auto|base|avx2|avx512",
-            "kernel level: auto picks the best the CPU has (avx512: F, BW, VL); asking for more than the CPU has is an error")
+            "kernel level: auto gives each kernel family the best the CPU has (avx512: F, BW, VL) unless gcomp's table of measured CPUs lowers it (gcomp-info lists the choice); a level puts every family there; asking for more than the CPU has is an error")
 
 /* codecs and planning */
 GCOMP_PARAM(CODEC, STR, "none", "",

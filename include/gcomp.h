@@ -140,6 +140,13 @@ GCOMP_API void gcomp_config_destroy(gcomp_config *cfg);   /* NULL is a no-op */
 GCOMP_API const char *gcomp_cpu_features(void);
 GCOMP_API const char *gcomp_isa_selected(void);
 GCOMP_API const char *gcomp_isa_best(void);
+/* The level each kernel family runs at: for i = 0, 1, ... the level's name ("base",
+ * "avx2", "avx512") and in *family (when not NULL) the family's ("cast", "topk",
+ * "quant-encode", "quant-decode", "sign-encode", "sign-decode"); NULL past the last family.
+ * GCOMP_ISA=LEVEL puts every family at LEVEL; unset, each gets the CPU's best level unless
+ * gcomp's table of measured CPUs has it faster one level down there (gcomp_isa_selected
+ * is then the ceiling). Every level gives the same bits. */
+GCOMP_API const char *gcomp_kernel_choice(int i, const char **family);
 
 /* The libfabric version gcomp runs against ("1.17"), and the providers that offer
  * tagged RDM endpoints on this machine, space-separated ("shm tcp;ofi_rxm net"); the

@@ -110,6 +110,15 @@ int main(int argc, char **argv) {
     printf(", \"cpu_features\": "); json_str(gcomp_cpu_features());
     printf(", \"isa_best\": "); json_str(gcomp_isa_best());
     printf(", \"isa_selected\": "); json_str(gcomp_isa_selected());
+    printf(", \"kernel_families\": {");
+    const char *fam, *lvl;
+    for (int i = 0; (lvl = gcomp_kernel_choice(i, &fam)) != NULL; i++) {
+      printf("%s", i ? ", " : "");
+      json_str(fam);
+      printf(": ");
+      json_str(lvl);
+    }
+    printf("}");
     printf(", \"libfabric\": "); json_str(gcomp_fabric_version());
     printf(", \"providers\": "); json_str(providers);
     printf(", \"algorithms\": [");
@@ -147,6 +156,10 @@ int main(int argc, char **argv) {
   printf("  cpu features: %s\n", gcomp_cpu_features());
   printf("  kernels:      %s (best for this CPU: %s; GCOMP_ISA overrides)\n", gcomp_isa_selected(),
          gcomp_isa_best());
+  const char *fam, *lvl;
+  printf("  per family:  ");
+  for (int i = 0; (lvl = gcomp_kernel_choice(i, &fam)) != NULL; i++) printf(" %s=%s", fam, lvl);
+  printf("\n");
   printf("  libfabric:    %s\n", gcomp_fabric_version());
   printf("  providers:    %s (tagged RDM)\n", providers[0] ? providers : "(none)");
   printf("\nalgorithms (the cost model picks per call; GCOMP_ALGO forces one per collective:\n"

@@ -271,6 +271,67 @@ static void test_isa_levels(void **state) {
   if (f & GCOMP_CPU_AVX2) assert_non_null(strstr(gcomp_cpu_features(), "avx2"));
 }
 
+/* Which level each kernel family runs at: GCOMP_ISA forces every family; auto gives each a
+ * level this CPU runs, the best unless the table of measured CPUs lowers it. No timing. */
+static gcomp_isa level_named(const char *name) {
+  return !strcmp(name, "avx512") ? GCOMP_ISA_AVX512 : !strcmp(name, "avx2") ? GCOMP_ISA_AVX2
+                                                                            : GCOMP_ISA_BASE;
+}
+
+static void test_kernel_families(void **state) {
+  unsigned f = gcomp_cpu_detect();
+  gcomp_isa best = gcomp_isa_best_level(f);
+  gcomp_cpu_id self = gcomp_cpu_identify();
+  static const char *const levels[] = {"base", "avx2", "avx512"};
+  for (int l = 0; l <= (int)best; l++) {   /* forced: every family at that level */
+    setenv("GCOMP_ISA", levels[l], 1);
+    assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+    const char *fam = NULL, *lvl;
+    int i = 0;
+    for (; (lvl = gcomp_kernel_choice(i, &fam)) != NULL; i++) {
+      assert_string_equal(lvl, levels[l]);
+      assert_int_equal(gcomp_kernel_level((gcomp_kfamily)i), (gcomp_isa)l);
+      assert_string_equal(fam, gcomp_kfamily_name((gcomp_kfamily)i));
+    }
+    assert_int_equal(i, GCOMP_KF_COUNT);
+  }
+  unsetenv("GCOMP_ISA");   /* auto: what the table says for this CPU, within what it runs */
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  int at_best = 0;
+  for (int i = 0; i < GCOMP_KF_COUNT; i++) {
+    const char *fam = NULL, *lvl = gcomp_kernel_choice(i, &fam);
+    assert_non_null(lvl);
+    gcomp_isa l = level_named(lvl);
+    assert_string_equal(lvl, gcomp_isa_name(l));
+    assert_true(l <= best);
+    assert_int_equal(l, gcomp_kernel_pick((gcomp_kfamily)i, f, &self));
+    at_best += l == best;
+    print_message("%s=%s\n", fam, lvl);
+  }
+  assert_true(at_best > 0);   /* the table lowers some families, never all */
+  assert_null(gcomp_kernel_choice(GCOMP_KF_COUNT, NULL));
+  assert_null(gcomp_kernel_choice(-1, NULL));
+
+  /* the table itself, on CPUs this one is not */
+  const unsigned avx2 = GCOMP_CPU_AVX2 | GCOMP_CPU_F16C | GCOMP_CPU_FMA | GCOMP_CPU_BMI2 |
+                        GCOMP_CPU_PCLMUL | GCOMP_CPU_SSE42;
+  const unsigned avx512 = avx2 | GCOMP_CPU_AVX512F | GCOMP_CPU_AVX512BW | GCOMP_CPU_AVX512VL;
+  const gcomp_cpu_id zen5 = {"AuthenticAMD", 0x1a, 0x02}, xeon = {"GenuineIntel", 6, 0x8f};
+  for (int i = 0; i < GCOMP_KF_COUNT; i++) {
+    gcomp_kfamily k = (gcomp_kfamily)i;
+    assert_int_equal(gcomp_kernel_pick(k, avx512, &xeon), GCOMP_ISA_AVX512);
+    assert_int_equal(gcomp_kernel_pick(k, avx512, &zen5),
+                     k == GCOMP_KF_QUANT_DEC ? GCOMP_ISA_AVX2 : GCOMP_ISA_AVX512);
+    assert_int_equal(gcomp_kernel_pick(k, avx2, &zen5), GCOMP_ISA_AVX2);   /* never raised */
+    assert_int_equal(gcomp_kernel_pick(k, 0, &zen5), GCOMP_ISA_BASE);
+  }
+  /* the identity is read from CPUID: a vendor string of 12 characters on x86 */
+#if defined(__x86_64__)
+  assert_int_equal(strlen(self.vendor), 12);
+  assert_true(self.family >= 6);
+#endif
+}
+
 /* ---- configs ------------------------------------------------------------------------- */
 static void test_config_starts_from_environment(void **state) {
   setenv("GCOMP_CODEC_MIN_BYTES", "4k", 1);
@@ -454,6 +515,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_log_file_pattern_and_levels, setup, test_env_restore),
       cmocka_unit_test_setup_teardown(test_log_checks_level_first, setup, test_env_restore),
       cmocka_unit_test_setup_teardown(test_isa_levels, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_kernel_families, setup, test_env_restore),
       cmocka_unit_test_setup_teardown(test_job_token_not_shown, setup, test_env_restore),
       cmocka_unit_test_setup_teardown(test_config_starts_from_environment, setup, test_env_restore),
       cmocka_unit_test_setup_teardown(test_config_refuses, setup, test_env_restore),
