@@ -42,6 +42,7 @@ done
 EOF
 chmod +x "$dir/train.sh"
 t="$dir/train.sh"
+k=0   # runs that fail keep their logs: in --dir "$dir/kN", not in the temporary directory
 
 # 0: codecs within tolerance, a must-fail flagged; the reports written and parsed
 "$conv" run --codec bf16 --codec 'topk:ratio=0.01+ef' --must-fail 'topk:ratio=0.001' \
@@ -96,29 +97,29 @@ grep -q "FAIL train.sh/logged quant:bits=4,bucket=128: .*exceeded by" "$dir/err3
   || { cat "$dir/err4"; fail "must-fail bf16: exit $rc"; }
 
 # 2: a command that fails: which run, its exit status and its last lines; the others judged
-"$conv" run --codec bf16 --codec fp16 -- "$t" exit3 bf16 >"$dir/out5" 2>&1; rc=$?
+"$conv" run --dir "$dir/k$((k += 1))" --codec bf16 --codec fp16 -- "$t" exit3 bf16 >"$dir/out5" 2>&1; rc=$?
 [ "$rc" -eq 2 ] || { cat "$dir/out5"; fail "failing command: exit $rc, wanted 2"; }
 grep -q "the bf16 run failed: '.*train.sh' exited with status 3" "$dir/out5" \
   && grep -q "RuntimeError: out of memory" "$dir/out5" && grep -q "fp16 .* pass" "$dir/out5" \
   || { cat "$dir/out5"; fail "failing command: message"; }
 grep -Eq "^  bf16 +(pass|FAIL)" "$dir/out5" && fail "a failed run got a verdict"
-"$conv" run --quiet --codec bf16 -- "$t" exit3 none 2>"$dir/err6"; rc=$?
+"$conv" run --dir "$dir/k$((k += 1))" --quiet --codec bf16 -- "$t" exit3 none 2>"$dir/err6"; rc=$?
 [ "$rc" -eq 2 ] && grep -q "the baseline run failed" "$dir/err6" \
   && grep -q "no baseline, no verdicts" "$dir/err6" || { cat "$dir/err6"; fail "failing baseline"; }
-"$conv" run --quiet --codec bf16 -- "$dir/no-such-program" 2>"$dir/err7"; rc=$?
+"$conv" run --dir "$dir/k$((k += 1))" --quiet --codec bf16 -- "$dir/no-such-program" 2>"$dir/err7"; rc=$?
 [ "$rc" -eq 2 ] && grep -q "cannot start" "$dir/err7" || { cat "$dir/err7"; fail "no program"; }
 
 # 2: no metrics, malformed metrics (file and line), other steps (both files and the step)
-"$conv" run --quiet --codec bf16 -- "$t" nolog bf16 2>"$dir/err8"; rc=$?
+"$conv" run --dir "$dir/k$((k += 1))" --quiet --codec bf16 -- "$t" nolog bf16 2>"$dir/err8"; rc=$?
 [ "$rc" -eq 2 ] && grep -q "the bf16 run wrote no metrics to .*codec-1.jsonl" "$dir/err8" \
   || { cat "$dir/err8"; fail "no metrics: exit $rc"; }
-"$conv" run --quiet --codec bf16 -- "$t" garbage bf16 2>"$dir/err9"; rc=$?
+"$conv" run --dir "$dir/k$((k += 1))" --quiet --codec bf16 -- "$t" garbage bf16 2>"$dir/err9"; rc=$?
 [ "$rc" -eq 2 ] && grep -q "codec-1.jsonl:3: ',' or '}' expected" "$dir/err9" \
   || { cat "$dir/err9"; fail "malformed metrics: exit $rc"; }
-"$conv" run --quiet --codec bf16 -- "$t" short bf16 2>"$dir/err10"; rc=$?
+"$conv" run --dir "$dir/k$((k += 1))" --quiet --codec bf16 -- "$t" short bf16 2>"$dir/err10"; rc=$?
 [ "$rc" -eq 2 ] && grep -q "baseline.jsonl and .*codec-1.jsonl log different steps: 6 records" \
   "$dir/err10" || { cat "$dir/err10"; fail "a short run: exit $rc"; }
-"$conv" run --quiet --codec bf16 -- "$t" other bf16 2>"$dir/err11"; rc=$?
+"$conv" run --dir "$dir/k$((k += 1))" --quiet --codec bf16 -- "$t" other bf16 2>"$dir/err11"; rc=$?
 [ "$rc" -eq 2 ] && grep -q "record 3 is step 20 in the baseline's and step 15" "$dir/err11" \
   || { cat "$dir/err11"; fail "other steps: exit $rc"; }
 "$conv" compare --quiet "$dir/missing.jsonl" bf16="$dir/logs/codec-1.jsonl" 2>"$dir/err12"; rc=$?
@@ -137,7 +138,7 @@ grep -Eq "^  bf16 +(pass|FAIL)" "$dir/out5" && fail "a failed run got a verdict"
   || { cat "$dir/out16"; fail "noise floor: exit $?"; }
 grep -q "noise floor (99% bound from 3 baselines with other seeds, seeds 2, 3, 4)" "$dir/out16" \
   || { cat "$dir/out16"; fail "no floor line"; }
-"$conv" run --quiet --noise-floor 2 --codec bf16 -- "$t" noseed 2>"$dir/err17"; rc=$?
+"$conv" run --dir "$dir/k$((k += 1))" --quiet --noise-floor 2 --codec bf16 -- "$t" noseed 2>"$dir/err17"; rc=$?
 [ "$rc" -eq 2 ] && grep -q "does not take its seed from GCOMP_SEED" "$dir/err17" \
   || { cat "$dir/err17"; fail "seedless floor: exit $rc"; }
 echo "converge_run_cli: ok"
