@@ -158,7 +158,6 @@ struct gcomp_kind {
 
 /* The registry (codecs/registry.c). */
 const gcomp_kind *gcomp_kind_find(const char *name);
-const gcomp_kind *gcomp_kind_by_id(uint8_t id);
 /* "none, fp16, bf16, topk": the names a user may write, for error messages. */
 const char *gcomp_kind_names(void);
 

@@ -21,8 +21,8 @@ uint32_t gcomp_crc32c(uint32_t seed, const void *buf, size_t len) {
 }
 
 /* The standard CRC-32C (as in iSCSI, ext4, Python's crc32c) of header bytes 0..27 followed
- * by `tail` (version 1: the payload; version 2: the block checksums): crc32_iscsi chains the
- * raw register, the final inversion is ours. */
+ * by `tail` (the block checksums): crc32_iscsi chains the raw register, the final inversion
+ * is ours. */
 static uint32_t header_crc(const uint8_t *frame, const uint8_t *tail, size_t tail_len) {
   uint32_t crc = gcomp_crc32c(0xffffffffu, frame, 28);
   return ~gcomp_crc32c(crc, tail, tail_len);
@@ -51,9 +51,9 @@ void gcomp_frame_sums_finish(gcomp_frame_sums *s, uint64_t len) {
   s->done = len;
 }
 
-static void write_header(uint8_t *frame, const gcomp_frame_info *info, uint8_t version) {
+static void write_header(uint8_t *frame, const gcomp_frame_info *info) {
   memcpy(frame, magic, 4);
-  frame[4] = version;
+  frame[4] = GCOMP_FRAME_VERSION;
   frame[5] = info->kind;
   frame[6] = info->stage;
   frame[7] = info->flags;
@@ -64,7 +64,7 @@ static void write_header(uint8_t *frame, const gcomp_frame_info *info, uint8_t v
 
 void gcomp_frame_seal_sums(uint8_t *frame, const gcomp_frame_info *info,
                            const gcomp_frame_sums *s) {
-  write_header(frame, info, GCOMP_FRAME_VERSION);
+  write_header(frame, info);
   uint8_t *trailer = frame + GCOMP_FRAME_HEADER + info->payload_len;
   uint64_t nb = gcomp_frame_nblocks(info->payload_len);
   for (uint64_t b = 0; b < nb; b++) gcomp_store_le32(trailer + 4 * b, s->crc[b]);
@@ -72,13 +72,6 @@ void gcomp_frame_seal_sums(uint8_t *frame, const gcomp_frame_info *info,
 }
 
 void gcomp_frame_seal(uint8_t *frame, const gcomp_frame_info *info) {
-  uint8_t version = info->version ? info->version : GCOMP_FRAME_VERSION;
-  if (version == 1) {
-    write_header(frame, info, 1);
-    gcomp_store_le32(frame + 28, header_crc(frame, frame + GCOMP_FRAME_HEADER,
-                                            (size_t)info->payload_len));
-    return;
-  }
   /* the trailer itself holds the sums while they are computed */
   uint8_t *payload = frame + GCOMP_FRAME_HEADER, *trailer = payload + info->payload_len;
   for (uint64_t at = 0, b = 0; at < info->payload_len; at += GCOMP_FRAME_BLOCK, b++) {
@@ -86,7 +79,7 @@ void gcomp_frame_seal(uint8_t *frame, const gcomp_frame_info *info) {
                                                            : GCOMP_FRAME_BLOCK;
     gcomp_store_le32(trailer + 4 * b, block_crc(payload + at, n));
   }
-  write_header(frame, info, GCOMP_FRAME_VERSION);
+  write_header(frame, info);
   gcomp_store_le32(frame + 28, header_crc(frame, trailer,
                                           (size_t)(4 * gcomp_frame_nblocks(info->payload_len))));
 }
@@ -131,9 +124,9 @@ int gcomp_frame_verify_sum(gcomp_frame_check *chk, uint64_t at, uint32_t crc) {
   return GCOMP_OK;
 }
 
-/* Version 2: the payload length P that a frame of len bytes holds when its header says
- * so; checked without trusting P (it may be huge). */
-static int v2_length_ok(uint64_t p, size_t len) {
+/* Whether a frame of len bytes holds the payload length P its header says (and P's block
+ * checksums); checked without trusting P (it may be huge). */
+static int length_ok(uint64_t p, size_t len) {
   size_t room = len - GCOMP_FRAME_HEADER;
   return p <= room && room - p == 4 * gcomp_frame_nblocks(p);
 }
@@ -147,10 +140,9 @@ int gcomp_frame_open_check(const uint8_t *frame, size_t len, gcomp_frame_info *i
                 "not a gcomp frame (bad magic %02x%02x%02x%02x)", frame[0], frame[1], frame[2],
                 frame[3]);
   uint8_t version = frame[4];
-  GCOMP_FAIL_IF(version < GCOMP_FRAME_VERSION_OLDEST || version > GCOMP_FRAME_VERSION,
-                GCOMP_ERR_CORRUPT,
-                "frame format version %u is not supported (this build reads versions %d to %d)",
-                version, GCOMP_FRAME_VERSION_OLDEST, GCOMP_FRAME_VERSION);
+  GCOMP_FAIL_IF(version != GCOMP_FRAME_VERSION, GCOMP_ERR_CORRUPT,
+                "frame format version %u is not supported (this build reads version %d)",
+                version, GCOMP_FRAME_VERSION);
   info->version = version;
   info->kind = frame[5];
   info->stage = frame[6];
@@ -159,20 +151,13 @@ int gcomp_frame_open_check(const uint8_t *frame, size_t len, gcomp_frame_info *i
   info->payload_len = gcomp_load_le64(frame + 16);
   info->param = gcomp_load_le32(frame + 24);
   const uint8_t *payload = frame + GCOMP_FRAME_HEADER;
-  uint32_t want = gcomp_load_le32(frame + 28), got;
-  if (version == 1) {
-    GCOMP_FAIL_IF(info->payload_len != len - GCOMP_FRAME_HEADER, GCOMP_ERR_CORRUPT,
-                  "frame says %llu payload bytes but %zu follow the header",
-                  (unsigned long long)info->payload_len, len - GCOMP_FRAME_HEADER);
-    got = header_crc(frame, payload, (size_t)info->payload_len);
-  } else {
-    GCOMP_FAIL_IF(!v2_length_ok(info->payload_len, len), GCOMP_ERR_CORRUPT,
-                  "frame says %llu payload bytes but %zu bytes follow the header (payload and "
-                  "4 per %d-byte block)", (unsigned long long)info->payload_len,
-                  len - GCOMP_FRAME_HEADER, GCOMP_FRAME_BLOCK);
-    got = header_crc(frame, payload + info->payload_len,
-                     len - GCOMP_FRAME_HEADER - (size_t)info->payload_len);
-  }
+  uint32_t want = gcomp_load_le32(frame + 28);
+  GCOMP_FAIL_IF(!length_ok(info->payload_len, len), GCOMP_ERR_CORRUPT,
+                "frame says %llu payload bytes but %zu bytes follow the header (payload and "
+                "4 per %d-byte block)", (unsigned long long)info->payload_len,
+                len - GCOMP_FRAME_HEADER, GCOMP_FRAME_BLOCK);
+  uint32_t got = header_crc(frame, payload + info->payload_len,
+                            len - GCOMP_FRAME_HEADER - (size_t)info->payload_len);
   GCOMP_FAIL_IF(want != got, GCOMP_ERR_CORRUPT,
                 "frame checksum mismatch (header says %08x, data gives %08x)", want, got);
   /* checked after the CRC: a damaged frame reports the checksum, a frame from a newer
@@ -184,8 +169,7 @@ int gcomp_frame_open_check(const uint8_t *frame, size_t len, gcomp_frame_info *i
                 GCOMP_ERR_CORRUPT, "frame is marked shuffled but names no lossless stage");
   gcomp_frame_check local, *c = chk ? chk : &local;
   *c = (gcomp_frame_check){.payload = payload, .len = info->payload_len,
-                           .sums = version == 1 ? NULL : payload + info->payload_len,
-                           .verified = version == 1 ? info->payload_len : 0};
+                           .sums = payload + info->payload_len, .verified = 0};
   if (!chk) GCOMP_CHECK(gcomp_frame_verify(c, c->len));
   return GCOMP_OK;
 }

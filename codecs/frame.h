@@ -2,7 +2,7 @@
  *
  *   offset size  field
  *   0      4     magic "GCMP" (0x47 0x43 0x4d 0x50)
- *   4      1     format version (GCOMP_FRAME_VERSION = 2 written; 1 still read)
+ *   4      1     format version (GCOMP_FRAME_VERSION = 2; no other is read)
  *   5      1     kind id (GCOMP_KIND_*)
  *   6      1     lossless stage id (GCOMP_STAGE_*), 0 when none was applied
  *   7      1     flags (GCOMP_FRAME_F_*; unknown bits are refused)
@@ -10,15 +10,15 @@
  *   16     8     payload length in bytes P
  *   24     4     kind parameter word (e.g. fp16's scale exponent)
  *   28     4     CRC-32C (Castagnoli; the standard check value, init and final xor 0xffffffff;
- *                computed with ISA-L crc32_iscsi):
- *                  version 1: over bytes 0..27, then the payload;
- *                  version 2: over bytes 0..27, then the block checksums
+ *                computed with ISA-L crc32_iscsi) over bytes 0..27, then the block checksums
  *   32     P     payload
- *   version 2 only: 32+P  4*ceil(P / GCOMP_FRAME_BLOCK)  block checksums: block b is payload
- *                bytes [b * 64 KiB, min(P, (b + 1) * 64 KiB)), its entry the CRC-32C of them
+ *   32+P   4*ceil(P / GCOMP_FRAME_BLOCK)  block checksums: block b is payload bytes
+ *                [b * 64 KiB, min(P, (b + 1) * 64 KiB)), its entry the CRC-32C of them
  * All integers little-endian.
  *
- * Version 2 lets a writer checksum each block of the payload while it is still in cache
+ * (Version 1, with one CRC over header and payload and no block checksums, was written only
+ * by unreleased development builds; it is refused like any unknown version.)
+ * Block checksums let a writer checksum each block of the payload while it is still in cache
  * (gcomp_frame_sums, fed by the kind as it writes) and a reader verify each block just
  * before it decodes it (gcomp_frame_check, asked by the kind as it reads): no second pass
  * over the payload on either side.
@@ -29,8 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { GCOMP_FRAME_HEADER = 32, GCOMP_FRAME_VERSION = 2, GCOMP_FRAME_VERSION_OLDEST = 1 };
-enum { GCOMP_FRAME_BLOCK = 1 << 16 };   /* payload bytes per block checksum (version 2) */
+enum { GCOMP_FRAME_HEADER = 32, GCOMP_FRAME_VERSION = 2 };
+enum { GCOMP_FRAME_BLOCK = 1 << 16 };   /* payload bytes per block checksum */
 
 enum {
   GCOMP_STAGE_NONE = 0,
@@ -47,7 +47,7 @@ enum {
 };
 
 typedef struct {
-  uint8_t version;      /* 0 when sealing: GCOMP_FRAME_VERSION */
+  uint8_t version;      /* as read; sealing writes GCOMP_FRAME_VERSION */
   uint8_t kind;
   uint8_t stage;
   uint8_t flags;
@@ -83,10 +83,10 @@ void gcomp_frame_sums_put(gcomp_frame_sums *s, uint64_t at, uint32_t crc);
 void gcomp_frame_sums_finish(gcomp_frame_sums *s, uint64_t len);
 
 /* Writes the header for a payload already at frame + GCOMP_FRAME_HEADER and computes the
- * checksums: version 1, the CRC over header and payload; version 2, the block checksums
- * (a second pass over the payload) into the trailer, then the header's CRC. */
+ * checksums: the block checksums (a second pass over the payload) into the trailer, then
+ * the header's CRC. */
 void gcomp_frame_seal(uint8_t *frame, const gcomp_frame_info *info);
-/* Version 2 with the block checksums already computed (s->done == payload length). */
+/* gcomp_frame_seal with the block checksums already computed (s->done == payload length). */
 void gcomp_frame_seal_sums(uint8_t *frame, const gcomp_frame_info *info,
                            const gcomp_frame_sums *s);
 
@@ -95,7 +95,7 @@ void gcomp_frame_seal_sums(uint8_t *frame, const gcomp_frame_info *info,
 typedef struct gcomp_frame_check {
   const uint8_t *payload;
   uint64_t len;
-  const uint8_t *sums;  /* version 2: the block checksums; NULL: nothing left to verify */
+  const uint8_t *sums;  /* the block checksums; NULL: nothing left to verify */
   uint64_t verified;    /* payload bytes [0, verified) checked */
   uint64_t nonfinite;   /* kept by the decoders of kinds that count (codec_impl.h,
                            counts_nonfinite): NaN and Inf among the values they wrote, or
@@ -103,8 +103,8 @@ typedef struct gcomp_frame_check {
 } gcomp_frame_check;
 
 /* Validates magic, version, lengths (never trusting the header's payload length beyond
- * len) and the header's CRC; fills *info. Version 1, and version 2 when chk is NULL: the
- * payload is verified too. Version 2 with chk: the payload is left to gcomp_frame_need.
+ * len) and the header's CRC; fills *info. chk NULL: the payload is verified too; else it
+ * is left to gcomp_frame_need.
  * GCOMP_ERR_CORRUPT with a detail on any mismatch. */
 int gcomp_frame_open_check(const uint8_t *frame, size_t len, gcomp_frame_info *info,
                            gcomp_frame_check *chk);

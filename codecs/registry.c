@@ -33,12 +33,6 @@ const gcomp_kind *gcomp_kind_find(const char *name) {
   return NULL;
 }
 
-const gcomp_kind *gcomp_kind_by_id(uint8_t id) {
-  for (size_t i = 0; i < NKINDS; i++)
-    if (kinds[i]->id == id) return kinds[i];
-  return NULL;
-}
-
 static char kind_names[256];
 static void build_kind_names(void) {
   for (size_t i = 0; i < NKINDS; i++) {

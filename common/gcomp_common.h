@@ -105,8 +105,11 @@ const char *gcomp_env_foreign(const char *name);
 int gcomp_param_load(void);     /* called by gcomp_init */
 void gcomp_param_report(void);  /* logs set values, warns about unknown GCOMP_* names */
 
-/* Re-reads the environment. Not thread-safe: for tests and tools only. */
-int gcomp_reinit_for_testing(void);
+/* Runs the initialisation (environment, log, CPU) and records its status, which gcomp_init
+ * returns from then on; gcomp_init runs it once. Running it again re-reads the environment:
+ * nothing in the library does (the tests' support library does, between tests, while no
+ * other thread is inside gcomp). */
+int gcomp_init_run(void);
 
 /* Parses a byte count with an optional k/m/g suffix (powers of 1024). */
 int gcomp_parse_size(const char *text, int64_t *out);

@@ -8,7 +8,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int init_status;
 static char init_error[1024];
 
-static void run_init(void) {
+int gcomp_init_run(void) {
   int s = gcomp_param_load();
   int ls = gcomp_log_open();   /* open the log even after a bad value, to report it */
   if (s == GCOMP_OK) s = ls;
@@ -19,16 +19,13 @@ static void run_init(void) {
     strncpy(init_error, gcomp_last_error(), sizeof init_error - 1);
     GCOMP_WARN(GCOMP_SUB_INIT, "initialisation failed: %s", init_error);
   }
+  return s;
 }
+
+static void run_once(void) { gcomp_init_run(); }
 
 gcomp_status gcomp_init(void) {
-  pthread_once(&once, run_init);
+  pthread_once(&once, run_once);
   if (init_status < 0) return gcomp_error_restore(init_status, init_error);
   return GCOMP_OK;
-}
-
-int gcomp_reinit_for_testing(void) {
-  pthread_once(&once, run_init);   /* make sure the once has fired */
-  run_init();
-  return gcomp_init();
 }

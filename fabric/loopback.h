@@ -1,5 +1,6 @@
 /* The ranks of an in-process world, shared by the two loopback transports (fabric/loopback.c
- * and loopback_constrained.c): each rank is this struct over its implementation's world. */
+ * and the unit tests' tests/support/loopback_constrained.c): each rank is this struct over
+ * its implementation's world. */
 #ifndef GCOMP_LOOPBACK_H
 #define GCOMP_LOOPBACK_H
 

@@ -341,8 +341,6 @@ const gcomp_algo *gcomp_algo_find(const char *name);
  * latter naming table entry "COLLECTIVE:NAME" ("allgather=ring,reduce_scatter=direct");
  * GCOMP_ERR_INVALID names a bad item. */
 int gcomp_algo_parse(const char *text, const gcomp_algo **forced);
-const gcomp_algo *gcomp_algo_at(int i);
-int gcomp_algo_total(void);
 const char *gcomp_algo_names(void);
 
 /* Link figures from text ("intra_us,intra_GBps,inter_us,inter_GBps[,shm_us,shm_GBps]",

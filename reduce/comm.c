@@ -160,7 +160,6 @@ int gcomp_comm_rank(const gcomp_comm *comm) { return comm ? comm->t->rank : -1; 
 int gcomp_comm_size(const gcomp_comm *comm) { return comm ? comm->t->size : -1; }
 int gcomp_comm_node(const gcomp_comm *comm) { return comm ? comm->t->node : -1; }
 int gcomp_comm_nnodes(const gcomp_comm *comm) { return comm ? comm->t->nnodes : -1; }
-gcomp_transport *gcomp_comm_transport(gcomp_comm *comm) { return comm->t; }
 
 /* The figures the observers write under mu, read from any thread */
 static pthread_mutex_t *lock_of(const gcomp_comm *comm) { return (pthread_mutex_t *)&comm->mu; }

@@ -15,8 +15,6 @@ int gcomp_comm_create(gcomp_transport *t, int own, const gcomp_settings *set, gc
 /* gcomp_comm_create with the environment's settings. */
 int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out);
 
-gcomp_transport *gcomp_comm_transport(gcomp_comm *comm);
-
 /* The algorithm the planner would run for a call of `bytes` (after GCOMP_ALGO). */
 const char *gcomp_comm_plan_name(gcomp_comm *comm, size_t bytes);
 

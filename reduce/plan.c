@@ -140,9 +140,6 @@ static const gcomp_algo *const algos[] = {&algo_ring,        &algo_rhd,
                                           &gcomp_algo_barrier,     &gcomp_algo_alltoall};
 enum { NALGOS = sizeof algos / sizeof *algos };
 
-int gcomp_algo_total(void) { return NALGOS; }
-const gcomp_algo *gcomp_algo_at(int i) { return i >= 0 && i < NALGOS ? algos[i] : NULL; }
-
 const gcomp_algo *gcomp_algo_find(const char *name) {
   for (int i = 0; i < NALGOS; i++)
     if (strcmp(algos[i]->name, name) == 0) return algos[i];

@@ -20,6 +20,7 @@
 #include "bench.h"
 #include "gcomp_common.h"
 #include "transport.h"
+#include "test_hooks.h"
 
 #define P2P_MAX_SIZES 32
 

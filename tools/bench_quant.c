@@ -11,6 +11,7 @@
 #include "bench.h"
 #include "gcomp.h"
 #include "gcomp_common.h"
+#include "test_hooks.h"
 
 typedef struct {
   gcomp_codec *codec;

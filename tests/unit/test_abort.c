@@ -17,6 +17,7 @@
 #include "gcomp_common.h"
 #include "transport.h"
 #include "test_env.h"
+#include "test_hooks.h"
 
 enum { N = 3 };
 

@@ -20,6 +20,7 @@
 #include "gcomp.h"
 #include "transport.h"
 #include "test_env.h"
+#include "test_hooks.h"
 
 enum { MAXN = 18, SWEEPN = 8 };   /* threads at most; the sweeps go to SWEEPN ranks */
 

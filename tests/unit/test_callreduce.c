@@ -19,6 +19,7 @@
 #include "gcomp.h"
 #include "transport.h"
 #include "test_env.h"
+#include "test_hooks.h"
 
 enum { MAXN = 8 };
 

@@ -25,6 +25,7 @@
 #include "gcomp_common.h"
 #include "test_cast_ref.h"
 #include "test_util.h"
+#include "test_hooks.h"
 
 /* ---- helpers ------------------------------------------------------------------------- */
 static uint64_t rng_state = 0x243f6a8885a308d3ull;

@@ -17,6 +17,7 @@
 #include "gcomp.h"
 #include "gcomp_common.h"
 #include "test_cast_ref.h"
+#include "test_hooks.h"
 
 static const char *const levels[] = {"base", "avx2", "avx512"};
 

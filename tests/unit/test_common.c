@@ -14,6 +14,7 @@
 #include "test_env.h"
 
 #include "gcomp_common.h"
+#include "test_hooks.h"
 
 static int setup(void **state) {
   test_env_clear();   /* tests start from the defaults */

@@ -23,6 +23,7 @@
 #include "transport.h"
 #ifdef GCOMP_TEST_CONVERGE
 #include "converge.h"
+#include "test_hooks.h"
 #endif
 
 static char tmpdir[64];

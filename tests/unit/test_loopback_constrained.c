@@ -26,6 +26,8 @@
 #include "gcomp.h"
 #include "transport.h"
 #include "test_env.h"
+#include "loopback_constrained.h"
+#include "test_hooks.h"
 
 enum { TIMEOUT_MS = 1500, MAXN = 4 };
 #define TIMEOUT_TEXT "GCOMP_TIMEOUT_MS=1500"   /* what a timeout error must name */

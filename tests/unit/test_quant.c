@@ -26,6 +26,7 @@
 #include "gcomp_common.h"
 #include "spec.h"
 #include "test_util.h"
+#include "test_hooks.h"
 
 static void gradient(float *g, size_t n, double sigma) {
   for (size_t i = 0; i < n; i++) g[i] = (float)(gauss() * sigma);

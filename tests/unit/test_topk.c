@@ -19,6 +19,7 @@
 #include "frame.h"
 #include "gcomp.h"
 #include "topk.h"
+#include "test_hooks.h"
 
 /* ---- data ---------------------------------------------------------------------------- */
 static uint64_t rng_state;

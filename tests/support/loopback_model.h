@@ -1,4 +1,4 @@
-/* The provider model under the constrained loopback (fabric/loopback_constrained.c): what
+/* The provider model under the constrained loopback (loopback_constrained.c): what
  * libfabric 1.17's shm does with provider messages, in one process, under the caller's lock.
  *
  *   - Each rank has `entries` receive entries, shared by its posted receives and the

@@ -1,5 +1,5 @@
 /* The constrained loopback: N ranks in one process over a model of libfabric 1.17's shm
- * (fabric/loopback_model.h: few receive entries shared by posted receives and unexpected
+ * (loopback_model.h: few receive entries shared by posted receives and unexpected
  * messages, in-order arrival per pair, in-order sender completions), and the protocol that
  * cuts each message into provider messages of `chunk_bytes`:
  *   - GCOMP_LB_GRANTED, today's rule (fabric/ofi_proto.c): a message's header is matched in
@@ -23,7 +23,7 @@
 #include "gcomp_common.h"
 #include "loopback.h"
 #include "loopback_model.h"
-#include "transport.h"
+#include "loopback_constrained.h"
 
 #define LBC_WINDOW 8   /* chunks of one message in flight, as both libfabric protocols */
 #define LBC_FIRST (UINT64_C(1) << 62)
