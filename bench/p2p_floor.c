@@ -1,7 +1,7 @@
 /* The provider's own streaming rate, without gcomp: one process sends BYTES to another in
  * messages of CHUNK bytes over a tagged RDM endpoint of PROVIDER, the receiver keeping
  * WINDOW receives posted (the sender as many sends in flight). It is the floor under
- * gcomp's chunked transfers (bench/RESULTS.md, "Small chunks: windows in bytes").
+ * gcomp's chunked transfers: what any window of chunks over this provider can reach.
  *
  *   cc -O2 -o p2p_floor bench/p2p_floor.c -lfabric
  *   ./p2p_floor [PROVIDER=shm] [CHUNK=8192] [BYTES=67108864] [WINDOW=128] [REPS=5]

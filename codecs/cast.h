@@ -158,20 +158,20 @@ enum { GCOMP_CAST_AUTO_PREFIX = 16384, GCOMP_CAST_AUTO_HEADROOM = 2 };
 /* Outputs at least this many bytes are written with non-temporal stores by the SIMD
  * kernels (they will not be read back from cache anyway). */
 enum { GCOMP_CAST_STREAM_BYTES = 8u << 20 };
-/* The AVX-512 block encoders prefetch their input this many bytes ahead: on the Xeon of
- * bench/RESULTS.md the hardware prefetchers alone leave the loads waiting (15-20% of the
- * block encode); a prefetch past the end of the input is harmless (it never faults). */
+/* The AVX-512 block encoders prefetch their input this many bytes ahead: on a Xeon the
+ * hardware prefetchers alone leave the loads waiting (15-20% of the block encode); a
+ * prefetch past the end of the input is harmless (it never faults). */
 enum { GCOMP_CAST_PREFETCH_BYTES = 8192 };
-/* The AVX2 block encoders prefetch their input this many bytes ahead (measured on the Zen 3
- * of bench/RESULTS.md, where the hardware prefetchers alone leave the loads waiting). */
+/* The AVX2 block encoders prefetch their input this many bytes ahead: on a Zen 3 the
+ * hardware prefetchers alone leave the loads waiting. */
 enum { GCOMP_CAST_PREFETCH_AVX2_BYTES = 4096 };
 /* The ymm decode-and-add that folds the next block prefetches the accumulator this far
- * ahead, the block and the next block half as far (the same values ahead). On the Zen 3 of
- * bench/RESULTS.md, 64 MiB against torch's add_, bf16: none 1.04-1.16x, 4 KiB 1.16-1.31x. */
+ * ahead, the block and the next block half as far (the same values ahead): on a Zen 3 that
+ * took the bf16 decode-and-add of 64 MiB from 1.04-1.16x torch's add_ to 1.16-1.31x. */
 enum { GCOMP_CAST_DEC_PREFETCH_AVX2_BYTES = 4096 };
 /* The zmm decode-and-add that checksums the next block meanwhile prefetches the
- * accumulator and the next block this far ahead. On the AMD Zen 5 of bench/RESULTS.md,
- * 64 MiB against torch's add_: no software prefetch 0.96x, 8 KiB 1.06-1.09x, 4 KiB
+ * accumulator and the next block this far ahead. On an AMD Zen 5, 64 MiB against torch's
+ * add_: no software prefetch 0.96x, 8 KiB 1.06-1.09x, 4 KiB
  * 1.09-1.16x (bf16), the hardware prefetchers alone leaving the three streams waiting. */
 enum { GCOMP_CAST_DEC_PREFETCH_BYTES = 4096 };
 

@@ -322,7 +322,7 @@ GCOMP_CAST_DEC_ADD_ENTRIES(avx2)
 /* One block added, then the next one's CRC with ISA-L while it is brought into cache for
  * its own add: the work of verifying block b + 1 before adding it, as before. Folding it
  * on xmm within the add loop (as the avx512 table does on zmm) costs 8 PCLMULQDQ per 64
- * bytes, which leave that loop no faster than memory even in cache (bench/RESULTS.md). */
+ * bytes, which leave that loop no faster than memory even in cache. */
 uint32_t gcomp_cast_f16_dec_add_sum_avx2(const uint8_t *src, size_t n, float *acc,
                                          float inv_scale, const uint8_t *next) {
   dec_add(src, n, acc, 1, inv_scale);

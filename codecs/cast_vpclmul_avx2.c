@@ -3,9 +3,9 @@
  * multiplications on two ymm rather than 8 on four xmm (codecs/crc_fold.h). The encoders
  * are cast_avx2.c's block encoders with that fold; the decode-and-add kernels fold the next
  * block as they add this one, loading both in one loop, rather than adding and then
- * running ISA-L over the next block (on the Zen 3 of bench/RESULTS.md that second pass
- * costs 15-25% of the decode-and-add; the fold in the loop is hidden under its memory
- * traffic). Results bit for bit those of cast_base.c (rules in cast.h). */
+ * running ISA-L over the next block (on a Zen 3 that second pass costs 15-25% of the
+ * decode-and-add; the fold in the loop is hidden under its memory traffic). Results bit for
+ * bit those of cast_base.c (rules in cast.h). */
 #include <immintrin.h>
 
 #include "cast.h"

@@ -40,7 +40,7 @@ enum { GCOMP_LB_STORE = 0, GCOMP_LB_ADD = 1, GCOMP_LB_SUB = 2, GCOMP_LB_STREAM =
 
 /* For the SIMD tables: the first pass over a bucket reads it from memory, prefetched this
  * far ahead, once per 64 bytes (the hardware prefetchers alone leave the loads waiting, a
- * bucket at a time: on the Zen 5 of bench/RESULTS.md the AVX2 encoders without it ran at
+ * bucket at a time: on a Zen 5 the AVX2 encoders without it ran at
  * 0.46-0.50x memcpy, 61% of the time in minmax's loads; a prefetch past the end of the
  * array never faults). The later passes find the bucket in cache. */
 enum { GCOMP_LB_PREFETCH_BYTES = 8192 };

@@ -149,7 +149,7 @@ static inline __m256 apply8(float *d, __m256 v, int mode) {
 /* GCOMP_LB_STREAM's stores (sdec only): the width of the streaming stores dst allows, 32 or
  * 16 bytes (every 8 values keep the alignment, so it is checked once a call); 0: plain
  * stores. qdec keeps plain stores: with streaming ones its decode took about 2.4 times as
- * long in the pipelined call (bench/RESULTS.md). */
+ * long in the pipelined call, whose result is read again soon after. */
 static inline int stream_width(const float *dst, int mode) {
   uintptr_t a = (uintptr_t)dst;
   return mode != GCOMP_LB_STREAM || (a & 15) ? 0 : (a & 31) ? 16 : 32;

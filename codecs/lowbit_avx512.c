@@ -183,7 +183,7 @@ static void qdec1_avx512(const uint8_t *codes, size_t n, float mn, float step, f
   B_.qdec(codes + j / 8, n - j, 1, mn, step, dst + j, mode);
 }
 
-/* Streams (out16) as sdec_avx512 does: on the Xeon of bench/RESULTS.md a 64 MiB 4-bit call
+/* Streams (out16) as sdec_avx512 does: on a Xeon (AVX-512) a 64 MiB 4-bit call
  * took 9% less CPU a rank; lowbit_avx2.c's qdec keeps plain stores, measured slower
  * streamed on a Zen 3. */
 static void qdec_avx512(const uint8_t *codes, size_t n, unsigned bits, float mn, float step,

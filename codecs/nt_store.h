@@ -21,8 +21,8 @@ static inline int gcomp_store_mode(const uint8_t *dst, int stream) {
 }
 
 /* A run of 64-byte chunks from d on, d 16-byte aligned but not 64: rather than two or four
- * narrow streaming stores a chunk (GCOMP_ST_NT16/32, slower on the Xeon of
- * bench/RESULTS.md), each whole line in the run is streamed once: the line at
+ * narrow streaming stores a chunk (GCOMP_ST_NT16/32, slower than whole-line streaming on a
+ * Xeon), each whole line in the run is streamed once: the line at
  * d + h + 64 j (h = bytes from d to the next line) holds chunk j's bytes [h, 64) and chunk
  * j + 1's first h bytes (valignd of the two). The first and last partial lines are
  * written with masked plain stores (masked-off bytes are never touched). */

@@ -471,7 +471,7 @@ void gcomp_cv_judge_paired(const gcomp_cv_run *base, const gcomp_cv_run *run,
   }
   /* Error feedback delivers everything a sparsifier held back, only later: its gap to the
    * baseline shrinks with the number of times each parameter gets to move, and with a
-   * decaying learning rate (bench/RESULTS.md, "How long a run judges a sparsifier"). Say so,
+   * decaying learning rate, so a longer run judges a sparsifier more kindly. Say so,
    * with the count, so a short run's verdict is read as one about this run's length; the
    * verdict itself stands. Without error feedback the dropped mass is gone: no hint. */
   const char *spec = run->canon[0] ? run->canon : run->spec;

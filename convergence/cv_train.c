@@ -49,7 +49,7 @@ void gcomp_cv_train_defaults(gcomp_cv_train_cfg *cfg) {
  * only exists for a sparsifier (the library refuses ef momentum elsewhere), and a spec
  * that names ef momentum itself (momentum=0 included) runs as written. Without masking by
  * default: on these small models the same coordinates are sent most steps, and masking
- * turns them into plain SGD at a tenth of the baseline's step (bench/RESULTS.md). */
+ * turns them into plain SGD at a tenth of the baseline's step, which trains visibly worse. */
 int gcomp_cv_plan_codec(const gcomp_cv_train_cfg *cfg, const char *spec, gcomp_cv_codec_plan *out) {
   GCOMP_FAIL_IF(!cfg || !spec || !out, GCOMP_ERR_INVALID, "gcomp_cv_plan_codec: NULL argument");
   memset(out, 0, sizeof *out);

@@ -71,7 +71,7 @@ static struct fi_info *pick_info(struct fi_info *list) {
  * link are busy (every exchange step of halving/doubling or of hier's cross-node phase)
  * that request waits behind the bulk data queued in the other direction, once per chunk:
  * 2 emulated nodes at 1 Gbit/s reached 60-65% of the link that way, and the same run with
- * every chunk eager 98% (bench/RESULTS.md). tcp places eager data directly into posted
+ * every chunk eager 98%. tcp places eager data directly into posted
  * receives, so chunks go eager: the limit is raised to the chunk size unless the user set
  * FI_OFI_RXM_EAGER_LIMIT. libfabric reads it once, at its first fi_getinfo. Over verbs
  * the eager limit must equal rxm's buffer size, so other providers are left alone. */

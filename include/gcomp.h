@@ -177,7 +177,7 @@ GCOMP_API size_t gcomp_fabric_providers(char *buf, size_t buf_size);
  * with momentum) also zeroes u where a value was sent (DGC's momentum factor masking);
  * mask=0 keeps it, so every gradient is eventually applied with momentum SGD's full weight;
  * it trains better when the same coordinates are sent most steps (small models, ratios of
- * 1%: bench/RESULTS.md), where masking leaves them plain SGD's step. The canonical form
+ * 1%), where masking leaves them plain SGD's step. The canonical form
  * prints momentum and mask only when momentum is set.
  * ------------------------------------------------------------------------------------- */
 typedef struct gcomp_codec gcomp_codec;
@@ -650,7 +650,8 @@ GCOMP_API gcomp_status gcomp_config_share_calibration(gcomp_config *cfg, const g
  * it). The figures a communicator measured are in its GCOMP_STATS file ("model").
  * The model prices best cases, so trust its choices more than its absolute times: across a
  * link it was within 1-10% of measurement, on nodes with more busy ranks than cores it was
- * 2.6x (2 MiB) to 75x (8 B) optimistic (bench/RESULTS.md), hence `oversubscribed`.
+ * 2.6x (2 MiB) to 75x (8 B) optimistic (it does not see ranks waiting for the scheduler),
+ * hence `oversubscribed`.
  * Thread-safe; needs no communicator and no network.
  * ------------------------------------------------------------------------------------- */
 typedef struct {

@@ -26,7 +26,7 @@ static void log_model(const gcomp_comm *comm) {
 /* More ranks share this machine (GCOMP_HOST_RANKS, else the node's local ranks) than there
  * are CPUs this rank may run on: a waiting rank's spins and yields then take time from the
  * ranks it waits for (with 4 ranks on 2 vCPUs, napping in hier-direct's pipelined waits
- * took 4-6% off a 64 MiB sign+ef call, bench/RESULTS.md). */
+ * took 4-6% off a 64 MiB sign+ef call). */
 static int oversubscribed(const gcomp_comm *comm) {
   int ranks = comm->agreed.host_ranks ? comm->agreed.host_ranks : comm->t->local_size;
   cpu_set_t set;

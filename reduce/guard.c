@@ -12,7 +12,7 @@
  *    reduced exact and compared with sum_out. The sums run from the key's first call (or
  *    its last fallback), not from the previous check: top-k lags about 1/ratio calls, so
  *    over a window of 100 calls top-k 1% + EF is off by 0.2-1.4 on the harness's problems,
- *    and since the first call by 0.007-0.22 (bench/RESULTS.md).
+ *    and since the first call by 0.007-0.22.
  *  - Over budget (or not a number): the call returns the exact result (its input, copied
  *    at every checked call, reduced exact; with error feedback the codec's residuals are
  *    cleared too: they hold mass the running sums found undelivered, and every key of that
@@ -145,7 +145,7 @@ static void restart_window(guard_key *k) {
 
 /* The running sums cover blocks 0, stride, 2 stride, ... of SAMPLE_BLOCK values, at most
  * SAMPLE_MAX values in all: two passes over the whole tensor each call cost a quarter of a
- * top-k 1% call's time on 4 MiB (bench/RESULTS.md); the sample (16 pages) 0.28 ms. */
+ * top-k 1% call's time on 4 MiB; the sample (16 pages) 0.28 ms. */
 enum { SAMPLE_BLOCK = 1024, SAMPLE_MAX = 16384 };
 static void sample_layout(guard_key *k) {
   size_t blocks = (k->count + SAMPLE_BLOCK - 1) / SAMPLE_BLOCK;

@@ -24,7 +24,7 @@
 /* At most 16 slices; a slice is reduced across nodes RS_LAG ticks after it entered and
  * leaves AG_LAG ticks after (AG_LAG > RS_LAG): the links hold a few slices' frames while
  * the node copies, so that a rank descheduled for a while (4 ranks on 2 cores) stalls them
- * less (2 and 4 chosen from noisy runs, bench/RESULTS.md) */
+ * less (2 and 4 were the best of the lags tried, in noisy runs) */
 enum { MAX_SLICES = 16, RS_LAG = 2, AG_LAG = 4 };
 /* a slice at most: at 64 MiB, 16 slices fill and drain the pipeline in ~1/16 of a call */
 #define SLICE_MAX_BYTES ((size_t)4 << 20)
@@ -88,8 +88,8 @@ static void count_share(pipe_state *p, const uint8_t *buf, size_t at, size_t len
  * result with streaming stores (gcomp_decode_tally): plain stores first read every line
  * they write, and a result this large is not in cache when the caller reads it (every rank
  * of a node writes all of it). The NaN and Inf of this rank's share come from the
- * decoders' counts, so the share is not read back either (bench/RESULTS.md, "Memory
- * traffic of the pipelined call on a Xeon"). */
+ * decoders' counts, so the share is not read back either: reading it would bring back
+ * into cache the lines the streaming stores kept out. */
 static int streams(const gcomp_coll *c, size_t count) {
   return c->stream_from && count * c->esize >= c->stream_from;
 }

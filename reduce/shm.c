@@ -2,7 +2,7 @@
  *
  * libfabric's shm provider costs two library calls, a locked queue and, for large messages,
  * a process_vm_readv per message; for the small and middle sizes of a single-node job that
- * is most of the time (bench/RESULTS.md). Here the node's ranks share one mapping made at
+ * is most of the time. Here the node's ranks share one mapping made at
  * communicator creation (POSIX shm, unlinked as soon as everyone has it open), and a call is
  * a few plain copies and flag stores:
  *
@@ -220,8 +220,9 @@ static void publish(gcomp_shm *s, uint64_t v) {
  * buffers keep moving (at 1 Gbit/s 200 us is 25 KB): with more ranks than cores, spinning
  * took the core from the local rank it waited for, and its progress calls were syscalls.
  * Other waits keep gcomp_idle's spins, yields and naps: with the futex a 4-rank 8 B call was
- * 3x slower on an idle machine (bench/RESULTS.md), measured while the loop also read the
- * clock at every spin (itself 3.8 -> 9 us, fixed in 6ed29d4): the futex alone not re-measured. */
+ * 3x slower on an idle machine (a futex wake is a syscall each way), measured while the
+ * loop also read the clock at every spin (itself 3.8 -> 9 us, fixed in 6ed29d4): the futex
+ * alone not re-measured. */
 enum { SPIN_NS = 50000, NAP_NS = 200000 };
 /* A silent peer's pid is looked up this often, as the transport does (LIVENESS_NS): at one
  * read of /proc/<pid>/stat a millisecond per waiter, a 2-node sign+ef job read it about 23

@@ -358,7 +358,7 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
                /* phases overlap by a timer read or two: never print a negative rest */
                fmax(0.0, 100 * (tot - split[0] - split[1] - split[2] - split[3]) / tot));
       /* with more ranks than cores the time is what the ranks' CPU adds up to, and this is
-       * steadier across runs than the time (bench/RESULTS.md) */
+       * steadier across runs than the time, which the neighbours' load moves */
       printf("# CPU a rank per call at the largest size (mean of the ranks, every thread): out "
              "of place %.1f us, in place %.1f us\n", last_co * 1e6, last_ci * 1e6);
     }

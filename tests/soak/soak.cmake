@@ -2,7 +2,7 @@
 # calls each (at most 64 MiB of payload per config, 16 MiB per call), every element of
 # every result checked on every rank. Release trees only: under the sanitizers the same
 # calls take many times longer (scripts/test runs this tree's ctest, which includes it).
-# The long soak is `scripts/soak` (10,000 calls; bench/RESULTS.md "Soak").
+# The long soak is `scripts/soak` (10,000 calls: too long for CI, run before a release).
 if(NOT GCOMP_SANITIZE)
   set(GCOMP_SOAK_SCRIPT ${PROJECT_SOURCE_DIR}/scripts/soak)
   execute_process(COMMAND bash ${GCOMP_SOAK_SCRIPT} --list OUTPUT_VARIABLE GCOMP_SOAK_CONFIGS

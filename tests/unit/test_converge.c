@@ -96,8 +96,8 @@ static void test_biased_is_flagged_on_mlp(void **state) {
  * step. Without error feedback the rest is lost and the model falls behind; with +ef it is
  * only delayed. The harness runs +ef with momentum correction (momentum in the error
  * feedback, none in the optimizer), and says so in the run. (On the synthetic MLPs 0.1%+ef
- * still trails after 600 steps, with or without the correction: see bench/RESULTS.md --
- * the assertion lives where the claim holds, on digits.) */
+ * still trails after 600 steps, with or without the correction, as too few steps for its
+ * delays to catch up: the assertion lives where the claim holds, on digits.) */
 static void test_topk_without_ef_flagged_with_ef_passes(void **state) {
   (void)state;
   if (!have_codec("topk:ratio=0.001") || !have_codec("topk:ratio=0.001+ef")) {
