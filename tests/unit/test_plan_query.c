@@ -55,10 +55,13 @@ static void test_same_choice_as_the_planner(void **state) {
 static const gcomp_algo *cheapest(const gcomp_plan_in *in) {
   const gcomp_algo *best = NULL;
   double best_cost = INFINITY;
-  for (int i = 0; i < gcomp_algo_total(); i++) {
-    if (gcomp_algo_at(i)->kind != in->kind) continue;   /* another collective's */
-    double c = gcomp_algo_at(i)->cost(in);
-    if (c >= 0 && c < best_cost) best = gcomp_algo_at(i), best_cost = c;
+  for (int i = 0; i < gcomp_algo_count(); i++) {
+    const char *name = NULL;
+    assert_int_equal(gcomp_algo_describe(i, &name, NULL), GCOMP_OK);
+    const gcomp_algo *a = gcomp_algo_find(name);
+    if (a->kind != in->kind) continue;   /* another collective's */
+    double c = a->cost(in);
+    if (c >= 0 && c < best_cost) best = a, best_cost = c;
   }
   return best;
 }
