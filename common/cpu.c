@@ -83,7 +83,7 @@ const char *gcomp_kfamily_name(gcomp_kfamily f) {
 /* Where a family runs better below the CPU's best level, measured through the public API
  * against an fp32 add loop or memcpy timed in the same run (figures in the commit that
  * added this table). A CPU not listed runs every family at its best level: on the Intel
- * Xeon of bench/RESULTS.md every AVX-512 family was the faster one. A timing at first use
+ * Xeon measured every AVX-512 family was the faster one. A timing at first use
  * was the alternative; on this shared machine the same two kernels ranked both ways from
  * one run, one buffer placement, one harness to the next, and a table costs nothing at
  * init and picks the same on every rank with the same CPU. */
