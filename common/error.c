@@ -18,6 +18,7 @@ const char *gcomp_strerror(int status) {
   case GCOMP_ERR_TIMEOUT: return "GCOMP_ERR_TIMEOUT: timed out";
   case GCOMP_ERR_PEER: return "GCOMP_ERR_PEER: peer failed";
   case GCOMP_ERR_BOOTSTRAP: return "GCOMP_ERR_BOOTSTRAP: bootstrap failed";
+  case GCOMP_ERR_ABORTED: return "GCOMP_ERR_ABORTED: communicator aborted";
   default: return "GCOMP_ERR_UNKNOWN: unknown status";
   }
 }

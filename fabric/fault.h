@@ -7,9 +7,10 @@
  *            allreduce call (N omitted: 1), after the frame was sealed: its receiver finds
  *            a checksum mismatch (GCOMP_ERR_CORRUPT). Needs a codec: dense calls send raw
  *            values with no checksum (a warning says nothing was corrupted). Handled in
- *            reduce/abort.c, which also arms the abort notice whenever GCOMP_FAULT is set.
- *   corrupt-quiet  the same without the abort notice: the other ranks learn of the
- *            corruption only after their own timeout, from the failure exchange (abort.h)
+ *            reduce/abort.c; the fault only injects: the corruption is found and reported
+ *            as it would be in production (the abort notice is always on).
+ *   wire-version  rank R advertises the next wire version (transport.h), as a rank of
+ *            another build would: its rank card and communicator creation are refused
  */
 #ifndef GCOMP_FAULT_H
 #define GCOMP_FAULT_H

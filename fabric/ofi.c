@@ -83,7 +83,7 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
     GCOMP_FAIL(GCOMP_ERR_NOMEM, "tables for %d ranks", n);
   }
   /* round 1: who is where */
-  rank_card mine = {0};
+  rank_card mine = {.magic = OFI_CARD_MAGIC, .version = gcomp_wire_version(me)};
   mine.pid = (int32_t)getpid();
   gethostname(t->host, sizeof t->host - 1);
   snprintf(mine.host, sizeof mine.host, "%s", t->host);
@@ -96,6 +96,18 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
     free(keys);
     free(addrs);
     return status;
+  }
+  /* every rank holds every card: each refuses alike, naming the same two ranks */
+  for (int r = 0; r < n && status == GCOMP_OK; r++) {
+    const rank_card *c = &t->cards[r], *first = &t->cards[0];
+    if (c->magic != OFI_CARD_MAGIC)
+      status = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__, "rank %d's card at "
+                               "bootstrap is not a gcomp rank card (magic 0x%08x)", r, c->magic);
+    else if (c->version != first->version)
+      status = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__, "mismatched gcomp builds: "
+                               "rank 0 speaks wire version %u, rank %d wire version %u (this "
+                               "rank: %u); run one build on every rank", first->version, r,
+                               c->version, mine.version);
   }
   for (int r = 0; r < n; r++) {
     t->cards[r].host[sizeof t->cards[r].host - 1] = '\0';

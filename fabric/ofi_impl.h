@@ -203,7 +203,12 @@ typedef struct {
   int broken;               /* a header exchange failed: its requests fail */
 } ofi_peer;
 
+/* What a rank tells every other at bootstrap: magic and version first, so that a rank of
+ * another build is refused by name */
+#define OFI_CARD_MAGIC 0x67636364u   /* "gccd" */
 typedef struct {
+  uint32_t magic;           /* OFI_CARD_MAGIC */
+  uint32_t version;         /* gcomp_wire_version */
   int32_t pid;
   char host[64];
   char pidns[64];           /* "pid:[inode]": pids compare only within one namespace */

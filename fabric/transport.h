@@ -68,6 +68,15 @@ static inline uint64_t gcomp_tag(uint32_t seq, uint32_t step) {
   return ((uint64_t)(seq & ((1u << GCOMP_TAG_SEQ_BITS) - 1)) << GCOMP_TAG_STEP_BITS) | step;
 }
 
+/* The version of what ranks exchange: rank cards, transport headers, the communicator's
+ * reserved messages. Ranks of one job must hold the same: a rank card (fabric/ofi.c) and
+ * communicator creation (reduce/agree.c) refuse a mismatch, naming both versions. Raise it
+ * with any change to what goes on the wire. */
+#define GCOMP_WIRE_VERSION 2u
+/* GCOMP_WIRE_VERSION, or the next one on the rank GCOMP_FAULT=wire-version:rank=R names
+ * (fault.h: tests of mismatched builds) */
+unsigned gcomp_wire_version(int rank);
+
 typedef struct gcomp_transport gcomp_transport;
 typedef struct gcomp_treq gcomp_treq;   /* opaque request */
 

@@ -54,7 +54,8 @@ typedef enum {
   GCOMP_ERR_FABRIC = -5,      /* libfabric reported an error */
   GCOMP_ERR_TIMEOUT = -6,     /* nothing happened within GCOMP_TIMEOUT_MS */
   GCOMP_ERR_PEER = -7,        /* a peer failed or left */
-  GCOMP_ERR_BOOTSTRAP = -8    /* rank discovery or address exchange failed */
+  GCOMP_ERR_BOOTSTRAP = -8,   /* rank discovery or address exchange failed */
+  GCOMP_ERR_ABORTED = -9      /* the communicator was aborted (gcomp_comm_abort) */
 } gcomp_status;
 
 /* Returns a static, never-NULL name for a status ("GCOMP_ERR_CORRUPT: corrupt data"). */
@@ -411,6 +412,16 @@ GCOMP_API int gcomp_comm_nnodes(const gcomp_comm *comm);
  * destroy again). Not thread-safe with other calls on the same communicator. */
 GCOMP_API gcomp_status gcomp_comm_destroy(gcomp_comm *comm);
 
+/* Aborts the communicator, like ncclCommAbort: safe from any thread, also while calls or
+ * requests of it are pending or running. The running call and every queued request finish
+ * with GCOMP_ERR_ABORTED (and so does every later call); the rank tells every peer, whose
+ * calls on their communicator then fail promptly too (GCOMP_ERR_ABORTED naming this rank)
+ * rather than after GCOMP_TIMEOUT_MS. The notice goes out from the call running at that
+ * moment, else from the next call or gcomp_comm_destroy. Once the requests are completed
+ * (gcomp_request_wait or _test), gcomp_comm_destroy succeeds without waiting for the peers'
+ * goodbyes. NULL is a no-op; a second abort changes nothing. */
+GCOMP_API int gcomp_comm_abort(gcomp_comm *comm);
+
 /* Sums (or reduces with op) count elements of dtype over all ranks; every rank receives
  * the result in recvbuf. sendbuf == recvbuf is in place. count may be 0.
  *
@@ -425,8 +436,8 @@ GCOMP_API gcomp_status gcomp_comm_destroy(gcomp_comm *comm);
  * a message of the wrong length or shape wherever it arrives), GCOMP_ERR_TIMEOUT / GCOMP_ERR_PEER (a peer
  * stopped answering or died; the detail starts with the ranks that did not answer, or had
  * exited, when the failing ranks compared notes), GCOMP_ERR_CORRUPT (a frame failed
- * validation: every rank of the call reports it, naming the sender; at once with GCOMP_FAULT
- * set, else after GCOMP_TIMEOUT_MS). After any
+ * validation: every rank of the call reports it at once, naming the sender: the rank that
+ * found it tells every peer). After any
  * failure past the argument checks the communicator is unusable: every later call returns
  * GCOMP_ERR_PEER at once, naming the first failure. Destroy it and create a new one. */
 GCOMP_API gcomp_status gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf,

@@ -27,10 +27,12 @@ struct gcomp_abort {
   notice *in;           /* [size]: where they land */
   notice out;           /* what this rank sends, once */
   unsigned polls;
-  int watching;         /* the receives are posted (not under corrupt-quiet) */
+  int watching;         /* the receives are posted (GCOMP_NOTICE, on unless measuring it) */
   long calls;           /* user calls begun */
   long corrupt_call;    /* GCOMP_FAULT=corrupt: the call that corrupts a frame, or 0 */
   int corrupt_now;      /* armed for the running call and no frame corrupted yet */
+  int aborted;          /* gcomp_comm_abort was called (atomic: any thread sets it) */
+  int told;             /* the peers were sent a notice (by the transport's user only) */
 };
 
 static uint64_t notice_tag(void) { return gcomp_tag(NOTICE_SEQ, 0); }
@@ -40,10 +42,8 @@ static int post(gcomp_abort *a, int peer) {
                      &a->watch[peer]);
 }
 
-int gcomp_abort_create(gcomp_transport *t, gcomp_abort **out) {
+int gcomp_abort_create(gcomp_transport *t, int watch, gcomp_abort **out) {
   *out = NULL;
-  const char *fault = gcomp_param_str(GCOMP_P_FAULT);
-  if (!fault || !*fault) return GCOMP_OK;
   gcomp_abort *a = calloc(1, sizeof *a);
   GCOMP_FAIL_IF(!a, GCOMP_ERR_NOMEM, "abort notices");
   a->t = t;
@@ -53,11 +53,10 @@ int gcomp_abort_create(gcomp_transport *t, gcomp_abort **out) {
     gcomp_abort_destroy(a);
     GCOMP_FAIL(GCOMP_ERR_NOMEM, "abort notices for %d ranks", t->size);
   }
+  /* the injected fault changes what is sent, never how a rank finds or reports it */
   long call = -1;
-  if (gcomp_fault_armed("corrupt", t->rank, &call) ||
-      gcomp_fault_armed("corrupt-quiet", t->rank, &call))
-    a->corrupt_call = call > 0 ? call : 1;
-  a->watching = strncmp(fault, "corrupt-quiet:", 14) != 0;
+  if (gcomp_fault_armed("corrupt", t->rank, &call)) a->corrupt_call = call > 0 ? call : 1;
+  a->watching = watch;
   for (int p = 0; a->watching && p < t->size; p++) {
     if (p == t->rank) continue;
     int st = post(a, p);
@@ -66,9 +65,9 @@ int gcomp_abort_create(gcomp_transport *t, gcomp_abort **out) {
       return gcomp_error_trace(st, __FILE__, __LINE__);
     }
   }
-  GCOMP_INFO(GCOMP_SUB_REDUCE, "GCOMP_FAULT=%s: abort notices %s%s", fault,
-             a->watching ? "watched" : "off (corrupt-quiet)",
-             a->corrupt_call ? "; this rank corrupts a frame" : "");
+  if (!watch || a->corrupt_call)
+    GCOMP_INFO(GCOMP_SUB_REDUCE, "abort notices %s%s", watch ? "watched" : "off (GCOMP_NOTICE=0)",
+               a->corrupt_call ? "; GCOMP_FAULT: this rank corrupts a frame" : "");
   *out = a;
   return GCOMP_OK;
 }
@@ -107,9 +106,14 @@ void gcomp_abort_corrupt_frame(gcomp_abort *a, uint8_t *frame, size_t len, int p
 }
 
 /* Sends the notice to every peer and waits until each send is done or failed (a dead
- * peer's fails; the live ones have their receive posted since creation). */
+ * peer's fails; the live ones have their receive posted since creation), for at most
+ * min(1 s, GCOMP_TIMEOUT_MS): a stopped peer may never take its notice, and the rank's
+ * own failure must not wait on it. Once per communicator. */
 static void tell_everyone(gcomp_abort *a) {
   gcomp_transport *t = a->t;
+  if (a->told) return;
+  a->told = 1;
+  uint64_t deadline = gcomp_now_ns() + (uint64_t)(t->timeout_ms < 1000 ? t->timeout_ms : 1000) * 1000000u;
   gcomp_treq **reqs = calloc((size_t)t->size, sizeof *reqs);
   int left = 0;
   for (int p = 0; reqs && p < t->size; p++)
@@ -126,7 +130,10 @@ static void tell_everyone(gcomp_abort *a) {
     }
     if (moved) spins = 0;
     else gcomp_idle(&spins);
+    if (left > 0 && gcomp_now_ns() >= deadline) break;
   }
+  for (int p = 0; reqs && p < t->size; p++)
+    if (reqs[p]) gcomp_cancel(t, reqs[p]);
   free(reqs);
 }
 
@@ -164,7 +171,29 @@ static int landed(gcomp_abort *a, int p, int st, size_t len) {
   GCOMP_FAIL(m->status, "call aborted by rank %d's notice (call seq %u): %s", p, m->seq, why);
 }
 
+void gcomp_abort_request(gcomp_abort *a) {
+  if (a) __atomic_store_n(&a->aborted, 1, __ATOMIC_RELEASE);
+}
+
+int gcomp_abort_requested(const gcomp_abort *a) {
+  return a && __atomic_load_n(&a->aborted, __ATOMIC_ACQUIRE);
+}
+
+int gcomp_abort_here(gcomp_abort *a) {
+  if (!gcomp_abort_requested(a)) return GCOMP_OK;
+  int me = a->t->rank;
+  if (!a->told && a->watching) {
+    a->out = (notice){.magic = NOTICE_MAGIC, .status = GCOMP_ERR_ABORTED, .reporter = me,
+                      .culprit = me};
+    snprintf(a->out.why, sizeof a->out.why, "gcomp_comm_abort was called on rank %d", me);
+    tell_everyone(a);
+  }
+  GCOMP_FAIL(GCOMP_ERR_ABORTED, "gcomp_comm_abort was called on this rank (%d)", me);
+}
+
 int gcomp_abort_poll(gcomp_abort *a) {
+  if (!a) return GCOMP_OK;
+  if (gcomp_abort_requested(a)) return gcomp_abort_here(a);
   if ((++a->polls & 15u) != 0) return GCOMP_OK;
   for (int p = 0; p < a->t->size; p++) {
     if (!a->watch[p]) continue;
@@ -177,7 +206,7 @@ int gcomp_abort_poll(gcomp_abort *a) {
 }
 
 int gcomp_abort_wait(gcomp_abort *a, gcomp_transport *t, gcomp_treq *req, size_t *len) {
-  if (!a) return gcomp_wait(t, req, len);
+  if (!a || !a->watching) return gcomp_wait(t, req, len);
   unsigned spins = 0;
   for (;;) {
     int done = 0;
@@ -193,7 +222,7 @@ int gcomp_abort_wait(gcomp_abort *a, gcomp_transport *t, gcomp_treq *req, size_t
 }
 
 int gcomp_abort_waitall(gcomp_abort *a, gcomp_transport *t, int n, gcomp_treq **reqs) {
-  if (!a) return gcomp_waitall(t, n, reqs, NULL);
+  if (!a || !a->watching) return gcomp_waitall(t, n, reqs, NULL);
   unsigned spins = 0;
   int st = GCOMP_OK, left = 0;
   for (int i = 0; i < n; i++) left += reqs[i] != NULL;

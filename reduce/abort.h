@@ -2,11 +2,14 @@
  * the call at once instead of leaving the others to wait out GCOMP_TIMEOUT_MS, and the
  * corrupt-frame fault (GCOMP_FAULT=corrupt:rank=R,call=N) that tests it.
  *
- * Armed only while GCOMP_FAULT is set (any kind but corrupt-quiet): a communicator then keeps one receive
- * posted per peer on a reserved tag (sequence 0xfffff1, which no call takes), its wait loops
- * test them when idle, and a rank that finds a peer's frame corrupt sends each peer a small
- * notice (its rank, the culprit's, the call's number, the detail) before it fails. Unset,
- * the watch is NULL and every hook is one NULL test: no receive, no message, no cost.
+ * Always on: every communicator keeps one receive posted per peer on a reserved tag
+ * (sequence 0xfffff1, which no call takes), its wait loops test them when idle (every 16th
+ * idle poll), and a rank that finds a peer's frame corrupt sends each peer a small notice
+ * (its rank, the culprit's, the call's number, the detail) before it fails. On the success
+ * path that is one test of the posted receives per 16 idle polls: no message, and no
+ * difference gcomp-bench allreduce --ab GCOMP_NOTICE=0 could tell from noise at 8 B or
+ * 1 MiB. GCOMP_NOTICE=0 (agreed, for that measurement only) posts no receive. GCOMP_FAULT
+ * only injects: it changes the bytes sent, never how the fault is found or reported.
  *
  * What a notice does: the waiting rank fails its call with the notice's status and a detail
  * naming the reporting rank and the rank whose data was corrupt; the call then breaks the
@@ -29,13 +32,13 @@
 typedef struct gcomp_abort gcomp_abort;
 struct gcomp_coll;
 
-/* *out = NULL when GCOMP_FAULT is unset; else posts the watch (collective in effect: every
- * rank arms alike, since GCOMP_FAULT is read from each rank's own environment, which the
- * tests set alike). */
-int gcomp_abort_create(gcomp_transport *t, gcomp_abort **out);
+/* Posts the watch when `watch` (GCOMP_NOTICE, agreed: every rank posts alike) and arms the
+ * corrupt fault when GCOMP_FAULT names it for this rank. */
+int gcomp_abort_create(gcomp_transport *t, int watch, gcomp_abort **out);
 void gcomp_abort_destroy(gcomp_abort *a);   /* NULL: no-op; cancels the watch */
 
-/* A user call begins (call.c): counts calls, arms the corrupt fault at call N on rank R. */
+/* A user call begins (call.c): counts calls, arms the corrupt fault at call N on rank R.
+ * a may be NULL in this and every function below but gcomp_abort_blame. */
 void gcomp_abort_call_begins(gcomp_abort *a);
 
 /* The sender's side of the fault: when armed for this call, flips one byte in the middle of
@@ -43,12 +46,19 @@ void gcomp_abort_call_begins(gcomp_abort *a);
 void gcomp_abort_corrupt_frame(gcomp_abort *a, uint8_t *frame, size_t len, int peer);
 
 /* A frame from world rank `culprit` failed to decode with status st (GCOMP_ERR_CORRUPT):
- * names the culprit in the detail and, when armed, sends the notice to every peer. Returns
- * st. a may be NULL. */
+ * names the culprit in the detail and sends the notice to every peer. Returns st. */
 int gcomp_abort_corrupt_from(gcomp_abort *a, const struct gcomp_coll *c, int st, int culprit);
 
-/* Tests the watch (every 16th time it is called: wait loops call it when idle). GCOMP_OK,
- * or a notice's status with its detail. a must not be NULL. */
+/* gcomp_comm_abort: marks the communicator aborted (any thread; no transport use) */
+void gcomp_abort_request(gcomp_abort *a);
+int gcomp_abort_requested(const gcomp_abort *a);
+/* From the transport's user (a call, destroy): when aborted, tells every peer once (bounded
+ * by min(1 s, GCOMP_TIMEOUT_MS)) and returns GCOMP_ERR_ABORTED; else GCOMP_OK. */
+int gcomp_abort_here(gcomp_abort *a);
+
+/* Tests the watch (every 16th time it is called: wait loops call it when idle) and the
+ * abort mark (every time). GCOMP_OK, or a notice's status with its detail, or
+ * GCOMP_ERR_ABORTED. */
 int gcomp_abort_poll(gcomp_abort *a);
 
 /* After a call failed with GCOMP_ERR_TIMEOUT, _PEER or _CORRUPT (always on: it costs
@@ -59,8 +69,8 @@ int gcomp_abort_poll(gcomp_abort *a);
  * stopped, hung, or still waiting on another: the detail then starts by naming those (and
  * the exited ones), so that every rank names the culprit, not only the ranks that waited on
  * it directly. A rank that timed out while a peer found corrupt data returns
- * GCOMP_ERR_CORRUPT with that peer's detail first: without GCOMP_FAULT's prompt notice,
- * every rank still reports the corruption and its culprit, after GCOMP_TIMEOUT_MS (the
+ * GCOMP_ERR_CORRUPT with that peer's detail first: should the notice not arrive (a rank
+ * that never posted it), every rank still reports the corruption and its culprit, after GCOMP_TIMEOUT_MS (the
  * detecting rank waits up to that long more for them to hear it). A mismatch a peer found
  * (GCOMP_ERR_INVALID: the ranks called with different counts or dtypes) is returned the same
  * way, for the rank whose own wait found only the silence or exit of the peer that saw it.
@@ -68,7 +78,7 @@ int gcomp_abort_poll(gcomp_abort *a);
  * st otherwise (other statuses pass unchanged; a detecting rank keeps its own detail). */
 int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st);
 
-/* gcomp_wait / gcomp_waitall watching the notices too (plain when a is NULL). */
+/* gcomp_wait / gcomp_waitall watching the notices too (plain when a is NULL or not watching). */
 int gcomp_abort_wait(gcomp_abort *a, gcomp_transport *t, gcomp_treq *req, size_t *len);
 int gcomp_abort_waitall(gcomp_abort *a, gcomp_transport *t, int n, gcomp_treq **reqs);
 

@@ -302,7 +302,8 @@ int gcomp_call_run(gcomp_comm *comm, gcomp_call *call) {
   if (!call->arrive_ns) call->arrive_ns = call->start_ns;
   next_seq(comm);
   gcomp_abort_call_begins(comm->abort);
-  int st = call_body(comm, call);
+  /* aborted (gcomp_comm_abort, any thread): this call and every later one, told peers once */
+  int st = gcomp_abort_requested(comm->abort) ? gcomp_abort_here(comm->abort) : call_body(comm, call);
   call->end_ns = gcomp_now_ns();
   call->status = st;
   for (size_t i = 0; i < sizeof observers / sizeof *observers; i++) {

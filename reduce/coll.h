@@ -87,7 +87,7 @@ typedef struct gcomp_coll {
   uint64_t key;              /* the caller's tensor key */
   gcomp_codec *intra;        /* GCOMP_INTRA_CODEC for hierarchical calls, or NULL (fp32) */
   gcomp_codec *intra2;       /* its second stage */
-  struct gcomp_abort *abort; /* the abort notices' watch (abort.h), NULL unless GCOMP_FAULT */
+  struct gcomp_abort *abort; /* the abort notices. watch (abort.h); NULL in internal uses */
   /* nonzero while a pipeline has transfers in flight (reduce/hier_pipe.c): the node's
    * shared-memory rounds and waits drive the transport's progress meanwhile */
   int drive;

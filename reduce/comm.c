@@ -37,8 +37,10 @@ static int oversubscribed(const gcomp_comm *comm) {
   return cpus > 0 && ranks > cpus;
 }
 
-/* Everything creation does after the settings are copied, in order: what can fail alike on
- * every rank (the settings) before anything collective */
+/* Everything creation does after the settings are copied, in order: this rank's settings
+ * read (which may fail on one rank alone), then compared with every rank's before anything
+ * else collective, so that a malformed or differing setting fails every rank at once, named,
+ * instead of leaving the others waiting in calibration */
 static int build(gcomp_comm *comm) {
   gcomp_transport *t = comm->t;
   comm->world = malloc((size_t)t->size * sizeof *comm->world);
@@ -51,12 +53,12 @@ static int build(gcomp_comm *comm) {
     GCOMP_CHECK(gcomp_hier_placement(t, &comm->model.local_min, &comm->model.local_max,
                                      &comm->model.pieces));
   comm->tracing = gcomp_settings_str(&comm->set, GCOMP_P_TRACE)[0] != '\0';
-  GCOMP_CHECK(gcomp_agreed_read(comm));
-  if (comm->agreed.links_given)
-    GCOMP_CHECK(gcomp_plan_parse_links(gcomp_settings_str(&comm->set, GCOMP_P_ALPHA_BETA),
-                                       "GCOMP_ALPHA_BETA", &comm->model));
-  else
-    GCOMP_CHECK(gcomp_calibrate(comm));
+  int own = gcomp_agreed_read(comm);
+  if (own >= 0 && comm->agreed.links_given)
+    own = gcomp_plan_parse_links(gcomp_settings_str(&comm->set, GCOMP_P_ALPHA_BETA),
+                                 "GCOMP_ALPHA_BETA", &comm->model);
+  GCOMP_CHECK(gcomp_agreed_check(comm, own));
+  if (!comm->agreed.links_given) GCOMP_CHECK(gcomp_calibrate(comm));
   /* a shared segment per node: the shm algorithm on one node, hier's intra-node halves on
    * several */
   if (t->local_size > 1 && !t->no_shared_memory)
@@ -66,7 +68,7 @@ static int build(gcomp_comm *comm) {
     comm->model.shm_slot = gcomp_shm_slot_bytes(comm->shm);
     if (!comm->agreed.links_given) GCOMP_CHECK(gcomp_calibrate_shm(comm));
   }
-  return gcomp_agreed_check(comm);
+  return GCOMP_OK;
 }
 
 int gcomp_comm_create(gcomp_transport *t, int own, const gcomp_settings *set, gcomp_comm **out) {
@@ -90,7 +92,8 @@ int gcomp_comm_create(gcomp_transport *t, int own, const gcomp_settings *set, gc
   pthread_cond_init(&comm->cv, NULL);
   st = build(comm);
   if (st >= 0) st = gcomp_step_init(comm);
-  if (st >= 0) st = gcomp_abort_create(t, &comm->abort);
+  if (st >= 0)
+    st = gcomp_abort_create(t, gcomp_settings_int(&comm->set, GCOMP_P_NOTICE) != 0, &comm->abort);
   if (st < 0) {
     comm->own = 0;   /* the caller keeps the transport on failure */
     gcomp_comm_destroy(comm);
@@ -116,6 +119,11 @@ gcomp_status gcomp_comm_destroy(gcomp_comm *comm) {
                 "gcomp_request_wait or gcomp_request_test first (the communicator stays usable)",
                 pending, pending == 1 ? " is" : "s are", pending == 1 ? "it" : "them");
   gcomp_progress_stop(comm);
+  /* aborted: the peers hear it now if no call told them, and the goodbyes are brief */
+  if (gcomp_abort_requested(comm->abort)) {
+    gcomp_abort_here(comm->abort);
+    comm->t->failed = 1;
+  }
   locale_t old_locale = uselocale(gcomp_c_locale());   /* JSON numbers: 0.5, never 0,5 */
   gcomp_stats_write(comm);
   gcomp_trace_write(comm);
@@ -153,6 +161,15 @@ int gcomp_comm_mark_broken(gcomp_comm *comm, int st) {
   snprintf(comm->broken_why, sizeof comm->broken_why, "%s: %s", gcomp_strerror(st),
            gcomp_last_error());
   return gcomp_error_trace(st, __FILE__, __LINE__);
+}
+
+int gcomp_comm_abort(gcomp_comm *comm) {
+  if (!comm) return GCOMP_OK;
+  /* only a mark: the transport has one user at a time, the running call or the next one,
+   * which sees the mark at its next idle poll (abort.c) */
+  gcomp_abort_request(comm->abort);
+  GCOMP_INFO(GCOMP_SUB_REDUCE, "rank %d: gcomp_comm_abort", comm->t->rank);
+  return GCOMP_OK;
 }
 
 /* ---- what callers may ask ------------------------------------------------------------- */

@@ -63,9 +63,12 @@ typedef struct {
  * resolved); GCOMP_ERR_INVALID names a bad one. Not collective. */
 int gcomp_agreed_read(gcomp_comm *comm);
 void gcomp_agreed_free(gcomp_agreed *a);
-/* Collective: fails (GCOMP_ERR_INVALID naming the setting) when a rank holds another value;
- * agrees on the traces' time origin too. */
-int gcomp_agreed_check(gcomp_comm *comm);
+/* Collective, before anything else collective at creation: own is this rank's
+ * gcomp_agreed_read status (its detail in gcomp_last_error). Fails on every rank at once
+ * when a rank refused its settings (naming that rank and its error) or when ranks hold
+ * different values, build or wire versions (GCOMP_ERR_INVALID naming the setting, two ranks
+ * and their values); agrees on the traces' time origin too. */
+int gcomp_agreed_check(gcomp_comm *comm, int own);
 
 /* The codec as the wire and the planner see it: 52 bits (exact in a double) of its wire
  * identity (gcomp_codec_wire_spec: ranks may pick different seeds); NULL is "none". */
@@ -248,7 +251,7 @@ struct gcomp_comm {
   uint64_t born_ns;
   double born_real_us;         /* CLOCK_REALTIME when born_ns was taken, microseconds */
   double epoch_real_us;        /* the job's earliest born_real_us: the traces' time origin */
-  struct gcomp_abort *abort;   /* abort notices (abort.h): NULL unless GCOMP_FAULT is set */
+  struct gcomp_abort *abort;   /* abort notices (abort.h), NULL only before creation ends */
   int broken;                  /* a collective failed part-way: peers are in unknown states */
   char broken_why[768];        /* that failure, for every later call */
   /* what other threads may read while a call runs (gcomp_comm_get_stats, _get_skew,

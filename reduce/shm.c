@@ -269,7 +269,7 @@ static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round
         sleep_on(&s->ctl[i], v, NAP_NS);
       }
       uint64_t now = gcomp_now_ns();
-      int ast = c->abort ? gcomp_abort_poll(c->abort) : GCOMP_OK;   /* GCOMP_FAULT: abort.h */
+      int ast = c->abort ? gcomp_abort_poll(c->abort) : GCOMP_OK;   /* abort.h */
       if (ast < 0) {
         s->broken = 1;
         return gcomp_error_trace(ast, __FILE__, __LINE__);

@@ -273,11 +273,21 @@ class Comm:
               "gcomp_allreduce")
 
     def iallreduce(self, addr, count, dtype, op, codec=None, key=0, keep=None):
-        """Starts an in-place allreduce of count elements at addr; returns a Request."""
+        """Starts an in-place allreduce of count elements at addr; returns a Request. The
+        request holds keep (the buffers) and the codec until it completes: the progress
+        thread uses the codec's handle while the call runs."""
         req = ctypes.c_void_p()
         check(library().gcomp_iallreduce(*self._args(addr, count, dtype, op, codec, key),
                                          ctypes.byref(req)), "gcomp_iallreduce")
-        return Request(req, keep)
+        return Request(req, (keep, codec))
+
+    def abort(self):
+        """gcomp_comm_abort, from any thread: the running call and every pending request
+        fail with GCOMP_ERR_ABORTED, the peers are told; close() then succeeds once the
+        requests are completed."""
+        h = getattr(self, "_h", None)
+        if h:
+            check(library().gcomp_comm_abort(h), "gcomp_comm_abort")
 
     def close(self):
         """Destroys the communicator (gcomp_comm_destroy)."""

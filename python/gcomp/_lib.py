@@ -63,6 +63,7 @@ _PROTOS = {
     "gcomp_comm_node": (c_int, [c_void_p]),
     "gcomp_comm_nnodes": (c_int, [c_void_p]),
     "gcomp_comm_destroy": (c_int, [c_void_p]),
+    "gcomp_comm_abort": (c_int, [c_void_p]),
     "gcomp_comm_get_stats": (c_int, [c_void_p, c_void_p]),
     "gcomp_allreduce": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int, c_void_p,
                                 c_uint64]),

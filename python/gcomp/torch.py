@@ -23,6 +23,8 @@ Only fp32 buckets are compressed; float64, bfloat16 and float16 buckets are redu
 uncompressed in their own type (logged once); other types are refused with TypeError.
 CUDA tensors are staged through host memory: that path is untested.
 """
+import atexit
+import functools
 import io
 import logging
 import os
@@ -30,6 +32,7 @@ import queue
 import tempfile
 import threading
 import time
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -102,6 +105,8 @@ class State:
         self.per_parameter = self._ef if per_parameter is None else bool(per_parameter)
         self._param_ids = {}        # id(parameter) -> its number, in order of first sight
         self._params = []           # the parameters themselves (keeps ids valid)
+        self._tensor_keys = {}      # id(tensor) -> (weakref to it, its allreduce number)
+        self._tensors_seen = 0
         self._warned = set()
         self._pending = 0
         self._lock = threading.Lock()
@@ -111,6 +116,10 @@ class State:
         self._timing = []           # (bucket index, issued, done, bytes) of this iteration
         self._overlap = {"iterations": 0, "comm_s": 0.0, "exposed_s": 0.0}
         self._closed = False
+        # a script that never closes its State: the waiter is stopped before the interpreter
+        # tears down (a daemon thread still inside Future.set_result then crashed the exit)
+        self._exit_hook = functools.partial(_close_at_exit, weakref.WeakMethod(self._close_at_exit))
+        atexit.register(self._exit_hook)
 
     # ---- the hook's side ----------------------------------------------------------------
     def _param_key(self, p):
@@ -198,8 +207,8 @@ class State:
     # ---- the user's side ----------------------------------------------------------------
     def allreduce(self, tensor, op="avg"):
         """Reduces tensor in place across the group (op: sum, avg, min, max, prod), blocking;
-        fp32 sums and averages go through the State's codec (keyed by the tensor's address
-        and size). Returns tensor."""
+        fp32 sums and averages go through the State's codec (the tensor's error feedback
+        keyed by the tensor itself: _tensor_key). Returns tensor."""
         if op not in gcomp.OPS:
             raise ValueError("gcomp.torch: op %r is not one of %s" % (op, ", ".join(gcomp.OPS)))
         dtype = _DTYPES.get(tensor.dtype)
@@ -209,12 +218,24 @@ class State:
         if not host.is_contiguous():
             host = host.contiguous()
         codec = self.codec if dtype == "float32" and op in ("sum", "avg") else None
-        key = _fnv1a64([1 << 62, host.numel(), gcomp.OPS[op]])
+        key = _fnv1a64([1 << 62, self._tensor_key(tensor), gcomp.OPS[op]])
         self.comm.iallreduce(host.data_ptr(), host.numel(), dtype, op, codec, key,
                              keep=host).wait()
         if host is not tensor:
             tensor.copy_(host)
         return tensor
+
+    def _tensor_key(self, tensor):
+        """The tensor's number, in order of first sight (the same on every rank when the
+        ranks reduce their tensors in the same order): its own error-feedback residual, where
+        keying by size shared one between two tensors of the same size. A number is not
+        reused while its tensor lives."""
+        ref, n = self._tensor_keys.get(id(tensor), (None, None))
+        if ref is None or ref() is not tensor:
+            n = self._tensors_seen
+            self._tensors_seen += 1
+            self._tensor_keys[id(tensor)] = (weakref.ref(tensor), n)
+        return n
 
     def stats(self):
         """The communicator's stats (gcomp_comm_get_stats) as a dict, with the codec's under
@@ -275,15 +296,34 @@ class State:
             raise RuntimeError("gcomp.torch: %d bucket(s) still reducing; save or load the "
                                "state between steps" % busy)
 
+    def abort(self):
+        """Aborts the communicator (gcomp_comm_abort), from any thread: buckets in flight
+        fail with GCOMP_ERR_ABORTED (their futures raise it), the peers are told and fail
+        promptly too; close() then returns without waiting for them."""
+        self.comm.abort()
+
     def close(self):
         """Stops the waiter and destroys the communicator (collective)."""
         if self._closed:
             return
         self._closed = True
+        atexit.unregister(self._exit_hook)
         self._queue.put(None)
         self._waiter.join()
         self.comm.close()
         self.codec.close()
+
+    def _close_at_exit(self):
+        try:
+            self.close()
+        except Exception as e:   # the exit goes on; say why the State could not close
+            log.warning("gcomp.torch: closing the State at exit: %s", e)
+
+
+def _close_at_exit(method):
+    m = method()
+    if m is not None:
+        m()
 
 
 def hook(state, bucket):
