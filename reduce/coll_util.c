@@ -151,7 +151,8 @@ int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
     } else {
       if (!idle_from) idle_from = gcomp_now_ns();
       gcomp_idle(&spins);
-      if (c->abort) status = gcomp_abort_poll(c->abort);   /* the abort notices: abort.h */
+      /* the abort notices (abort.h); never over a failure the tests above found */
+      if (status == GCOMP_OK) status = gcomp_abort_poll(c->abort);
     }
   }
   if (pending != pend_stack) free(pending);
