@@ -157,7 +157,12 @@ gcomp_status gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbu
   GCOMP_CHECK(gcomp_call_check_args("gcomp_allreduce", comm, sendbuf, recvbuf, count, dtype, op));
   /* once a progress thread serves this communicator, every call goes through its queue:
    * calls keep their order and the transport keeps one user */
-  if (!comm->thread_on) {   /* written only by the user's thread, like this read */
+  /* read under the lock that enqueue writes it under: an iallreduce on another thread may
+   * be starting the thread right now */
+  pthread_mutex_lock(&comm->mu);
+  int on = comm->thread_on;
+  pthread_mutex_unlock(&comm->mu);
+  if (!on) {
     gcomp_call call = call_of(sendbuf, recvbuf, count, dtype, op, codec, key);
     return gcomp_call_run(comm, &call);
   }

@@ -195,7 +195,21 @@ def dtype_runs():
         check(False, "a complex64 bucket is refused")
     except TypeError as e:
         check("complex64" in str(e), "a complex64 bucket is refused: %s" % e)
+    # error feedback is keyed per tensor: two tensors of one size no longer share a residual
+    x, y = torch.zeros(1000), torch.zeros(1000)
+    kx, ky = state._tensor_key(x), state._tensor_key(y)
+    check(kx != ky and state._tensor_key(x) == kx, "State.allreduce keys tensors of one size "
+          "apart (%d, %d), and a tensor alike each time" % (kx, ky))
     state.close()
+
+
+def unclosed_state():
+    """A State the script never closes, its waiter having completed a future: the exit must
+    be clean (the atexit hook stops the waiter before the interpreter tears down)."""
+    global _unclosed
+    _unclosed = gt.State(codec="bf16")
+    fut = _unclosed.start(torch.ones(100))
+    check(bool((fut.wait() == 1).all()), "a bucket averaged by a State left open")
 
 
 def bad_specs():
@@ -215,6 +229,7 @@ def main():
     exact_runs()
     lossy_runs()
     dtype_runs()
+    unclosed_state()
     if dist.get_rank() == 0:
         print("ddp_check: %d failed" % len(fails) if fails else "ddp_check: all passed",
               flush=True)

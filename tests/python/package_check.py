@@ -4,6 +4,8 @@
 Exit status 0 when every check passed; each check prints "ok: ..." or "FAIL: ...".
 """
 import ctypes
+import gc
+import weakref
 import os
 import subprocess
 import sys
@@ -56,6 +58,25 @@ def main():
         check(False, "a count past the buffer's end raises")
     except ValueError as e:
         check("do not fit" in str(e), "a count past the buffer's end raises: %s" % e)
+    # a request holds its codec: dropped by the caller and collected, the codec lives on
+    # until the request completes (the progress thread uses its handle meanwhile)
+    f = (ctypes.c_float * 4096)(*[1.0] * 4096)
+    codec = gcomp.Codec("bf16")
+    alive = weakref.ref(codec)
+    req = comm.iallreduce(ctypes.addressof(f), 4096, "float32", "sum", codec=codec, keep=f)
+    del codec
+    gc.collect()
+    check(alive() is not None, "a codec dropped while its iallreduce runs stays alive")
+    req.wait()
+    del req
+    gc.collect()
+    check(alive() is None and all(v == size for v in f), "then freed once the request completed")
+    comm.abort()
+    try:
+        comm.allreduce(buf, op="sum")
+        check(False, "a call after Comm.abort() raises")
+    except gcomp.Error as e:
+        check(e.name == "GCOMP_ERR_ABORTED", "a call after Comm.abort() raises %s" % e.name)
     comm.close()
     try:
         gcomp.Config({"TIMEOUT_MS": "soon"})
