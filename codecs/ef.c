@@ -14,6 +14,7 @@
  *        (4 bytes each for fp32, 2 for bf16), and in version 2 count fp32 velocities
  *   last 4 bytes: CRC32C (as in frames) of everything before them
  */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -349,19 +350,39 @@ static int write_file(const gcomp_ef *ef, const char *spec, file_out *o) {
   return GCOMP_OK;
 }
 
+/* The directory holding path, synced so that the rename itself survives a crash */
+static void sync_dir_of(const char *path) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash == dir) slash[1] = '\0';
+  else if (slash) *slash = '\0';
+  else snprintf(dir, sizeof dir, ".");
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) fsync(fd), close(fd);
+}
+
+/* Crash-safe: the bytes go to a temporary of this call's own (mkstemp: two threads or two
+ * processes saving to one path never share it), reach the disk (fsync) before the rename
+ * puts them in place, and the directory is synced after: after a crash path holds the old
+ * file or the new one, whole, never a torn one. */
 int gcomp_ef_save(const gcomp_ef *ef, const char *spec, const char *path) {
   char tmp[4096];
-  int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  int n = snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
   GCOMP_FAIL_IF(n < 0 || (size_t)n >= sizeof tmp, GCOMP_ERR_INVALID, "ef: path '%s' is too long", path);
   file_out *o = calloc(1, sizeof *o);
   GCOMP_FAIL_IF(!o, GCOMP_ERR_NOMEM, "ef: file buffer");
   o->crc = 0xffffffffu;
-  o->f = fopen(tmp, "wb");
+  int fd = mkostemp(tmp, O_CLOEXEC);
+  o->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
   if (!o->f) {
+    if (fd >= 0) close(fd), remove(tmp);
     free(o);
-    GCOMP_FAIL(GCOMP_ERR_INVALID, "ef: cannot create '%s'", tmp);
+    GCOMP_FAIL(GCOMP_ERR_INVALID, "ef: cannot create a temporary beside '%s'", path);
   }
   int st = write_file(ef, spec, o);
+  if (st == GCOMP_OK && (fflush(o->f) != 0 || fsync(fd) != 0))
+    st = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__, "ef: writing '%s' failed", tmp);
   if (fclose(o->f) != 0 && st == GCOMP_OK)
     st = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__, "ef: writing '%s' failed", tmp);
   free(o);
@@ -372,6 +393,7 @@ int gcomp_ef_save(const gcomp_ef *ef, const char *spec, const char *path) {
     remove(tmp);
     return gcomp_error_trace(st, __FILE__, __LINE__);
   }
+  sync_dir_of(path);
   return GCOMP_OK;
 }
 

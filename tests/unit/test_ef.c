@@ -2,7 +2,9 @@
  * exact, within a derived rounding bound elsewhere), bf16 residuals, momentum correction
  * against a scalar reference, reset, and the residual checkpoint file (round trip with and
  * without velocities, damage, mismatched codecs and shapes). */
+#include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -472,6 +474,53 @@ static uint8_t *read_all(const char *p, size_t *n) {
   fclose(f);
   return b;
 }
+/* Two threads of one process save to one path at once: each save has its own temporary
+ * (it was path.tmp.PID, shared by the threads: one thread's rename took the other's half-
+ * written file, or failed), so every save succeeds, the file loads, and no temporary is
+ * left beside it */
+typedef struct {
+  gcomp_codec *c;
+  const char *path;
+  int st;
+} saver;
+
+static void *save_many(void *arg) {
+  saver *s = arg;
+  for (int i = 0; i < 40 && s->st == GCOMP_OK; i++) s->st = gcomp_codec_save_residuals(s->c, s->path);
+  return NULL;
+}
+
+static void test_concurrent_saves(void **state) {
+  (void)state;
+  char dir[] = "/tmp/gcomp-ef-XXXXXX", file[300];
+  assert_non_null(mkdtemp(dir));
+  snprintf(file, sizeof file, "%s/residuals", dir);
+  saver s[2];
+  pthread_t th[2];
+  for (int t = 0; t < 2; t++) {
+    s[t] = (saver){.path = file};
+    assert_int_equal(gcomp_codec_create("topk:ratio=0.01+ef", &s[t].c), GCOMP_OK);
+    fill_steps(s[t].c, 2 + t, 10);
+  }
+  for (int t = 0; t < 2; t++) pthread_create(&th[t], NULL, save_many, &s[t]);
+  for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
+  for (int t = 0; t < 2; t++) assert_int_equal(s[t].st, GCOMP_OK);
+  gcomp_codec *back;
+  assert_int_equal(gcomp_codec_create("topk:ratio=0.01+ef", &back), GCOMP_OK);
+  assert_int_equal(gcomp_codec_load_residuals(back, file), GCOMP_OK);
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int entries = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) entries++;
+  closedir(d);
+  assert_int_equal(entries, 1);
+  remove(file);
+  rmdir(dir);
+  for (int t = 0; t < 2; t++) gcomp_codec_destroy(s[t].c);
+  gcomp_codec_destroy(back);
+}
+
 static void test_save_restore(void **state) {
   const char *specs[] = {"topk:ratio=0.01+ef", "topk:ratio=0.02+ef:dtype=bf16", "none+ef",
                          "topk:ratio=0.01+ef:momentum=0.9",
@@ -689,6 +738,7 @@ int main(void) {
       cmocka_unit_test(test_momentum_effect_and_nonfinite),
       cmocka_unit_test(test_reset_and_shapes),
       cmocka_unit_test(test_save_restore),
+      cmocka_unit_test(test_concurrent_saves),
       cmocka_unit_test(test_save_restore_velocity),
       cmocka_unit_test(test_damaged_files),
       cmocka_unit_test(test_mismatched_files),
