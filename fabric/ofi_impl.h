@@ -174,7 +174,7 @@ typedef struct {
 
 typedef struct {            /* a header owed to a peer that no request carries any more */
   int type, flags;
-  uint64_t token, len;
+  uint64_t token, len, id;
 } ofi_owed;
 
 /* Flow control with one peer (fabric/ofi_proto.c) */
@@ -193,10 +193,9 @@ typedef struct {
   ofi_queue tok;            /* scheduled receives whose RTR went out, awaiting the length */
   ofi_unexp *uhead, *utail;
   ofi_unexp *ruhead, *rutail;   /* RTRs that matched no scheduled send yet */
-  ofi_owed *owed_hdr;       /* RCANCEL and refusing SLEN headers owed to the peer */
+  ofi_owed *owed_hdr;       /* RCANCEL, refusing SLEN and DROP headers owed to the peer (a
+                             * DROP: a message too long for its receive; as many as come) */
   int nowed_hdr, owed_hdr_cap;
-  int drops;                /* refusals owed to the peer (a message too long for its receive) */
-  uint64_t drop_id[8];
   int dirty;                /* something may be sendable: progress pumps it */
   int heard;                /* a header that moved something came since test last looked */
   uint64_t heard_ns;        /* when test saw that last (the peer is alive and busy) */

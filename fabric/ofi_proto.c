@@ -109,7 +109,6 @@ typedef struct {
 } ofi_hdr;
 
 #define INLINE_MAX (OFI_HDR_BYTES - sizeof(ofi_hdr))
-#define DROPS_MAX ((int)(sizeof ((ofi_peer *)0)->drop_id / sizeof(uint64_t)))
 
 /* ---- queues ----------------------------------------------------------------------------- */
 
@@ -367,15 +366,10 @@ static void pump_peer(ofi_transport *t, int peer) {
       post_data(t, r);
     }
   }
-  while (!wait && P->drops) {
-    ofi_hdr h = {.type = H_DROP, .id = P->drop_id[P->drops - 1]};
-    if ((wait = hdr_send(t, peer, &h, NULL, 0, NULL))) break;
-    P->drops--;
-  }
   while (!wait && P->nowed_hdr) {
     ofi_owed *o = &P->owed_hdr[P->nowed_hdr - 1];
     ofi_hdr h = {.type = (uint8_t)o->type, .flags = (uint8_t)o->flags, .token = o->token,
-                 .len = o->len};
+                 .len = o->len, .id = o->id};
     if ((wait = hdr_send(t, peer, &h, NULL, 0, NULL))) break;
     P->nowed_hdr--;
   }
@@ -440,6 +434,9 @@ void ofi_proto_pump(ofi_transport *t) {
 
 /* ---- matching ----------------------------------------------------------------------------- */
 
+static void owe_hdr(ofi_transport *t, int peer, int type, int flags, uint64_t token,
+                    uint64_t len, uint64_t id);
+
 /* A receive meets its message's header: refused, done (inline), or granted. */
 static void match(ofi_transport *t, gcomp_treq *r, uint64_t len, uint64_t id, int in,
                   const char *data, size_t n, int unsched) {
@@ -459,7 +456,7 @@ static void match(ofi_transport *t, gcomp_treq *r, uint64_t len, uint64_t id, in
     ofi_req_fail(r, GCOMP_ERR_INVALID, "message of %" PRIu64 " bytes from rank %d exceeds the "
                  "receive capacity of %zu bytes: do all ranks pass the same count and dtype?",
                  len, r->peer, r->cap);
-    if (!in && P->drops < DROPS_MAX) P->drop_id[P->drops++] = id, dirty(t, r->peer);
+    if (!in) owe_hdr(t, r->peer, H_DROP, 0, 0, 0, id);
     return;
   }
   if (in) {
@@ -481,7 +478,7 @@ static void match(ofi_transport *t, gcomp_treq *r, uint64_t len, uint64_t id, in
 
 /* A header no request will carry (RCANCEL, a refusing SLEN): sent by pump_peer */
 static void owe_hdr(ofi_transport *t, int peer, int type, int flags, uint64_t token,
-                    uint64_t len) {
+                    uint64_t len, uint64_t id) {
   ofi_peer *P = &t->peers[peer];
   if (P->broken) return;
   if (P->nowed_hdr == P->owed_hdr_cap) {
@@ -493,7 +490,7 @@ static void owe_hdr(ofi_transport *t, int peer, int type, int flags, uint64_t to
     }
     P->owed_hdr = p, P->owed_hdr_cap = cap;
   }
-  P->owed_hdr[P->nowed_hdr++] = (ofi_owed){type, flags, token, len};
+  P->owed_hdr[P->nowed_hdr++] = (ofi_owed){type, flags, token, len, id};
   dirty(t, peer);
 }
 
@@ -506,7 +503,7 @@ static void unsched_recv(ofi_transport *t, gcomp_treq *r, uint64_t len, uint64_t
                "where this rank expected a scheduled one of up to %zu (the ranks size the "
                "transfer differently): do all ranks pass the same count and dtype?", r->peer, len,
                r->cap);
-  if (!in && P->drops < DROPS_MAX) P->drop_id[P->drops++] = id, dirty(t, r->peer);
+  if (!in) owe_hdr(t, r->peer, H_DROP, 0, 0, 0, id);
   /* this rank's scheduled send of the tag waits for an RTR that will not come: refused, so
    * that the peer's receive fails too (an inline send of the peer's is already over) */
   gcomp_treq *s;
@@ -523,7 +520,7 @@ static void unsched_send(ofi_transport *t, gcomp_treq *r, uint64_t cap, uint64_t
                " bytes where this rank sent an unscheduled message of %zu (the ranks size the "
                "transfer differently): do all ranks pass the same count and dtype?", r->peer, cap,
                r->total);
-  owe_hdr(t, r->peer, H_SLEN, F_UNSCHED, token, r->total);
+  owe_hdr(t, r->peer, H_SLEN, F_UNSCHED, token, r->total, 0);
 }
 
 /* A scheduled receive that is complete (or leaving) makes room for the next one */
@@ -915,7 +912,7 @@ int ofi_irecv(gcomp_transport *tp, int peer, uint64_t tag, void *buf, size_t cap
 /* A request leaves: a scheduled receive whose RTR went out and whose sender has not told
  * its length yet tells the sender (cancelled) that the RTR is void. */
 void ofi_proto_forget(ofi_transport *t, gcomp_treq *r, int cancelled) {
-  if (cancelled && r->in_tok) owe_hdr(t, r->peer, H_RCANCEL, 0, r->token, 0);
+  if (cancelled && r->in_tok) owe_hdr(t, r->peer, H_RCANCEL, 0, r->token, 0, 0);
   tok_del(t, r);
   sched_retire(t, r);
 }
