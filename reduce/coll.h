@@ -164,7 +164,9 @@ int gcomp_coll_exchange(gcomp_coll *c, int peer, unsigned phase, unsigned step,
                         uint8_t *dst, const uint8_t *addend);
 
 /* Dense building blocks over a group (reduce/ring.c, reduce/rhd.c). phase separates the
- * tags of sub-collectives within one call (0..15). */
+ * tags of sub-collectives within one call (0..15). A ring's step is 12 bits of the tag: it
+ * serves groups of at most GCOMP_RING_MAX_RANKS, and the planner prices it only there. */
+#define GCOMP_RING_MAX_RANKS 4096
 int gcomp_ring_reduce_scatter(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
                               unsigned phase);
 int gcomp_ring_allgather(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,

@@ -185,7 +185,8 @@ static int cross_piece(gcomp_coll *c, const layout *lay, int k, uint8_t *buf, in
     double bytes = (double)(len * c->esize);
     double ring = gcomp_cost_ring(cross.n, bytes, c->plan->inter, c->plan->gamma_spb);
     double rhd = gcomp_cost_rhd(cross.n, bytes, c->plan->inter, c->plan->gamma_spb);
-    st = ring <= rhd ? gcomp_ring_allreduce(&pc, &cross, piece, len, 2)
+    st = ring <= rhd && cross.n <= GCOMP_RING_MAX_RANKS
+             ? gcomp_ring_allreduce(&pc, &cross, piece, len, 2)
                      : gcomp_rhd_allreduce(&pc, &cross, piece, len, 2);
   }
   return st;
@@ -265,6 +266,7 @@ static double hier_cost_with(const gcomp_plan_in *in, int how) {
   int lo = even ? in->local : in->local_min, hi = even ? in->local : in->local_max;
   int pieces = even ? in->local : in->pieces;
   if (in->nnodes < 2 || lo < 1 || pieces > MAX_PIECES) return -1;
+  if (hi > GCOMP_RING_MAX_RANKS) return -1;   /* the nodes' rings would refuse the call */
   if (how != CROSS_DENSE && in->ratio <= 0) return -1;
   if (how == CROSS_SPARSE && !in->sparse) return -1;
   double m = (double)in->bytes;

@@ -58,6 +58,7 @@ static int ring_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   return gcomp_ring_allreduce(c, &g, buf, count, 0);
 }
 static double ring_cost(const gcomp_plan_in *in) {
+  if (in->n > GCOMP_RING_MAX_RANKS) return -1;   /* it would refuse the call */
   return gcomp_cost_ring(in->n, (double)in->bytes, gcomp_cost_flat_link(in), in->gamma_spb);
 }
 
@@ -258,8 +259,9 @@ static const gcomp_algo *price(const gcomp_plan_in *in, const gcomp_algo *forced
   }
   if (forced && forced->kind == in->kind && forced->cost(in) >= 0) best = forced;
   if (!best) {   /* every cost NaN or Inf: figures the parser should have refused */
+    /* allreduce: rhd, which any rank count runs (the ring refuses past its limit) */
     static const gcomp_algo *const rings[GCOMP_COLL_KINDS] = {
-        &algo_ring, &gcomp_algo_rs_ring, &gcomp_algo_ag_ring, &gcomp_algo_bcast_tree,
+        &algo_rhd, &gcomp_algo_rs_ring, &gcomp_algo_ag_ring, &gcomp_algo_bcast_tree,
         &gcomp_algo_barrier, &gcomp_algo_alltoall};
     best = rings[in->kind];
     GCOMP_WARN(GCOMP_SUB_TUNING, "%zu B: the cost model priced no algorithm; running %s",

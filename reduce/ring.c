@@ -69,10 +69,14 @@ static int setup(ring_state *r, gcomp_coll *c, const gcomp_group *g, uint8_t *bu
   size_t maxchunk = (count + (size_t)g->n - 1) / (size_t)g->n;
   r->seg = gcomp_coll_seg_elems(c, maxchunk);
   if (r->seg > maxchunk) r->seg = maxchunk ? maxchunk : 1;
+  /* a segment's number is 16 bits of the tag: a chunk of more segments takes longer ones */
+  if ((maxchunk + r->seg - 1) / r->seg > 0xffff) r->seg = (maxchunk + 0xfffe) / 0xffff;
   r->nseg = (int)((maxchunk + r->seg - 1) / r->seg);
   if (r->nseg < 1) r->nseg = 1;
-  GCOMP_FAIL_IF(r->nseg > 0xffff || r->steps > 0xfff, GCOMP_ERR_UNSUPPORTED,
-                "ring: %d segments x %d steps exceed the tag space", r->nseg, r->steps);
+  /* the planner never picks a ring past GCOMP_RING_MAX_RANKS (plan.c, hier.c) */
+  GCOMP_FAIL_IF(r->steps > GCOMP_RING_MAX_RANKS - 1, GCOMP_ERR_UNSUPPORTED,
+                "ring: %d ranks exceed the ring's %d (its steps are 12 bits of the tag)", r->n,
+                GCOMP_RING_MAX_RANKS);
   size_t slots = (size_t)r->steps * (size_t)r->nseg;
   /* requests and expected lengths share one block (both 8-byte items) */
   r->sreq = calloc(2 * slots * sizeof *r->sreq + slots * sizeof *r->rbytes, 1);

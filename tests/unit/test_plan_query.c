@@ -92,6 +92,33 @@ static void test_remembered_picks(void **state) {
       }
   /* the inputs do ask for different algorithms, of one size */
   assert_true(changed > 0 && differ > 0);
+/* No plan that refuses: the ring's steps are 12 bits of the tag, and GCOMP_SIZE allows 2^20
+ * ranks. Past GCOMP_RING_MAX_RANKS, at every size and shape (ring-favoured links, one node or
+ * many, a node of that many ranks), the planner picks an algorithm that runs; forced, the
+ * ring gives way too. */
+static void test_no_ring_past_its_limit(void **state) {
+  (void)state;
+  const int shapes[][2] = {{1, 5000}, {5000, 1}, {2, 4097}, {1 << 20, 1}, {1024, 1024}};
+  for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
+    for (uint64_t bytes = 8; bytes <= (1ull << 34); bytes <<= 5) {
+      gcomp_plan_in in = {0};
+      in.bytes = (size_t)bytes, in.nnodes = shapes[k][0], in.local = shapes[k][1];
+      in.n = in.nnodes * in.local;
+      /* latency nearly free, bandwidth dear: the cost model's case for the ring */
+      in.intra = (gcomp_link){1e-9, 1e-9}, in.inter = (gcomp_link){1e-9, 1e-8};
+      in.gamma_spb = 1.0 / 8e9;
+      const gcomp_algo *a = gcomp_plan_pick(&in, NULL);
+      if (!strcmp(a->name, "ring") || (!strcmp(a->name, "hier") && in.local > GCOMP_RING_MAX_RANKS))
+        fail_msg("%d x %d ranks, %llu B: the planner picked %s, which refuses that many",
+                 in.nnodes, in.local, (unsigned long long)bytes, a->name);
+      assert_string_not_equal(gcomp_plan_pick(&in, gcomp_algo_find("ring"))->name, "ring");
+    }
+  /* at the limit the ring is still a choice */
+  gcomp_plan_in in = {.bytes = 1u << 30, .n = GCOMP_RING_MAX_RANKS, .nnodes = 1,
+                      .local = GCOMP_RING_MAX_RANKS};
+  in.intra = in.inter = (gcomp_link){1e-9, 1e-9};
+  in.gamma_spb = 1.0 / 8e9;
+  assert_string_equal(gcomp_plan_pick(&in, gcomp_algo_find("ring"))->name, "ring");
 }
 
 static void test_latency_terms(void **state) {
@@ -190,6 +217,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_same_choice_as_the_planner),
       cmocka_unit_test(test_remembered_picks),
+      cmocka_unit_test(test_no_ring_past_its_limit),
       cmocka_unit_test(test_latency_terms),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_oversubscribed),
