@@ -92,6 +92,8 @@ static void test_remembered_picks(void **state) {
       }
   /* the inputs do ask for different algorithms, of one size */
   assert_true(changed > 0 && differ > 0);
+}
+
 /* No plan that refuses: the ring's steps are 12 bits of the tag, and GCOMP_SIZE allows 2^20
  * ranks. Past GCOMP_RING_MAX_RANKS, at every size and shape (ring-favoured links, one node or
  * many, a node of that many ranks), the planner picks an algorithm that runs; forced, the
