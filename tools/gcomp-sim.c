@@ -365,6 +365,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "gcomp-sim: the simulation of %d ranks on %d nodes failed%s\n", ranks,
               nodes, ranks < 2 ? " (needs 2 ranks or more)" : " (its errors are above)");
       failures++;
+      if (!o.keep) unlink(plat), unlink(hosts);
       continue;
     }
     gcomp_plan_result p = {.struct_size = sizeof p};
