@@ -34,7 +34,15 @@
 shim_counts shim_count;
 const char *const shim_fall_names[FALL_COUNT_] = {
     "gcomp off", "inter-communicator", "one rank", "outside MPI_COMM_WORLD", "datatype", "op",
-    "bad arguments", "MPI faster", "timing MPI", "GCOMP_SHIM_ROUTE=mpi"};
+    "bad arguments", "MPI faster", "timing MPI", "GCOMP_SHIM_ROUTE=mpi",
+    "send/receive mismatch", "unequal counts"};
+const char *const shim_kind_names[SHIM_KINDS][2] = {
+    {"MPI_Allreduce", "MPI_Iallreduce"},
+    {"MPI_Reduce_scatter_block", "MPI_Ireduce_scatter_block"},
+    {"MPI_Reduce_scatter", "MPI_Ireduce_scatter"},
+    {"MPI_Allgather", "MPI_Iallgather"},
+    {"MPI_Bcast", "MPI_Ibcast"},
+    {"MPI_Barrier", "MPI_Ibarrier"}};
 
 static struct {
   MPI_Comm world;        /* the shim's own duplicate of MPI_COMM_WORLD (agreement at start) */
@@ -236,10 +244,30 @@ SHIM_API int MPI_Init_thread(int *argc, char ***argv, int required, int *provide
   return rc;
 }
 
-static unsigned long long sum_fell(int kind) {
+static unsigned long long sum_fell(int kind, int nb) {
   unsigned long long n = 0;
-  for (int i = 0; i < FALL_COUNT_; i++) n += shim_count.fell[i][kind];
+  for (int i = 0; i < FALL_COUNT_; i++) n += shim_count.fell[i][kind][nb];
   return n;
+}
+
+/* The other collectives' line, for those the program called: served, and the reasons of
+ * those to MPI that occurred */
+static void report_kind(int kind) {
+  const uint64_t *s = shim_count.served[kind];
+  unsigned long long tb = sum_fell(kind, 0), tn = sum_fell(kind, 1);
+  if (!s[0] && !s[1] && !tb && !tn) return;
+  char why[512] = "";
+  size_t o = 0;
+  for (int i = 0; i < FALL_COUNT_ && o < sizeof why; i++) {
+    const uint64_t *f = shim_count.fell[i][kind];
+    if (f[0] || f[1])
+      o += (size_t)snprintf(why + o, sizeof why - o, "%s%s %llu/%llu", o ? ", " : "",
+                            shim_fall_names[i], (unsigned long long)f[0],
+                            (unsigned long long)f[1]);
+  }
+  SHIM_INFO("rank %d: gcomp served %llu %s and %llu %s; to MPI: %llu and %llu (%s)",
+            shim.rank, (unsigned long long)s[0], shim_kind_names[kind][0],
+            (unsigned long long)s[1], shim_kind_names[kind][1], tb, tn, o ? why : "none");
 }
 
 /* The counts, one line per rank: what gcomp served, and why the rest went to MPI (each
@@ -248,16 +276,19 @@ static void report(void) {
   if (!gcomp_log_enabled(GCOMP_LOG_INFO, "shim")) return;
   char why[512] = "";
   size_t o = 0;
-  for (int i = 0; i < FALL_COUNT_ && o < sizeof why; i++)
+  /* the reasons an allreduce can have (the line's form is stable for scripts) */
+  for (int i = 0; i <= FALL_ASKED && o < sizeof why; i++)
     o += (size_t)snprintf(why + o, sizeof why - o, "%s%s %llu/%llu", i ? ", " : "",
-                          shim_fall_names[i], (unsigned long long)shim_count.fell[i][0],
-                          (unsigned long long)shim_count.fell[i][1]);
+                          shim_fall_names[i], (unsigned long long)shim_count.fell[i][0][0],
+                          (unsigned long long)shim_count.fell[i][0][1]);
   SHIM_INFO("rank %d: gcomp served %llu MPI_Allreduce and %llu MPI_Iallreduce (%llu bytes) on "
             "%llu communicator(s); to MPI: %llu MPI_Allreduce and %llu MPI_Iallreduce (%s); "
-            "refused (NULL buffers): %llu", shim.rank, (unsigned long long)shim_count.served[0],
-            (unsigned long long)shim_count.served[1], (unsigned long long)shim_count.served_bytes,
-            (unsigned long long)shim_count.comms, sum_fell(0), sum_fell(1), why,
+            "refused (NULL buffers): %llu", shim.rank, (unsigned long long)shim_count.served[0][0],
+            (unsigned long long)shim_count.served[0][1],
+            (unsigned long long)shim_count.served_bytes, (unsigned long long)shim_count.comms,
+            sum_fell(SHIM_ALLREDUCE, 0), sum_fell(SHIM_ALLREDUCE, 1), why,
             (unsigned long long)shim_count.refused);
+  for (int k = SHIM_ALLREDUCE + 1; k < SHIM_KINDS; k++) report_kind(k);
 }
 
 SHIM_API int MPI_Finalize(void) {
@@ -275,7 +306,7 @@ SHIM_API int MPI_Finalize(void) {
 
 /* ---- MPI_Allreduce ---------------------------------------------------------------------- */
 
-static int map_dtype(MPI_Datatype dt, gcomp_dtype *out) {
+int shim_map_dtype(MPI_Datatype dt, gcomp_dtype *out) {
   int size = 0;
   if (dt == MPI_FLOAT) *out = GCOMP_FLOAT32;
   else if (dt == MPI_DOUBLE) *out = GCOMP_FLOAT64;
@@ -287,7 +318,7 @@ static int map_dtype(MPI_Datatype dt, gcomp_dtype *out) {
   return size == (*out == GCOMP_INT32 || *out == GCOMP_FLOAT32 ? 4 : 8);
 }
 
-static int map_op(MPI_Op op, gcomp_op *out) {
+int shim_map_op(MPI_Op op, gcomp_op *out) {
   if (op == MPI_SUM) *out = GCOMP_SUM;
   else if (op == MPI_MIN) *out = GCOMP_MIN;
   else if (op == MPI_MAX) *out = GCOMP_MAX;
@@ -302,9 +333,9 @@ static int map_op(MPI_Op op, gcomp_op *out) {
  * sendbuf: in-place calls (the usual case for gradients) have only recvbuf, and an
  * out-of-place caller's send copy may be a fresh temporary each step. Keys are local: ranks
  * may use different addresses. */
-static uint64_t tensor_key(const void *recvbuf, int count, gcomp_dtype dt) {
+uint64_t shim_tensor_key(const void *recvbuf, size_t count, gcomp_dtype dt) {
   uint64_t h = (uint64_t)(uintptr_t)recvbuf;
-  h ^= ((uint64_t)(uint32_t)count << 8) ^ (uint64_t)dt;
+  h ^= ((uint64_t)count << 8) ^ (uint64_t)dt;
   h ^= h >> 33;   /* a 64-bit finaliser: keys spread over the codec's table */
   h *= 0xff51afd7ed558ccdull;
   h ^= h >> 33;
@@ -321,16 +352,16 @@ static int route(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dat
   /* errors MPI reports and gcomp would not see (MPI_IN_PLACE as recvbuf is the address 1;
    * aliased buffers without MPI_IN_PLACE are erroneous in MPI) */
   if (count < 0 || recvbuf == MPI_IN_PLACE || (count > 0 && sendbuf == recvbuf)) return FALL_ARGS;
-  if (!map_dtype(datatype, dt)) return FALL_DTYPE;
-  if (!map_op(op, gop)) return FALL_OP;
+  if (!shim_map_dtype(datatype, dt)) return FALL_DTYPE;
+  if (!shim_map_op(op, gop)) return FALL_OP;
   *sc = shim_comm_get(comm);   /* collective on the communicator's first such call */
   return (*sc)->comm ? -1 : (*sc)->off;
 }
 
 /* Open MPI 4.1 does not check for NULL buffers and crashes; gcomp would refuse them. Report
  * it as MPI would report a bad buffer, and touch neither (gcomp stays usable). */
-static int null_buffer(const char *call, const void *sendbuf, const void *recvbuf, int count,
-                       MPI_Comm comm) {
+int shim_null_buffer(const char *call, const void *sendbuf, const void *recvbuf, int count,
+                     MPI_Comm comm) {
   if (count <= 0 || (sendbuf && recvbuf)) return MPI_SUCCESS;
   __atomic_fetch_add(&shim_count.refused, 1, __ATOMIC_RELAXED);
   SHIM_WARN("rank %d: %s of %d elements with a NULL %s buffer", shim.rank, call, count,
@@ -339,30 +370,29 @@ static int null_buffer(const char *call, const void *sendbuf, const void *recvbu
   return MPI_ERR_BUFFER;
 }
 
-static size_t call_bytes(int count, gcomp_dtype dt) {
-  return (size_t)count * (dt == GCOMP_FLOAT32 || dt == GCOMP_INT32 ? 4 : 8);
+size_t shim_call_bytes(size_t count, gcomp_dtype dt) {
+  return count * (dt == GCOMP_FLOAT32 || dt == GCOMP_INT32 ? 4 : 8);
+}
+#define call_bytes(count, dt) shim_call_bytes((size_t)(count), (dt))
+
+void shim_count_served(const shim_call *c, int nonblocking) {
+  __atomic_fetch_add(&shim_count.served[c->kind][nonblocking], 1, __ATOMIC_RELAXED);
+  if (c->kind == SHIM_ALLREDUCE)
+    __atomic_fetch_add(&shim_count.served_bytes, (uint64_t)call_bytes(c->count, c->dt),
+                       __ATOMIC_RELAXED);
 }
 
-static void count_served(int nonblocking, int count, gcomp_dtype dt) {
-  __atomic_fetch_add(&shim_count.served[nonblocking], 1, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&shim_count.served_bytes, (uint64_t)call_bytes(count, dt),
-                     __ATOMIC_RELAXED);
-}
-
-/* A call gcomp serves, as the shim's route decided it */
+/* An MPI_Allreduce gcomp serves, as the shim's route decided it */
 typedef struct {
-  shim_comm *sc;
-  gcomp_dtype dt;
-  gcomp_op op;
-  const void *src;
-  uint64_t key;
+  shim_call call;
   int timed;   /* one of its size's first calls: timed, for shim_route_learn */
   int via;     /* then the route it takes (SHIM_VIA_) */
 } served_call;
 
-static void count_fell(const char *fn, int nb, int count, int why) {
-  SHIM_TRACE("%s of %d elements to MPI: %s", fn, count, shim_fall_names[why]);
-  __atomic_fetch_add(&shim_count.fell[why][nb], 1, __ATOMIC_RELAXED);
+void shim_count_fell(int kind, int nb, int count, int why) {
+  SHIM_TRACE("%s of %d elements to MPI: %s", shim_kind_names[kind][nb], count,
+             shim_fall_names[why]);
+  __atomic_fetch_add(&shim_count.fell[why][kind][nb], 1, __ATOMIC_RELAXED);
 }
 
 /* Where call `fn` (nb: MPI_Iallreduce) goes: 1 to gcomp (*c filled), 0 to MPI (counted by
@@ -370,22 +400,22 @@ static void count_fell(const char *fn, int nb, int count, int why) {
  * reported). */
 static int admit(const char *fn, int nb, const void *sendbuf, void *recvbuf, int count,
                  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, served_call *c, int *rc) {
-  *rc = null_buffer(fn, sendbuf, recvbuf, count, comm);
+  *rc = shim_null_buffer(fn, sendbuf, recvbuf, count, comm);
   if (*rc != MPI_SUCCESS) return -1;
-  int why = route(sendbuf, recvbuf, count, datatype, op, comm, &c->dt, &c->op, &c->sc);
+  shim_call *k = &c->call;
+  *k = (shim_call){.kind = SHIM_ALLREDUCE, .dst = recvbuf, .count = (size_t)count};
+  int why = route(sendbuf, recvbuf, count, datatype, op, comm, &k->dt, &k->op, &k->sc);
   /* gcomp could serve it: is it the faster here? (why stays -1 for gcomp) */
   if (why < 0)
-    c->via = shim_route_pick(c->sc, call_bytes(count, c->dt), nb ? NULL : &c->timed, &why);
+    c->via = shim_route_pick(k->sc, call_bytes(count, k->dt), nb ? NULL : &c->timed, &why);
   if (why >= 0 && !c->timed) {
-    count_fell(fn, nb, count, why);
+    shim_count_fell(SHIM_ALLREDUCE, nb, count, why);
     return 0;
   }
-  c->src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-  c->key = tensor_key(recvbuf, count, c->dt);
+  k->src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  k->key = shim_tensor_key(recvbuf, (size_t)count, k->dt);
   return c->timed ? 2 : 1;
 }
-
-static int serve(const served_call *c, void *recvbuf, int count, MPI_Comm comm);
 
 /* One of a size's first calls: through the route shim_route_pick gave, timed */
 static int timed_call(const served_call *c, const void *sendbuf, void *recvbuf, int count,
@@ -395,13 +425,13 @@ static int timed_call(const served_call *c, const void *sendbuf, void *recvbuf, 
   int rc;
   if (c->via == SHIM_VIA_MPI) {
     rc = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-    count_fell("MPI_Allreduce", 0, count, FALL_TIMING);
+    shim_count_fell(SHIM_ALLREDUCE, 0, count, FALL_TIMING);
   } else {
-    rc = serve(c, recvbuf, count, comm);
+    rc = shim_serve(&c->call, comm);
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (rc == MPI_SUCCESS)
-    shim_route_learn(c->sc, comm, call_bytes(count, c->dt), c->via,
+    shim_route_learn(c->call.sc, comm, call_bytes(count, c->call.dt), c->via,
                      (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
   return rc;
 }
@@ -414,11 +444,37 @@ SHIM_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Da
   if (how < 0) return rc;
   if (how == 0) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
   if (how == 2) return timed_call(&c, sendbuf, recvbuf, count, datatype, op, comm);
-  return serve(&c, recvbuf, count, comm);
+  return shim_serve(&c.call, comm);
+}
+
+gcomp_status shim_call_start(const shim_call *c, gcomp_request **req) {
+  gcomp_comm *g = c->sc->comm;
+  switch (c->kind) {
+  case SHIM_ALLREDUCE:
+    return req ? gcomp_iallreduce(g, c->src, c->dst, c->count, c->dt, c->op, NULL, c->key, req)
+               : gcomp_allreduce(g, c->src, c->dst, c->count, c->dt, c->op, NULL, c->key);
+  case SHIM_RSB:
+  case SHIM_RS:
+    return req ? gcomp_ireduce_scatter(g, c->src, c->dst, c->count, c->dt, c->op, NULL, c->key,
+                                       req)
+               : gcomp_reduce_scatter(g, c->src, c->dst, c->count, c->dt, c->op, NULL, c->key);
+  case SHIM_ALLGATHER:
+    return req ? gcomp_iallgather(g, c->src, c->dst, c->count, c->dt, NULL, c->key, req)
+               : gcomp_allgather(g, c->src, c->dst, c->count, c->dt, NULL, c->key);
+  case SHIM_BCAST:
+    return req ? gcomp_ibroadcast(g, c->dst, c->count, c->dt, c->root, req)
+               : gcomp_broadcast(g, c->dst, c->count, c->dt, c->root);
+  default:
+    return req ? gcomp_ibarrier(g, req) : gcomp_barrier(g);
+  }
+}
+
+void shim_call_finish(const shim_call *c) {
+  if (c->move_bytes) memmove(c->move_to, c->dst, c->move_bytes);
 }
 
 /* A call gcomp serves, blocking */
-static int serve(const served_call *c, void *recvbuf, int count, MPI_Comm comm) {
+int shim_serve(const shim_call *c, MPI_Comm comm) {
   shim_comm *sc = c->sc;
   pthread_mutex_lock(&sc->lock);
   int st;
@@ -426,18 +482,19 @@ static int serve(const served_call *c, void *recvbuf, int count, MPI_Comm comm) 
     st = gcomp_error_set(GCOMP_ERR_PEER, __FILE__, __LINE__, "shim: an earlier gcomp call on "
                          "this communicator failed; it is unusable");
   } else {
-    st = gcomp_allreduce(sc->comm, c->src, recvbuf, (size_t)count, c->dt, c->op, NULL, c->key);
+    st = shim_call_start(c, NULL);
     sc->broken = st < 0;
   }
   pthread_mutex_unlock(&sc->lock);
   if (st == GCOMP_OK) {
-    count_served(0, count, c->dt);
+    shim_call_finish(c);
+    shim_count_served(c, 0);
     return MPI_SUCCESS;
   }
   /* never silent garbage: say why, then let the communicator's error handler decide
    * (MPI_ERRORS_ARE_FATAL aborts the job, MPI_ERRORS_RETURN hands back the code) */
-  SHIM_WARN("rank %d: MPI_Allreduce of %d elements failed in gcomp: %s: %s", shim.rank, count,
-            gcomp_strerror(st), gcomp_last_error());
+  SHIM_WARN("rank %d: %s of %zu elements failed in gcomp: %s: %s", shim.rank,
+            shim_kind_names[c->kind][0], c->count, gcomp_strerror(st), gcomp_last_error());
   PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
   return MPI_ERR_OTHER;
 }
@@ -447,7 +504,7 @@ static int serve(const served_call *c, void *recvbuf, int count, MPI_Comm comm) 
  * to make that call: MPI promises a non-blocking call returns regardless of the other ranks,
  * so a program that needs a rank's MPI_Iallreduce to return before a peer makes its own
  * (sending to the peer only after it, say) waits here; it is the one place the shim does
- * not keep that promise. */
+ * not keep that promise (the other non-blocking collectives' first calls likewise). */
 SHIM_API int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                             MPI_Op op, MPI_Comm comm, MPI_Request *request) {
   served_call c;
@@ -455,7 +512,5 @@ SHIM_API int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_D
   int rc, how = admit("MPI_Iallreduce", 1, sendbuf, recvbuf, count, datatype, op, comm, &c, &rc);
   if (how < 0) return rc;
   if (how == 0) return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
-  rc = shim_iallreduce(c.sc, comm, c.src, recvbuf, count, c.dt, c.op, c.key, request);
-  if (rc == MPI_SUCCESS) count_served(1, count, c.dt);
-  return rc;
+  return shim_istart(&c.call, comm, request);
 }

@@ -1,5 +1,5 @@
 /* Internal to the MPI shim (the files of shim/, the only code in gcomp that includes mpi.h): the
- * per-communicator table, the requests of MPI_Iallreduce, logging and the counts reported
+ * per-communicator table, the requests of the non-blocking calls, logging and the counts reported
  * at MPI_Finalize. Of the library only gcomp.h is used, and gcomp_internal.h for the shared
  * error detail and log. */
 #ifndef GCOMP_SHIM_H
@@ -37,8 +37,24 @@ enum {
                     members agreed: shim_route.c) */
   FALL_TIMING,   /* one of the first calls of its size, timed through MPI to compare */
   FALL_ASKED,    /* GCOMP_SHIM_ROUTE=mpi */
+  /* the reasons only the other collectives have (shim_coll.c): MPI_Allreduce's report line
+   * lists the ones above */
+  FALL_MISMATCH, /* MPI_Allgather's send and receive types or counts differ */
+  FALL_UNEQUAL,  /* MPI_Reduce_scatter with unequal recvcounts */
   FALL_COUNT_
 };
+
+/* The collectives the shim serves, each blocking ([0]) and non-blocking ([1]) */
+enum {
+  SHIM_ALLREDUCE,
+  SHIM_RSB,        /* MPI_Reduce_scatter_block */
+  SHIM_RS,         /* MPI_Reduce_scatter (served when its counts are equal) */
+  SHIM_ALLGATHER,
+  SHIM_BCAST,
+  SHIM_BARRIER,
+  SHIM_KINDS
+};
+extern const char *const shim_kind_names[SHIM_KINDS][2];
 
 /* Where the calls of one size class (bytes in [2^k, 2^(k+1))) go on one communicator: its
  * first calls alternate between gcomp and MPI, timed; then the members agree on the faster
@@ -65,7 +81,7 @@ typedef struct shim_comm {
   int rank, size;
   pthread_mutex_t lock;     /* one call into gcomp at a time on this communicator */
   int broken;               /* a gcomp call failed: every later one fails at once */
-  int pending;              /* its MPI_Iallreduce requests MPI has not freed (under lock) */
+  int pending;              /* its non-blocking requests MPI has not freed (under lock) */
   int freed;                /* MPI_Comm_free came (set under lock; the entry stays while
                                requests are pending) */
   struct shim_comm *prev, *next;   /* the live ones, for MPI_Finalize */
@@ -74,15 +90,53 @@ typedef struct shim_comm {
 
 /* Counts, per rank, reported at MPI_Finalize (GCOMP_DEBUG=info). */
 typedef struct {
-  uint64_t served[2];          /* [0] MPI_Allreduce, [1] MPI_Iallreduce through gcomp */
-  uint64_t served_bytes;
-  uint64_t fell[FALL_COUNT_][2];
+  uint64_t served[SHIM_KINDS][2];   /* [kind][0] blocking, [kind][1] non-blocking, through
+                                       gcomp */
+  uint64_t served_bytes;            /* MPI_Allreduce's and MPI_Iallreduce's */
+  uint64_t fell[FALL_COUNT_][SHIM_KINDS][2];
   uint64_t refused;            /* NULL buffers: answered MPI_ERR_BUFFER by the shim */
   uint64_t comms;              /* gcomp communicators created */
 } shim_counts;
 
 extern shim_counts shim_count;
 extern const char *const shim_fall_names[FALL_COUNT_];
+
+/* One call gcomp serves: which collective, its arguments as gcomp takes them. */
+typedef struct {
+  int kind;               /* SHIM_ */
+  shim_comm *sc;
+  const void *src;
+  void *dst;              /* bcast: the buffer */
+  size_t count;           /* reduce_scatter: per rank; allgather: the sender's */
+  gcomp_dtype dt;
+  gcomp_op op;
+  int root;
+  uint64_t key;
+  /* after a successful call: move_bytes from dst to move_to (MPI_IN_PLACE reduce-scatter,
+   * whose result MPI wants at the start of recvbuf, where gcomp leaves it at its block) */
+  void *move_to;
+  size_t move_bytes;
+} shim_call;
+
+/* ---- mpi_shim.c ------------------------------------------------------------------------ */
+int shim_map_dtype(MPI_Datatype dt, gcomp_dtype *out);
+int shim_map_op(MPI_Op op, gcomp_op *out);
+size_t shim_call_bytes(size_t count, gcomp_dtype dt);
+uint64_t shim_tensor_key(const void *recvbuf, size_t count, gcomp_dtype dt);
+/* MPI_ERR_BUFFER (reported, counted as refused) for a NULL buffer of a call with elements */
+int shim_null_buffer(const char *call, const void *sendbuf, const void *recvbuf, int count,
+                     MPI_Comm comm);
+/* A call gcomp served (nb: its request was handed out) */
+void shim_count_served(const shim_call *c, int nb);
+/* A call of kind (nb: non-blocking) goes to MPI for reason why: counted and traced */
+void shim_count_fell(int kind, int nb, int count, int why);
+/* A call gcomp serves, blocking: MPI_SUCCESS, or the error raised through comm's handler */
+int shim_serve(const shim_call *c, MPI_Comm comm);
+/* Starts c in gcomp (req NULL: runs it to the end); the caller holds c->sc->lock and has
+ * checked that sc is not broken. */
+gcomp_status shim_call_start(const shim_call *c, gcomp_request **req);
+/* A served call's result where MPI wants it (after it succeeded) */
+void shim_call_finish(const shim_call *c);
 
 /* ---- shim_comm.c ---------------------------------------------------------------------- */
 /* At MPI_Init, once the world's communicator is up (world NULL: gcomp does not run, and no
@@ -108,15 +162,17 @@ void shim_route_start(shim_route_mode mode);
  * they time the same ones). Non-blocking calls pass timed NULL: they follow a size's agreed
  * route and gcomp's until there is one. *why: the FALL_ reason when it is MPI. */
 int shim_route_pick(shim_comm *sc, size_t bytes, int *timed, int *why);
+/* The route of the other collectives (no size table): gcomp, unless GCOMP_SHIM_ROUTE=mpi
+ * (*why FALL_ASKED). */
+int shim_route_fixed(int *why);
 /* A timed call took `seconds`; after the last one of its size, collective over comm: the
  * members agree on the route (PMPI_Allreduce of the slowest rank's best times). */
 void shim_route_learn(shim_comm *sc, MPI_Comm comm, size_t bytes, int via, double seconds);
 
 /* ---- shim_req.c ----------------------------------------------------------------------- */
-/* MPI_Iallreduce served by gcomp_iallreduce: *request receives an MPI generalized request
+/* A non-blocking call served by gcomp's i-form: *request receives an MPI generalized request
  * that the shim's MPI_Wait/Test/... complete. Returns an MPI error code. */
-int shim_iallreduce(shim_comm *sc, MPI_Comm comm, const void *src, void *recvbuf, int count,
-                    gcomp_dtype dt, gcomp_op op, uint64_t key, MPI_Request *request);
+int shim_istart(const shim_call *c, MPI_Comm comm, MPI_Request *request);
 /* At MPI_Finalize: finishes every request gcomp still runs (a program that never waited). */
 void shim_reqs_finalize(void);
 

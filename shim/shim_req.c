@@ -1,4 +1,6 @@
-/* MPI_Iallreduce through gcomp_iallreduce, and the completion calls that finish it.
+/* The non-blocking collectives gcomp serves (MPI_Iallreduce through gcomp_iallreduce,
+ * MPI_Ireduce_scatter_block, MPI_Iallgather, MPI_Ibcast, MPI_Ibarrier through their gcomp
+ * twins), and the completion calls that finish them.
  *
  * The caller gets a real MPI request: a generalized request (MPI_Grequest_start), so that
  * every MPI call that takes a request accepts it, compares it with MPI_REQUEST_NULL, and
@@ -34,7 +36,7 @@ typedef struct shim_req {
   MPI_Comm comm;            /* the caller's: its error handler reports a failure, unless
                                sc says it was freed meanwhile (MPI_COMM_WORLD's then) */
   int status;               /* gcomp's once finished */
-  int count;
+  shim_call call;           /* what it runs: its name in warnings, and what to do after */
   struct shim_req *next;    /* hash chain */
 } shim_req;
 
@@ -109,11 +111,14 @@ static void finished(shim_req *r, int st) {
   r->g = NULL;
   r->status = st;
   if (st < 0) {
-    SHIM_WARN("rank %d: MPI_Iallreduce of %d elements failed in gcomp: %s: %s", shim_world_rank(),
-              r->count, gcomp_strerror(st), gcomp_last_error());
+    SHIM_WARN("rank %d: %s of %zu elements failed in gcomp: %s: %s", shim_world_rank(),
+              shim_kind_names[r->call.kind][1], r->call.count, gcomp_strerror(st),
+              gcomp_last_error());
     pthread_mutex_lock(&r->sc->lock);
     r->sc->broken = 1;
     pthread_mutex_unlock(&r->sc->lock);
+  } else {
+    shim_call_finish(&r->call);
   }
   PMPI_Grequest_complete(r->mpi);   /* frees r when the caller had freed the request */
 }
@@ -149,18 +154,17 @@ static int raise_error(MPI_Comm comm, int freed, int code) {
   return code;
 }
 
-/* ---- MPI_Iallreduce -------------------------------------------------------------------- */
-int shim_iallreduce(shim_comm *sc, MPI_Comm comm, const void *src, void *recvbuf, int count,
-                    gcomp_dtype dt, gcomp_op op, uint64_t key, MPI_Request *request) {
+/* ---- starting one ------------------------------------------------------------------- */
+int shim_istart(const shim_call *c, MPI_Comm comm, MPI_Request *request) {
+  shim_comm *sc = c->sc;
   shim_req *r = calloc(1, sizeof *r);
   if (!r) return raise_error(comm, 0, MPI_ERR_NO_MEM);
-  r->comm = comm, r->count = count, r->sc = sc;
+  r->comm = comm, r->call = *c, r->sc = sc;
   pthread_mutex_lock(&sc->lock);
   int st = sc->broken ? gcomp_error_set(GCOMP_ERR_PEER, __FILE__, __LINE__,
                                         "shim: an earlier gcomp call on this communicator "
                                         "failed; it is unusable")
-                      : gcomp_iallreduce(sc->comm, src, recvbuf, (size_t)count, dt, op, NULL,
-                                         key, &r->g);
+                      : shim_call_start(c, &r->g);
   sc->pending++;
   pthread_mutex_unlock(&sc->lock);
   if (PMPI_Grequest_start(query_fn, free_fn, cancel_fn, r, &r->mpi) != MPI_SUCCESS) {
@@ -177,6 +181,7 @@ int shim_iallreduce(shim_comm *sc, MPI_Comm comm, const void *src, void *recvbuf
   insert(r);
   if (st < 0) finished(r, st);   /* the call's outcome, reported where it is completed */
   *request = r->mpi;
+  shim_count_served(c, 1);
   return MPI_SUCCESS;
 }
 

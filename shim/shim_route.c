@@ -62,6 +62,12 @@ int shim_route_pick(shim_comm *sc, size_t bytes, int *timed, int *why) {
   return k->calls & 1 ? SHIM_VIA_MPI : SHIM_VIA_GCOMP;
 }
 
+int shim_route_fixed(int *why) {
+  if (route_mode != SHIM_ROUTE_MPI) return SHIM_VIA_GCOMP;
+  *why = FALL_ASKED;
+  return SHIM_VIA_MPI;
+}
+
 static void agree(shim_comm *sc, MPI_Comm comm, unsigned cls, shim_class *k, unsigned n) {
   double t[2] = {k->best[0], k->best[1]};
   int ok = PMPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MAX, comm) == MPI_SUCCESS;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The MPI shim over real processes: mpirun, an unmodified MPI program, LD_PRELOAD.
-#   shim_test.sh MODE RANKS PRELOAD SHIM_CHECK [SHIM_COMMS]
+#   shim_test.sh MODE RANKS PRELOAD SHIM_CHECK [SHIM_COMMS [SHIM_COLL]]
 # exact     every mapped type/op/count on world, a dup and a split, and MPI_Iallreduce,
 #           served by gcomp (each communicator's GCOMP_STATS file counts exactly its calls on
 #           every rank), the rest passed to MPI (the shim's report at MPI_Finalize counts
@@ -31,8 +31,14 @@
 #           one called, MPI_Wait returns the error, a later MPI_Waitall MPI_ERR_IN_STATUS,
 #           MPI_Waitany MPI_ERR_OTHER; a failed call completed after MPI_Comm_free of the dup
 #           goes through world's handler
+# coll      shim_coll: MPI_Reduce_scatter_block, MPI_Reduce_scatter, MPI_Allgather,
+#           MPI_Bcast, MPI_Barrier and their i-forms on world, a dup and a split, bitwise as
+#           MPI's own (PMPI) results; under GCOMP_SHIM_ROUTE=auto every one gcomp can serve
+#           goes to gcomp: each rank's report counts exactly what the program says per
+#           collective (served; to MPI by reason), and its stats files count the served
+#           calls; GCOMP_SHIM_ROUTE=mpi sends them all to MPI (gcomp runs none)
 set -u
-mode=$1 n=$2 preload=$3 prog=$4 comms=${5:-}
+mode=$1 n=$2 preload=$3 prog=$4 comms=${5:-} coll=${6:-}
 for v in $(compgen -e | grep -E '^(GCOMP_|OMPI_|PMI_|SLURM_)'); do unset "$v"; done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -326,8 +332,37 @@ route)
     [ "$c" = 0 ] && ok "mpi: rank $r: gcomp ran no call" || bad "mpi: rank $r: GCOMP_STATS calls '${c}'"
   done
   ;;
+coll)
+  for route in auto mpi; do
+    name=coll-$route
+    rm -f "$tmp"/stats-*.json
+    run "$name" GCOMP_SHIM_ROUTE=$route GCOMP_STATS="$tmp/stats-%r.json" GCOMP_DEBUG=info \
+      GCOMP_DEBUG_SUBSYS=shim -- "$coll" $([ $route = mpi ] && echo mpi)
+    [ "$rc" -eq 0 ] && grep -q '^shim_coll: PASS' "$tmp/$name.out" &&
+      ok "$name: every result bitwise MPI's" || { bad "$name: exit $rc"; show "$name"; }
+    for ((r = 0; r < n; r++)); do
+      lines=$(grep -c "^expect rank $r: gcomp served" "$tmp/$name.out")
+      [ "$lines" = 5 ] || bad "$name: rank $r: $lines expect lines, not 5"
+      total=0
+      while read -r want; do
+        if grep -F "$want" "$tmp/$name.err" | grep -q "gcomp INFO shim .*$want\$"; then
+          ok "$name: $want"
+        else
+          bad "$name: the report does not say: $want"
+          grep "INFO shim .*rank $r: gcomp served" "$tmp/$name.err" | sed 's/^/    /'
+        fi
+        read -r b nb < <(echo "$want" | sed 's/.*gcomp served \([0-9]*\) [A-Za-z_]* and \([0-9]*\) .*/\1 \2/')
+        total=$((total + b + nb))
+      done < <(sed -n "s/^expect //p" "$tmp/$name.out" | grep "^rank $r: ")
+      [ $route = mpi ] && [ "$total" != 0 ] && bad "$name: rank $r: $total calls expected served"
+      c=$(stats_sum "$r")
+      [ "$c" = "$total" ] && ok "$name: rank $r: the stats files count the $c served calls" ||
+        bad "$name: rank $r: the stats files count $c calls, expected $total"
+    done
+  done
+  ;;
 *)
-  echo "usage: shim_test.sh exact|thread|bf16|badbuf|fallback|silent|comms|lossy|errors|route RANKS PRELOAD SHIM_CHECK [SHIM_COMMS]" >&2
+  echo "usage: shim_test.sh exact|thread|bf16|badbuf|fallback|silent|comms|lossy|errors|route|coll RANKS PRELOAD SHIM_CHECK [SHIM_COMMS [SHIM_COLL]]" >&2
   exit 2
   ;;
 esac
