@@ -3,7 +3,8 @@
  * gcomp_reduce_scatter, gcomp_allgather, gcomp_broadcast, gcomp_barrier and their twins.
  *
  * They take MPI_Allreduce's machinery as it is: the same communicators (shim_comm_get), the
- * same types and ops (shim_map_dtype/op), the same NULL-buffer refusal, the same reasons
+ * same types and ops (shim_map_dtype/op; broadcast and allgather also move byte-like types,
+ * copy_dtype), the same NULL-buffer refusal, the same reasons
  * counted for what goes to PMPI, the same blocking call (shim_serve) and request wrapping
  * (shim_istart). What differs is only how MPI's arguments become gcomp's:
  *  - MPI_IN_PLACE reduce-scatter: MPI wants the input in recvbuf (size x recvcount) and the
@@ -151,6 +152,32 @@ SHIM_API int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int r
   return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
 }
 
+/* ---- broadcast and allgather: the types they can move ---------------------------------- */
+
+/* They only copy, so beyond the types the reductions map, the byte-like and unsigned types
+ * (what IMB and OSU send: MPI_BYTE, MPI_CHAR) are moved as 32-bit words when their bytes
+ * come in whole words (never compressed: GCOMP_ALLGATHER_CODEC is for float32). 1 with the
+ * gcomp type and count in *dt, *n; 0: the type goes to MPI. The same on every member:
+ * MPI requires the same type signature of them. */
+static int copy_dtype(MPI_Datatype t, int count, gcomp_dtype *dt, size_t *n) {
+  if (shim_map_dtype(t, dt)) {
+    *n = (size_t)count;
+    return 1;
+  }
+  const MPI_Datatype words[] = {MPI_BYTE, MPI_CHAR, MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR,
+                                MPI_INT8_T, MPI_UINT8_T, MPI_SHORT, MPI_UNSIGNED_SHORT,
+                                MPI_INT16_T, MPI_UINT16_T, MPI_UNSIGNED, MPI_UINT32_T,
+                                MPI_UNSIGNED_LONG, MPI_UNSIGNED_LONG_LONG, MPI_UINT64_T};
+  int found = 0, size = 0;
+  for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) found |= t == words[i];
+  if (!found || PMPI_Type_size(t, &size) != MPI_SUCCESS || size <= 0) return 0;
+  size_t bytes = (size_t)count * (size_t)size;
+  if (bytes % 4) return 0;
+  *dt = GCOMP_INT32;
+  *n = bytes / 4;
+  return 1;
+}
+
 /* ---- allgather ---------------------------------------------------------------------------- */
 
 static int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
@@ -165,12 +192,11 @@ static int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, 
     why = FALL_ARGS;
   else if (!in_place && (sendtype != recvtype || sendcount != recvcount))
     why = FALL_MISMATCH;
-  else if (!shim_map_dtype(recvtype, &c.dt))
+  else if (!copy_dtype(recvtype, recvcount, &c.dt, &c.count))
     why = FALL_DTYPE;
   else
     why = comm_route(comm, &c);
   if (why < 0) {
-    c.count = (size_t)recvcount;
     c.dst = recvbuf;
     c.src = in_place ? (char *)recvbuf + (size_t)c.sc->rank * shim_call_bytes(c.count, c.dt)
                      : sendbuf;
@@ -206,12 +232,11 @@ static int bcast(void *buf, int count, MPI_Datatype datatype, int root, MPI_Comm
   if (*rc != MPI_SUCCESS) return 1;
   int why;
   if (count < 0) why = FALL_ARGS;
-  else if (!shim_map_dtype(datatype, &c.dt)) why = FALL_DTYPE;
+  else if (!copy_dtype(datatype, count, &c.dt, &c.count)) why = FALL_DTYPE;
   else why = comm_route(comm, &c);
   /* a root out of range is MPI's to report (the same on every member) */
   if (why < 0 && (root < 0 || root >= c.sc->size)) why = FALL_ARGS;
   c.dst = buf;
-  c.count = (size_t)(count > 0 ? count : 0);
   return run(why, count, &c, comm, request, rc);
 }
 

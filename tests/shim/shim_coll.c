@@ -3,7 +3,7 @@
  * intercept) on the same inputs:
  *   MPI_Reduce_scatter_block, MPI_Reduce_scatter (equal counts, and unequal ones), for every
  *   type the shim maps x SUM/MIN/MAX/PROD; MPI_Allgather and MPI_Bcast (roots 0 and last)
- *   for every type; MPI_Barrier. Each in place (MPI_IN_PLACE; bcast has none) and not,
+ *   for every type, and in MPI_BYTE/MPI_CHAR (served in whole 32-bit words); MPI_Barrier. Each in place (MPI_IN_PLACE; bcast has none) and not,
  *   blocking and non-blocking (completed by MPI_Wait, and four different ones at once by
  *   MPI_Waitall), on MPI_COMM_WORLD, a dup and a split (halves: served when they hold two
  *   ranks or more). Then calls the shim must pass to MPI: an allgather whose send and
@@ -221,6 +221,8 @@ static void mixed(MPI_Comm comm, const char *cname) {
   free(rs_in), free(ag_out), free(ag_ref);
 }
 
+static void bytes(MPI_Comm comm, const char *cname);
+
 static void on(MPI_Comm comm, const char *cname) {
   static const int counts[] = {1, 7, 1000, 65536};
   int size;
@@ -245,6 +247,36 @@ static void on(MPI_Comm comm, const char *cname) {
     expect(BA, nb, size, W_SERVED);
   }
   mixed(comm, cname);
+  bytes(comm, cname);
+}
+
+/* MPI_BYTE and MPI_CHAR (what IMB and OSU move): served in whole 32-bit words, else MPI's */
+static void bytes(MPI_Comm comm, const char *cname) {
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  static const int counts[] = {12, 4096, 3};
+  for (int c = 0; c < 3; c++) {
+    int n = counts[c], why = n % 4 ? W_DTYPE : W_SERVED;
+    unsigned char *buf = malloc((size_t)n * (size_t)size), *ref = malloc((size_t)n * (size_t)size);
+    for (int i = 0; i < n; i++) ref[i] = (unsigned char)(i * 13 + 7);
+    if (rank == size - 1) memcpy(buf, ref, (size_t)n);
+    else memset(buf, 0, (size_t)n);
+    MPI_Bcast(buf, n, MPI_BYTE, size - 1, comm);
+    expect(BC, 0, size, why);
+    check("MPI_Bcast MPI_BYTE", cname, 2, -1, n, 0, 0, buf, ref, (size_t)n);
+    for (int inplace = 0; inplace < 2; inplace++) {
+      unsigned char mine[4096];
+      for (int i = 0; i < n; i++) mine[i] = (unsigned char)(i + rank * 5);
+      PMPI_Allgather(mine, n, MPI_CHAR, ref, n, MPI_CHAR, comm);
+      memset(buf, 0, (size_t)n * (size_t)size);
+      if (inplace) memcpy(buf + (size_t)rank * (size_t)n, mine, (size_t)n);
+      MPI_Allgather(inplace ? MPI_IN_PLACE : mine, n, MPI_CHAR, buf, n, MPI_CHAR, comm);
+      expect(AG, 0, size, why);
+      check("MPI_Allgather MPI_CHAR", cname, 2, -1, n, inplace, 0, buf, ref, (size_t)n * (size_t)size);
+    }
+    free(buf), free(ref);
+  }
 }
 
 /* calls the shim must pass to MPI, each still correct */
