@@ -1,5 +1,6 @@
 /* The drop-in MPI shim: LD_PRELOAD=libgcomp_mpi.so makes an unmodified MPI program's
- * MPI_Allreduce and MPI_Iallreduce run through gcomp, where gcomp is the faster (MPI's own
+ * MPI_Allreduce and MPI_Iallreduce (and its reduce-scatters, allgathers, broadcasts and
+ * barriers: shim_coll.c) run through gcomp, where gcomp is the faster (MPI's own
  * allreduce is one more route, timed per size and agreed by the members: shim_route.c), on
  * every intra-communicator it can serve (MPI_COMM_WORLD, its dups and splits, communicators from MPI_Comm_create), each
  * over a gcomp communicator of its own bootstrapped through that MPI communicator
