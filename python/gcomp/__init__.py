@@ -289,6 +289,81 @@ class Comm:
         if h:
             check(library().gcomp_comm_abort(h), "gcomp_comm_abort")
 
+    # ---- the other collectives (include/gcomp.h): blocking forms take buffers (or
+    # addresses with counts), the i-forms addresses and return a Request. Counts are per
+    # rank's block, as in C: reduce_scatter's recvcount, allgather's sendcount, alltoall's
+    # count per peer.
+    def _blocks(self, send, recv, count, dtype, nsend, nrecv):
+        """Addresses of send and recv, with count inferred from the buffers when None, and
+        checked against their sizes (C would read or write past the end)."""
+        dt = DTYPES[dtype] if isinstance(dtype, str) else dtype
+        s_addr, s_bytes = (send, None) if isinstance(send, int) else _addr(send)
+        r_addr, r_bytes = (recv, None) if isinstance(recv, int) else _addr(recv)
+        if count is None:
+            if r_bytes is None:
+                raise ValueError("gcomp: count is needed with addresses")
+            count = r_bytes // (_ESIZE[dt] * nrecv)
+        for what, nbytes, blocks in (("send", s_bytes, nsend), ("receive", r_bytes, nrecv)):
+            if nbytes is not None and count * blocks * _ESIZE[dt] > nbytes:
+                raise ValueError("gcomp: %d x %d elements of %s do not fit the %d-byte %s "
+                                 "buffer" % (blocks, count, dtype, nbytes, what))
+        return s_addr, r_addr, count, dt
+
+    def _icall(self, fn, args, keep):
+        req = ctypes.c_void_p()
+        check(getattr(library(), fn)(self._h, *args, ctypes.byref(req)), fn)
+        return Request(req, keep)
+
+    def reduce_scatter(self, send, recv, recvcount=None, dtype="float32", op="sum", codec=None,
+                       key=0):
+        """send holds size() blocks of recvcount elements; recv receives the reduction of
+        block rank(). In place when recv is block rank() of send (as addresses)."""
+        self.ireduce_scatter(*self._blocks(send, recv, recvcount, dtype, self.size(), 1), op,
+                             codec, key, keep=(send, recv)).wait()
+
+    def ireduce_scatter(self, send, recv, recvcount, dtype, op="sum", codec=None, key=0,
+                        keep=None):
+        return self._icall("gcomp_ireduce_scatter",
+                           (send, recv, recvcount, DTYPES.get(dtype, dtype),
+                            OPS[op] if isinstance(op, str) else op,
+                            codec.handle if codec else None, key), (keep, codec))
+
+    def allgather(self, send, recv, sendcount=None, dtype="float32", codec=None, key=0):
+        """recv receives size() blocks of sendcount elements, block r from rank r. Exact
+        unless a codec is given (or GCOMP_ALLGATHER_CODEC names one)."""
+        s, r, n, dt = self._blocks(send, recv, sendcount, dtype, 1, self.size())
+        self.iallgather(s, r, n, dt, codec, key, keep=(send, recv)).wait()
+
+    def iallgather(self, send, recv, sendcount, dtype, codec=None, key=0, keep=None):
+        return self._icall("gcomp_iallgather",
+                           (send, recv, sendcount, DTYPES.get(dtype, dtype),
+                            codec.handle if codec else None, key), (keep, codec))
+
+    def broadcast(self, buf, count=None, dtype="float32", root=0):
+        """Rank root's buf to every rank's buf."""
+        _, addr, n, dt = self._blocks(buf, buf, count, dtype, 1, 1)
+        self.ibroadcast(addr, n, dt, root, keep=buf).wait()
+
+    def ibroadcast(self, buf, count, dtype, root=0, keep=None):
+        return self._icall("gcomp_ibroadcast", (buf, count, DTYPES.get(dtype, dtype), root),
+                           keep)
+
+    def barrier(self):
+        self.ibarrier().wait()
+
+    def ibarrier(self):
+        return self._icall("gcomp_ibarrier", (), None)
+
+    def alltoall(self, send, recv, count=None, dtype="float32"):
+        """Block j of send goes to rank j; block i of recv came from rank i (count elements
+        each)."""
+        s, r, n, dt = self._blocks(send, recv, count, dtype, self.size(), self.size())
+        self.ialltoall(s, r, n, dt, keep=(send, recv)).wait()
+
+    def ialltoall(self, send, recv, count, dtype, keep=None):
+        return self._icall("gcomp_ialltoall", (send, recv, count, DTYPES.get(dtype, dtype)),
+                           keep)
+
     def close(self):
         """Destroys the communicator (gcomp_comm_destroy)."""
         h, self._h = getattr(self, "_h", None), None

@@ -69,6 +69,13 @@ _PROTOS = {
                                 c_uint64]),
     "gcomp_iallreduce": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int, c_void_p,
                                  c_uint64, P(c_void_p)]),
+    "gcomp_ireduce_scatter": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int,
+                                      c_void_p, c_uint64, P(c_void_p)]),
+    "gcomp_iallgather": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_void_p,
+                                 c_uint64, P(c_void_p)]),
+    "gcomp_ibroadcast": (c_int, [c_void_p, c_void_p, c_size_t, c_int, c_int, P(c_void_p)]),
+    "gcomp_ibarrier": (c_int, [c_void_p, P(c_void_p)]),
+    "gcomp_ialltoall": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, P(c_void_p)]),
     "gcomp_request_wait": (c_int, [c_void_p]),
     "gcomp_request_test": (c_int, [c_void_p, P(c_int)]),
 }

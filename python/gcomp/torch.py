@@ -1,4 +1,5 @@
-"""gcomp as a DDP communication hook.
+"""gcomp as a DDP communication hook, and (import gcomp.torch registers it) as the
+torch.distributed backend "gcomp" (gcomp/backend.py).
 
     import gcomp.torch as gt
     ddp.register_comm_hook(gt.State(codec="topk:ratio=0.01+ef"), gt.hook)
@@ -38,8 +39,10 @@ import torch
 import torch.distributed as dist
 
 import gcomp
+from . import backend as _backend
 
 __all__ = ["State", "hook"]
+_backend.register()   # dist.init_process_group("gcomp") from here on
 
 log = logging.getLogger("gcomp.torch")
 
@@ -95,7 +98,11 @@ class State:
             self.codec = gcomp.Codec(codec)
         pg = self.process_group
         rank, size = dist.get_rank(pg), dist.get_world_size(pg)
-        self.comm = gcomp.Comm.from_allgather(rank, size, _pg_allgather(pg), config=config)
+        # a gcomp group's own communicator serves the hook too; others get one of their own
+        self.comm = _backend.comm_of(pg) if config is None else None
+        self._own_comm = self.comm is None
+        if self._own_comm:
+            self.comm = gcomp.Comm.from_allgather(rank, size, _pg_allgather(pg), config=config)
         if self.comm.rank() != rank or self.comm.size() != size:
             raise RuntimeError("gcomp.torch.State: communicator rank %d/%d differs from the "
                                "process group's %d/%d" % (self.comm.rank(), self.comm.size(),
@@ -310,7 +317,8 @@ class State:
         atexit.unregister(self._exit_hook)
         self._queue.put(None)
         self._waiter.join()
-        self.comm.close()
+        if self._own_comm:
+            self.comm.close()
         self.codec.close()
 
     def _close_at_exit(self):

@@ -1,5 +1,6 @@
 """A rank that dies or stalls mid-training: backward() (or the next step) raises on the others
-within GCOMP_TIMEOUT_MS, with gcomp's message.
+within GCOMP_TIMEOUT_MS, with gcomp's message. DDP runs with the gcomp hook on gloo, or with
+FAIL_CHECK_BACKEND=gcomp on the gcomp backend with no hook.
 
     gcomp-run -n 2 --nodes 2 --grace 8000 -- python3 fail_check.py kill|stall OUT
 
@@ -25,14 +26,16 @@ import gcomp.torch as gt
 def main():
     mode, out = sys.argv[1], sys.argv[2]
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    backend = os.environ.get("FAIL_CHECK_BACKEND", "gloo")
+    dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     victim = world - 1
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 10))
     ddp = DDP(model)
-    state = gt.State(codec="bf16")
-    ddp.register_comm_hook(state, gt.hook)
+    if backend != "gcomp":   # on the gcomp backend DDP's own allreduce is gcomp's
+        state = gt.State(codec="bf16")
+        ddp.register_comm_hook(state, gt.hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     mark = os.path.join(os.path.dirname(out) or ".", "victim.t")
     for step in range(1000):

@@ -53,6 +53,29 @@ def main():
     s = comm.stats()
     check(s["calls"] == 2 and s["bytes"] == 4000 + 80, "stats: %d calls, %d bytes"
           % (s["calls"], s["bytes"]))
+    # the other collectives, blocking, with counts taken from the buffers
+    send = (ctypes.c_int32 * (3 * size))(*[rank * 100 + i for i in range(3 * size)])
+    got = (ctypes.c_int32 * 3)()
+    comm.reduce_scatter(send, got, dtype="int32", op="sum")
+    check(list(got) == [sum(r * 100 for r in range(size)) + size * (3 * rank + i)
+                        for i in range(3)], "reduce_scatter of int32 blocks")
+    mine = (ctypes.c_double * 2)(rank, -rank)
+    every = (ctypes.c_double * (2 * size))()
+    comm.allgather(mine, every, dtype="float64")
+    check(list(every) == [v for r in range(size) for v in (r, -r)], "allgather of float64")
+    b = (ctypes.c_int64 * 4)(*([7, 8, 9, 10] if rank == size - 1 else [0] * 4))
+    comm.broadcast(b, dtype="int64", root=size - 1)
+    check(list(b) == [7, 8, 9, 10], "broadcast from the last rank")
+    comm.barrier()
+    out = (ctypes.c_float * size)(*[10 * rank + j for j in range(size)])
+    back = (ctypes.c_float * size)()
+    comm.alltoall(out, back)
+    check(list(back) == [10 * i + rank for i in range(size)], "alltoall of float32")
+    try:
+        comm.reduce_scatter(send, got, recvcount=10, dtype="int32")
+        check(False, "a reduce_scatter count past the buffers raises")
+    except ValueError as e:
+        check("do not fit" in str(e), "a reduce_scatter count past the buffers raises")
     try:
         comm.allreduce(buf, dtype="float32", op="avg", count=10 ** 12)
         check(False, "a count past the buffer's end raises")

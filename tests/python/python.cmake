@@ -35,13 +35,21 @@ add_test(NAME python.ddp COMMAND ${py_run} -n 2 --nodes 2 -- ${py} ${py_dir}/ddp
 add_test(NAME python.fail_kill COMMAND bash ${py_dir}/fail_check.sh ${py_run} ${py} kill)
 add_test(NAME python.fail_stall COMMAND bash ${py_dir}/fail_check.sh ${py_run} ${py} stall)
 add_test(NAME python.resume COMMAND bash ${py_dir}/resume_check.sh ${py_run} ${py})
+# the torch.distributed backend "gcomp": every call against a reference (3 ranks: a
+# sub-group too; 2 emulated nodes), training against gloo, a killed rank
+add_test(NAME python.backend COMMAND ${py_run} -n 3 --nodes 2 -- ${py} ${py_dir}/backend_check.py)
+add_test(NAME python.backend_train
+  COMMAND ${py_run} -n 2 --nodes 2 -- ${py} ${py_dir}/backend_train.py)
+add_test(NAME python.backend_fail_kill COMMAND bash ${py_dir}/fail_check.sh ${py_run} ${py} kill)
 set_tests_properties(python.package python.ddp python.fail_kill python.fail_stall python.resume
+  python.backend python.backend_train python.backend_fail_kill
   PROPERTIES LABELS python TIMEOUT 300 ENVIRONMENT "${py_env}")
+set_property(TEST python.backend_fail_kill APPEND PROPERTY ENVIRONMENT FAIL_CHECK_BACKEND=gcomp)
 set_property(TEST python.ddp APPEND PROPERTY ENVIRONMENT
   "DDP_CHECK_DIGITS=${PROJECT_SOURCE_DIR}/convergence/data/digits.csv.gz")
 # the namespaces and gloo's ports of these jobs must not meet other jobs' mid-run
-set_tests_properties(python.ddp python.fail_kill python.fail_stall python.resume
-  PROPERTIES RUN_SERIAL ON)
+set_tests_properties(python.ddp python.fail_kill python.fail_stall python.resume python.backend
+  python.backend_train python.backend_fail_kill PROPERTIES RUN_SERIAL ON)
 
 # gcomp.metrics (no torch needed, no launcher)
 add_test(NAME python.metrics COMMAND ${py} ${py_dir}/metrics_check.py)
@@ -55,4 +63,12 @@ add_test(NAME python.converge_ddp COMMAND bash ${py_dir}/converge_ddp.sh
          $<TARGET_FILE:gcomp-converge> ${py_run} ${py} ${PROJECT_SOURCE_DIR}/examples/ddp_train.py
          ${PROJECT_SOURCE_DIR}/convergence/data/digits.csv.gz ${CMAKE_BINARY_DIR}/converge-ddp)
 set_tests_properties(python.converge_ddp PROPERTIES LABELS "python;convergence" TIMEOUT 600
+  ENVIRONMENT "${py_env}" RUN_SERIAL ON)
+
+# examples/zero_train.py (ZeRO-2 on the gcomp backend, 4 ranks on 2 emulated nodes) with
+# 4-bit gradients across the nodes trains within the tolerances of its fp32 run
+add_test(NAME python.converge_zero COMMAND bash ${py_dir}/converge_zero.sh
+         $<TARGET_FILE:gcomp-converge> ${py_run} ${py} ${PROJECT_SOURCE_DIR}/examples/zero_train.py
+         ${PROJECT_SOURCE_DIR}/convergence/data/digits.csv.gz ${CMAKE_BINARY_DIR}/converge-zero)
+set_tests_properties(python.converge_zero PROPERTIES LABELS "python;convergence" TIMEOUT 600
   ENVIRONMENT "${py_env}" RUN_SERIAL ON)
