@@ -3,7 +3,8 @@
 
     gcomp-run -n 4 --nodes 2 --inter-node-rate 1gbit -- python3 ddp_bench.py
 
-Every round trains each variant (ddp, then the hook with each codec) from the same seed for
+Every round trains each variant (ddp, then the hook with each codec, DDP on the gcomp
+backend, zero_train.py's sharded optimizer) from the same seed for
 --steps steps of ddp_train.py's communication-bound "embed" model and times the steps after
 --warmup; variants alternate within a round so that the machine's load falls on all of
 them. Rank 0 prints, per variant, the median step time over rounds, the median over rounds
@@ -22,25 +23,48 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import ddp_train as ex
 
 
+_gcomp_group = []
+
+
+def gcomp_group():
+    """A gcomp group beside the default gloo one (made once, on first use)."""
+    if not _gcomp_group:
+        import gcomp.torch  # noqa: F401  (registers the backend)
+        _gcomp_group.append(dist.new_group(backend="gcomp"))
+    return _gcomp_group[0]
+
+
 def run(comm, args, train):
     torch.manual_seed(args.seed)
     model = ex.Embed(args.tables, args.rows)
-    ddp = DDP(model, bucket_cap_mb=args.bucket_cap_mb)
     state, momentum = None, 0.9
-    if comm != "ddp":
+    if comm == "backend":   # DDP's own allreduce on the gcomp backend, no hook
+        ddp = DDP(model, bucket_cap_mb=args.bucket_cap_mb, process_group=gcomp_group())
+    elif comm.startswith("zero"):   # zero_train.py's sharded optimizer, "zero[:RS_CODEC]"
+        from gcomp import backend
+        import zero_train
+        pg = gcomp_group()
+        backend.set_codec(pg, "reduce_scatter", comm.partition(":")[2] or "none")
+        ddp = model
+        opt = zero_train.Sharded(model, dist.get_rank(), dist.get_world_size(), args.lr,
+                                 momentum, group=pg)
+    else:
+        ddp = DDP(model, bucket_cap_mb=args.bucket_cap_mb)
+    if comm not in ("ddp", "backend") and not comm.startswith("zero"):
         import gcomp.torch as gt
         state = gt.State(codec=comm)
         ddp.register_comm_hook(state, gt.hook)
         if "momentum=" in state.codec.spec():
             momentum = 0.0
-    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=momentum)
+    if not comm.startswith("zero"):
+        opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=momentum)
     it = ex.batches(train, args.batch, dist.get_rank(), dist.get_world_size(), 7)
     times = []
     for step in range(args.warmup + args.steps):
         x, y = next(it)
         dist.barrier()   # every variant starts its steps together
         t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad()
         F.cross_entropy(ddp(x), y).backward()
         opt.step()
         if step >= args.warmup:
@@ -57,7 +81,10 @@ def run(comm, args, train):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--comm", action="append",
-                    help="hook codecs (default: none, bf16, topk:ratio=0.01+ef:momentum=0.9)")
+                    help="variants beside ddp on gloo: a hook codec spec, 'backend' (DDP on "
+                    "a gcomp group, no hook) or 'zero[:SPEC]' (zero_train.py's sharded "
+                    "optimizer on a gcomp group, SPEC on its reduce_scatter); default: none, "
+                    "bf16, topk:ratio=0.01+ef:momentum=0.9")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
