@@ -26,15 +26,21 @@ static void log_model(const gcomp_comm *comm) {
 /* More ranks share this machine (GCOMP_HOST_RANKS, else the node's local ranks) than there
  * are CPUs this rank may run on: a waiting rank's spins and yields then take time from the
  * ranks it waits for (with 4 ranks on 2 vCPUs, napping in hier-direct's pipelined waits
- * took 4-6% off a 64 MiB sign+ef call). */
-static int oversubscribed(const gcomp_comm *comm) {
+ * took 4-6% off a 64 MiB sign+ef call). A progress thread that serves non-blocking calls
+ * shares the CPUs with its rank's computation too (a DDP backward pass): where each rank's
+ * two threads outnumber the CPUs, its waits nap from the start instead of spinning and
+ * yielding, which on a shared core takes the CPU from the computation the call was meant
+ * to hide behind. */
+static void machine_load(gcomp_comm *comm) {
   int ranks = comm->agreed.host_ranks ? comm->agreed.host_ranks : comm->t->local_size;
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   if (cpus <= 0) cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
-  GCOMP_TRACE(GCOMP_SUB_INIT, "%d ranks on this machine, %d CPUs for this one%s", ranks, cpus,
-              ranks > cpus ? ": pipelined waits nap" : "");
-  return cpus > 0 && ranks > cpus;
+  comm->oversubscribed = cpus > 0 && ranks > cpus;
+  comm->progress_naps = cpus > 0 && 2 * ranks > cpus;
+  GCOMP_TRACE(GCOMP_SUB_INIT, "%d ranks on this machine, %d CPUs for this one%s%s", ranks, cpus,
+              comm->oversubscribed ? ": pipelined waits nap" : "",
+              comm->progress_naps ? ", the progress thread's waits nap" : "");
 }
 
 /* Everything creation does after the settings are copied, in order: this rank's settings
@@ -63,7 +69,7 @@ static int build(gcomp_comm *comm) {
    * several */
   if (t->local_size > 1 && !t->no_shared_memory)
     GCOMP_CHECK(gcomp_shm_create(t, comm->agreed.shm_bytes, &comm->shm));
-  comm->oversubscribed = oversubscribed(comm);
+  machine_load(comm);
   if (comm->shm && t->nnodes == 1) {
     comm->model.shm_slot = gcomp_shm_slot_bytes(comm->shm);
     if (!comm->agreed.links_given) GCOMP_CHECK(gcomp_calibrate_shm(comm));

@@ -242,6 +242,7 @@ struct gcomp_comm {
   int ncodecs, codecs_cap;
   gcomp_shm *shm;              /* the node's shared segment (NULL: alone on the node, or none) */
   int oversubscribed;          /* more ranks on this machine than CPUs for this rank */
+  int progress_naps;           /* more ranks' two threads than CPUs: the progress thread naps */
   gcomp_skew skew;             /* straggler detection (GCOMP_SKEW_WINDOW) */
   struct gcomp_guard *guard;   /* GCOMP_GUARD's state per key, made at the first check */
   gcomp_step step;             /* the step split (GCOMP_MEASURE) */

@@ -199,6 +199,7 @@ int gcomp_hier_direct_pipelined(gcomp_coll *c, const gcomp_group *cross, uint8_t
   /* waits nap where the machine has more ranks than CPUs (c->nap): a rank that spins and
    * yields while it waits takes the CPU from the ranks it waits for */
   int was_napping = gcomp_idle_naps(c->nap);
+  if (was_napping) gcomp_idle_naps(1);   /* a progress thread that naps (comm.c) keeps on */
   int st = GCOMP_OK, made = 0;
   size_t bytes = 0;
   for (; st == GCOMP_OK && made < S; made++) {

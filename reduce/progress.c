@@ -18,6 +18,7 @@ struct gcomp_request {
 
 static void *progress_main(void *arg) {
   gcomp_comm *comm = arg;
+  gcomp_idle_naps(comm->progress_naps);   /* the thread's own setting (comm.c) */
   pthread_mutex_lock(&comm->mu);
   for (;;) {
     while (!comm->head && !comm->stopping) pthread_cond_wait(&comm->cv, &comm->mu);
