@@ -24,6 +24,7 @@ state_dict()/load_state_dict() carry its error-feedback residuals through a chec
 import collections
 import os
 import queue
+import sys
 import tempfile
 import threading
 
@@ -33,8 +34,8 @@ from torch._C._distributed_c10d import _create_work_from_future
 
 import gcomp
 
-__all__ = ["ProcessGroupGcomp", "register", "comm_of", "set_codec", "codec_of", "state_dict",
-           "load_state_dict"]
+__all__ = ["ProcessGroupGcomp", "register", "comm_of", "set_codec", "codec_of", "abort",
+           "state_dict", "load_state_dict"]
 
 NAME = "gcomp"
 _NATIVE = {torch.float32: "float32", torch.float64: "float64", torch.int32: "int32",
@@ -126,6 +127,19 @@ def _work_of(fut):
     a comm hook, takes for tensors (torch 1.13 then crashes). An exception raised in a
     then() callback becomes a C++ error that the reducer and Work.wait() raise."""
     return _create_work_from_future(fut.then(_relay))
+
+
+def _sync_caller():
+    """True when torch.distributed's own function called this group with async_op=False:
+    it then waits on the Work, and a c10d Work made from a future does not raise its
+    future's error from wait() (torch 1.13), so the call must fail here, on this thread.
+    Calls from C++ (DDP's reducer) and async_op=True get the future."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename == __file__:   # the first frame outside
+        f = f.f_back
+    return (f is not None and f.f_code.co_filename.endswith(
+        os.path.join("distributed", "distributed_c10d.py")) and
+        f.f_locals.get("async_op") is False)
 
 
 def _store_allgather(store, rank, size):
@@ -257,6 +271,16 @@ class ProcessGroupGcomp(dist.ProcessGroup):
 
     def _work(self, reqs, finish, result):
         fut = torch.futures.Future()
+        if reqs and _sync_caller():   # wait here: the Work's wait() would not raise
+            err = None
+            for req in reqs:
+                try:
+                    req.wait()   # without the GIL
+                except gcomp.Error as e:
+                    err = err or e
+            if err is not None:
+                raise RuntimeError("gcomp backend: %s" % err)
+            reqs = None
         if reqs:
             self._waiter.put(reqs, fut, finish, result)
         else:
@@ -602,6 +626,12 @@ class ProcessGroupGcomp(dist.ProcessGroup):
             finally:
                 os.unlink(path)
 
+    def abort(self):
+        """Aborts the group's communicator (gcomp_comm_abort), from any thread: pending and
+        running calls fail with GCOMP_ERR_ABORTED (their Work raises it), the peers are
+        told and fail promptly too; shutdown() then returns at once."""
+        self.comm.abort()
+
     def shutdown(self):
         """Waits for pending calls, stops the waiter, destroys the communicator."""
         if self._closed:
@@ -663,6 +693,11 @@ def codec_of(group, collective):
     """The gcomp.Codec of one collective on a gcomp group (None: the default group), or
     None when it is exact; its stats() say what it encoded."""
     return _pg(group).codec(collective)
+
+
+def abort(group=None):
+    """Aborts a gcomp group (None: the default group): ProcessGroupGcomp.abort()."""
+    _pg(group).abort()
 
 
 def state_dict(group=None):

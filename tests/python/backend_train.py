@@ -5,7 +5,8 @@
   - ZeroRedundancyOptimizer over a gcomp group tracks SGD under DDP on gloo;
   - PostLocalSGD-style periodic model averaging (torch's PeriodicModelAverager) on a gcomp
     group trains (its loss falls) and leaves every rank's model identical after averaging;
-  - the DDP hook on a gcomp group uses the group's own communicator.
+  - the DDP hook on a gcomp group uses the group's own communicator;
+  - abort: a pending call on an aborted gcomp group raises GCOMP_ERR_ABORTED.
 
     gcomp-run -n 2 --nodes 2 -- python3 backend_train.py
 """
@@ -115,6 +116,25 @@ def main():
     check("DDP + hook on gcomp trains like DDP on gloo", rel(hl, ref[:20]) <= 1e-5,
           "max relative difference %.2e" % rel(hl, ref[:20]))
     state.close()
+
+    # abort: a call in flight on an aborted group raises GCOMP_ERR_ABORTED, at once
+    sub = dist.new_group(backend="gcomp")
+    if rank == 0:
+        w = dist.all_reduce(torch.ones(1 << 20), group=sub, async_op=True)  # its peer is away
+        gt._backend.abort(sub)
+        try:   # torch 1.13's Work.wait() of a future-made Work raises nothing: its future does
+            w.get_future().wait()
+            check("an aborted group's pending Work raises", False, "it completed")
+        except RuntimeError as e:
+            check("an aborted group's pending Work raises", "GCOMP_ERR_ABORTED" in str(e),
+                  str(e).split("\n")[0][:160])
+        try:   # a synchronous call raises from the call itself
+            dist.all_reduce(torch.ones(4), group=sub)
+            check("a synchronous call on an aborted group raises", False, "it returned")
+        except RuntimeError as e:
+            check("a synchronous call on an aborted group raises", "GCOMP_ERR" in str(e),
+                  str(e).split("\n")[0][:160])
+    dist.barrier(group=gloo)   # rank 1 never calls on sub: its peer aborted
 
     dist.barrier()
     print("rank %d: %d failures" % (rank, len(failures)), flush=True)
