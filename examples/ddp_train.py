@@ -128,9 +128,8 @@ def evaluate(model, train, test, step):
     return loss, acc
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--comm", default="ddp", help="ddp, or a gcomp codec spec for the hook")
+def training_args(ap):
+    """The model, data, optimizer and run options both examples take (zero_train.py too)."""
     ap.add_argument("--model", choices=["mlp", "embed"], default="mlp")
     ap.add_argument("--data", help="digits CSV (label last), default convergence/data/digits")
     ap.add_argument("--hidden", type=int, default=512)
@@ -143,7 +142,6 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9,
                     help="SGD momentum (0 when the codec's ef stage carries momentum)")
-    ap.add_argument("--bucket-cap-mb", type=float, default=4.0)
     ap.add_argument("--seed", type=int, default=gcomp.metrics.seed(0),
                     help="model initialisation and batch order (default: GCOMP_SEED, else 0)")
     ap.add_argument("--eval-every", type=int, default=0,
@@ -151,6 +149,13 @@ def main():
     ap.add_argument("--data-seed", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--json", help="write rank 0's results here")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--comm", default="ddp", help="ddp, or a gcomp codec spec for the hook")
+    training_args(ap)
+    ap.add_argument("--bucket-cap-mb", type=float, default=4.0)
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)

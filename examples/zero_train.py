@@ -86,24 +86,7 @@ def main():
                     "zero needs gcomp: gloo has no reduce_scatter on CPU)")
     ap.add_argument("--rs-codec", help="codec of the gradients' reduce_scatter (default: "
                     "GCOMP_CODEC across nodes, GCOMP_INTRA_CODEC inside one)")
-    ap.add_argument("--model", choices=["mlp", "embed"], default="mlp")
-    ap.add_argument("--data", help="digits CSV (label last), default convergence/data/digits")
-    ap.add_argument("--hidden", type=int, default=512)
-    ap.add_argument("--tables", type=int, default=4)
-    ap.add_argument("--rows", type=int, default=16384)
-    ap.add_argument("--samples", type=int, default=20000)
-    ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--warmup", type=int, default=5, help="steps left out of the step time")
-    ap.add_argument("--batch", type=int, default=32, help="per rank")
-    ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--seed", type=int, default=gcomp.metrics.seed(0),
-                    help="model initialisation and batch order (default: GCOMP_SEED, else 0)")
-    ap.add_argument("--eval-every", type=int, default=0,
-                    help="steps between the metrics records (default: steps/20)")
-    ap.add_argument("--data-seed", type=int, default=7)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
-    ap.add_argument("--json", help="write rank 0's results here")
+    ex.training_args(ap)
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
