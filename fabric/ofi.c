@@ -68,6 +68,31 @@ static const gcomp_transport_ops ofi_ops = {
     .destroy = ofi_destroy,
 };
 
+/* Round 1's cards as they arrived: any bytes (a rank of another build, or a program that is
+ * no gcomp rank, may have sent them; tests/fuzz/fuzz_cards.c feeds it anything). Every rank
+ * holds every card, so each refuses alike, naming the same two ranks. */
+int gcomp_ofi_cards_read(rank_card *cards, int n, unsigned mine, const char **keys) {
+  int status = GCOMP_OK;
+  for (int r = 0; r < n && status == GCOMP_OK; r++) {
+    const rank_card *c = &cards[r], *first = &cards[0];
+    if (c->magic != OFI_CARD_MAGIC)
+      status = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__, "rank %d's card at "
+                               "bootstrap is not a gcomp rank card (magic 0x%08x)", r, c->magic);
+    else if (c->version != first->version)
+      status = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__, "mismatched gcomp builds: "
+                               "rank 0 speaks wire version %u, rank %d wire version %u (this "
+                               "rank: %u); run one build on every rank", first->version, r,
+                               c->version, mine);
+  }
+  for (int r = 0; r < n; r++) {   /* strings ended whatever came: the error may name them */
+    cards[r].host[sizeof cards[r].host - 1] = '\0';
+    cards[r].pidns[sizeof cards[r].pidns - 1] = '\0';
+    cards[r].node[sizeof cards[r].node - 1] = '\0';
+    keys[r] = cards[r].node;
+  }
+  return status;
+}
+
 static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
   int n = t->pub.size, me = t->pub.rank;
   t->ep_of = calloc((size_t)n, 1);
@@ -97,24 +122,7 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
     free(addrs);
     return status;
   }
-  /* every rank holds every card: each refuses alike, naming the same two ranks */
-  for (int r = 0; r < n && status == GCOMP_OK; r++) {
-    const rank_card *c = &t->cards[r], *first = &t->cards[0];
-    if (c->magic != OFI_CARD_MAGIC)
-      status = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__, "rank %d's card at "
-                               "bootstrap is not a gcomp rank card (magic 0x%08x)", r, c->magic);
-    else if (c->version != first->version)
-      status = gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__, "mismatched gcomp builds: "
-                               "rank 0 speaks wire version %u, rank %d wire version %u (this "
-                               "rank: %u); run one build on every rank", first->version, r,
-                               c->version, mine.version);
-  }
-  for (int r = 0; r < n; r++) {
-    t->cards[r].host[sizeof t->cards[r].host - 1] = '\0';
-    t->cards[r].pidns[sizeof t->cards[r].pidns - 1] = '\0';
-    t->cards[r].node[sizeof t->cards[r].node - 1] = '\0';
-    keys[r] = t->cards[r].node;
-  }
+  status = gcomp_ofi_cards_read(t->cards, n, mine.version, keys);
   if (status == GCOMP_OK) status = gcomp_topology_fill(&t->pub, keys, &t->topo);
   /* endpoints: one per provider actually needed */
   const char *intra = gcomp_param_str(GCOMP_P_INTRA_PROVIDER);

@@ -213,6 +213,9 @@ typedef struct {
   char pidns[64];           /* "pid:[inode]": pids compare only within one namespace */
   char node[128];
 } rank_card;
+/* Checks the n cards of bootstrap's first round (magic, and one wire version: mine is this
+ * rank's, for the error) and ends their strings; keys[r] = rank r's node name */
+int gcomp_ofi_cards_read(rank_card *cards, int n, unsigned mine, const char **keys);
 
 typedef struct {
   uint32_t len[2];

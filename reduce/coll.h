@@ -299,6 +299,11 @@ int gcomp_shm_reduce_scatter_parts(gcomp_coll *c, gcomp_shm *s, const uint8_t *i
 typedef int (*gcomp_shm_part_fn)(void *arg, int j, int k, const uint8_t *p, size_t len);
 int gcomp_shm_allgather_parts(gcomp_coll *c, gcomp_shm *s, const gcomp_bytes *part, int nparts,
                               size_t count, gcomp_shm_part_fn fn, void *arg, int *all_in);
+/* Local rank j's nparts parts in its slot of slot_bytes, as gcomp_shm_allgather_parts
+ * wrote them, each to fn: GCOMP_ERR_CORRUPT when a length leaves the slot, else fn's
+ * first failure. */
+int gcomp_shm_parts_read(const uint8_t *slot, size_t slot_bytes, int j, int nparts,
+                         gcomp_shm_part_fn fn, void *arg);
 
 /* ---- the algorithm table -------------------------------------------------------------- */
 typedef struct {

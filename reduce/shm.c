@@ -554,21 +554,33 @@ int gcomp_shm_allgather_parts(gcomp_coll *c, gcomp_shm *s, const gcomp_bytes *pa
     in = theirs == 1;
   }
   if (!in) return GCOMP_OK;   /* every rank saw the same words */
-  for (int j = 0; j < s->L; j++) {
-    if (j == s->me) continue;
-    const uint8_t *theirs = slot_at(s, r, j);
-    size_t at = parts_head(nparts);
-    for (int k = 0; k < nparts; k++) {
-      uint64_t len;
-      memcpy(&len, theirs + 8 * ((size_t)k + 1), 8);
-      /* lengths its writer checked: one past the slot is a broken segment, not a frame */
-      GCOMP_FAIL_IF(at > s->slot || len > s->slot - at, GCOMP_ERR_CORRUPT,
-                    "shm: local rank %d's part %d claims %llu bytes at %zu of a %zu-byte slot",
-                    j, k, (unsigned long long)len, at, s->slot);
-      GCOMP_CHECK(fn(arg, j, k, theirs + at, (size_t)len));
-      at += round_up((size_t)len, 64);
-    }
-  }
+  for (int j = 0; j < s->L; j++)
+    if (j != s->me)
+      GCOMP_CHECK(gcomp_shm_parts_read(slot_at(s, r, j), s->slot, j, nparts, fn, arg));
   *all_in = 1;
+  return GCOMP_OK;
+}
+
+/* The reader's side alone (tests/fuzz/fuzz_shm_parts.c feeds it any bytes): a peer's slot
+ * is trusted no more than a frame from the network. */
+int gcomp_shm_parts_read(const uint8_t *slot, size_t slot_bytes, int j, int nparts,
+                         gcomp_shm_part_fn fn, void *arg) {
+  size_t at = parts_head(nparts);
+  GCOMP_FAIL_IF(nparts < 0 || at > slot_bytes, GCOMP_ERR_CORRUPT,
+                "shm: %d parts' lengths do not fit local rank %d's %zu-byte slot", nparts, j,
+                slot_bytes);
+  for (int k = 0; k < nparts; k++) {
+    uint64_t len;
+    GCOMP_FAIL_IF(at > slot_bytes, GCOMP_ERR_CORRUPT,
+                  "shm: local rank %d's part %d starts at %zu of a %zu-byte slot", j, k, at,
+                  slot_bytes);
+    memcpy(&len, slot + 8 * ((size_t)k + 1), 8);
+    /* lengths its writer checked: one past the slot is a broken segment, not a frame */
+    GCOMP_FAIL_IF(len > slot_bytes - at, GCOMP_ERR_CORRUPT,
+                  "shm: local rank %d's part %d claims %llu bytes at %zu of a %zu-byte slot",
+                  j, k, (unsigned long long)len, at, slot_bytes);
+    GCOMP_CHECK(fn(arg, j, k, slot + at, (size_t)len));
+    at += round_up((size_t)len, 64);
+  }
   return GCOMP_OK;
 }

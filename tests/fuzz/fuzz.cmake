@@ -6,7 +6,7 @@
 #    fuzz_<target> are built (target gcomp-fuzz). scripts/fuzz runs one; scripts/test runs
 #    each for a short bounded time.
 set(GCOMP_FUZZ_SRC ${CMAKE_CURRENT_LIST_DIR})
-set(GCOMP_FUZZ_TARGETS frame decode spec residuals parts)
+set(GCOMP_FUZZ_TARGETS frame decode spec residuals parts cards shm_parts)
 
 add_executable(fuzz_gen_seeds ${GCOMP_FUZZ_SRC}/gen_seeds.c)
 target_link_libraries(fuzz_gen_seeds PRIVATE gcomp_internal m)
@@ -29,7 +29,7 @@ if(GCOMP_FUZZ)
       "finds only crashes, not the out-of-bounds reads it is for")
   endif()
   # coverage instrumentation for the code under test (the sanitizers come from GCOMP_SANITIZE)
-  foreach(layer gcomp_common gcomp_codecs)
+  foreach(layer gcomp_common gcomp_codecs gcomp_fabric gcomp_reduce)
     if(TARGET ${layer})
       target_compile_options(${layer} PRIVATE -fsanitize=fuzzer-no-link)
     endif()

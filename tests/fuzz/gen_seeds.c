@@ -1,5 +1,6 @@
 /* Writes the seed corpora (tests/fuzz/corpus/<target>/): small valid frames of every
- * registered spec, spec strings, and a residual file when the reader exists. Rerun after
+ * registered spec, spec strings, a residual file when the reader exists, bootstrap's rank
+ * cards and shared-segment slots. Rerun after
  * adding a kind or changing the wire format:  build/tests/fuzz_gen_seeds tests/fuzz/corpus */
 #include <math.h>
 #include <stdint.h>
@@ -12,6 +13,7 @@
 #include "codec_parts.h"
 #include "fuzz_specs.h"
 #include "gcomp.h"
+#include "ofi_impl.h"
 
 static void put(const char *dir, const char *name, const void *a, size_t alen, const void *b,
                 size_t blen) {
@@ -30,6 +32,61 @@ static void put(const char *dir, const char *name, const void *a, size_t alen, c
   fwrite(a, 1, alen, f);
   if (blen) fwrite(b, 1, blen, f);
   fclose(f);
+}
+
+/* fuzz_cards.c: n cards as bootstrap's first round gathers them (selector n - 1), on one
+ * node, on two, each on its own; and the two refusals (a stranger's card, another build) */
+static void seed_cards(const char *root) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/cards", root);
+  static const struct { const char *name; int n, nodes, bad_magic, bad_version; } sets[] = {
+      {"one-rank", 1, 1, -1, -1},    {"four-one-node", 4, 1, -1, -1},
+      {"four-two-nodes", 4, 2, -1, -1}, {"five-each-alone", 5, 5, -1, -1},
+      {"stranger-at-2", 3, 1, 2, -1}, {"other-build-at-1", 3, 2, -1, 1}};
+  for (size_t i = 0; i < sizeof sets / sizeof *sets; i++) {
+    rank_card cards[8];
+    memset(cards, 0, sizeof cards);
+    for (int r = 0; r < sets[i].n; r++) {
+      rank_card *c = &cards[r];
+      c->magic = r == sets[i].bad_magic ? 0x20544547u : OFI_CARD_MAGIC;   /* "GET " */
+      c->version = gcomp_wire_version(r) + (r == sets[i].bad_version);
+      c->pid = 4000 + r;
+      snprintf(c->host, sizeof c->host, "host%d", r * sets[i].nodes / sets[i].n);
+      snprintf(c->pidns, sizeof c->pidns, "pid:[4026531836]");
+      snprintf(c->node, sizeof c->node, "node%d", r * sets[i].nodes / sets[i].n);
+    }
+    uint8_t sel = (uint8_t)(sets[i].n - 1);
+    put(dir, sets[i].name, &sel, 1, cards, (size_t)sets[i].n * sizeof *cards);
+  }
+}
+
+/* fuzz_shm_parts.c: slots as gcomp_shm_allgather_parts writes them (a word, the parts'
+ * lengths, each part from a 64-byte boundary: reduce/shm.c), with 1, 3 and 8 parts; and
+ * one whose second length runs past the slot */
+static void seed_shm_parts(const char *root) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/shm_parts", root);
+  static const int nparts[] = {1, 3, 8, 3};
+  for (size_t i = 0; i < sizeof nparts / sizeof *nparts; i++) {
+    static uint8_t slot[4096];
+    memset(slot, 0, sizeof slot);
+    uint64_t word = 1;
+    memcpy(slot, &word, 8);
+    size_t at = ((size_t)nparts[i] + 1) * 8;
+    at = (at + 63) / 64 * 64;
+    for (int k = 0; k < nparts[i]; k++) {
+      uint64_t len = 40 + 50 * (uint64_t)k;
+      if (i == 3 && k == 1) len = sizeof slot;
+      memcpy(slot + 8 * (k + 1), &len, 8);
+      for (size_t b = 0; b < len && at + b < sizeof slot; b++) slot[at + b] = (uint8_t)(k + b);
+      at += (len + 63) / 64 * 64;
+    }
+    size_t used = at < sizeof slot ? at : sizeof slot;
+    char name[32];
+    snprintf(name, sizeof name, i == 3 ? "parts%d-overrun" : "parts%d", nparts[i]);
+    uint8_t sel = (uint8_t)nparts[i];
+    put(dir, name, &sel, 1, slot, used);
+  }
 }
 
 int main(int argc, char **argv) {
@@ -131,5 +188,7 @@ int main(int argc, char **argv) {
     snprintf(name, sizeof name, "sel%02u-special", sel);
     if (sel >= 8 && sel < 16) put(dir, name, &b, 1, special, sizeof special);
   }
+  seed_cards(argv[1]);
+  seed_shm_parts(argv[1]);
   return 0;
 }
