@@ -31,8 +31,8 @@ GCOMP_PARAM(ALLGATHER_CODEC, STR, "none", "",
             "codec of allgathers that pass none (none: exact); the owner encodes its block once and every rank, "
             "itself too, keeps the decoded values")
 GCOMP_PARAM(GUARD, STR, "off", "",
-            "drift guard: every=N,budget=E[,backoff=M] checks the first and every Nth compressed call of a key "
-            "against the exact allreduce and falls back over budget (on: every=100,budget=0.5,backoff=100; equal on all ranks)")
+            "drift guard: every=N,budget=E[,backoff=M] checks the first and every Nth compressed call of a tensor "
+            "size against the exact allreduce and falls back over budget (on: every=100,budget=0.5,backoff=100; equal on all ranks)")
 GCOMP_PARAM(SEGMENT_BYTES, SIZE, "16m", "4096:1099511627776",
             "pipeline segment of the ring and pairwise steps (each one message; shm copies whole messages best); "
             "grown only where a transfer would need more than 4096 segments; hier-direct's pipelined slices are this, "

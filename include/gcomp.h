@@ -568,18 +568,20 @@ GCOMP_API gcomp_status gcomp_comm_get_skew(const gcomp_comm *comm, gcomp_skew_st
 
 /* The drift guard (GCOMP_GUARD=every=N,budget=E[,backoff=M], or through gcomp_config_set;
  * "off" by default, "on" for every=100,budget=0.5,backoff=100): on the first and every Nth
- * compressed call of a key the exact fp32 allreduce runs too, on the same input, and the
+ * compressed call of a tensor size (its count: not the key, which may differ between ranks,
+ * so every rank decides alike) the exact fp32 allreduce runs too, on the same input, and the
  * codec's relative error ||compressed - exact|| / ||exact|| is measured; with error
  * feedback (+ef), whose single calls err by design, every Nth call compares the running
- * sum of the key's results since its first call (or last fallback) with the exact running
- * sum of its inputs (with ef momentum: of the velocities the codec feeds; keys with
+ * sum of the size's results since its first call (or last fallback) with the exact running
+ * sum of its inputs (with ef momentum: of the velocities the codec feeds; codecs with
  * momentum factor masking are not guarded).
  * The +ef running sums cover a fixed sample of the tensor (all of it up to 16,384 values,
  * then 16 blocks of 1,024 spread over it). Over budget the call returns the exact result (with
- * +ef the codec's residuals are cleared too, restarting the sums of every key of that
- * codec) and the key runs uncompressed for its next M calls; the log
- * warns with the key and the error, and GCOMP_STATS lists every checked key. Equal on all
- * ranks. Sized like gcomp_comm_stats (first published layout: up to guard_s). */
+ * +ef the codec's residuals are cleared too, restarting every running sum) and the size runs
+ * uncompressed for its next M calls; the log warns with the size, the key and the error,
+ * and GCOMP_STATS lists every checked size with this rank's key of its last call. Equal on
+ * all ranks but last_fallback_key (this rank's key of that call). Sized like
+ * gcomp_comm_stats (first published layout: up to guard_s). */
 typedef struct {
   size_t struct_size;          /* set by the caller: sizeof the struct it passes */
   int every;                   /* the setting (every 0: the guard is off) */
@@ -587,7 +589,7 @@ typedef struct {
   int backoff;
   uint64_t checks;             /* calls checked */
   uint64_t fallbacks;          /* of which over budget: the exact result returned */
-  uint64_t backoff_calls;      /* calls run uncompressed because their key fell back */
+  uint64_t backoff_calls;      /* calls run uncompressed because their size fell back */
   double last_error, max_error;       /* of the checks (NaN when a check gave none) */
   uint64_t last_fallback_key;
   double last_fallback_error;

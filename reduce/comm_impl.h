@@ -35,9 +35,9 @@
 enum { GCOMP_GUARD_EVERY = 100, GCOMP_GUARD_BACKOFF = 100 };
 #define GCOMP_GUARD_BUDGET 0.5
 typedef struct {
-  int every;                   /* check the first and every Nth compressed call of a key */
+  int every;                   /* check the first and every Nth compressed call of a size */
   double budget;               /* largest relative error let through */
-  int backoff;                 /* uncompressed calls of a key after a fallback */
+  int backoff;                 /* uncompressed calls of a size after a fallback */
 } gcomp_guard_cfg;
 /* Parses GCOMP_GUARD's text; GCOMP_ERR_INVALID names the bad token. */
 int gcomp_guard_parse(const char *text, gcomp_guard_cfg *out);
@@ -128,7 +128,7 @@ typedef struct gcomp_call {
   gcomp_codec *intra;          /* GCOMP_INTRA_CODEC inside a hierarchical call's nodes, or NULL */
   gcomp_codec_entry *intra_ci; /* its planning entry */
   int uncompressed;            /* the guard's backoff: no codec at any level */
-  void *guard_key;             /* the guard's state of this key when it watches the call */
+  void *guard_key;             /* the guard's state of this size when it watches the call */
   int guard_check;             /* and this call is checked */
   gcomp_comm_stats acc;        /* what this call adds (struct_size unused) */
   int nonfinite_known;         /* the algorithm counted the NaN and Inf of this rank's share

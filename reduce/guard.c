@@ -1,7 +1,15 @@
 /* The drift guard (GCOMP_GUARD=every=N,budget=E[,backoff=M]): a stage of the call
- * (call.c) that checks a key's compressed results against exact ones while a job runs.
+ * (call.c) that checks compressed results against exact ones while a job runs.
  *
- *  - Without error feedback, on the first and every Nth compressed call of a key the input
+ * Its state is kept per tensor size (the call's count of fp32 values), not per caller's
+ * key: whether a call is checked, and whether it runs in backoff, decides whether the
+ * guard's collectives run and which algorithm the call takes, so every rank must decide
+ * alike from what every rank has. Keys are each rank's own: the shim's are buffer
+ * addresses, and one rank may reuse a buffer for two tensors where another has two. The
+ * calls' order and sizes are what collectives share. Tensors of one size share a schedule
+ * and (with error feedback) running sums; the caller's key is kept only to name them.
+ *
+ *  - Without error feedback, on the first and every Nth compressed call of a size the input
  *    is copied before the call and reduced again, exact (fp32, dense, gcomp_call_internal);
  *    the error is ||compressed - exact|| / ||exact|| over the whole tensor.
  *  - With error feedback a single call's error is large by design; what it promises is
@@ -9,15 +17,16 @@
  *    difference is the residual, which stays bounded). Each compressed call adds its input
  *    into sum_in (this rank's) and its result into sum_out, on a fixed sample of the tensor
  *    (all of it up to 16 Ki values: see sample_layout); every Nth call a copy of sum_in is
- *    reduced exact and compared with sum_out. The sums run from the key's first call (or
- *    its last fallback), not from the previous check: top-k lags about 1/ratio calls, so
+ *    reduced exact and compared with sum_out. The sums run from the size's first call (or
+ *    the last fallback), not from the previous check: top-k lags about 1/ratio calls, so
  *    over a window of 100 calls top-k 1% + EF is off by 0.2-1.4 on the harness's problems,
  *    and since the first call by 0.007-0.22.
  *  - Over budget (or not a number): the call returns the exact result (its input, copied
  *    at every checked call, reduced exact; with error feedback the codec's residuals are
- *    cleared too: they hold mass the running sums found undelivered, and every key of that
- *    codec starts its sums again), and the key runs uncompressed for its next M calls;
- *    then its count starts again (a check first).
+ *    cleared too: they hold mass the running sums found undelivered, and every size's
+ *    running sums start again: which codec object a rank passes for which tensor is its
+ *    own affair), and the size runs uncompressed for its next M calls; then its count
+ *    starts again (a check first).
  *
  * The error's two sums are taken by each rank over its share of the tensor and exchanged
  * in one MAX allreduce of a slot per rank, so every rank adds the same numbers in the same
@@ -66,9 +75,10 @@ int gcomp_guard_parse(const char *text, gcomp_guard_cfg *out) {
   return GCOMP_OK;
 }
 
-/* ---- state per key -------------------------------------------------------------------- */
+/* ---- state per size ------------------------------------------------------------------- */
 typedef struct {
-  uint64_t key;
+  uint64_t key;           /* the size: the call's count */
+  uint64_t user_key;      /* this rank's key of the size's last call: for logs and stats */
   int used;
   size_t count;
   uint64_t seen;          /* compressed calls since the count (re)started */
@@ -76,12 +86,12 @@ typedef struct {
   uint64_t checks, fallbacks;
   double last_error, max_error;
   /* error feedback: running sums over a fixed sample of the tensor (SAMPLE_BLOCK values
-   * every `stride` blocks, nsample in all), from the key's first call or last fallback */
+   * every `stride` blocks, nsample in all), from the size's first call or last fallback */
   size_t stride, nsample;
   float *sum_in, *sum_out;   /* [nsample] */
   float *vel;             /* with ef momentum m: this rank's u = m u + grad, what it feeds */
   float momentum;
-  const gcomp_codec *ef_codec;   /* the codec whose residuals the window depends on */
+  const gcomp_codec *ef_codec;   /* the last call's codec with error feedback, or NULL */
 } guard_key;
 
 struct gcomp_guard {
@@ -89,7 +99,7 @@ struct gcomp_guard {
   size_t cap, used;
   float *exact;           /* the input of a checked call, then its exact sum */
   size_t exact_cap;
-  float *sample;          /* a key's sampled running sum of inputs, then its exact sum */
+  float *sample;          /* a size's sampled running sum of inputs, then its exact sum */
   size_t sample_cap;
   double *slots;          /* 2 per rank: the error's sums */
   gcomp_guard_stats st;   /* under comm->mu */
@@ -205,9 +215,10 @@ gcomp_status gcomp_comm_get_guard(const gcomp_comm *comm, gcomp_guard_stats *out
 }
 
 /* ---- the call's stage ----------------------------------------------------------------- */
-/* Before planning: a key in backoff runs uncompressed */
+/* Before planning: a size in backoff runs uncompressed */
 void gcomp_guard_route(gcomp_comm *comm, gcomp_call *call) {
-  guard_key *k = comm->agreed.guard.every ? find(comm->guard, call->key) : NULL;
+  guard_key *k = comm->agreed.guard.every && call->wt == GCOMP_FLOAT32
+                     ? find(comm->guard, call->count) : NULL;
   if (!k || k->backoff_left <= 0) return;
   k->backoff_left--;
   call->uncompressed = 1;
@@ -254,19 +265,23 @@ int gcomp_guard_before(gcomp_comm *comm, gcomp_call *call) {
     comm->guard = g;
   }
   gcomp_guard *g = comm->guard;
-  guard_key *k = find(g, call->key);
-  if (!k) GCOMP_CHECK(insert(g, call->key, &k));
+  guard_key *k = find(g, call->count);
+  if (!k) GCOMP_CHECK(insert(g, call->count, &k));
+  k->user_key = call->key;
   float m;
   int masked;
   const gcomp_codec *ef = ef_codec_of(call, &m, &masked);
   /* momentum factor masking zeroes the velocity where the codec sent: only the codec knows
    * that velocity, so there is nothing exact to hold its running sum against */
   if (masked) return GCOMP_OK;
-  if (k->count != call->count || k->ef_codec != ef || k->momentum != m) {   /* start over */
+  /* start over when the kind of check changes: from the codec's spec, which every rank
+   * shares (not from the codec object, which is each rank's own) */
+  if (k->count != call->count || !k->ef_codec != !ef || k->momentum != m) {
     drop_sums(k);
-    k->count = call->count, k->ef_codec = ef, k->momentum = m, k->seen = 0;
+    k->count = call->count, k->momentum = m, k->seen = 0;
     sample_layout(k);
   }
+  k->ef_codec = ef;
   size_t n = call->count, ns = k->nsample;
   const float *in = call->sendbuf;
   if (ef && !k->sum_in) {
@@ -313,8 +328,9 @@ static int rel_error(gcomp_comm *comm, const float *c, const float *e, size_t co
   return GCOMP_OK;
 }
 
-/* Error feedback's residuals were just delivered: clear them, and restart the window of
- * every key whose running sums depended on them */
+/* The residuals of the codec that fell back are dropped: clear them, and restart every
+ * running sum, whichever codec object fed it (a rank's choice of objects is its own: one
+ * rank may feed two sizes through one codec, another through two) */
 static void clear_residuals(gcomp_comm *comm, gcomp_call *call, const gcomp_codec *ef) {
   gcomp_codec_reset_residuals((gcomp_codec *)ef);
   if (ef == call->codec && call->ci && call->ci->second)
@@ -323,7 +339,7 @@ static void clear_residuals(gcomp_comm *comm, gcomp_call *call, const gcomp_code
     gcomp_codec_reset_residuals(call->intra_ci->second);
   gcomp_guard *g = comm->guard;
   for (size_t i = 0; i < g->cap; i++)
-    if (g->keys[i].used && g->keys[i].ef_codec == ef) {
+    if (g->keys[i].used && g->keys[i].ef_codec) {
       restart_window(&g->keys[i]);
       if (g->keys[i].vel) memset(g->keys[i].vel, 0, g->keys[i].nsample * sizeof(float));
     }
@@ -338,25 +354,26 @@ static void note(gcomp_comm *comm, const guard_key *k, double err, int over) {
   if (err > st->max_error || isnan(err)) st->max_error = err;
   if (over) {
     st->fallbacks++;
-    st->last_fallback_key = k->key;
+    st->last_fallback_key = k->user_key;
     st->last_fallback_error = err;
   }
   pthread_mutex_unlock(&comm->mu);
   if (comm->t->rank != 0) return;
   if (!over) {
-    GCOMP_INFO(GCOMP_SUB_REDUCE, "guard: key %llu: %s error %.3g within the budget %g at its "
-               "check %llu", (unsigned long long)k->key, k->ef_codec ? "running-sum" : "relative",
-               err, cfg->budget, (unsigned long long)k->checks);
+    GCOMP_INFO(GCOMP_SUB_REDUCE, "guard: %zu values (key %llu): %s error %.3g within the "
+               "budget %g at its check %llu", k->count, (unsigned long long)k->user_key,
+               k->ef_codec ? "running-sum" : "relative", err, cfg->budget,
+               (unsigned long long)k->checks);
     return;
   }
-  /* every fallback at info level; the first of a key and each power of two as warnings */
+  /* every fallback at info level; the first of a size and each power of two as warnings */
   int loud = (k->fallbacks & (k->fallbacks - 1)) == 0;
   GCOMP_LOG(loud ? GCOMP_LOG_WARN : GCOMP_LOG_INFO, GCOMP_SUB_REDUCE,
-            "guard: key %llu: %s error %.3g over the budget %g at its check %llu: this call "
-            "returns the exact result, the key runs uncompressed for %d calls (fallback %llu "
-            "of this key, %llu in all)",
-            (unsigned long long)k->key, k->ef_codec ? "running-sum" : "relative", err,
-            cfg->budget, (unsigned long long)k->checks, cfg->backoff,
+            "guard: %zu values (key %llu): %s error %.3g over the budget %g at its check %llu: "
+            "this call returns the exact result, the size runs uncompressed for %d calls "
+            "(fallback %llu of this size, %llu in all)",
+            k->count, (unsigned long long)k->user_key, k->ef_codec ? "running-sum" : "relative",
+            err, cfg->budget, (unsigned long long)k->checks, cfg->backoff,
             (unsigned long long)k->fallbacks, (unsigned long long)st->fallbacks);
 }
 
@@ -410,8 +427,8 @@ static void jnum(FILE *f, const char *name, double v) {
   else fprintf(f, ", \"%s\": null", name);
 }
 
-/* `,"guard": {...}` inside the stats object: the setting, the totals and every key checked
- * (the first 1024) */
+/* `,"guard": {...}` inside the stats object: the setting, the totals and every size checked
+ * (the first 1024), each with this rank's key of its last call */
 void gcomp_guard_write(const gcomp_comm *comm, FILE *f) {
   const gcomp_guard_cfg *cfg = &comm->agreed.guard;
   if (!cfg->every) return;
@@ -431,7 +448,7 @@ void gcomp_guard_write(const gcomp_comm *comm, FILE *f) {
     if (!k->used || !k->checks) continue;
     fprintf(f, "%s{\"key\": %llu, \"count\": %zu, \"running_sum\": %d, \"checks\": %llu, "
                "\"fallbacks\": %llu",
-            written++ ? ", " : "", (unsigned long long)k->key, k->count, k->ef_codec != NULL,
+            written++ ? ", " : "", (unsigned long long)k->user_key, k->count, k->ef_codec != NULL,
             (unsigned long long)k->checks, (unsigned long long)k->fallbacks);
     jnum(f, "last_error", k->last_error);
     jnum(f, "max_error", k->max_error);

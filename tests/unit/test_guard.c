@@ -2,7 +2,8 @@
  * top-k 0.1% without error feedback under every=1 giving exact sums (and the same codec
  * unguarded giving others), the backoff, bf16 never falling back under the default budget,
  * top-k 1% + EF checked by running sums (no fallback; over a tiny budget the window's
- * running sum made exact), and the key, error and count in GCOMP_STATS. */
+ * running sum made exact), ranks whose keys and codec objects differ deciding alike (the
+ * guard counts calls by size), and the key, error and count in GCOMP_STATS. */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -257,6 +258,113 @@ static void test_topk_ef_running_sum(void **state) {
   free(out);
 }
 
+/* ---- keys that differ between ranks --------------------------------------------------- */
+/* The shim's keys are buffer addresses: each rank has its own, one rank may reuse a buffer
+ * for two tensors where another has two, and a buffer freed and allocated again is a new key
+ * on one rank only. The guard's collectives (the exact reduction, the error's exchange) and
+ * its backoff must not depend on them: every rank takes the same decisions from what the
+ * ranks share (the calls' order and sizes). Keyed by the caller's key, rank 2 (a new key
+ * every call) would check every call and rank 0 (one key) every third: their collectives
+ * would part ways and the calls time out. Codec objects are each rank's own too: rank 1
+ * passes one per tensor, the others one for both. */
+enum { TENSORS = 2, KSTEPS = 7 };
+
+static uint64_t key_of(int r, int step, int t) {
+  switch (r) {
+  case 0: return 7;                                     /* one buffer for both tensors */
+  case 1: return 100 + (uint64_t)t;                     /* a buffer each */
+  case 2: return 1000 + (uint64_t)step * TENSORS + t;   /* a new buffer every call */
+  default: return 200 + (uint64_t)((t + step) % TENSORS);   /* the two swapped each step */
+  }
+}
+
+typedef struct {
+  gcomp_comm *comm;
+  const char *spec;
+  float *out;          /* [KSTEPS][TENSORS][COUNT] */
+  int status;
+  char error[600];
+  gcomp_guard_stats guard;
+} keyed_job;
+
+static void *keyed_rank(void *arg) {
+  keyed_job *j = arg;
+  int r = gcomp_comm_rank(j->comm);
+  gcomp_codec *codec[TENSORS] = {NULL};
+  float *in = malloc(COUNT * sizeof *in);
+  j->status = gcomp_codec_create(j->spec, &codec[0]);
+  if (j->status == GCOMP_OK && r == 1) j->status = gcomp_codec_create(j->spec, &codec[1]);
+  for (int s = 0; s < KSTEPS && j->status == GCOMP_OK; s++)
+    for (int t = 0; t < TENSORS && j->status == GCOMP_OK; t++) {
+      for (size_t i = 0; i < COUNT; i++) in[i] = value(r, i, s * TENSORS + t, 0);
+      float *res = j->out + ((size_t)s * TENSORS + t) * COUNT;
+      j->status = gcomp_allreduce(j->comm, in, res, COUNT, GCOMP_FLOAT32, GCOMP_SUM,
+                                  codec[r == 1 ? t : 0], key_of(r, s, t));
+    }
+  if (j->status < 0) snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
+  j->guard = (gcomp_guard_stats){.struct_size = sizeof j->guard};
+  gcomp_comm_get_guard(j->comm, &j->guard);
+  for (int t = 0; t < TENSORS; t++) gcomp_codec_destroy(codec[t]);
+  free(in);
+  return NULL;
+}
+
+/* KSTEPS x TENSORS calls under `guard`; every rank must finish with the same bits and the
+ * same guard figures; returns rank 0's results (caller frees) and guard figures */
+static float *run_keyed(const char *guard, const char *spec, const char *algo,
+                        gcomp_guard_stats *g) {
+  gcomp_config *cfg = config_with(guard, algo);
+  /* a guard whose ranks part ways shows as a timeout: a short one keeps the test short */
+  assert_int_equal(gcomp_config_set(cfg, "GCOMP_TIMEOUT_MS", "5000"), GCOMP_OK);
+  gcomp_comm *comms[N];
+  assert_int_equal(gcomp_comm_init_local(N, NULL, cfg, comms), GCOMP_OK);
+  gcomp_config_destroy(cfg);
+  keyed_job jobs[N];
+  pthread_t th[N];
+  size_t kept = (size_t)KSTEPS * TENSORS * COUNT;
+  for (int r = 0; r < N; r++) {
+    jobs[r] = (keyed_job){.comm = comms[r], .spec = spec, .out = calloc(kept, sizeof(float))};
+    assert_int_equal(pthread_create(&th[r], NULL, keyed_rank, &jobs[r]), 0);
+  }
+  for (int r = 0; r < N; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < N; r++) {
+    if (jobs[r].status != GCOMP_OK) fail_msg("rank %d: %s", r, jobs[r].error);
+    assert_memory_equal(jobs[r].out, jobs[0].out, kept * sizeof(float));
+    assert_int_equal(jobs[r].guard.checks, jobs[0].guard.checks);
+    assert_int_equal(jobs[r].guard.fallbacks, jobs[0].guard.fallbacks);
+    assert_int_equal(jobs[r].guard.backoff_calls, jobs[0].guard.backoff_calls);
+    gcomp_comm_destroy(comms[r]);
+  }
+  *g = jobs[0].guard;
+  for (int r = 1; r < N; r++) free(jobs[r].out);
+  return jobs[0].out;
+}
+
+static void test_keys_differ_between_ranks(void **state) {
+  (void)state;
+  gcomp_guard_stats g;
+  /* top-k 0.1% without EF, every=3,backoff=2 over the calls of one size (14 of them): check
+   * (fall back), 2 uncompressed, check, ...: calls 0, 3, 6, 9, 12 checked, the rest in
+   * backoff, every result exact */
+  float *out = run_keyed("every=3,backoff=2", "topk:ratio=0.001", "sparse", &g);
+  assert_int_equal(g.checks, 5);
+  assert_int_equal(g.fallbacks, 5);
+  assert_int_equal(g.backoff_calls, KSTEPS * TENSORS - 5);
+  for (int c = 0; c < KSTEPS * TENSORS; c++)
+    if (!is_exact(out, c, 0)) fail_msg("call %d: not the exact sum", c);
+  free(out);
+  /* bf16 under the default budget, every=4: calls 0, 4, 8, 12 checked, none falls back */
+  out = run_keyed("every=4", "bf16", "direct", &g);
+  assert_int_equal(g.checks, 4);
+  assert_int_equal(g.fallbacks, 0);
+  free(out);
+  /* top-k 1% + EF, every=5,backoff=0: the running sums cover the calls of the size on every
+   * rank alike; calls 4 and 9 compare them (a fallback starts them again: 5 calls later) */
+  out = run_keyed("every=5,backoff=0", "topk:ratio=0.01+ef", "sparse", &g);
+  assert_int_equal(g.checks, 2);
+  free(out);
+}
+
 /* ---- GCOMP_STATS ---------------------------------------------------------------------- */
 static void test_stats_file(void **state) {
   (void)state;
@@ -294,6 +402,7 @@ int main(void) {
       cmocka_unit_test(test_topk_every_call_exact),
       cmocka_unit_test(test_bf16_never_falls_back),
       cmocka_unit_test(test_topk_ef_running_sum),
+      cmocka_unit_test(test_keys_differ_between_ranks),
       cmocka_unit_test(test_stats_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
