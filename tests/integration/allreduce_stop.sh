@@ -8,6 +8,8 @@
 # NODES=2 puts two ranks on each of two emulated nodes (tcp;ofi_rxm between them).
 # Slack: 3000 ms over the timeout, for 2 oversubscribed cores (as allreduce_fail.sh) and
 # the failure exchange (250 ms a rank, more for a rank that fails after another exits).
+# The bound holds on the ranks' clocks (from their failing call) and on the script's (from
+# the victim's "stopping" to each survivor's error and exit lines: blame.sh arrival_check).
 set -u
 run=$1 prog=$2 nodes=${3:-2} n=4 victim=2
 # COLL (collectives_check): the collective the job runs; the check names its lines after itself
@@ -15,17 +17,23 @@ coll=${4:-} name=$(basename "$prog")
 for v in $(compgen -e | grep '^GCOMP_'); do unset "$v"; done
 export GCOMP_TIMEOUT_MS=3000
 slack=3000
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+. "$(dirname "$0")/blame.sh"
+stamped=$(mktemp) out=$(mktemp)
+trap 'rm -f "$stamped" "$out"' EXIT
+# the job's lines, stamped as they come (the job runs in the background: its output goes
+# through a descriptor of this shell, closed once it ended, so that stamp ends too)
+exec {to_stamp}> >(stamp >"$stamped")
+stamper=$!
 # a long grace: gcomp-run must not SIGTERM the stopped rank before the test continues it
-"$run" -n $n --nodes $nodes --netns off --grace 60000 --tag-output -- "$prog" stop $victim $coll >"$out" 2>&1 &
+"$run" -n $n --nodes $nodes --netns off --grace 60000 --tag-output -- "$prog" stop $victim $coll \
+  >&$to_stamp 2>&1 {to_stamp}>&- &
 job=$!
 fails=0
 deadline=$(( $(date +%s) + 60 ))
-survivors() { grep -c "^\[[0-9]*\] $name: rank [0-9]*: error after" "$out"; }
+survivors() { grep -c "^[0-9]* \[[0-9]*\] $name: rank [0-9]*: error after" "$stamped"; }
 # wait for the victim to stop and every other rank to report its error
 until [ "$(survivors)" -ge $((n - 1)) ] || [ "$(date +%s)" -ge $deadline ]; do sleep 0.2; done
-vpid=$(sed -n "s/^\[$victim\] $name: rank $victim: stopping (pid \([0-9]*\)).*/\1/p" "$out")
+vpid=$(sed -n "s/^[0-9]* \[$victim\] $name: rank $victim: stopping (pid \([0-9]*\)).*/\1/p" "$stamped")
 if [ -z "$vpid" ]; then
   echo "FAIL: rank $victim never stopped"; fails=1
 else
@@ -41,6 +49,9 @@ if kill -0 $job 2>/dev/null; then
 fi
 wait $job
 rc=$?
+exec {to_stamp}>&-
+for _ in $(seq 100); do kill -0 "$stamper" 2>/dev/null || break; sleep 0.05; done
+unstamp "$stamped" >"$out"
 cat "$out"
 [ $rc = 3 ] || { echo "FAIL: gcomp-run returned $rc, expected 3 (a rank's error exit)"; fails=1; }
 for r in $(seq 0 $((n - 1))); do
@@ -57,8 +68,9 @@ for r in $(seq 0 $((n - 1))); do
 done
 # every survivor's error names the victim, also the one stuck behind another survivor
 # (over 2 nodes hier's ring neighbour waits on the victim's node-mate)
-. "$(dirname "$0")/blame.sh"
 blame_check "$out" $n $victim "error after" || fails=1
+arrival_check "$stamped" $n $victim "\[$victim\] $name: rank $victim: stopping" \
+  $((GCOMP_TIMEOUT_MS + slack)) "$name" || fails=1
 # a failed communicator is destroyed within 1 s (gcomp.h), on 2 oversubscribed cores
 destroy_check "$out" 1000 "$name" || fails=1
 rline=$(grep "^\[$victim\] $name: rank $victim: resumed: error after" "$out")

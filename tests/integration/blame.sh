@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by the fault tests: does every survivor's error name the victim?
+# Sourced by the fault tests: does every survivor's error name the victim, and does it come in time?
 #   blame_check OUT N VICTIM SELFTAG
 # OUT holds gcomp-run --tag-output lines; rank r's error is its line matching
 # "[r] ... rank r: <SELFTAG>". A rank's error names the peer it waited on ("receive from
@@ -36,5 +36,38 @@ destroy_check() {
       { echo "FAIL: rank $r took $ms ms to destroy its failed communicator (1 s promised)"; bad=$((bad + 1)); }
   done < <(sed -n "s/^\[\([0-9]*\)\] $who: rank [0-9]*: destroyed after the failure in \([0-9]*\) ms\$/\1 \2/p" "$out")
   [ $seen -gt 0 ] || { echo "FAIL: no rank reported destroying its failed communicator"; bad=1; }
+  return $bad
+}
+# The job's lines as they reach the script, each prefixed with the script's clock in ms:
+#   "$run" ... 2>&1 | stamp >"$stamped"
+# The bounds below are taken from outside the ranks: a rank's own "error after" starts at
+# its failing call, so time it lost in calls before that (or after, in destroy) would not show.
+stamp() {
+  local line
+  while IFS= read -r line; do printf '%s %s\n' "$(( ${EPOCHREALTIME/./} / 1000 ))" "$line"; done
+}
+unstamp() { cut -d' ' -f2- "$1"; }
+# Does every survivor's error, and its exit, reach the script within BOUND_MS of the fault?
+#   arrival_check STAMPED N VICTIM EVENT BOUND_MS [CHECK_NAME]
+# EVENT: an extended regex of the line that marks the fault (gcomp-run's report of the
+# victim's death, or the victim's "stopping"); rank r's error is its "rank r: error after"
+# line and its exit the line its check prints last ("destroyed after the failure"), which
+# gcomp.h lets come up to 1 s later. Prints each survivor's two figures; returns the number
+# of survivors over (or with a line missing).
+arrival_check() {
+  local stamped=$1 n=$2 victim=$3 event=$4 bound=$5 who=${6:-allreduce_check} bad=0 t0 te tx r
+  t0=$(grep -m1 -E "^[0-9]+ $event" "$stamped" | cut -d' ' -f1)
+  [ -n "$t0" ] || { echo "FAIL: no line marks the fault (/$event/)"; return 1; }
+  for r in $(seq 0 $((n - 1))); do
+    [ "$r" = "$victim" ] && continue
+    te=$(grep -m1 "^[0-9]* \[$r\] $who: rank $r: error after" "$stamped" | cut -d' ' -f1)
+    tx=$(grep -m1 "^[0-9]* \[$r\] $who: rank $r: destroyed after the failure" "$stamped" | cut -d' ' -f1)
+    if [ -z "$te" ] || [ -z "$tx" ]; then
+      echo "FAIL: rank $r: no error or no exit line reached the script"; bad=$((bad + 1)); continue
+    fi
+    echo "rank $r: error $((te - t0)) ms, exit $((tx - t0)) ms after the fault (script's clock)"
+    [ $((te - t0)) -le "$bound" ] && [ $((tx - t0)) -le $((bound + 1000)) ] ||
+      { echo "FAIL: rank $r: over $bound ms (exit: $((bound + 1000)) ms)"; bad=$((bad + 1)); }
+  done
   return $bad
 }
