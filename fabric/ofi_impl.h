@@ -2,7 +2,8 @@
  *   ofi.c        creation: who is where, fabric addresses, the ping; the ops table
  *   ofi_ep.c     endpoints: provider choice, attributes, opening and closing
  *   ofi_req.c    the request pool and request state
- *   ofi_proto.c  the protocol: headers, credits, grants, software matching (wire format there)
+ *   ofi_proto.c  the protocol: headers, credits, grants, software matching (wire format
+ *                there); its parts: ofi_flow.c, ofi_match.c (what they share: ofi_proto.h)
  *   ofi_cq.c     completions: reading the completion queues, progress
  *   ofi_live.c   test, cancel, timeouts and peer liveness
  *   ofi_close.c  teardown (collective goodbyes)
