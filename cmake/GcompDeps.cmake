@@ -19,7 +19,14 @@ function(gcomp_require_pc var module debian_pkg)
   set(GCOMP_PC_REQUIRES "${GCOMP_PC_REQUIRES} ${module}" PARENT_SCOPE)
 endfunction()
 
-gcomp_require_pc(FABRIC libfabric libfabric-dev)
+# libfabric: its headers at build time; the library itself is loaded when the first
+# communicator needs it (fabric/fi_lazy.h), so it is not on gcomp's link line
+pkg_check_modules(FABRIC QUIET libfabric)
+if(NOT FABRIC_FOUND)
+  message(FATAL_ERROR "libfabric not found through pkg-config: "
+    "apt-get install libfabric-dev (or run scripts/setup)")
+endif()
+message(STATUS "gcomp: libfabric ${FABRIC_VERSION} (loaded at run time)")
 gcomp_require_pc(ZSTD libzstd libzstd-dev)
 gcomp_require_pc(ISAL libisal libisal-dev)
 

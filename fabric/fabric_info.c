@@ -5,6 +5,7 @@
 
 #include <rdma/fabric.h>
 
+#include "fi_lazy.h"
 #include "gcomp_common.h"
 
 static char version_text[32];

@@ -18,6 +18,8 @@
 
 #include <rdma/fabric.h>
 
+#include "fi_lazy.h"   /* after the <rdma/...> headers: see there */
+
 #include "gcomp_common.h"
 #include "transport.h"
 
