@@ -56,9 +56,14 @@ endif()
 
 # The command line as CI uses it: exit statuses, messages, tolerance files, reports; in the
 # sanitizer tree too, where its error paths and the noise floor's run under ASan+UBSan and
-# LeakSanitizer (about 35 s there).
+# LeakSanitizer, less its two longest runs (about 60 s there on a quiet machine).
+if(GCOMP_SANITIZE)
+  set(GCOMP_CV_CLI_MODE sanitize)
+else()
+  set(GCOMP_CV_CLI_MODE full)
+endif()
 add_test(NAME convergence.cli COMMAND ${CMAKE_CURRENT_LIST_DIR}/converge_cli.sh
-         $<TARGET_FILE:gcomp-converge> ${CMAKE_BINARY_DIR}/convergence-cli)
+         $<TARGET_FILE:gcomp-converge> ${CMAKE_BINARY_DIR}/convergence-cli ${GCOMP_CV_CLI_MODE})
 set_tests_properties(convergence.cli PROPERTIES LABELS convergence TIMEOUT 300)
 
 # gcomp-converge run and compare on a stand-in training program (a shell script logging

@@ -86,12 +86,12 @@ grep -q "^# 1\. straggler: rank 2 (node 0) typically arrives [0-9.]* ms after th
   fail "straggler: text: $(grep '^# 1' "$dir/straggler.txt")"
 
 # a profiling run shorter than one skew window: the step split alone names the rank
-GCOMP_SKEW_WINDOW=256 job early -n 4 -- --steps 30 --compute-ms 30 --slow-rank 2 --slow-factor 1.5 $big
+GCOMP_SKEW_WINDOW=256 job early -n 4 -- --steps 30 --compute-ms 60 --slow-rank 2 --slow-factor 1.5 $big
 expect early 'set(f) == {"straggler"} and f["straggler"]["rank"] == 2 and f["straggler"]["evidence"]["from"] == "step_split"' "no straggler named rank 2 from the step split"
 expect early '1.3 < f["straggler"]["evidence"]["compute_ratio"] < 2.5 and f["straggler"]["cost_s"] > 0.1' "compute ratio not ~1.5"
 grep -q "^# 1\. straggler: rank 2 (node 0) computes [0-9.]* s outside gcomp, [0-9.]*x the others' median" "$dir/early.txt" ||
   fail "early: text: $(grep '^# 1' "$dir/early.txt")"
-GCOMP_SKEW_WINDOW=256 job early-clean -n 4 -- --steps 30 --compute-ms 30 $big
+GCOMP_SKEW_WINDOW=256 job early-clean -n 4 -- --steps 30 --compute-ms 60 $big
 expect early-clean 'd["findings"] == []' "a clean short run has findings"
 
 job late -n 4 --nodes 2 -- --steps 40 --compute-ms 10 --sleep-once 1:20:3 $big
