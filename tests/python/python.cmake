@@ -41,8 +41,11 @@ add_test(NAME python.backend COMMAND ${py_run} -n 3 --nodes 2 -- ${py} ${py_dir}
 add_test(NAME python.backend_train
   COMMAND ${py_run} -n 2 --nodes 2 -- ${py} ${py_dir}/backend_train.py)
 add_test(NAME python.backend_fail_kill COMMAND bash ${py_dir}/fail_check.sh ${py_run} ${py} kill)
+# env://, tcp:// and file:// in turn in the same two processes
+add_test(NAME python.backend_init COMMAND ${py_run} -n 2 -- ${py} ${py_dir}/init_check.py
+         ${CMAKE_BINARY_DIR})
 set_tests_properties(python.package python.ddp python.fail_kill python.fail_stall python.resume
-  python.backend python.backend_train python.backend_fail_kill
+  python.backend python.backend_train python.backend_fail_kill python.backend_init
   PROPERTIES LABELS python TIMEOUT 300 ENVIRONMENT "${py_env}")
 set_property(TEST python.backend_fail_kill APPEND PROPERTY ENVIRONMENT FAIL_CHECK_BACKEND=gcomp)
 set_property(TEST python.ddp APPEND PROPERTY ENVIRONMENT
