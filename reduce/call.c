@@ -138,10 +138,11 @@ static int plan(gcomp_comm *comm, gcomp_call *call) {
   if (forced && call->algo != forced)
     GCOMP_INFO(GCOMP_SUB_TUNING, "GCOMP_ALGO=%s cannot serve this placement; using %s",
                forced->name, call->algo->name);
-  /* GCOMP_INTRA_CODEC inside the nodes of a hierarchical call, under the same rules as any
-   * codec (fp32 sums of at least GCOMP_CODEC_MIN_BYTES) */
+  /* GCOMP_INTRA_CODEC inside the nodes of a hierarchical allreduce or reduce_scatter, under
+   * the same rules as any codec (fp32 sums of at least GCOMP_CODEC_MIN_BYTES) */
   gcomp_codec *intra = comm->agreed.intra_codec;
-  if (intra && !call->uncompressed && !strncmp(call->algo->name, "hier", 4) &&
+  int level = call->kind == GCOMP_COLL_ALLREDUCE || call->kind == GCOMP_COLL_REDUCE_SCATTER;
+  if (intra && level && !call->uncompressed && strstr(call->algo->name, "hier") &&
       codec_applies(comm, call, in->bytes)) {
     int st = gcomp_codec_plan(comm, intra, &call->intra_ci);
     if (st < 0) return gcomp_comm_mark_broken(comm, st);

@@ -3,7 +3,7 @@
  * whole working vector, block r being rank r's (the gcomp_chunk partition over the ranks,
  * which is exactly size blocks of the caller's count), and is priced from the cost
  * primitives of cost.c. */
-#include "coll.h"
+#include "coll_hier.h"
 
 static gcomp_group world_group(const gcomp_coll *c) {
   return (gcomp_group){c->world, c->t->size, c->t->rank};
@@ -53,12 +53,16 @@ static double rs_shm_cost(const gcomp_plan_in *in) { return half_shm(in); }
  * exchange keeps them in the call until the rank that found a corrupt frame (and left
  * without joining it) stops them, by its notice (abort.h) or their timeout and the failure
  * exchange, so that every rank fails the call, as allreduce's allgather half makes them. */
+int gcomp_rs_settle(gcomp_coll *c) {
+  gcomp_group g = world_group(c);
+  float sound = 0;
+  return g.n > 1 ? gcomp_rd_allreduce(c, &g, (uint8_t *)&sound, 1, 1) : GCOMP_OK;
+}
 static int rs_direct_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   gcomp_group g = world_group(c);
   gcomp_coll_inplace(c, buf, count);
   GCOMP_CHECK(gcomp_direct_reduce_scatter(c, &g, (float *)(void *)buf, count, 0, 0, c->codec));
-  float sound = 0;
-  return g.n > 1 ? gcomp_rd_allreduce(c, &g, (uint8_t *)&sound, 1, 1) : GCOMP_OK;
+  return gcomp_rs_settle(c);
 }
 static double rs_direct_cost(const gcomp_plan_in *in) { return half_direct(in, in->gamma_spb); }
 

@@ -22,6 +22,21 @@ gcomp_cc_test(integration.collectives.tcp.2 2 2 auto dense)
 gcomp_cc_test(integration.collectives.tcp.uneven-5 5 2 broadcast=scatter dense)
 gcomp_cc_test(integration.collectives.shm.codecs 4 1 reduce_scatter=direct,allgather=direct codecs)
 gcomp_cc_test(integration.collectives.tcp.codecs 4 2 reduce_scatter=direct,allgather=direct codecs)
+# hierarchical reduce_scatter and allgather, each check naming the algorithm every call
+# must have run: 2 + 2 ranks (the node's shared segment; blocks reordered by local index),
+# 2 + 1 under --map-by node (sub-nodes of one rank, blocks reordered), compressed (quant
+# fed by the node's segment rounds, bf16 re-encoding the stored node sum), and
+# GCOMP_INTRA_CODEC inside the nodes (round-robin placement: blocks in place)
+gcomp_cc_test(integration.collectives.tcp.2x2-hier 4 2 reduce_scatter=hier,allgather=ring dense
+  reduce_scatter:hier allgather:ring)
+gcomp_cc_test(integration.collectives.tcp.uneven-3-hier 3 "2;--map-by;node"
+  reduce_scatter=hier,allgather=ring dense reduce_scatter:hier allgather:ring)
+gcomp_cc_test(integration.collectives.tcp.hier-codecs 4 2 reduce_scatter=hier-direct,allgather=direct codecs
+  reduce_scatter:hier-direct allgather:direct)
+gcomp_cc_test(integration.collectives.tcp.hier-intra-codec 4 "2;--map-by;node"
+  reduce_scatter=hier,allgather=ring dense reduce_scatter:hier allgather:ring intra)
+set_tests_properties(integration.collectives.tcp.hier-intra-codec PROPERTIES ENVIRONMENT
+  "GCOMP_TIMEOUT_MS=30000;GCOMP_ALGO=reduce_scatter=hier,allgather=ring;GCOMP_CODEC_MIN_BYTES=0;GCOMP_INTRA_CODEC=bf16")
 
 # a rank killed (SIGKILL) or stopped (SIGSTOP) during a run of one collective: every other
 # rank fails within GCOMP_TIMEOUT_MS naming it (the allreduce scripts, given the collective)
@@ -46,6 +61,12 @@ foreach(coll reduce_scatter allgather)
   set_tests_properties(integration.collectives.corrupt.${coll} PROPERTIES TIMEOUT 60 ENVIRONMENT
     "GCOMP_TIMEOUT_MS=5000;GCOMP_ALGO=reduce_scatter=direct,allgather=direct;GCOMP_CODEC_MIN_BYTES=0;GCOMP_FAULT=corrupt:rank=1,call=3")
 endforeach()
+# hierarchical: the culprit's frame reaches one rank of the other node; its node's ranks
+# and the culprit's must fail alike
+gcomp_cc_test(integration.collectives.corrupt.hier-reduce_scatter 4 2 direct corrupt 3 1 quant
+  reduce_scatter reduce_scatter:hier-direct)
+set_tests_properties(integration.collectives.corrupt.hier-reduce_scatter PROPERTIES TIMEOUT 60 ENVIRONMENT
+  "GCOMP_TIMEOUT_MS=5000;GCOMP_ALGO=reduce_scatter=hier-direct;GCOMP_CODEC_MIN_BYTES=0;GCOMP_FAULT=corrupt:rank=1,call=3")
 
 # gcomp-bench's tables of the four timed collectives run and end well (figures not checked)
 foreach(coll reduce_scatter allgather broadcast alltoall)

@@ -1,16 +1,23 @@
 /* Multi-process check of reduce_scatter, allgather, broadcast, barrier and alltoall,
  * started by gcomp-run over real providers.
- *   collectives_check dense        every collective x dtype x op x awkward count, in place
- *                                  and not, bitwise against a serial reference
- *   collectives_check codecs       compressed reduce_scatter and allgather: within the
+ *   collectives_check dense [RS AG [intra]]
+ *                                  every collective x dtype x op x awkward count, in place
+ *                                  and not, bitwise against a serial reference; intra:
+ *                                  every fp32 sum's reduce_scatter must have encoded
+ *                                  (GCOMP_INTRA_CODEC inside the nodes)
+ *   collectives_check codecs [RS AG] compressed reduce_scatter and allgather: within the
  *                                  codec's bound, allgather the same bits on every rank
+ *                                  RS, AG: the algorithms every reduce_scatter and allgather
+ *                                  must have run (a forced one the planner fell back from
+ *                                  fails the check)
  *   collectives_check kill VICTIM COLL / stop VICTIM COLL
  *                                  VICTIM SIGKILLs / SIGSTOPs itself during a run of COLL
  *                                  calls; the others must fail in time (the scripts check)
- *   collectives_check corrupt CALL CULPRIT SPEC COLL [late]
+ *   collectives_check corrupt CALL CULPRIT SPEC COLL [late|ALGO]
  *                                  with GCOMP_FAULT=corrupt:rank=CULPRIT,call=CALL: call CALL
  *                                  (COLL: reduce_scatter or allgather with codec SPEC) fails
- *                                  on every rank with GCOMP_ERR_CORRUPT naming CULPRIT
+ *                                  on every rank with GCOMP_ERR_CORRUPT naming CULPRIT;
+ *                                  ALGO: the algorithm the calls before it must have run
  * Prints "collectives_check: rank R: ..." lines; exit 0 when every check passed, 3 after
  * an expected error. Only gcomp.h. */
 #include <math.h>
@@ -77,6 +84,19 @@ static double reduced(gcomp_dtype d, int op, size_t i, int salt) {
 }
 
 static int bad_;
+static const char *want_rs_, *want_ag_;
+static int want_intra_;   /* GCOMP_INTRA_CODEC must have encoded inside the nodes */
+
+/* The call just made ran the algorithm the test forced (when it names one; a call of no
+ * elements runs none) */
+static void ran(const gcomp_comm *comm, const char *what, const char *want, size_t count) {
+  const char *got = gcomp_comm_last_algo(comm);
+  if (want && count && (!got || strcmp(got, want))) {
+    printf("collectives_check: rank %d: FAILED %s: ran %s, not %s\n", rank_, what,
+           got ? got : "nothing", want);
+    bad_++;
+  }
+}
 static void verdict(const char *what, int st, const void *got, const void *want, size_t bytes) {
   if (st) {
     printf("collectives_check: rank %d: FAILED %s: %s: %s\n", rank_, what, gcomp_strerror(st),
@@ -106,7 +126,18 @@ static int dense(gcomp_comm *comm) {
         for (size_t i = 0; i < k; i++) put(d, w, i, reduced(d, op, (size_t)rank_ * k + i, salt));
         void *out = ip ? a + (size_t)rank_ * k * es : b;
         snprintf(what, sizeof what, "reduce_scatter dtype %d op %d count %zu inplace %d", d, op, k, ip);
+        gcomp_comm_stats before = {.struct_size = sizeof before}, after = before;
+        gcomp_comm_get_stats(comm, &before);
         verdict(what, gcomp_reduce_scatter(comm, a, out, k, d, (gcomp_op)op, NULL, 0), out, w, k * es);
+        ran(comm, what, want_rs_, k);
+        gcomp_comm_get_stats(comm, &after);
+        /* fp32 sums cross the node through the intra codec (bf16 holds these small
+         * integers and their node sums exactly: the result stays bitwise) */
+        int coded = d == GCOMP_FLOAT32 && (op == GCOMP_SUM || op == GCOMP_AVG) && k;
+        if (want_intra_ && coded && !(after.encode_s > before.encode_s)) {
+          printf("collectives_check: rank %d: FAILED %s: GCOMP_INTRA_CODEC encoded nothing\n", rank_, what);
+          bad_++;
+        }
       }
       for (int ip = 0; ip < 2; ip++) {
         salt++;
@@ -116,6 +147,7 @@ static int dense(gcomp_comm *comm) {
         for (size_t i = 0; i < k; i++) put(d, mine, i, input(0, rank_, (size_t)rank_ * k + i, salt));
         snprintf(what, sizeof what, "allgather dtype %d count %zu inplace %d", d, k, ip);
         verdict(what, gcomp_allgather(comm, mine, b, k, d, NULL, 0), b, w, all * es);
+        ran(comm, what, want_ag_, k);
       }
       for (int root = 0; root < size_; root += size_ > 2 ? size_ - 1 : 1) {
         salt++;
@@ -178,7 +210,9 @@ static int codecs(gcomp_comm *comm) {
       bad_++;
     }
     const char *rs_algo = gcomp_comm_last_algo(comm);
+    ran(comm, "compressed reduce_scatter", want_rs_, k);
     st = gcomp_allgather(comm, in + (size_t)rank_ * k, out, k, GCOMP_FLOAT32, codec, 8);
+    ran(comm, "compressed allgather", want_ag_, k);
     worst = 0;
     for (size_t i = 0; i < k * (size_t)size_ && !st; i++) worst = fmax(worst, fabs(out[i] - cval((int)(i / k), i)));
     /* every rank the same bits: compare digests through a MIN and MAX allreduce */
@@ -239,7 +273,7 @@ static int kill_run(gcomp_comm *comm, int victim, int sig, const char *coll) {
 }
 
 static int corrupt_run(gcomp_comm *comm, int bad, int culprit, const char *spec, const char *coll,
-                       int late, long timeout) {
+                       int late, const char *algo, long timeout) {
   size_t k = (1u << 16) + 3;
   float *a = malloc(sizeof(float) * k * (size_t)size_), *b = malloc(sizeof(float) * k * (size_t)size_);
   gcomp_codec *codec = NULL;
@@ -258,6 +292,10 @@ static int corrupt_run(gcomp_comm *comm, int bad, int culprit, const char *spec,
     if (call < bad && st) {
       printf("collectives_check: rank %d: FAILED call %d before the fault: %s\n", rank_, call, e);
       rc = 1;
+    } else if (call < bad && algo) {
+      bad_ = 0;
+      ran(comm, "call before the fault", algo, k);
+      rc = bad_ > 0;
     } else if (call == bad) {
       printf("collectives_check: rank %d: corrupt call %d: %s after %llu ms: %s\n", rank_, call,
              gcomp_strerror(st), ms, e);
@@ -281,8 +319,8 @@ static int corrupt_run(gcomp_comm *comm, int bad, int culprit, const char *spec,
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
-    fprintf(stderr, "usage: collectives_check dense|codecs|kill VICTIM COLL|stop VICTIM COLL|"
-                    "corrupt CALL CULPRIT SPEC COLL [late]\n");
+    fprintf(stderr, "usage: collectives_check dense|codecs [RS AG]|kill VICTIM COLL|stop VICTIM COLL|"
+                    "corrupt CALL CULPRIT SPEC COLL [late|ALGO]\n");
     return 2;
   }
   gcomp_comm *comm;
@@ -294,13 +332,17 @@ int main(int argc, char **argv) {
   rank_ = gcomp_comm_rank(comm), size_ = gcomp_comm_size(comm);
   const char *tmo = getenv("GCOMP_TIMEOUT_MS");
   int rc = 2;
+  if ((!strcmp(argv[1], "dense") || !strcmp(argv[1], "codecs")) && argc > 3)
+    want_rs_ = argv[2], want_ag_ = argv[3];
+  want_intra_ = !strcmp(argv[1], "dense") && argc > 4 && !strcmp(argv[4], "intra");
   if (!strcmp(argv[1], "dense")) rc = dense(comm);
   else if (!strcmp(argv[1], "codecs")) rc = codecs(comm);
   else if (!strcmp(argv[1], "kill") && argc > 3) rc = kill_run(comm, atoi(argv[2]), SIGKILL, argv[3]);
   else if (!strcmp(argv[1], "stop") && argc > 3) rc = kill_run(comm, atoi(argv[2]), SIGSTOP, argv[3]);
   else if (!strcmp(argv[1], "corrupt") && argc > 5)
     rc = corrupt_run(comm, atoi(argv[2]), atoi(argv[3]), argv[4], argv[5],
-                     argc > 6 && !strcmp(argv[6], "late"), tmo ? atol(tmo) : 30000);
+                     argc > 6 && !strcmp(argv[6], "late"),
+                     argc > 6 && strcmp(argv[6], "late") ? argv[6] : NULL, tmo ? atol(tmo) : 30000);
   uint64_t t0 = now_ms();
   gcomp_comm_destroy(comm);
   if (rc == 3)

@@ -1,0 +1,146 @@
+/* Hierarchical reduce_scatter, as ZeRO++'s qgZ: the node sums first, in fp32, and only the
+ * node's sum crosses to the other nodes, where each block's owner sums the nodes' sums.
+ *
+ * The blocks are laid out by (index in the node, node) (coll_hier.h), so that
+ *  1. the node's reduce-scatter (its shared segment; else a ring, or GCOMP_INTRA_CODEC by
+ *     direct exchange, quantised once) leaves its i-th rank the node's fp32 sum of the
+ *     blocks of every node's i-th rank;
+ *  2. those ranks, one per node, reduce-scatter that piece among themselves: a ring in
+ *     fp32, or (hier-direct) the codec's direct exchange, each node's sum encoded once on
+ *     its way to the block's owner, who sums the decoded sums in fp32 with error feedback
+ *     per key and block.
+ * Each node sends (nodes - 1) / nodes of its sum, not the flat ring's (ranks - 1) / ranks of
+ * every rank's input: at 4 ranks on 2 nodes a third less over the nodes' links, and each
+ * value is quantised at most once per level. With a codec that encodes in parts and the
+ * node's segment, step 2's encoders are fed by step 1's rounds (gcomp_dx_feed_part, as
+ * hier-direct's pipeline does): the node's sum of a rank's piece is never stored. */
+#include <string.h>
+
+#include "coll_hier.h"
+
+/* error-feedback slots of the two levels, apart from every other algorithm's */
+#define SALT_NODE 0x210u
+#define SALT_CROSS 0x310u
+
+/* The input in pos[] order in buf: scattered from c->src, or moved in place */
+static int place_input(gcomp_coll *c, const gcomp_hier_blocks *h, uint8_t *buf, size_t block) {
+  if (h->identity) return GCOMP_OK;
+  if (!c->src) return gcomp_hier_blocks_move(c, h, buf, block, 1);
+  size_t bytes = block * c->esize;
+  for (int r = 0; r < h->g * h->nsub; r++)
+    memcpy(buf + (size_t)h->pos[r] * bytes, c->src + (size_t)r * bytes, bytes);
+  c->src = NULL;
+  return GCOMP_OK;
+}
+
+/* Step 1: the sub-node's sum of chunk h->idx (of count cut into g) into buf */
+static int node_sum(gcomp_coll *c, const gcomp_hier_blocks *h, uint8_t *buf, size_t count) {
+  gcomp_group in = {h->in, h->g, h->idx};
+  if (h->g == 1) {
+    gcomp_coll_inplace(c, buf, count);
+    return GCOMP_OK;
+  }
+  if (c->intra) {
+    gcomp_coll_inplace(c, buf, count);
+    return gcomp_direct_reduce_scatter(c, &in, (float *)(void *)buf, count, 0, SALT_NODE, c->intra);
+  }
+  if (c->shm && h->whole) {
+    int st = gcomp_shm_reduce_scatter(c, c->shm, buf, count);
+    c->src = NULL;
+    return st;
+  }
+  return gcomp_ring_reduce_scatter(c, &in, buf, count, 0);
+}
+
+/* Steps 1 and 2 at once: the node's rounds feed the encoders of the frames to the owners
+ * (same frames, same residuals as gcomp_direct_reduce_scatter of the stored sum) */
+static int fed(gcomp_coll *c, const gcomp_group *cross, uint8_t *buf, size_t count,
+               float *piece, size_t plen) {
+  gcomp_dx x;
+  int st = gcomp_dx_init(&x, cross, piece, plen, 2, 0, SALT_CROSS, c->codec, NULL);
+  if (st == GCOMP_OK) st = gcomp_coll_reserve(c, x.bytes);
+  x.mem = gcomp_coll_tmp(c);
+  if (st == GCOMP_OK) st = gcomp_dx_post_rs(c, &x);
+  if (st == GCOMP_OK) {
+    gcomp_coll sc = *c;
+    sc.drive = 1;   /* frames are in flight while the node's rounds wait */
+    gcomp_dx_feed f = {.c = c, .x = &x};
+    const uint8_t *in = c->src ? c->src : buf;
+    st = gcomp_shm_reduce_scatter_parts(&sc, c->shm, in, count, gcomp_dx_feed_part, &f);
+    if (st == GCOMP_OK) st = gcomp_dx_feed_end(&f);
+    c->src = NULL;
+  }
+  if (st == GCOMP_OK) st = gcomp_dx_reduce(c, &x);
+  return gcomp_dx_end(c, &x, st);
+}
+
+static int rs_hier_with(gcomp_coll *c, uint8_t *buf, size_t count, int compressed) {
+  const gcomp_transport *t = c->t;
+  size_t block = count / (size_t)t->size, es = c->esize;
+  gcomp_hier_blocks h;
+  GCOMP_CHECK(gcomp_hier_blocks_make(t, &h));
+  gcomp_group cross = {h.cross, h.nsub, h.sub};
+  size_t plen = (size_t)h.nsub * block;
+  uint8_t *piece = buf + (size_t)h.idx * plen * es;
+  uint64_t t0 = gcomp_now_ns(), t1 = t0;
+  int st = place_input(c, &h, buf, block), done = 0;
+  if (st == GCOMP_OK && compressed && c->shm && h.whole && h.g > 1 && !c->intra) {
+    gcomp_dx probe = {.rs_codec = c->codec};
+    done = gcomp_dx_feed_ok(c, &probe, h.g);
+    if (done) st = fed(c, &cross, buf, count, (float *)(void *)piece, plen);
+  }
+  if (st == GCOMP_OK && !done) {
+    st = node_sum(c, &h, buf, count);
+    t1 = gcomp_now_ns();
+    if (st == GCOMP_OK && compressed)
+      st = gcomp_direct_reduce_scatter(c, &cross, (float *)(void *)piece, plen, 2, SALT_CROSS,
+                                       c->codec);
+    else if (st == GCOMP_OK)
+      st = gcomp_ring_reduce_scatter(c, &cross, piece, plen, 2);
+  }
+  /* my block, the piece's block h.sub, to where the call reads it */
+  uint8_t *mine = piece + (size_t)h.sub * block * es, *want = buf + (size_t)t->rank * block * es;
+  if (st == GCOMP_OK && mine != want) memcpy(want, mine, block * es);
+  if (st == GCOMP_OK && (compressed || c->intra)) st = gcomp_rs_settle(c);
+  GCOMP_TRACE(GCOMP_SUB_REDUCE, "reduce_scatter:hier %zu B, %d sub-node(s) of %d, node %s: "
+              "%.2f ms, across and after %.2f ms", count * es, h.nsub, h.g,
+              done ? "fed to the encoders" : c->intra ? "by GCOMP_INTRA_CODEC" : "in fp32",
+              (double)(t1 - t0) * 1e-6, (double)(gcomp_now_ns() - t1) * 1e-6);
+  gcomp_hier_blocks_free(&h);
+  if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
+  return GCOMP_OK;
+}
+
+static int rs_hier_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+  return rs_hier_with(c, buf, count, 0);
+}
+static int rs_hier_direct_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+  return rs_hier_with(c, buf, count, 1);
+}
+
+/* The node's reduce-scatter (a ring's half over g ranks) and the piece's across the
+ * sub-nodes, whose g ranks a node holds send over its link at once. */
+static double rs_hier_cost_with(const gcomp_plan_in *in, int compressed) {
+  if (in->nnodes < 2 || (compressed && in->ratio <= 0)) return -1;
+  int g = gcomp_hier_blocks_g(in), S = in->n / g;
+  int sharing = in->local > 0 ? in->local : in->local_max;
+  if (S > GCOMP_RING_MAX_RANKS || g > GCOMP_RING_MAX_RANKS) return -1;
+  double m = (double)in->bytes, part = m / g;
+  double node = (g - 1) * in->intra.alpha_s +
+                (double)(g - 1) / g * m * (in->intra.beta_spb + in->gamma_spb);
+  double wire = compressed ? in->ratio : 1;
+  double cross = (S - 1) * in->inter.alpha_s +
+                 (double)(S - 1) / S * part *
+                     (wire * in->inter.beta_spb * (sharing > 1 ? sharing : 1) + in->gamma_spb);
+  return node + cross + (compressed ? part * in->codec_spb : 0);
+}
+static double rs_hier_cost(const gcomp_plan_in *in) { return rs_hier_cost_with(in, 0); }
+static double rs_hier_direct_cost(const gcomp_plan_in *in) { return rs_hier_cost_with(in, 1); }
+
+const gcomp_algo gcomp_algo_rs_hier = {
+    "reduce_scatter:hier", "nodes: fp32 sum in the node, its blocks reduce-scattered across nodes",
+    rs_hier_run, rs_hier_cost, 0, GCOMP_COLL_REDUCE_SCATTER};
+const gcomp_algo gcomp_algo_rs_hier_direct = {
+    "reduce_scatter:hier-direct",
+    "nodes: fp32 sum in the node, encoded once to each block's owner on the other nodes (qgZ)",
+    rs_hier_direct_run, rs_hier_direct_cost, 1, GCOMP_COLL_REDUCE_SCATTER};
