@@ -27,16 +27,16 @@ gcomp_cc_test(integration.collectives.tcp.codecs 4 2 reduce_scatter=direct,allga
 # 2 + 1 under --map-by node (sub-nodes of one rank, blocks reordered), compressed (quant
 # fed by the node's segment rounds, bf16 re-encoding the stored node sum), and
 # GCOMP_INTRA_CODEC inside the nodes (round-robin placement: blocks in place)
-gcomp_cc_test(integration.collectives.tcp.2x2-hier 4 2 reduce_scatter=hier,allgather=ring dense
-  reduce_scatter:hier allgather:ring)
+gcomp_cc_test(integration.collectives.tcp.2x2-hier 4 2 reduce_scatter=hier,allgather=hier dense
+  reduce_scatter:hier allgather:hier)
 gcomp_cc_test(integration.collectives.tcp.uneven-3-hier 3 "2;--map-by;node"
-  reduce_scatter=hier,allgather=ring dense reduce_scatter:hier allgather:ring)
-gcomp_cc_test(integration.collectives.tcp.hier-codecs 4 2 reduce_scatter=hier-direct,allgather=direct codecs
-  reduce_scatter:hier-direct allgather:direct)
+  reduce_scatter=hier,allgather=hier dense reduce_scatter:hier allgather:hier)
+gcomp_cc_test(integration.collectives.tcp.hier-codecs 4 2 reduce_scatter=hier-direct,allgather=hier-direct codecs
+  reduce_scatter:hier-direct allgather:hier-direct)
 gcomp_cc_test(integration.collectives.tcp.hier-intra-codec 4 "2;--map-by;node"
-  reduce_scatter=hier,allgather=ring dense reduce_scatter:hier allgather:ring intra)
+  reduce_scatter=hier,allgather=hier dense reduce_scatter:hier allgather:hier intra)
 set_tests_properties(integration.collectives.tcp.hier-intra-codec PROPERTIES ENVIRONMENT
-  "GCOMP_TIMEOUT_MS=30000;GCOMP_ALGO=reduce_scatter=hier,allgather=ring;GCOMP_CODEC_MIN_BYTES=0;GCOMP_INTRA_CODEC=bf16")
+  "GCOMP_TIMEOUT_MS=30000;GCOMP_ALGO=reduce_scatter=hier,allgather=hier;GCOMP_CODEC_MIN_BYTES=0;GCOMP_INTRA_CODEC=bf16")
 
 # a rank killed (SIGKILL) or stopped (SIGSTOP) during a run of one collective: every other
 # rank fails within GCOMP_TIMEOUT_MS naming it (the allreduce scripts, given the collective)
@@ -63,10 +63,12 @@ foreach(coll reduce_scatter allgather)
 endforeach()
 # hierarchical: the culprit's frame reaches one rank of the other node; its node's ranks
 # and the culprit's must fail alike
-gcomp_cc_test(integration.collectives.corrupt.hier-reduce_scatter 4 2 direct corrupt 3 1 quant
-  reduce_scatter reduce_scatter:hier-direct)
-set_tests_properties(integration.collectives.corrupt.hier-reduce_scatter PROPERTIES TIMEOUT 60 ENVIRONMENT
-  "GCOMP_TIMEOUT_MS=5000;GCOMP_ALGO=reduce_scatter=hier-direct;GCOMP_CODEC_MIN_BYTES=0;GCOMP_FAULT=corrupt:rank=1,call=3")
+foreach(coll reduce_scatter allgather)
+  gcomp_cc_test(integration.collectives.corrupt.hier-${coll} 4 2 direct corrupt 3 1 quant ${coll}
+    ${coll}:hier-direct)
+  set_tests_properties(integration.collectives.corrupt.hier-${coll} PROPERTIES TIMEOUT 60 ENVIRONMENT
+    "GCOMP_TIMEOUT_MS=5000;GCOMP_ALGO=reduce_scatter=hier-direct,allgather=hier-direct;GCOMP_CODEC_MIN_BYTES=0;GCOMP_FAULT=corrupt:rank=1,call=3")
+endforeach()
 
 # gcomp-bench's tables of the four timed collectives run and end well (figures not checked)
 foreach(coll reduce_scatter allgather broadcast alltoall)

@@ -273,7 +273,7 @@ static void test_two_nodes(void **state) {
   /* hierarchical over 4 + 2 ranks: sub-nodes of 2 (the greatest common divisor), two on
    * the first node, blocks reordered by (index in the sub-node, sub-node) and back */
   static const int four_two[] = {0, 0, 0, 0, 1, 1};
-  sweep_algo(6, four_two, "reduce_scatter=hier,allgather=ring", 1, "allgather:ring");
+  sweep_algo(6, four_two, "reduce_scatter=hier,allgather=hier", 1, "allgather:hier");
 }
 
 /* ---- splits ----------------------------------------------------------------------------- */
