@@ -66,12 +66,12 @@ class Sharded:
                 self.grad[at:at + n].copy_(p.grad.reshape(-1))
             at += n
         # the average of every rank's gradients, this rank's shard only
-        dist._reduce_scatter_base(self.g_shard, self.grad, op=dist.ReduceOp.AVG,
-                                  group=self.group)
+        dist.reduce_scatter_tensor(self.g_shard, self.grad, op=dist.ReduceOp.AVG,
+                                   group=self.group)
         mine = self.flat[self.lo:self.lo + self.shard]
         self.velocity.mul_(self.momentum).add_(self.g_shard)   # torch's SGD momentum
         new = mine - self.lr * self.velocity
-        dist._all_gather_base(self.flat, new, group=self.group)   # every rank's shard, exact
+        dist.all_gather_into_tensor(self.flat, new, group=self.group)   # every shard, exact
 
     def zero_grad(self):
         for p in self.params:
