@@ -162,7 +162,7 @@ static void give_up(int first, const char *why) {
     SHIM_WARN("rank %d: gcomp could not start: %s; GCOMP_SHIM_STRICT=1: "
               "aborting the job", first, why);
   else if (shim.rank == first)
-    SHIM_WARN("rank %d: gcomp could not start: %s; every MPI_Allreduce goes "
+    SHIM_WARN("rank %d: gcomp could not start: %s; every collective goes "
               "to MPI unchanged (GCOMP_SHIM_STRICT=1 aborts instead)", first, why);
   if (strict) PMPI_Abort(MPI_COMM_WORLD, 1);
 }
@@ -180,7 +180,7 @@ static void shim_start(int provided) {
   shim_route_start(route_mode());
   if (PMPI_Comm_dup(MPI_COMM_WORLD, &shim.world) != MPI_SUCCESS) {
     shim.world = MPI_COMM_NULL;
-    SHIM_WARN("MPI_Comm_dup(MPI_COMM_WORLD) failed; every MPI_Allreduce goes to "
+    SHIM_WARN("MPI_Comm_dup(MPI_COMM_WORLD) failed; every collective goes to "
               "MPI unchanged");
     return;
   }
@@ -219,14 +219,23 @@ static void shim_start(int provided) {
     SHIM_WARN("GCOMP_CODEC=%s applies between nodes and this job runs on one: "
               "it compresses nothing here (GCOMP_INTRA_CODEC is the codec inside a node)",
               setting("GCOMP_CODEC"));
-  SHIM_INFO("rank %d of %d: gcomp serves MPI_Allreduce and MPI_Iallreduce on MPI_COMM_WORLD "
-            "and the communicators made from it "
-            "(node '%s', %d node(s), codec %s, intra-node codec %s, a late rank is waited "
-            "for %s ms, route %s)%s", shim.rank, shim.size, node, gcomp_comm_nnodes(comm),
-            setting("GCOMP_CODEC"), setting("GCOMP_INTRA_CODEC"), setting("GCOMP_TIMEOUT_MS"),
-            route_mode() == SHIM_ROUTE_AUTO ? "auto: each size to the faster of gcomp and MPI"
-            : route_mode() == SHIM_ROUTE_MPI ? "mpi" : "gcomp",
-            shim.thread_multiple ? "; MPI_THREAD_MULTIPLE" : "");
+  /* once for the job: the members' settings are the same (mpirun passes one environment) */
+  if (shim.rank == 0)
+    SHIM_INFO("active on %d ranks: gcomp serves MPI_Allreduce, MPI_Reduce_scatter_block, "
+              "MPI_Reduce_scatter (equal counts), MPI_Allgather, MPI_Bcast, MPI_Barrier and "
+              "their non-blocking forms on MPI_COMM_WORLD and the communicators made from it "
+              "(%d node(s), codec %s, intra-node codec %s, a late rank is waited for %s ms)%s; "
+              "route %s", shim.size, gcomp_comm_nnodes(comm), setting("GCOMP_CODEC"),
+              setting("GCOMP_INTRA_CODEC"), setting("GCOMP_TIMEOUT_MS"),
+              shim.thread_multiple ? ", MPI_THREAD_MULTIPLE" : "",
+              route_mode() == SHIM_ROUTE_AUTO
+                  ? "auto: each of these collectives goes to MPI's own below its crossover, "
+                    "measured per communicator and size class (bytes in [2^k, 2^(k+1))) at "
+                    "the first calls of that size (each agreed route is logged, and the "
+                    "crossovers at MPI_Finalize)"
+              : route_mode() == SHIM_ROUTE_MPI ? "mpi: every call to MPI's own"
+                                               : "gcomp: every call gcomp can serve to gcomp");
+  SHIM_TRACE("rank %d of %d: node '%s'", shim.rank, shim.size, node);
 }
 
 SHIM_API int MPI_Init(int *argc, char ***argv) {
@@ -383,69 +392,56 @@ void shim_count_served(const shim_call *c, int nonblocking) {
                        __ATOMIC_RELAXED);
 }
 
-/* An MPI_Allreduce gcomp serves, as the shim's route decided it */
-typedef struct {
-  shim_call call;
-  int timed;   /* one of its size's first calls: timed, for shim_route_learn */
-  int via;     /* then the route it takes (SHIM_VIA_) */
-} served_call;
-
 void shim_count_fell(int kind, int nb, int count, int why) {
   SHIM_TRACE("%s of %d elements to MPI: %s", shim_kind_names[kind][nb], count,
              shim_fall_names[why]);
   __atomic_fetch_add(&shim_count.fell[why][kind][nb], 1, __ATOMIC_RELAXED);
 }
 
-/* Where call `fn` (nb: MPI_Iallreduce) goes: 1 to gcomp (*c filled), 0 to MPI (counted by
- * reason), 2 timed through either (c->via), -1 refused by the shim itself (*rc: the error,
- * reported). */
-static int admit(const char *fn, int nb, const void *sendbuf, void *recvbuf, int count,
-                 MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, served_call *c, int *rc) {
-  *rc = shim_null_buffer(fn, sendbuf, recvbuf, count, comm);
-  if (*rc != MPI_SUCCESS) return -1;
-  shim_call *k = &c->call;
-  *k = (shim_call){.kind = SHIM_ALLREDUCE, .dst = recvbuf, .count = (size_t)count};
-  int why = route(sendbuf, recvbuf, count, datatype, op, comm, &k->dt, &k->op, &k->sc);
-  /* gcomp could serve it: is it the faster here? (why stays -1 for gcomp) */
-  if (why < 0)
-    c->via = shim_route_pick(k->sc, call_bytes(count, k->dt), nb ? NULL : &c->timed, &why);
-  if (why >= 0 && !c->timed) {
-    shim_count_fell(SHIM_ALLREDUCE, nb, count, why);
-    return 0;
-  }
-  k->src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-  k->key = shim_tensor_key(recvbuf, (size_t)count, k->dt);
-  return c->timed ? 2 : 1;
-}
-
-/* One of a size's first calls: through the route shim_route_pick gave, timed */
-static int timed_call(const served_call *c, const void *sendbuf, void *recvbuf, int count,
-                      MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  int rc;
-  if (c->via == SHIM_VIA_MPI) {
-    rc = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-    shim_count_fell(SHIM_ALLREDUCE, 0, count, FALL_TIMING);
-  } else {
-    rc = shim_serve(&c->call, comm);
-  }
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  if (rc == MPI_SUCCESS)
-    shim_route_learn(c->call.sc, comm, call_bytes(count, c->call.dt), c->via,
-                     (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
-  return rc;
+/* MPI_Allreduce and MPI_Iallreduce (request non-NULL) */
+static int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                     MPI_Op op, MPI_Comm comm, MPI_Request *request) {
+  int rc = shim_null_buffer(shim_kind_names[SHIM_ALLREDUCE][request != NULL], sendbuf,
+                            recvbuf, count, comm);
+  if (rc != MPI_SUCCESS) return rc;
+  shim_mpi_args a = {.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+                     .type = datatype, .op = op, .comm = comm};
+  shim_call c = {.kind = SHIM_ALLREDUCE, .dst = recvbuf, .count = (size_t)count,
+                 .src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf};
+  int why = route(sendbuf, recvbuf, count, datatype, op, comm, &c.dt, &c.op, &c.sc);
+  return shim_dispatch(&c, why, &a, request);
 }
 
 SHIM_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                            MPI_Op op, MPI_Comm comm) {
-  served_call c;
-  c.timed = 0;
-  int rc, how = admit("MPI_Allreduce", 0, sendbuf, recvbuf, count, datatype, op, comm, &c, &rc);
-  if (how < 0) return rc;
-  if (how == 0) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-  if (how == 2) return timed_call(&c, sendbuf, recvbuf, count, datatype, op, comm);
-  return shim_serve(&c.call, comm);
+  return allreduce(sendbuf, recvbuf, count, datatype, op, comm, NULL);
+}
+
+int shim_pmpi(int kind, const shim_mpi_args *a, MPI_Request *r) {
+  switch (kind) {
+  case SHIM_ALLREDUCE:
+    return r ? PMPI_Iallreduce(a->sendbuf, a->recvbuf, a->count, a->type, a->op, a->comm, r)
+             : PMPI_Allreduce(a->sendbuf, a->recvbuf, a->count, a->type, a->op, a->comm);
+  case SHIM_RSB:
+    return r ? PMPI_Ireduce_scatter_block(a->sendbuf, a->recvbuf, a->count, a->type, a->op,
+                                          a->comm, r)
+             : PMPI_Reduce_scatter_block(a->sendbuf, a->recvbuf, a->count, a->type, a->op,
+                                         a->comm);
+  case SHIM_RS:
+    return r ? PMPI_Ireduce_scatter(a->sendbuf, a->recvbuf, a->counts, a->type, a->op, a->comm,
+                                    r)
+             : PMPI_Reduce_scatter(a->sendbuf, a->recvbuf, a->counts, a->type, a->op, a->comm);
+  case SHIM_ALLGATHER:
+    return r ? PMPI_Iallgather(a->sendbuf, a->sendcount, a->sendtype, a->recvbuf, a->count,
+                               a->type, a->comm, r)
+             : PMPI_Allgather(a->sendbuf, a->sendcount, a->sendtype, a->recvbuf, a->count,
+                              a->type, a->comm);
+  case SHIM_BCAST:
+    return r ? PMPI_Ibcast(a->recvbuf, a->count, a->type, a->root, a->comm, r)
+             : PMPI_Bcast(a->recvbuf, a->count, a->type, a->root, a->comm);
+  default:
+    return r ? PMPI_Ibarrier(a->comm, r) : PMPI_Barrier(a->comm);
+  }
 }
 
 gcomp_status shim_call_start(const shim_call *c, gcomp_request **req) {
@@ -508,10 +504,5 @@ int shim_serve(const shim_call *c, MPI_Comm comm) {
  * not keep that promise (the other non-blocking collectives' first calls likewise). */
 SHIM_API int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                             MPI_Op op, MPI_Comm comm, MPI_Request *request) {
-  served_call c;
-  c.timed = 0;
-  int rc, how = admit("MPI_Iallreduce", 1, sendbuf, recvbuf, count, datatype, op, comm, &c, &rc);
-  if (how < 0) return rc;
-  if (how == 0) return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
-  return shim_istart(&c.call, comm, request);
+  return allreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
 }

@@ -56,10 +56,10 @@ enum {
 };
 extern const char *const shim_kind_names[SHIM_KINDS][2];
 
-/* Where the calls of one size class (bytes in [2^k, 2^(k+1))) go on one communicator: its
- * first calls alternate between gcomp and MPI, timed; then the members agree on the faster
- * (shim_route.c). Only the threads making the communicator's blocking calls touch it (MPI
- * forbids two of them at once on one communicator). */
+/* Where the calls of one collective and one size class (bytes in [2^k, 2^(k+1))) go on one
+ * communicator: its first calls alternate between gcomp and MPI, timed; then the members
+ * agree on the faster (shim_route.c). Only the threads making the communicator's blocking
+ * calls touch it (MPI forbids two of them at once on one communicator). */
 enum { SHIM_VIA_GCOMP, SHIM_VIA_MPI };
 typedef struct {
   uint8_t decided;   /* 0 while timing; then 1 + the SHIM_VIA_ route */
@@ -85,7 +85,8 @@ typedef struct shim_comm {
   int freed;                /* MPI_Comm_free came (set under lock; the entry stays while
                                requests are pending) */
   struct shim_comm *prev, *next;   /* the live ones, for MPI_Finalize */
-  shim_class cls[SHIM_CLASSES];    /* the route per size class (GCOMP_SHIM_ROUTE=auto) */
+  shim_class cls[SHIM_KINDS][SHIM_CLASSES];   /* the route per collective and size class
+                                                 (GCOMP_SHIM_ROUTE=auto) */
 } shim_comm;
 
 /* Counts, per rank, reported at MPI_Finalize (GCOMP_DEBUG=info). */
@@ -118,6 +119,21 @@ typedef struct {
   size_t move_bytes;
 } shim_call;
 
+/* The same call as the program made it, for PMPI when it goes to MPI (the fields its kind
+ * has; count: MPI's, the receive count of reduce-scatter and allgather). */
+typedef struct {
+  const void *sendbuf;
+  void *recvbuf;          /* bcast: the buffer */
+  int count;
+  MPI_Datatype type;      /* allgather: the receive type */
+  MPI_Op op;
+  int root;
+  const int *counts;      /* MPI_Reduce_scatter's recvcounts */
+  int sendcount;          /* MPI_Allgather's */
+  MPI_Datatype sendtype;
+  MPI_Comm comm;
+} shim_mpi_args;
+
 /* ---- mpi_shim.c ------------------------------------------------------------------------ */
 int shim_map_dtype(MPI_Datatype dt, gcomp_dtype *out);
 int shim_map_op(MPI_Op op, gcomp_op *out);
@@ -132,6 +148,8 @@ void shim_count_served(const shim_call *c, int nb);
 void shim_count_fell(int kind, int nb, int count, int why);
 /* A call gcomp serves, blocking: MPI_SUCCESS, or the error raised through comm's handler */
 int shim_serve(const shim_call *c, MPI_Comm comm);
+/* The call through PMPI (request NULL: the blocking form) */
+int shim_pmpi(int kind, const shim_mpi_args *a, MPI_Request *request);
 /* Starts c in gcomp (req NULL: runs it to the end); the caller holds c->sc->lock and has
  * checked that sc is not broken. */
 gcomp_status shim_call_start(const shim_call *c, gcomp_request **req);
@@ -157,17 +175,15 @@ int shim_world_rank(void);
 typedef enum { SHIM_ROUTE_AUTO, SHIM_ROUTE_GCOMP, SHIM_ROUTE_MPI } shim_route_mode;
 /* At MPI_Init: GCOMP_SHIM_ROUTE */
 void shim_route_start(shim_route_mode mode);
-/* The route of a blocking call of `bytes` on sc that gcomp could serve; *timed: time it and
- * hand the time to shim_route_learn (the members make the same calls in the same order, so
- * they time the same ones). Non-blocking calls pass timed NULL: they follow a size's agreed
- * route and gcomp's until there is one. *why: the FALL_ reason when it is MPI. */
-int shim_route_pick(shim_comm *sc, size_t bytes, int *timed, int *why);
-/* The route of the other collectives (no size table): gcomp, unless GCOMP_SHIM_ROUTE=mpi
- * (*why FALL_ASKED). */
-int shim_route_fixed(int *why);
-/* A timed call took `seconds`; after the last one of its size, collective over comm: the
- * members agree on the route (PMPI_Allreduce of the slowest rank's best times). */
-void shim_route_learn(shim_comm *sc, MPI_Comm comm, size_t bytes, int via, double seconds);
+/* Before sc is destroyed (at MPI_Comm_free or MPI_Finalize): its member 0 logs, at info,
+ * each collective's sizes and where they went when last agreed (the crossovers; a size whose
+ * trial is running again is left out). */
+void shim_route_report(const shim_comm *sc);
+/* Every collective the shim intercepts ends here (request NULL: the blocking form). why < 0:
+ * gcomp could serve c (its fields set, but for the key, set here); the size's route then
+ * decides between gcomp and MPI, timing a blocking call while its size is on trial. why >= 0:
+ * to MPI for that reason. Counts the call either way; returns the MPI error code. */
+int shim_dispatch(shim_call *c, int why, const shim_mpi_args *a, MPI_Request *request);
 
 /* ---- shim_req.c ----------------------------------------------------------------------- */
 /* A non-blocking call served by gcomp's i-form: *request receives an MPI generalized request

@@ -22,8 +22,9 @@
  * GCOMP_CODEC/GCOMP_INTRA_CODEC ask for it (as MPI_Allreduce), allgather only when
  * GCOMP_ALLGATHER_CODEC does; broadcast and barrier are exact.
  *
- * Route: these have no per-size timing against MPI (shim_route.c's table is allreduce's);
- * they go to gcomp whenever it can serve them, and to MPI under GCOMP_SHIM_ROUTE=mpi. */
+ * Route: as MPI_Allreduce's, per collective and size on each communicator (shim_route.c):
+ * what gcomp can serve goes to the faster of gcomp and MPI, each timed on the first calls of
+ * a size and agreed by the members; GCOMP_SHIM_ROUTE=gcomp or mpi forces one. */
 #include <stdint.h>
 
 #include "shim.h"
@@ -33,22 +34,8 @@
  * that would use it (every member makes the same decisions before, MPI requiring the same
  * arguments of them). */
 static int comm_route(MPI_Comm comm, shim_call *c) {
-  int why = -1;
   c->sc = shim_comm_get(comm);
-  if (!c->sc->comm) return c->sc->off;
-  if (shim_route_fixed(&why) == SHIM_VIA_MPI) return why;
-  return -1;
-}
-
-/* A call that gcomp serves (why < 0) or MPI does (counted; the caller calls PMPI on 0).
- * Returns 1 with *rc the outcome when the shim ran it. */
-static int run(int why, int count, shim_call *c, MPI_Comm comm, MPI_Request *request, int *rc) {
-  if (why >= 0) {
-    shim_count_fell(c->kind, request != NULL, count, why);
-    return 0;
-  }
-  *rc = request ? shim_istart(c, comm, request) : shim_serve(c, comm);
-  return 1;
+  return c->sc->comm ? -1 : c->sc->off;
 }
 
 /* ---- reduce-scatter --------------------------------------------------------------------- */
@@ -64,7 +51,6 @@ static int rs_route(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datat
   if (why >= 0) return why;
   size_t block = shim_call_bytes((size_t)recvcount, c->dt);
   c->count = (size_t)recvcount;
-  c->key = shim_tensor_key(recvbuf, c->count, c->dt);
   if (sendbuf == MPI_IN_PLACE) {
     c->src = recvbuf;
     c->dst = (char *)recvbuf + (size_t)c->sc->rank * block;
@@ -77,34 +63,29 @@ static int rs_route(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datat
   return -1;
 }
 
-static int reduce_scatter_block(int kind, const void *sendbuf, void *recvbuf, int recvcount,
-                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
-                                MPI_Request *request, int *rc) {
+/* MPI_Reduce_scatter_block, or MPI_Reduce_scatter (a->counts) with equal counts */
+static int reduce_scatter_block(int kind, const shim_mpi_args *a, MPI_Request *request) {
   shim_call c = {.kind = kind};
-  *rc = shim_null_buffer(shim_kind_names[kind][request != NULL], sendbuf, recvbuf, recvcount,
-                         comm);
-  if (*rc != MPI_SUCCESS) return 1;
-  int why = rs_route(sendbuf, recvbuf, recvcount, datatype, op, comm, &c);
-  return run(why, recvcount, &c, comm, request, rc);
+  int rc = shim_null_buffer(shim_kind_names[kind][request != NULL], a->sendbuf, a->recvbuf,
+                            a->count, a->comm);
+  if (rc != MPI_SUCCESS) return rc;
+  int why = rs_route(a->sendbuf, a->recvbuf, a->count, a->type, a->op, a->comm, &c);
+  return shim_dispatch(&c, why, a, request);
 }
 
 SHIM_API int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
                                       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  int rc;
-  if (reduce_scatter_block(SHIM_RSB, sendbuf, recvbuf, recvcount, datatype, op, comm, NULL,
-                           &rc))
-    return rc;
-  return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
+  shim_mpi_args a = {.sendbuf = sendbuf, .recvbuf = recvbuf, .count = recvcount,
+                     .type = datatype, .op = op, .comm = comm};
+  return reduce_scatter_block(SHIM_RSB, &a, NULL);
 }
 
 SHIM_API int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
                                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                                        MPI_Request *request) {
-  int rc;
-  if (reduce_scatter_block(SHIM_RSB, sendbuf, recvbuf, recvcount, datatype, op, comm, request,
-                           &rc))
-    return rc;
-  return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
+  shim_mpi_args a = {.sendbuf = sendbuf, .recvbuf = recvbuf, .count = recvcount,
+                     .type = datatype, .op = op, .comm = comm};
+  return reduce_scatter_block(SHIM_RSB, &a, request);
 }
 
 /* MPI_Reduce_scatter: recvcounts[] are the same on every member (MPI requires it), so
@@ -119,37 +100,28 @@ static int equal_counts(const int recvcounts[], MPI_Comm comm, int *count) {
 }
 
 static int reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
-                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request,
-                          int *rc) {
-  int count = 0, inter = 0;
+                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request) {
+  shim_mpi_args a = {.sendbuf = sendbuf, .recvbuf = recvbuf, .counts = recvcounts,
+                     .type = datatype, .op = op, .comm = comm, .count = -1};
+  shim_call c = {.kind = SHIM_RS};
+  int inter = 0;
   /* an inter-communicator's counts are of the remote group: MPI's alone */
   if (comm != MPI_COMM_NULL) PMPI_Comm_test_inter(comm, &inter);
-  if (!inter && !equal_counts(recvcounts, comm, &count)) {
-    shim_call c = {.kind = SHIM_RS};
-    return run(recvcounts ? FALL_UNEQUAL : FALL_ARGS, -1, &c, comm, request, rc);
-  }
-  if (inter) {
-    shim_call c = {.kind = SHIM_RS};
-    return run(FALL_INTER, -1, &c, comm, request, rc);
-  }
-  return reduce_scatter_block(SHIM_RS, sendbuf, recvbuf, count, datatype, op, comm, request,
-                              rc);
+  if (inter) return shim_dispatch(&c, FALL_INTER, &a, request);
+  if (!equal_counts(recvcounts, comm, &a.count))
+    return shim_dispatch(&c, recvcounts ? FALL_UNEQUAL : FALL_ARGS, &a, request);
+  return reduce_scatter_block(SHIM_RS, &a, request);
 }
 
 SHIM_API int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
                                 MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  int rc;
-  if (reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, NULL, &rc)) return rc;
-  return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
+  return reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, NULL);
 }
 
 SHIM_API int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
                                  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                                  MPI_Request *request) {
-  int rc;
-  if (reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, &rc))
-    return rc;
-  return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
+  return reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
 }
 
 /* ---- broadcast and allgather: the types they can move ---------------------------------- */
@@ -180,89 +152,79 @@ static int copy_dtype(MPI_Datatype t, int count, gcomp_dtype *dt, size_t *n) {
 
 /* ---- allgather ---------------------------------------------------------------------------- */
 
-static int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                     int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request,
-                     int *rc) {
+static int allgather(const shim_mpi_args *a, MPI_Request *request) {
   shim_call c = {.kind = SHIM_ALLGATHER};
-  *rc = shim_null_buffer(shim_kind_names[SHIM_ALLGATHER][request != NULL], sendbuf, recvbuf,
-                         recvcount, comm);
-  if (*rc != MPI_SUCCESS) return 1;
-  int why = -1, in_place = sendbuf == MPI_IN_PLACE;
-  if (recvcount < 0 || recvbuf == MPI_IN_PLACE || (recvcount > 0 && sendbuf == recvbuf))
+  int rc = shim_null_buffer(shim_kind_names[SHIM_ALLGATHER][request != NULL], a->sendbuf,
+                            a->recvbuf, a->count, a->comm);
+  if (rc != MPI_SUCCESS) return rc;
+  int why = -1, in_place = a->sendbuf == MPI_IN_PLACE;
+  if (a->count < 0 || a->recvbuf == MPI_IN_PLACE || (a->count > 0 && a->sendbuf == a->recvbuf))
     why = FALL_ARGS;
-  else if (!in_place && (sendtype != recvtype || sendcount != recvcount))
+  else if (!in_place && (a->sendtype != a->type || a->sendcount != a->count))
     why = FALL_MISMATCH;
-  else if (!copy_dtype(recvtype, recvcount, &c.dt, &c.count))
+  else if (!copy_dtype(a->type, a->count, &c.dt, &c.count))
     why = FALL_DTYPE;
   else
-    why = comm_route(comm, &c);
+    why = comm_route(a->comm, &c);
   if (why < 0) {
-    c.dst = recvbuf;
-    c.src = in_place ? (char *)recvbuf + (size_t)c.sc->rank * shim_call_bytes(c.count, c.dt)
-                     : sendbuf;
-    c.key = shim_tensor_key(recvbuf, c.count, c.dt);
+    c.dst = a->recvbuf;
+    c.src = in_place ? (char *)a->recvbuf + (size_t)c.sc->rank * shim_call_bytes(c.count, c.dt)
+                     : a->sendbuf;
   }
-  return run(why, recvcount, &c, comm, request, rc);
+  return shim_dispatch(&c, why, a, request);
 }
 
 SHIM_API int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                            void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  int rc;
-  if (allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, NULL, &rc))
-    return rc;
-  return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  shim_mpi_args a = {.sendbuf = sendbuf, .sendcount = sendcount, .sendtype = sendtype,
+                     .recvbuf = recvbuf, .count = recvcount, .type = recvtype, .comm = comm};
+  return allgather(&a, NULL);
 }
 
 SHIM_API int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                             void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
                             MPI_Request *request) {
-  int rc;
-  if (allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, &rc))
-    return rc;
-  return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                         request);
+  shim_mpi_args a = {.sendbuf = sendbuf, .sendcount = sendcount, .sendtype = sendtype,
+                     .recvbuf = recvbuf, .count = recvcount, .type = recvtype, .comm = comm};
+  return allgather(&a, request);
 }
 
 /* ---- broadcast and barrier -------------------------------------------------------------- */
 
 static int bcast(void *buf, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
-                 MPI_Request *request, int *rc) {
-  shim_call c = {.kind = SHIM_BCAST, .root = root};
-  *rc = shim_null_buffer(shim_kind_names[SHIM_BCAST][request != NULL], buf, buf, count, comm);
-  if (*rc != MPI_SUCCESS) return 1;
+                 MPI_Request *request) {
+  shim_mpi_args a = {.recvbuf = buf, .count = count, .type = datatype, .root = root,
+                     .comm = comm};
+  shim_call c = {.kind = SHIM_BCAST, .root = root, .dst = buf};
+  int rc = shim_null_buffer(shim_kind_names[SHIM_BCAST][request != NULL], buf, buf, count,
+                            comm);
+  if (rc != MPI_SUCCESS) return rc;
   int why;
   if (count < 0) why = FALL_ARGS;
   else if (!copy_dtype(datatype, count, &c.dt, &c.count)) why = FALL_DTYPE;
   else why = comm_route(comm, &c);
   /* a root out of range is MPI's to report (the same on every member) */
   if (why < 0 && (root < 0 || root >= c.sc->size)) why = FALL_ARGS;
-  c.dst = buf;
-  return run(why, count, &c, comm, request, rc);
+  return shim_dispatch(&c, why, &a, request);
 }
 
 SHIM_API int MPI_Bcast(void *buf, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
-  int rc;
-  if (bcast(buf, count, datatype, root, comm, NULL, &rc)) return rc;
-  return PMPI_Bcast(buf, count, datatype, root, comm);
+  return bcast(buf, count, datatype, root, comm, NULL);
 }
 
 SHIM_API int MPI_Ibcast(void *buf, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
                         MPI_Request *request) {
-  int rc;
-  if (bcast(buf, count, datatype, root, comm, request, &rc)) return rc;
-  return PMPI_Ibcast(buf, count, datatype, root, comm, request);
+  return bcast(buf, count, datatype, root, comm, request);
 }
 
-SHIM_API int MPI_Barrier(MPI_Comm comm) {
+static int barrier(MPI_Comm comm, MPI_Request *request) {
+  shim_mpi_args a = {.comm = comm};
   shim_call c = {.kind = SHIM_BARRIER};
-  int rc;
-  if (run(comm_route(comm, &c), 0, &c, comm, NULL, &rc)) return rc;
-  return PMPI_Barrier(comm);
+  return shim_dispatch(&c, comm_route(comm, &c), &a, request);
 }
+
+SHIM_API int MPI_Barrier(MPI_Comm comm) { return barrier(comm, NULL); }
 
 SHIM_API int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
-  shim_call c = {.kind = SHIM_BARRIER};
-  int rc;
-  if (run(comm_route(comm, &c), 0, &c, comm, request, &rc)) return rc;
-  return PMPI_Ibarrier(comm, request);
+  return barrier(comm, request);
 }

@@ -52,6 +52,7 @@ static void live_remove(shim_comm *sc) {
 static void release(shim_comm *sc) {
   if (!sc->comm) return;
   live_remove(sc);
+  shim_route_report(sc);
   if (gcomp_comm_destroy(sc->comm) < 0)
     SHIM_WARN("rank %d: destroying communicator %s: %s", sc_tab.world_rank, sc->name,
               gcomp_last_error());
@@ -337,6 +338,7 @@ void shim_comms_finalize(void) {
     r = next;
   }
   shim_comm *w = &sc_tab.world;
+  if (w->comm) shim_route_report(w);
   if (w->comm && gcomp_comm_destroy(w->comm) < 0)
     SHIM_WARN("rank %d: destroying the world's communicator: %s", sc_tab.world_rank,
               gcomp_last_error());

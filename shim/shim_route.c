@@ -1,5 +1,7 @@
-/* MPI's own allreduce as one more algorithm: per communicator and per size class (bytes in
- * [2^k, 2^(k+1))), the calls gcomp could serve go to whichever of gcomp and MPI is faster.
+/* MPI's own collectives as one more algorithm: per communicator, per collective (allreduce,
+ * reduce-scatter, allgather, broadcast, barrier) and per size class (bytes in [2^k, 2^(k+1)),
+ * the bytes of the call's count: a reduce-scatter's block, an allgather's contribution, a
+ * barrier's none), the calls gcomp could serve go to whichever of gcomp and MPI is faster.
  *
  * Why here and by measurement, not as an entry in reduce/plan.c's cost table: the library
  * knows nothing of MPI (only shim/ includes mpi.h), MPI's collective is a black box whose
@@ -42,14 +44,17 @@ static unsigned samples(size_t bytes) {
   return bytes <= (64u << 10) ? 8 : bytes <= (4u << 20) ? 4 : 2;
 }
 
-int shim_route_pick(shim_comm *sc, size_t bytes, int *timed, int *why) {
-  if (timed) *timed = 0;
+/* The route of a call of `bytes` of kind that gcomp could serve; *timed (NULL for the
+ * non-blocking forms, which follow a size's agreed route and gcomp's until there is one):
+ * time it and hand the time to learn (the members make the same calls in the same order, so
+ * they time the same ones). *why: the FALL_ reason when it is MPI. */
+static int pick(shim_comm *sc, int kind, size_t bytes, int *timed, int *why) {
   if (route_mode == SHIM_ROUTE_GCOMP) return SHIM_VIA_GCOMP;
   if (route_mode == SHIM_ROUTE_MPI) {
     *why = FALL_ASKED;
     return SHIM_VIA_MPI;
   }
-  shim_class *k = &sc->cls[class_of(bytes)];
+  shim_class *k = &sc->cls[kind][class_of(bytes)];
   /* blocking calls only count towards the next trial: the trial itself is of those */
   if (k->decided && timed && ++k->used > k->recheck) k->decided = 0, k->calls = 0;
   if (k->decided) {
@@ -58,17 +63,11 @@ int shim_route_pick(shim_comm *sc, size_t bytes, int *timed, int *why) {
   }
   if (!timed) return SHIM_VIA_GCOMP;   /* non-blocking, before its size's agreement */
   *timed = 1;
-  *why = FALL_TIMING;
   return k->calls & 1 ? SHIM_VIA_MPI : SHIM_VIA_GCOMP;
 }
 
-int shim_route_fixed(int *why) {
-  if (route_mode != SHIM_ROUTE_MPI) return SHIM_VIA_GCOMP;
-  *why = FALL_ASKED;
-  return SHIM_VIA_MPI;
-}
-
-static void agree(shim_comm *sc, MPI_Comm comm, unsigned cls, shim_class *k, unsigned n) {
+static void agree(shim_comm *sc, MPI_Comm comm, int kind, unsigned cls, shim_class *k,
+                  unsigned n) {
   double t[2] = {k->best[0], k->best[1]};
   int ok = PMPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MAX, comm) == MPI_SUCCESS;
   /* MPI's errors are fatal unless the program asked otherwise; then gcomp keeps the class,
@@ -77,21 +76,76 @@ static void agree(shim_comm *sc, MPI_Comm comm, unsigned cls, shim_class *k, uns
   k->decided = (uint8_t)(1 + via);
   k->used = 0;
   k->recheck = !k->recheck ? 256 : k->recheck < (1u << 20) ? 4 * k->recheck : k->recheck;
-  unsigned long long lo = 1ull << cls, hi = cls < 63 ? (lo << 1) - 1 : ~0ull;
+  unsigned long long lo = cls ? 1ull << cls : 0, hi = cls < 63 ? (2ull << cls) - 1 : ~0ull;
   if (!ok)
-    SHIM_WARN("rank %d: communicator %s: the agreement on %llu-%llu B failed in MPI; gcomp "
-              "serves that size", shim_world_rank(), sc->name, lo, hi);
+    SHIM_WARN("rank %d: communicator %s: the agreement on %s of %llu-%llu B failed in MPI; "
+              "gcomp serves that size", shim_world_rank(), sc->name, shim_kind_names[kind][0],
+              lo, hi);
   else
-    SHIM_INFO("rank %d: communicator %s: %llu-%llu B to %s (best of %u: gcomp %.2f us, "
-              "MPI %.2f us, the slowest rank's)", shim_world_rank(), sc->name, lo, hi,
-              via == SHIM_VIA_MPI ? "MPI" : "gcomp", n, t[0] * 1e6, t[1] * 1e6);
+    SHIM_INFO("rank %d: communicator %s: %s %llu-%llu B to %s (best of %u: gcomp %.2f us, "
+              "MPI %.2f us, the slowest rank's)", shim_world_rank(), sc->name,
+              shim_kind_names[kind][0], lo, hi, via == SHIM_VIA_MPI ? "MPI" : "gcomp", n,
+              t[0] * 1e6, t[1] * 1e6);
 }
 
-void shim_route_learn(shim_comm *sc, MPI_Comm comm, size_t bytes, int via, double seconds) {
+/* A timed call took `seconds`; after the last one of its size, collective over comm: the
+ * members agree on the route (PMPI_Allreduce of the slowest rank's best times). */
+static void learn(shim_comm *sc, MPI_Comm comm, int kind, size_t bytes, int via,
+                  double seconds) {
   unsigned cls = class_of(bytes), n = samples(bytes);
-  shim_class *k = &sc->cls[cls];
+  shim_class *k = &sc->cls[kind][cls];
   if (k->decided) return;
   if (k->calls < 2) k->best[0] = k->best[1] = 1e30f;   /* the warm-ups */
   else if ((float)seconds < k->best[via]) k->best[via] = (float)seconds;
-  if (++k->calls == 2 + 2 * n) agree(sc, comm, cls, k, n);
+  if (++k->calls == 2 + 2 * n) agree(sc, comm, kind, cls, k, n);
+}
+
+void shim_route_report(const shim_comm *sc) {
+  if (route_mode != SHIM_ROUTE_AUTO || sc->rank != 0 ||
+      !gcomp_log_enabled(GCOMP_LOG_INFO, "shim"))
+    return;
+  char line[1024] = "";
+  size_t o = 0;
+  for (int kind = 0; kind < SHIM_KINDS; kind++) {
+    int first = 1;
+    for (unsigned c = 0; c < SHIM_CLASSES && o < sizeof line; c++) {
+      int via = sc->cls[kind][c].decided;
+      if (!via) continue;
+      /* neighbouring classes that went the same way make one range */
+      unsigned e = c;
+      while (e + 1 < SHIM_CLASSES && sc->cls[kind][e + 1].decided == via) e++;
+      unsigned long long lo = c ? 1ull << c : 0, hi = e < 63 ? (2ull << e) - 1 : ~0ull;
+      const char *sep = !first ? ", " : o ? "; " : "", *name = shim_kind_names[kind][0];
+      o += (size_t)snprintf(line + o, sizeof line - o, "%s%s%s%llu-%llu B %s", sep,
+                            first ? name : "", first ? " " : "", lo, hi,
+                            via - 1 == SHIM_VIA_MPI ? "MPI" : "gcomp");
+      first = 0;
+      c = e;
+    }
+  }
+  if (o) SHIM_INFO("communicator %s: the sizes' last agreed routes: %s", sc->name, line);
+}
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int shim_dispatch(shim_call *c, int why, const shim_mpi_args *a, MPI_Request *request) {
+  int nb = request != NULL, timed = 0, via = SHIM_VIA_MPI;
+  size_t bytes = 0;
+  if (why < 0) {
+    bytes = shim_call_bytes(c->count, c->dt);   /* a barrier's count is 0 */
+    via = pick(c->sc, c->kind, bytes, nb ? NULL : &timed, &why);
+  }
+  if (via == SHIM_VIA_MPI && why < 0) why = FALL_TIMING;   /* a timed call through MPI */
+  if (via == SHIM_VIA_MPI) shim_count_fell(c->kind, nb, a->count, why);
+  else c->key = shim_tensor_key(a->recvbuf, c->count, c->dt);
+  double t0 = timed ? now() : 0;
+  int rc = via == SHIM_VIA_MPI ? shim_pmpi(c->kind, a, request)
+           : request           ? shim_istart(c, a->comm, request)
+                               : shim_serve(c, a->comm);
+  if (timed && rc == MPI_SUCCESS) learn(c->sc, a->comm, c->kind, bytes, via, now() - t0);
+  return rc;
 }

@@ -1,55 +1,105 @@
-/* A plain MPI allreduce benchmark (built with mpicc, no gcomp): times MPI_Allreduce of
- * float sums in place on MPI_COMM_WORLD, so the same binary measures Open MPI alone and
- * Open MPI with libgcomp_mpi.so preloaded.
+/* A plain MPI collective benchmark (built with mpicc, no gcomp): times one collective of
+ * float sums (copies for allgather and bcast) on MPI_COMM_WORLD, called as MPI_* (through
+ * libgcomp_mpi.so when it is preloaded) and as PMPI_* (MPI's own, the shim skipped) in the
+ * same processes, alternately: the same-run reference for "never slower than MPI".
  *
- *   mpirun -n N shim_bench [BYTES...]     (default 8 1048576 16777216 67108864)
+ *   mpirun -n N shim_bench [COLL] [BYTES...]     (default 8 1048576 16777216 67108864)
  *
- * Per size: a warm-up, then as many calls as fit in about 0.5 s (at least 5, at most 1000),
- * repeated 3 times; rank 0 prints the best repetition's mean time per call (the slowest
- * rank's, so a call counts until every rank has its result) and its bus bandwidth
- * (2 (n-1)/n bytes / time, as nccl-tests do). */
+ * COLL: allreduce (the default; in place), reduce_scatter_block, allgather, bcast, barrier
+ * (no sizes). BYTES is the buffer a rank passes: allreduce's and bcast's, reduce-scatter's
+ * input and allgather's output (N blocks of at least one float each).
+ *
+ * Per size: 20 warm-up calls each way (past the shim's timed trial of that size), then as
+ * many calls as fit in about 0.5 s (at least 5, at most 100000), 3 repetitions each way,
+ * alternating; rank 0 prints the best repetition's mean time per call (the slowest rank's,
+ * so a call counts until every rank has its result), its bus bandwidth (as nccl-tests
+ * count it), PMPI's time and PMPI's time over MPI's (above 1: the shim is faster). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-static double timed(float *buf, int count, int iters) {
-  MPI_Barrier(MPI_COMM_WORLD);
+enum { ALLREDUCE, RSB, ALLGATHER, BCAST, BARRIER };
+static const char *const names[] = {"allreduce", "reduce_scatter_block", "allgather", "bcast",
+                                    "barrier"};
+static int coll, size;
+
+static void call(int pmpi, float *buf, float *out, int block) {
+  switch (coll) {
+  case ALLREDUCE:
+    if (pmpi) PMPI_Allreduce(MPI_IN_PLACE, buf, block, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    else MPI_Allreduce(MPI_IN_PLACE, buf, block, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    break;
+  case RSB:
+    if (pmpi) PMPI_Reduce_scatter_block(buf, out, block, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    else MPI_Reduce_scatter_block(buf, out, block, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    break;
+  case ALLGATHER:
+    if (pmpi) PMPI_Allgather(buf, block, MPI_FLOAT, out, block, MPI_FLOAT, MPI_COMM_WORLD);
+    else MPI_Allgather(buf, block, MPI_FLOAT, out, block, MPI_FLOAT, MPI_COMM_WORLD);
+    break;
+  case BCAST:
+    if (pmpi) PMPI_Bcast(buf, block, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    else MPI_Bcast(buf, block, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    break;
+  default:
+    if (pmpi) PMPI_Barrier(MPI_COMM_WORLD);
+    else MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+/* the timing itself goes through PMPI, so the shim sees only the measured calls */
+static double timed(int pmpi, float *buf, float *out, int block, int iters) {
+  PMPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
-  for (int i = 0; i < iters; i++)
-    MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  for (int i = 0; i < iters; i++) call(pmpi, buf, out, block);
   double dt = (MPI_Wtime() - t0) / iters, worst = 0;
-  MPI_Reduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-  MPI_Bcast(&worst, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  PMPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return worst;
 }
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
-  int rank, size;
+  int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int a = 1;
+  for (int c = 0; c <= BARRIER; c++)
+    if (argc > 1 && !strcmp(argv[1], names[c])) coll = c, a = 2;
   long dflt[] = {8, 1 << 20, 16 << 20, 64 << 20};
-  int nsizes = argc > 1 ? argc - 1 : 4;
-  if (rank == 0) printf("%12s %12s %12s   (ranks %d)\n", "bytes", "time_us", "busbw_GBps", size);
+  int nsizes = coll == BARRIER ? 1 : argc > a ? argc - a : 4;
+  if (rank == 0)
+    printf("%12s %12s %12s %12s %8s   (%s, ranks %d)\n", "bytes", "time_us", "busbw_GBps",
+           "pmpi_us", "speedup", names[coll], size);
   for (int s = 0; s < nsizes; s++) {
-    long bytes = argc > 1 ? atol(argv[s + 1]) : dflt[s];
-    int count = (int)(bytes / 4 > 0 ? bytes / 4 : 1);
-    float *buf = malloc((size_t)count * sizeof *buf);
-    if (!buf) MPI_Abort(MPI_COMM_WORLD, 2);
-    for (int i = 0; i < count; i++) buf[i] = (float)((i + rank) % 7);
-    double one = timed(buf, count, 2);   /* warm-up, and a first estimate */
-    int iters = one > 0 ? (int)(0.5 / one) : 1000;
+    long bytes = argc > a ? atol(argv[s + a]) : dflt[s];
+    /* the count of a call: allreduce's and bcast's buffer, the others' block */
+    int n = coll == RSB || coll == ALLGATHER ? size : 1;
+    int block = (int)(bytes / 4 / n > 0 ? bytes / 4 / n : 1);
+    size_t total = (size_t)block * (size_t)n;
+    float *buf = malloc(total * sizeof *buf), *out = malloc(total * sizeof *out);
+    if (!buf || !out) MPI_Abort(MPI_COMM_WORLD, 2);
+    for (size_t i = 0; i < total; i++) buf[i] = (float)((i + (size_t)rank) % 7);
+    double one = timed(0, buf, out, block, 20);
+    timed(1, buf, out, block, 20);
+    int iters = one > 0 ? (int)(0.5 / one) : 100000;
     if (iters < 5) iters = 5;
-    if (iters > 1000) iters = 1000;
-    double best = 1e30;
-    for (int rep = 0; rep < 3; rep++) {
-      double t = timed(buf, count, iters);
-      if (t < best) best = t;
+    if (iters > 100000) iters = 100000;
+    double best[2] = {1e30, 1e30};
+    for (int rep = 0; rep < 6; rep++) {
+      double t = timed(rep & 1, buf, out, block, iters);
+      if (t < best[rep & 1]) best[rep & 1] = t;
     }
+    /* bytes a rank moves as nccl-tests count them, over the call's time */
+    double moved = coll == ALLREDUCE   ? 2.0 * (size - 1) / size * (double)total * 4
+                   : coll == BCAST     ? (double)total * 4
+                   : coll == BARRIER   ? 0
+                                       : (double)(size - 1) / size * (double)total * 4;
     if (rank == 0)
-      printf("%12ld %12.2f %12.3f\n", (long)count * 4, best * 1e6,
-             2.0 * (size - 1) / size * count * 4 / best / 1e9);
+      printf("%12ld %12.2f %12.3f %12.2f %8.2f\n", coll == BARRIER ? 0 : (long)total * 4,
+             best[0] * 1e6, moved / best[0] / 1e9, best[1] * 1e6, best[1] / best[0]);
     free(buf);
+    free(out);
   }
   MPI_Finalize();
   return 0;

@@ -33,10 +33,12 @@
 #           goes through world's handler
 # coll      shim_coll: MPI_Reduce_scatter_block, MPI_Reduce_scatter, MPI_Allgather,
 #           MPI_Bcast, MPI_Barrier and their i-forms on world, a dup and a split, bitwise as
-#           MPI's own (PMPI) results; under GCOMP_SHIM_ROUTE=auto every one gcomp can serve
+#           MPI's own (PMPI) results; under GCOMP_SHIM_ROUTE=gcomp every one gcomp can serve
 #           goes to gcomp: each rank's report counts exactly what the program says per
 #           collective (served; to MPI by reason), and its stats files count the served
 #           calls; GCOMP_SHIM_ROUTE=mpi sends them all to MPI (gcomp runs none)
+# collroute shim_coll route: GCOMP_SHIM_ROUTE=auto, the other collectives' per-size routes
+#           agreed by every rank; each collective's report line follows from them exactly
 set -u
 mode=$1 n=$2 preload=$3 prog=$4 comms=${5:-} coll=${6:-}
 for v in $(compgen -e | grep -E '^(GCOMP_|OMPI_|PMI_|SLURM_)'); do unset "$v"; done
@@ -103,6 +105,51 @@ report() {
     bad "$name: rank $r's report does not say: $want"
     grep 'INFO shim .*gcomp served' "$tmp/$name.err" | sed 's/^/    /'
   fi
+}
+
+# routes_of NAME RANK: the routes rank RANK logged on world, in order ("KIND LO-HI B to VIA")
+routes_of() {
+  grep -o "gcomp INFO shim .*rank $2: communicator world: MPI_[A-Za-z_]* [0-9]*-[0-9]* B to [A-Za-z]*" "$tmp/$1.err" |
+    sed 's/.*communicator world: //'
+}
+
+# agreed NAME RANK LOG LINES: rank RANK logged LINES routes (routes_of), the same as rank 0's
+agreed() {
+  local routes
+  routes=$(echo "$3" | sort)
+  [ "$(echo "$routes" | grep -c .)" = "$4" ] || { bad "$1: rank $2 logged routes: $(echo $routes)"; return 1; }
+  if [ "$2" = 0 ]; then ref_routes=$routes; ok "$1: rank 0's routes: $(echo $3)"
+  elif [ "$routes" = "$ref_routes" ]; then ok "$1: rank $2 agrees"
+  else bad "$1: rank $2's routes differ: $(echo $routes)"; fi
+}
+
+# replay LOG KIND CLASS:CALLS:ICALLS...: the shim's routing of KIND's calls from the routes
+# logged in LOG (routes_of), in order: per size class CALLS blocking calls, then ICALLS
+# non-blocking ones (which follow the last route). Each trial alternates gcomp and MPI (the
+# first of each a warm-up, then 8 timed calls each up to 64 KiB, 4 above), the next one runs
+# after 256 calls of the agreed route, then 4x as many. Sets served faster timing (blocking)
+# and nserved nfaster (non-blocking) counts, whatever the times were (which no test knows).
+replay() {
+  local log=$1 kind=$2 spec c left nb k t m via recheck got
+  shift 2
+  served=0 faster=0 timing=0 nserved=0 nfaster=0
+  for spec in "$@"; do
+    IFS=: read -r c left nb <<<"$spec"
+    k=8 recheck=0
+    [ "${c%-*}" -gt 65536 ] && k=4
+    mapfile -t got < <(echo "$log" | sed -n "s/^$kind $c B to //p")
+    [ "${#got[@]}" -gt 0 ] || { bad "$kind $c B: no route logged"; continue; }
+    for via in "${got[@]}"; do
+      t=$((2 + 2 * k)); [ "$t" -gt "$left" ] && t=$left
+      served=$((served + (t + 1) / 2)) timing=$((timing + t / 2)) left=$((left - t))
+      recheck=$([ "$recheck" = 0 ] && echo 256 || echo $((4 * recheck)))
+      m=$recheck; [ "$m" -gt "$left" ] && m=$left
+      if [ "$via" = gcomp ]; then served=$((served + m)); else faster=$((faster + m)); fi
+      left=$((left - m))
+    done
+    if [ "${got[-1]}" = gcomp ]; then nserved=$((nserved + nb)); else nfaster=$((nfaster + nb)); fi
+    [ "$left" = 0 ] || bad "$kind $c B: ${#got[@]} route(s) logged do not account for its calls"
+  done
 }
 
 # stats_sum RANK: the calls of every GCOMP_STATS file of that rank (world's and the others')
@@ -288,33 +335,11 @@ route)
   run auto GCOMP_SHIM_ROUTE=auto GCOMP_STATS="$tmp/stats-%r.json" GCOMP_DEBUG=info GCOMP_DEBUG_SUBSYS=shim -- "$prog" route
   passed auto
   calls auto
-  classes=(8-15 64-127 4096-8191 65536-131071 1048576-2097151) ncalls=(300 30 30 30 30)
   for ((r = 0; r < n; r++)); do
-    log=$(grep -o "gcomp INFO shim .*rank $r: communicator world: [0-9]*-[0-9]* B to [A-Za-z]*" "$tmp/auto.err" |
-          sed 's/.*communicator world: //')
-    routes=$(echo "$log" | sort)
-    [ "$(echo "$routes" | grep -c .)" = $((${#classes[@]} + 1)) ] || { bad "auto: rank $r logged routes: $(echo $routes)"; continue; }
-    if [ "$r" = 0 ]; then ref=$routes; ok "auto: rank 0's routes: $(echo $log)"
-    elif [ "$routes" = "$ref" ]; then ok "auto: rank $r agrees"
-    else bad "auto: rank $r's routes differ: $(echo $routes)"; fi
-    # replay the shim's routing of each size from its logged routes, in order
-    served=0 faster=0 timing=0 nserved=0 nfaster=0
-    for ((i = 0; i < ${#classes[@]}; i++)); do
-      c=${classes[i]} left=${ncalls[i]} k=8 recheck=0
-      [ "${c%-*}" -gt 65536 ] && k=4
-      mapfile -t got < <(echo "$log" | sed -n "s/^$c B to //p")
-      for via in "${got[@]}"; do
-        t=$((2 + 2 * k)); [ "$t" -gt "$left" ] && t=$left
-        served=$((served + (t + 1) / 2)) timing=$((timing + t / 2)) left=$((left - t))
-        recheck=$([ "$recheck" = 0 ] && echo 256 || echo $((4 * recheck)))
-        m=$recheck; [ "$m" -gt "$left" ] && m=$left
-        if [ "$via" = gcomp ]; then served=$((served + m)); else faster=$((faster + m)); fi
-        left=$((left - m))
-      done
-      # the one MPI_Iallreduce after the size's calls follows its last route
-      if [ "${got[-1]}" = gcomp ]; then nserved=$((nserved + 1)); else nfaster=$((nfaster + 1)); fi
-      [ "$left" = 0 ] || bad "auto: rank $r: $c: ${#got[@]} route(s) logged do not account for ${ncalls[i]} calls"
-    done
+    log=$(routes_of auto "$r")
+    agreed auto "$r" "$log" 6 || continue
+    # 8 B is called 300 times (two trials), the other sizes 30; then one MPI_Iallreduce each
+    replay "$log" MPI_Allreduce 8-15:300:1 64-127:30:1 4096-8191:30:1 65536-131071:30:1 1048576-2097151:30:1
     report auto "$r" "$served/$nserved" 1 0/0 0/0 0/0 0/0 "$dtype/0" "$op/0" 0/0 0 "$faster/$nfaster" "$timing/0"
     c=$(stats_calls "$r")
     [ "$c" = $((served + nserved)) ] && ok "auto: rank $r: gcomp ran the $c calls routed to it" ||
@@ -332,8 +357,59 @@ route)
     [ "$c" = 0 ] && ok "mpi: rank $r: gcomp ran no call" || bad "mpi: rank $r: GCOMP_STATS calls '${c}'"
   done
   ;;
+collroute)
+  # GCOMP_SHIM_ROUTE=auto for the other collectives: each has its own route per size, timed
+  # and agreed as MPI_Allreduce's. shim_coll route makes 30 blocking calls of each at 8 B
+  # and 16 KiB (the barrier: 30), then 2 non-blocking ones; every rank must log the same
+  # routes, and each collective's report line must count exactly what its routes imply.
+  run croute GCOMP_SHIM_ROUTE=auto GCOMP_STATS="$tmp/stats-%r.json" GCOMP_DEBUG=info \
+    GCOMP_DEBUG_SUBSYS=shim -- "$coll" route
+  [ "$rc" -eq 0 ] && grep -q '^shim_coll: PASS' "$tmp/croute.out" &&
+    ok "croute: every result bitwise MPI's" || { bad "croute: exit $rc"; show croute; }
+  for ((r = 0; r < n; r++)); do
+    log=$(routes_of croute "$r")
+    agreed croute "$r" "$log" 9 || continue
+    total=0
+    for kind in MPI_Reduce_scatter_block MPI_Reduce_scatter MPI_Allgather MPI_Bcast MPI_Barrier; do
+      if [ $kind = MPI_Barrier ]; then replay "$log" $kind 0-1:30:2
+      else replay "$log" $kind 8-15:30:2 16384-32767:30:2; fi
+      why=""
+      [ $((faster + nfaster)) != 0 ] && why="MPI faster $faster/$nfaster"
+      [ "$timing" != 0 ] && why="${why:+$why, }timing MPI $timing/0"
+      ikind="MPI_I$(echo "${kind:4:1}" | tr A-Z a-z)${kind:5}"
+      want="rank $r: gcomp served $served $kind and $nserved $ikind; to MPI: $((faster + timing)) and $nfaster (${why:-none})"
+      if grep -F "$want" "$tmp/croute.err" | grep -q "gcomp INFO shim .*$want\$"; then ok "croute: $want"
+      else
+        bad "croute: the report does not say: $want"
+        grep "INFO shim .*rank $r: gcomp served" "$tmp/croute.err" | sed 's/^/    /'
+      fi
+      total=$((total + served + nserved))
+    done
+    c=$(stats_sum "$r")
+    [ "$c" = "$total" ] && ok "croute: rank $r: the stats files count the $c calls routed to gcomp" ||
+      bad "croute: rank $r: the stats files count $c calls, expected $total"
+    [ "$r" = 0 ] || continue
+    # rank 0 alone says at MPI_Init that the shim is active and how it routes, and at
+    # MPI_Finalize where each collective's sizes went (the crossovers), as it logged them
+    n_up=$(grep -c "gcomp INFO shim .*active on $n ranks: gcomp serves .*route auto: " "$tmp/croute.err")
+    [ "$n_up" = 1 ] && ok "croute: one start-up line" || bad "croute: $n_up start-up lines"
+    want="communicator world: the sizes' last agreed routes: " sep=""
+    for kind in MPI_Reduce_scatter_block MPI_Reduce_scatter MPI_Allgather MPI_Bcast MPI_Barrier; do
+      want+="$sep$kind" sep="; "
+      c=""
+      for cls in 0-1 8-15 16384-32767; do
+        via=$(echo "$log" | sed -n "s/^$kind $cls B to //p" | tail -1)
+        [ -n "$via" ] && want+="$c $cls B $via" c=","
+      done
+    done
+    n_sum=$(grep -F "$want" "$tmp/croute.err" | grep -c "gcomp INFO shim .*$want\$")
+    [ "$n_sum" = 1 ] && ok "croute: rank 0's crossovers at MPI_Finalize: ${want#*: }" ||
+      { bad "croute: $n_sum lines say: $want"; grep "last agreed" "$tmp/croute.err" | sed 's/^/    /'; }
+  done
+  ;;
 coll)
-  for route in auto mpi; do
+  # every call gcomp can serve goes to it (GCOMP_SHIM_ROUTE=gcomp), or none (mpi)
+  for route in gcomp mpi; do
     name=coll-$route
     rm -f "$tmp"/stats-*.json
     run "$name" GCOMP_SHIM_ROUTE=$route GCOMP_STATS="$tmp/stats-%r.json" GCOMP_DEBUG=info \
@@ -362,7 +438,7 @@ coll)
   done
   ;;
 *)
-  echo "usage: shim_test.sh exact|thread|bf16|badbuf|fallback|silent|comms|lossy|errors|route|coll RANKS PRELOAD SHIM_CHECK [SHIM_COMMS [SHIM_COLL]]" >&2
+  echo "usage: shim_test.sh exact|thread|bf16|badbuf|fallback|silent|comms|lossy|errors|route|coll|collroute RANKS PRELOAD SHIM_CHECK [SHIM_COMMS [SHIM_COLL]]" >&2
   exit 2
   ;;
 esac
