@@ -267,8 +267,10 @@ static void test_forced(void **state) {
 static void test_two_nodes(void **state) {
   (void)state;
   static const int even[] = {0, 0, 1, 1}, uneven[] = {0, 0, 0, 1, 1}, rr[] = {0, 1, 0, 1, 0, 1};
-  sweep(4, even, NULL, 1);
-  sweep(5, uneven, NULL, 0);
+  /* the planner: the hierarchy on equal nodes (2 + 2: one slow step, not the ring's 3),
+   * the ring on uneven ones, where the hierarchical algorithms are a flat exchange */
+  sweep_algo(4, even, NULL, 1, "allgather:hier");
+  sweep_algo(5, uneven, NULL, 0, "allgather:ring");
   sweep(6, rr, forced[0], 0);
   /* hierarchical over 4 + 2 ranks: sub-nodes of 2 (the greatest common divisor), two on
    * the first node, blocks reordered by (index in the sub-node, sub-node) and back */
