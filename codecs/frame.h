@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gcomp_le.h"   /* gcomp_load_le32 and the like: the frame is little-endian */
+
 enum { GCOMP_FRAME_HEADER = 32, GCOMP_FRAME_VERSION = 2 };
 enum { GCOMP_FRAME_BLOCK = 1 << 16 };   /* payload bytes per block checksum */
 
@@ -132,20 +134,5 @@ int gcomp_frame_verify_sum(gcomp_frame_check *chk, uint64_t at, uint32_t crc);
  * (crc(crc(s, a), b) == crc(s, a || b)); the standard CRC-32C of x is
  * ~gcomp_crc32c(0xffffffff, x). */
 uint32_t gcomp_crc32c(uint32_t seed, const void *buf, size_t len);
-
-/* Little-endian loads and stores (unaligned-safe). */
-static inline void gcomp_store_le32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
-}
-static inline void gcomp_store_le64(uint8_t *p, uint64_t v) {
-  gcomp_store_le32(p, (uint32_t)v);
-  gcomp_store_le32(p + 4, (uint32_t)(v >> 32));
-}
-static inline uint32_t gcomp_load_le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline uint64_t gcomp_load_le64(const uint8_t *p) {
-  return (uint64_t)gcomp_load_le32(p) | (uint64_t)gcomp_load_le32(p + 4) << 32;
-}
 
 #endif /* GCOMP_FRAME_H */

@@ -109,6 +109,7 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
   }
   /* round 1: who is where */
   rank_card mine = {.magic = OFI_CARD_MAGIC, .version = gcomp_wire_version(me)};
+  t->wire = mine.version;
   mine.pid = (int32_t)getpid();
   gethostname(t->host, sizeof t->host - 1);
   snprintf(mine.host, sizeof mine.host, "%s", t->host);

@@ -186,23 +186,23 @@ static int hdr_send(ofi_transport *t, int peer, ofi_hdr *h, const void *payload,
   if (P->cred < (h->type == H_CREDIT ? 1 : 2)) return 1;
   ofi_ep *e = &t->eps[t->ep_of[peer]];
   h->ret = (uint32_t)P->owed;
-  size_t bytes = sizeof *h + n;
+  size_t bytes = OFI_HDR_WIRE + n;
   ssize_t rc;
   if (bytes > e->inject && h->type == H_RTS && (h->flags & F_INLINE) && n <= e->bare_max &&
       !done && !(h->mtag >> KIND_SHIFT)) {
     rc = fi_tinjectdata(e->ep, payload, n, h->ret, t->addr[peer], KIND_BARE | h->mtag);
   } else if (bytes <= e->inject && !done) {
-    char buf[OFI_HDR_BYTES];
-    memcpy(buf, h, sizeof *h);
-    if (n) memcpy(buf + sizeof *h, payload, n);
+    uint8_t buf[OFI_HDR_BYTES];
+    ofi_hdr_encode(h, t->wire, buf);
+    if (n) memcpy(buf + OFI_HDR_WIRE, payload, n);
     rc = fi_tinject(e->ep, buf, bytes, t->addr[peer], KIND_HDR);
   } else {
     ofi_hsend *hs = NULL;
     for (int i = 0; i < P->nslots + 2 && !hs; i++)
       if (!P->hsend[i].busy) hs = &P->hsend[i];
     if (!hs) return 1;
-    memcpy(hs->buf, h, sizeof *h);
-    if (n) memcpy(hs->buf + sizeof *h, payload, n);
+    ofi_hdr_encode(h, t->wire, (uint8_t *)hs->buf);
+    if (n) memcpy(hs->buf + OFI_HDR_WIRE, payload, n);
     rc = fi_tsend(e->ep, hs->buf, bytes, e->arena_desc, t->addr[peer], KIND_HDR, &hs->c.ctx);
     if (rc == 0) hs->busy = 1, hs->req = done;
   }

@@ -2,8 +2,9 @@
  *   ofi.c        creation: who is where, fabric addresses, the ping; the ops table
  *   ofi_ep.c     endpoints: provider choice, attributes, opening and closing
  *   ofi_req.c    the request pool and request state
- *   ofi_proto.c  the protocol: headers, credits, grants, software matching (wire format
- *                there); its parts: ofi_flow.c, ofi_match.c (what they share: ofi_proto.h)
+ *   ofi_proto.c  the protocol: headers, credits, grants, software matching; its parts:
+ *                ofi_flow.c, ofi_match.c (what they share: ofi_proto.h); the header's wire
+ *                encoding: ofi_hdr.c (layout: ofi_hdr.h)
  *   ofi_cq.c     completions: reading the completion queues, progress
  *   ofi_live.c   test, cancel, timeouts and peer liveness
  *   ofi_close.c  teardown (collective goodbyes)
@@ -244,6 +245,7 @@ typedef struct {
   int npost_pending;        /* requests with want_post set */
   int ready;                /* setup finished: destroy says goodbye first */
   int fault_cqerr;          /* GCOMP_FAULT=cqerr armed here and setup done (fabric/fault.h) */
+  unsigned wire;            /* the wire version this rank speaks (its rank card's) */
   char host[64];
   char pidns[64];
 } ofi_transport;

@@ -209,19 +209,25 @@ void ofi_on_header(ofi_transport *t, ofi_hrecv *hr, size_t len, uint64_t tag, ui
   ofi_hdr h;
   const char *data;
   size_t n;
+  /* every credit the peer gives back is one of a header this side sent it */
+  unsigned owed = (unsigned)(P->nslots - P->cred);
+  int status;
   if ((tag & ~GCOMP_TAG_MASK) == KIND_BARE) {   /* an inline RTS, the payload alone */
-    h = (ofi_hdr){.type = H_RTS, .flags = F_INLINE, .ret = (uint32_t)cqdata,
-                  .mtag = tag & GCOMP_TAG_MASK, .len = len};
+    status = ofi_hdr_bare(tag & GCOMP_TAG_MASK, len, cqdata, owed, &h);
     data = hr->buf;
     n = len;
   } else {
-    if (len < sizeof h) {
-      ofi_peer_fail(t, peer, GCOMP_ERR_CORRUPT, "a header of too few bytes arrived");
-      return;
-    }
-    memcpy(&h, hr->buf, sizeof h);
-    data = hr->buf + sizeof h;
-    n = len - sizeof h;
+    status = ofi_hdr_decode((const uint8_t *)hr->buf, len, t->wire, owed, &h);
+    data = hr->buf + OFI_HDR_WIRE;
+    n = len - OFI_HDR_WIRE;
+  }
+  if (status) {   /* logged too: no request of that peer may be there to carry it */
+    char why[256];
+    snprintf(why, sizeof why, "%s", gcomp_last_error());
+    GCOMP_WARN(GCOMP_SUB_FABRIC, "rank %d: a header from rank %d refused: %s", t->pub.rank, peer,
+               why);
+    ofi_peer_fail(t, peer, status, why);
+    return;
   }
   if (h.ret) P->cred += (int)h.ret, ofi_dirty(t, peer);
   int fresh = 0;   /* the header went to the unexpected lists (see the end) */

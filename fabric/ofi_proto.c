@@ -62,6 +62,10 @@
  * disagree on a size, so on the mark) fail both ends with GCOMP_ERR_INVALID, the receive
  * from the RTS or the sender's refusing SLEN, the send from the RTR.
  *
+ * Every header is OFI_HDR_WIRE bytes laid out field by field, little-endian, with a magic
+ * and the wire version (ofi_hdr.h): a header of another build, a corrupt one, or one giving
+ * back more credits than its sender can owe fails every request of that peer, naming why.
+ *
  * Matching is done in software (ofi_match.c), in the order the caller posted (per peer: the
  * first posted receive with the tag takes the first arrived header with it), so the
  * caller's posting order never blocks the provider: headers are taken at once whether or
@@ -172,12 +176,12 @@ int ofi_proto_setup(ofi_transport *t) {
     e->batch = ofi_batch_of(e);
     e->inline_max = INLINE_MAX;
 #ifndef OFI_INLINE_PAST_INJECT
-    if (e->inject >= sizeof(ofi_hdr) + 1024 && e->inject - sizeof(ofi_hdr) < INLINE_MAX)
+    if (e->inject >= OFI_HDR_WIRE + 1024 && e->inject - OFI_HDR_WIRE < INLINE_MAX)
 #else
     if (0)
 #endif
     {
-      e->inline_max = e->inject - sizeof(ofi_hdr);
+      e->inline_max = e->inject - OFI_HDR_WIRE;
       /* the sizes between go alone (shm: 4049-4096 B), their slot takes them whole */
 #ifndef OFI_NO_BARE
       e->bare_max = e->inject <= OFI_HDR_BYTES ? e->inject : OFI_HDR_BYTES;

@@ -2,6 +2,7 @@
  *   ofi_proto.c  the protocol; completions; header slots set up and freed
  *   ofi_flow.c   queues, data chunks and windows, header sending with credits, the pump
  *   ofi_match.c  software matching of arriving headers with posted requests; posting
+ *   ofi_hdr.c    the header's wire encoding (ofi_hdr.h)
  */
 #ifndef GCOMP_OFI_PROTO_H
 #define GCOMP_OFI_PROTO_H
@@ -9,29 +10,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ofi_hdr.h"
 #include "ofi_impl.h"
-
-enum { H_RTS = 1, H_CTS, H_DROP, H_CREDIT, H_RTR, H_SLEN, H_RCANCEL };
-
-/* payload follows the header; a scheduled message's; SLEN: the send is not a scheduled one */
-enum { F_INLINE = 1, F_SCHED = 2, F_UNSCHED = 4 };
-
-typedef struct {
-  uint8_t type;
-  uint8_t flags;
-  uint16_t batch;   /* CTS, RTR: chunks per provider message (0 from an older peer: 1) */
-  uint32_t ret;     /* credits given back */
-  uint64_t mtag;    /* RTS, RTR */
-  uint64_t len;     /* RTS, SLEN: message length; CTS, RTR: bytes granted so far */
-  uint64_t id;      /* RTS, CTS, DROP, SLEN: the sender's message number; RTR: capacity */
-  uint64_t token;   /* CTS, RTR, SLEN, RCANCEL: data tag */
-  uint64_t chunk;   /* CTS, RTR: chunk size */
-} ofi_hdr;
 
 #define OFI_BASE(tag) ((tag) & ~GCOMP_TAG_SCHED)   /* the tag a mark does not change */
 
+_Static_assert(OFI_SLOTS_MAX <= 255, "a header gives back at most 255 credits (ofi_hdr.h)");
+_Static_assert(GCOMP_WIRE_VERSION < 255, "a header carries the wire version's low byte");
+
 /* inline payload bytes a header slot holds after its header */
-#define INLINE_MAX (OFI_HDR_BYTES - sizeof(ofi_hdr))
+#define INLINE_MAX (OFI_HDR_BYTES - OFI_HDR_WIRE)
 
 /* progress pumps the peer (inline: every header and grant marks one, as when this was one
  * file) */

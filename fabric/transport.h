@@ -72,7 +72,7 @@ static inline uint64_t gcomp_tag(uint32_t seq, uint32_t step) {
  * reserved messages. Ranks of one job must hold the same: a rank card (fabric/ofi.c) and
  * communicator creation (reduce/agree.c) refuse a mismatch, naming both versions. Raise it
  * with any change to what goes on the wire. */
-#define GCOMP_WIRE_VERSION 2u
+#define GCOMP_WIRE_VERSION 3u
 /* GCOMP_WIRE_VERSION, or the next one on the rank GCOMP_FAULT=wire-version:rank=R names
  * (fault.h: tests of mismatched builds) */
 unsigned gcomp_wire_version(int rank);

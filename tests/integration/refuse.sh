@@ -41,6 +41,6 @@ case_ 4 2 3 GCOMP_CODEC=bf16 GCOMP_ERR_INVALID "GCOMP_CODEC differs" "rank 3 has
   "rank 0 has 'none'"
 # a rank of another build: refused at bootstrap by its rank card, naming both versions
 case_ 3 1 1 GCOMP_FAULT=wire-version:rank=1 GCOMP_ERR_INVALID "mismatched gcomp builds" \
-  "rank 0 speaks wire version 2, rank 1 wire version 3"
+  "rank 0 speaks wire version 3, rank 1 wire version 4"
 echo "refuse: $([ $fails = 0 ] && echo passed || echo FAILED)"
 exit $fails
