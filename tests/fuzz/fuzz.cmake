@@ -6,7 +6,7 @@
 #    fuzz_<target> are built (target gcomp-fuzz). scripts/fuzz runs one; scripts/test runs
 #    each for a short bounded time.
 set(GCOMP_FUZZ_SRC ${CMAKE_CURRENT_LIST_DIR})
-set(GCOMP_FUZZ_TARGETS frame decode spec residuals parts cards shm_parts)
+set(GCOMP_FUZZ_TARGETS frame decode spec residuals parts cards shm_parts header)
 
 add_executable(fuzz_gen_seeds ${GCOMP_FUZZ_SRC}/gen_seeds.c)
 target_link_libraries(fuzz_gen_seeds PRIVATE gcomp_internal m)

@@ -1,6 +1,6 @@
 /* Writes the seed corpora (tests/fuzz/corpus/<target>/): small valid frames of every
  * registered spec, spec strings, a residual file when the reader exists, bootstrap's rank
- * cards and shared-segment slots. Rerun after
+ * cards, shared-segment slots and transport headers. Rerun after
  * adding a kind or changing the wire format:  build/tests/fuzz_gen_seeds tests/fuzz/corpus */
 #include <math.h>
 #include <stdint.h>
@@ -13,6 +13,7 @@
 #include "codec_parts.h"
 #include "fuzz_specs.h"
 #include "gcomp.h"
+#include "ofi_hdr.h"
 #include "ofi_impl.h"
 
 static void put(const char *dir, const char *name, const void *a, size_t alen, const void *b,
@@ -87,6 +88,31 @@ static void seed_shm_parts(const char *root) {
     uint8_t sel = (uint8_t)nparts[i];
     put(dir, name, &sel, 1, slot, used);
   }
+}
+
+/* fuzz_header.c: a header of every type (selector: 16 credits may come back), an inline RTS
+ * with its payload, and an inline message that came alone (selector bit 0x20) */
+static void seed_header(const char *root) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/header", root);
+  for (int type = H_RTS; type <= H_RCANCEL; type++) {
+    ofi_hdr h = {.type = (uint8_t)type, .flags = type == H_CTS ? F_SCHED : 0, .ret = 2,
+                 .batch = type == H_CTS || type == H_RTR ? 64 : 0, .mtag = 0x2a00000007u,
+                 .len = 1 << 20, .id = 3, .token = 5, .chunk = 8192};
+    uint8_t b[OFI_HDR_WIRE], sel = 16;
+    ofi_hdr_encode(&h, GCOMP_WIRE_VERSION, b);
+    char name[32];
+    snprintf(name, sizeof name, "type%d", type);
+    put(dir, name, &sel, 1, b, sizeof b);
+  }
+  uint8_t in[OFI_HDR_WIRE + 12], sel = 16;
+  ofi_hdr rts = {.type = H_RTS, .flags = F_INLINE, .ret = 1, .mtag = 9, .len = 12};
+  ofi_hdr_encode(&rts, GCOMP_WIRE_VERSION, in);
+  memcpy(in + OFI_HDR_WIRE, "twelve bytes", 12);
+  put(dir, "rts-inline", &sel, 1, in, sizeof in);
+  uint8_t bare[8 + 12] = {3}, bsel = 0x20 | 16;   /* CQ data 3 (little-endian host) */
+  memcpy(bare + 8, "twelve bytes", 12);
+  put(dir, "bare", &bsel, 1, bare, sizeof bare);
 }
 
 int main(int argc, char **argv) {
@@ -190,5 +216,6 @@ int main(int argc, char **argv) {
   }
   seed_cards(argv[1]);
   seed_shm_parts(argv[1]);
+  seed_header(argv[1]);
   return 0;
 }
