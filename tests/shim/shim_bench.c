@@ -10,7 +10,7 @@
  * input and allgather's output (N blocks of at least one float each).
  *
  * Per size: 20 warm-up calls each way (past the shim's timed trial of that size), then as
- * many calls as fit in about 0.5 s (at least 5, at most 100000), 3 repetitions each way,
+ * many calls as fit in about 0.2 s (at least 5, at most 100000), 5 repetitions each way,
  * alternating; rank 0 prints the best repetition's mean time per call (the slowest rank's,
  * so a call counts until every rank has its result), its bus bandwidth (as nccl-tests
  * count it), PMPI's time and PMPI's time over MPI's (above 1: the shim is faster). */
@@ -82,11 +82,11 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < total; i++) buf[i] = (float)((i + (size_t)rank) % 7);
     double one = timed(0, buf, out, block, 20);
     timed(1, buf, out, block, 20);
-    int iters = one > 0 ? (int)(0.5 / one) : 100000;
+    int iters = one > 0 ? (int)(0.2 / one) : 100000;
     if (iters < 5) iters = 5;
     if (iters > 100000) iters = 100000;
     double best[2] = {1e30, 1e30};
-    for (int rep = 0; rep < 6; rep++) {
+    for (int rep = 0; rep < 10; rep++) {
       double t = timed(rep & 1, buf, out, block, iters);
       if (t < best[rep & 1]) best[rep & 1] = t;
     }
