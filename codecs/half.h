@@ -1,5 +1,5 @@
 /* Internal: the one scalar fp32 <-> fp16/bf16 conversion of the codecs. The cast kernels'
- * portable table (cast_base.c), top-k's fp16/bf16 values (topk.c) and the bf16 residual
+ * portable table (cast_base.c), top-k's fp16/bf16 values (topk_impl.h) and the bf16 residual
  * store (ef.c) all convert through these; they differ only in what happens at the edges
  * of the format, and each rule has its own name:
  *

@@ -1,4 +1,4 @@
-/* Internal: the top-k filter kernels (one row per ISA level) and the pieces of topk.c
+/* Internal: the top-k filter kernels (one row per ISA level) and the pieces of the codec
  * that tests reach directly. */
 #ifndef GCOMP_TOPK_H
 #define GCOMP_TOPK_H
