@@ -1,5 +1,5 @@
-/* Internal: who am I (rank discovery from GCOMP_* or launcher variables) and the TCP
- * rendezvous that exchanges fabric addresses among the job's ranks. */
+/* Internal: who am I (rank discovery from GCOMP_* or launcher variables, bootstrap.c) and
+ * the TCP rendezvous that exchanges fabric addresses among the job's ranks (rendezvous*.c). */
 #ifndef GCOMP_BOOTSTRAP_H
 #define GCOMP_BOOTSTRAP_H
 
