@@ -104,7 +104,7 @@ gcomp_fabric_test(integration.fabric.kill.mixed 60
 gcomp_fabric_test(integration.fabric.stall.tcp 60
   bash ${CMAKE_CURRENT_LIST_DIR}/fabric_fail.sh ${GCOMP_FABRIC_RUN} ${GCOMP_FABRIC_P2P} stall 3 3)
 
-gcomp_fabric_test(integration.fabric.netns 120
+gcomp_fabric_test(integration.fabric.netns 300
   bash ${CMAKE_CURRENT_LIST_DIR}/fabric_netns.sh ${GCOMP_FABRIC_RUN} ${GCOMP_FABRIC_P2P}
   ${GCOMP_FABRIC_NETNS_MODE})
 set_tests_properties(integration.fabric.netns PROPERTIES SKIP_RETURN_CODE 77)
