@@ -13,7 +13,7 @@
  * Open MPI and SMPI). A tag folds to an MPI tag that keeps what tells apart the messages one
  * pair can have in flight at once: the algorithm's phase and step whole (bits 16-31 of the
  * step field), the low bits of the segment and of the call sequence; sequences from
- * 0xfffff0 up (creation, calibration, abort notices: transport.h's reserved ones) get a range
+ * GCOMP_SEQ_RESERVED up (creation, calibration, abort notices: reserved_seq.h) get a range
  * of their own, so a long-lived notice receive never takes a call's message. Two tags that
  * fold alike between one pair match in posting order (MPI's rule): reduce/'s schedules post
  * both ends in one order, so a fold collision would reorder nothing. The SCHED mark is
@@ -29,8 +29,6 @@
 
 #include "gcomp_common.h"
 #include "transport.h"
-
-#define RESERVED_SEQ 0xfffff0u
 
 struct gcomp_treq {
   int slot;              /* index of its MPI handle in the transport's array; -1 once done */
@@ -70,13 +68,15 @@ static int mpi_tag(const p2p_transport *p, uint64_t tag) {
   uint32_t seq = (uint32_t)(tag >> GCOMP_TAG_STEP_BITS) & ((1u << GCOMP_TAG_SEQ_BITS) - 1);
   uint32_t step = (uint32_t)tag;
   int top = p->fold_bits + p->seq_bits;
-  if (seq >= RESERVED_SEQ)
-    return (int)(1u << top | (seq & 0xfu) << p->res_fold_bits |
+  if (seq >= GCOMP_SEQ_RESERVED)
+    return (int)(1u << top | (seq - GCOMP_SEQ_RESERVED) << p->res_fold_bits |
                  fold_step(step, p->res_fold_bits));
   /* hier's pieces run 2^20 sequences apart (reduce/hier.c): mix those bits in */
   uint32_t s = (seq + (seq >> 20) * 5u) & ((1u << p->seq_bits) - 1);
   return (int)(s << p->fold_bits | fold_step(step, p->fold_bits));
 }
+
+_Static_assert(GCOMP_SEQ_RESERVED_SPAN == 16, "tag_layout gives the reserved sequences 4 bits");
 
 static int tag_layout(p2p_transport *p, int tag_ub) {
   int bits = 0;

@@ -64,6 +64,10 @@
 /* The caller's mark of a scheduled message (see "Scheduled messages" above) */
 #define GCOMP_TAG_SCHED (UINT64_C(1) << 56)
 
+#include "reserved_seq.h"   /* the sequences no call takes */
+_Static_assert(GCOMP_SEQ_RESERVED + GCOMP_SEQ_RESERVED_SPAN == 1u << GCOMP_TAG_SEQ_BITS,
+               "the reserved sequences are the top of the sequence space");
+
 static inline uint64_t gcomp_tag(uint32_t seq, uint32_t step) {
   return ((uint64_t)(seq & ((1u << GCOMP_TAG_SEQ_BITS) - 1)) << GCOMP_TAG_STEP_BITS) | step;
 }

@@ -9,8 +9,6 @@
 #include "gcomp_common.h"
 
 #define NOTICE_MAGIC 0x6763616bu   /* "gcak" */
-#define NOTICE_SEQ 0xfffff1u       /* reserved: calls wrap below 0xfffff0 (call.c) */
-#define BLAME_SEQ 0xfffff2u        /* the failure-path exchange (gcomp_abort_blame) */
 
 /* One notice: fixed size, so a receive of its size takes exactly one */
 typedef struct {
@@ -35,7 +33,7 @@ struct gcomp_abort {
   int told;             /* the peers were sent a notice (by the transport's user only) */
 };
 
-static uint64_t notice_tag(void) { return gcomp_tag(NOTICE_SEQ, 0); }
+static uint64_t notice_tag(void) { return gcomp_tag(GCOMP_SEQ_NOTICE, 0); }
 
 static int post(gcomp_abort *a, int peer) {
   return gcomp_irecv(a->t, peer, notice_tag(), &a->in[peer], sizeof a->in[peer],
@@ -334,7 +332,7 @@ int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st) {
   notice out = {.magic = NOTICE_MAGIC, .status = st, .reporter = t->rank, .culprit = -1,
                 .seq = seq};
   snprintf(out.why, sizeof out.why, "%.*s", (int)sizeof out.why - 1, detail);
-  uint64_t tag = gcomp_tag(BLAME_SEQ, 0);
+  uint64_t tag = gcomp_tag(GCOMP_SEQ_BLAME, 0);
   for (int p = 0; p < n; p++) {
     if (p == t->rank) continue;
     if (gcomp_irecv(t, p, tag, &b.in[p], sizeof b.in[p], &b.recv[p]) < 0) b.recv[p] = NULL;

@@ -3,7 +3,7 @@
  * corrupt-frame fault (GCOMP_FAULT=corrupt:rank=R,call=N) that tests it.
  *
  * Always on: every communicator keeps one receive posted per peer on a reserved tag
- * (sequence 0xfffff1, which no call takes), its wait loops test them when idle (every 16th
+ * (GCOMP_SEQ_NOTICE, which no call takes), its wait loops test them when idle (every 16th
  * idle poll), and a rank that finds a peer's frame corrupt sends each peer a small notice
  * (its rank, the culprit's, the call's number, the detail) before it fails. On the success
  * path that is one test of the posted receives per 16 idle polls: no message, and no
@@ -62,8 +62,8 @@ int gcomp_abort_here(gcomp_abort *a);
 int gcomp_abort_poll(gcomp_abort *a);
 
 /* After a call failed with GCOMP_ERR_TIMEOUT, _PEER or _CORRUPT (always on: it costs
- * nothing until a call fails): every failing rank tells every peer it failed (sequence
- * 0xfffff2, its status and detail) and listens for theirs, for up to min(250 ms,
+ * nothing until a call fails): every failing rank tells every peer it failed (on
+ * GCOMP_SEQ_BLAME, its status and detail) and listens for theirs, for up to min(250 ms,
  * GCOMP_TIMEOUT_MS / 4), or until every peer has
  * answered or is known to have exited. A rank that neither answers nor has exited is
  * stopped, hung, or still waiting on another: the detail then starts by naming those (and

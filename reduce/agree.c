@@ -143,12 +143,12 @@ static int name_mismatch(gcomp_comm *comm, int i, double hi, double lo) {
   int n = comm->t->size, me = comm->t->rank;
   double v = value_of(comm, i), who[2] = {v == hi ? n - me : 0, v == lo ? n - me : 0};
   GCOMP_CHECK(gcomp_call_internal(comm, who, 2, GCOMP_FLOAT64, GCOMP_MAX,
-                                  gcomp_algo_find("rd"), 0xfffff3u));
+                                  gcomp_algo_find("rd"), GCOMP_SEQ_AGREE_WHO));
   int a = n - (int)who[0], b = n - (int)who[1];
   char mine[TEXT], at_a[TEXT], at_b[TEXT];
   text_of(comm, i, mine, sizeof mine);
-  GCOMP_CHECK(text_from(comm, a, mine, 0xfffff4u, at_a));
-  GCOMP_CHECK(text_from(comm, b, mine, 0xfffff5u, at_b));
+  GCOMP_CHECK(text_from(comm, a, mine, GCOMP_SEQ_AGREE_TEXT_A, at_a));
+  GCOMP_CHECK(text_from(comm, b, mine, GCOMP_SEQ_AGREE_TEXT_B, at_b));
   GCOMP_FAIL(GCOMP_ERR_INVALID, "%s differs between ranks: rank %d has %s, rank %d has %s; it "
              "must be equal on every rank", name_of(i), a < b ? a : b, a < b ? at_a : at_b,
              a < b ? b : a, a < b ? at_b : at_a);
@@ -177,12 +177,12 @@ int gcomp_agreed_check(gcomp_comm *comm, int own) {
     w[2 * NAGREED] = -comm->born_real_us;
     w[2 * NAGREED + 1] = own < 0 ? n - me : 0;   /* the lowest refusing rank wins */
     GCOMP_CHECK(gcomp_call_internal(comm, w, 2 * NAGREED + 2, GCOMP_FLOAT64, GCOMP_MAX,
-                                    gcomp_algo_find("rd"), 0xfffffau));
+                                    gcomp_algo_find("rd"), GCOMP_SEQ_AGREE));
     if (w[2 * NAGREED + 1] > 0) {
       int bad = n - (int)w[2 * NAGREED + 1];
       int st = bad == me ? own : GCOMP_ERR_INVALID;
       char text[TEXT];
-      GCOMP_CHECK(text_from(comm, bad, why, 0xfffff4u, text));
+      GCOMP_CHECK(text_from(comm, bad, why, GCOMP_SEQ_AGREE_TEXT_A, text));
       /* the same words on every rank, the bad one's cut to what the others got */
       GCOMP_FAIL(st, "rank %d refused its settings: %s", bad, text);
     }

@@ -8,10 +8,10 @@
 
 #include "comm_impl.h"
 
-/* The exchanges of creation: recursive doubling over the world with fixed tags (no call
- * numbers yet: the ranks agree on nothing but these) */
-static int calib_max(gcomp_comm *comm, double *v, size_t n, uint32_t tag) {
-  return gcomp_call_internal(comm, v, n, GCOMP_FLOAT64, GCOMP_MAX, gcomp_algo_find("rd"), tag);
+/* The exchanges of creation: recursive doubling over the world on reserved sequences
+ * (reserved_seq.h; no call numbers yet: the ranks agree on nothing but these) */
+static int calib_max(gcomp_comm *comm, double *v, size_t n, uint32_t seq) {
+  return gcomp_call_internal(comm, v, n, GCOMP_FLOAT64, GCOMP_MAX, gcomp_algo_find("rd"), seq);
 }
 
 /* Ranks per node when every node holds the same number, else 0 (hier then needs the
@@ -34,7 +34,7 @@ static int pingpong(gcomp_transport *t, int peer, int first, size_t bytes, int i
   double best = 1e30;
   for (int i = -1; i < iters; i++) {   /* iteration -1 warms up */
     uint64_t t0 = gcomp_now_ns();
-    uint64_t tag = gcomp_tag(0xfffffeu, tagbase + (uint32_t)(i + 1));
+    uint64_t tag = gcomp_tag(GCOMP_SEQ_CALIB_PINGPONG, tagbase + (uint32_t)(i + 1));
     if (first) {
       GCOMP_CHECK(gcomp_send(t, peer, tag, buf, bytes));
       GCOMP_CHECK(gcomp_recv(t, peer, tag, buf, bytes, NULL));
@@ -87,7 +87,7 @@ static int measure_links(gcomp_comm *comm, double *f) {
     if (st == GCOMP_OK) f[F_INTRA_A] = small, f[F_INTRA_B] = (big - small) / BIG;
   }
   double gate = 0;   /* a barrier between the two measurements */
-  if (st == GCOMP_OK) st = calib_max(comm, &gate, 1, 0xfffffbu);
+  if (st == GCOMP_OK) st = calib_max(comm, &gate, 1, GCOMP_SEQ_CALIB_GATE);
   /* inter: the first ranks of nodes 0 and 1 */
   if (st == GCOMP_OK && t->nnodes > 1 && t->local_rank == 0 && t->node < 2) {
     int peer = -1;
@@ -109,7 +109,7 @@ static int measure_links(gcomp_comm *comm, double *f) {
   }
   free(buf);
   GCOMP_CHECK(st);
-  GCOMP_CHECK(calib_max(comm, f, F_HAVE, 0xfffffdu));
+  GCOMP_CHECK(calib_max(comm, f, F_HAVE, GCOMP_SEQ_CALIB_LINKS));
   f[F_HAVE] = (intra_node >= 0 ? HAVE_INTRA : 0) | (t->nnodes > 1 ? HAVE_INTER : 0);
   return GCOMP_OK;
 }
@@ -131,7 +131,7 @@ static int inherit(gcomp_comm *comm, double *f, int *links) {
                in->f[F_SHM_BYTES] == (double)comm->agreed.shm_bytes;
   double w[2 + F_COUNT] = {ok ? 0 : 1, shm_ok ? 0 : 1};
   if (ok) memcpy(w + 2, in->f, F_COUNT * sizeof *w);
-  GCOMP_CHECK(calib_max(comm, w, 2 + F_COUNT, 0xfffff7u));
+  GCOMP_CHECK(calib_max(comm, w, 2 + F_COUNT, GCOMP_SEQ_CALIB_INHERIT));
   *links = w[0] == 0;
   if (!*links) return GCOMP_OK;
   memcpy(f, w + 2, F_COUNT * sizeof *f);
@@ -206,7 +206,7 @@ int gcomp_calibrate_shm(gcomp_comm *comm) {
   }
   free(buf);
   GCOMP_CHECK(st);
-  GCOMP_CHECK(calib_max(comm, f, 2, 0xfffff8u));
+  GCOMP_CHECK(calib_max(comm, f, 2, GCOMP_SEQ_CALIB_SHM));
   comm->model.shm_alpha = fmax(f[0], 1e-8);
   comm->model.shm_spb = fmax((f[1] - f[0]) / (double)slot, 1.0 / 100e9);
   if (comm->calib.n == F_COUNT) {

@@ -55,7 +55,7 @@ int gcomp_call_check_args(const char *fn, const gcomp_comm *comm, const void *se
 
 static uint32_t next_seq(gcomp_comm *comm) {
   comm->seq = (comm->seq + 1) & ((1u << GCOMP_TAG_SEQ_BITS) - 1);
-  if (comm->seq >= 0xfffff0u) comm->seq = 1;   /* keep clear of creation's fixed tags */
+  if (comm->seq >= GCOMP_SEQ_RESERVED) comm->seq = 1;   /* keep clear of reserved_seq.h */
   return comm->seq;
 }
 

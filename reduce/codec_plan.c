@@ -49,7 +49,7 @@ static int measure_codec(gcomp_comm *comm, gcomp_codec_entry *ci) {
   free(x), free(y), free(frame);
   GCOMP_CHECK(st);
   GCOMP_CHECK(gcomp_call_internal(comm, f, 4, GCOMP_FLOAT64, GCOMP_MAX, gcomp_algo_find("rd"),
-                                  0xfffffcu));
+                                  GCOMP_SEQ_CODEC_PROBE));
   GCOMP_FAIL_IF(f[2] != -f[3], GCOMP_ERR_INVALID,
                 "ranks call with different codecs (this rank: '%s'): every rank must pass the "
                 "same codec spec to the same call", ci->spec);

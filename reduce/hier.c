@@ -121,11 +121,11 @@ int gcomp_hier_placement(const gcomp_transport *t, int *local_min, int *local_ma
 
 /* A tag sequence for piece k (> 0) of call seq: 2^20 apart from seq and from every other
  * piece's, so it meets no live call's (ranks are at most a call or two apart), and clear of
- * the reserved sequences from 0xfffff0 up. With equal nodes every piece's holders are other
+ * the reserved sequences (GCOMP_SEQ_RESERVED up). With equal nodes every piece's holders are other
  * ranks, so all pieces keep the call's own sequence. */
 static uint32_t piece_seq(uint32_t seq, int k) {
   uint32_t s = (seq + (uint32_t)k * 0x100000u) & ((1u << GCOMP_TAG_SEQ_BITS) - 1);
-  return s >= 0xfffff0u ? s - 0x10u : s;
+  return s >= GCOMP_SEQ_RESERVED ? s - GCOMP_SEQ_RESERVED_SPAN : s;
 }
 
 static int layout_build(const gcomp_transport *t, size_t count, layout *lay) {

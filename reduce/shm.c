@@ -154,7 +154,7 @@ int gcomp_shm_create(gcomp_transport *t, size_t slot_bytes, gcomp_shm **out) {
   s->slot = round_up(slot_bytes > 8 * (size_t)s->L ? slot_bytes : 8 * (size_t)s->L, 64);
   s->timeout_ms = t->timeout_ms;
   s->map_bytes = round_up((size_t)s->L * CTL_BYTES, 4096) + 2 * (size_t)s->L * s->slot;
-  const uint32_t seq = 0xfffff9u;
+  const uint32_t seq = GCOMP_SEQ_SHM_SEGMENT;
   int root = t->local_ranks[0];
   char name[NAME_BYTES] = {0};
   int32_t ok = 1, verdict = 1;
