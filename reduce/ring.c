@@ -224,22 +224,38 @@ int gcomp_ring_reduce_scatter(gcomp_coll *c, const gcomp_group *g, uint8_t *buf,
 }
 
 /* ---- allgather: rank me starts owning chunk me ---------------------------------------- */
-/* step s sends chunk me-s and receives chunk me-s-1 in place, then forwards it */
+/* step s sends chunk me-s and receives chunk me-s-1 in place, then forwards it.
+ *
+ * Receives are posted AG_AHEAD steps ahead of the oldest one pending, not all n-1 at
+ * once: a matcher that scans a rank's posted receives for each arriving message (SimGrid's
+ * SMPI, software tag matching) made a call cost O(n^2) that way, and a 256-rank simulation
+ * never ended. The left neighbour's later sends wait for these (scheduled messages) or
+ * queue as unexpected; over libfabric at most OFI_SCHED_ACTIVE (8) receives per peer are
+ * announced at a time anyway, and up to 9 ranks every step is posted at the start as
+ * before. 8 steps also keep a hop of the simulator's default links (10 us, 16 KiB chunks)
+ * busy. Completions are handled in posting order (drain), so receive (s + AG_AHEAD, j) is
+ * posted in step-then-segment order: the order the left neighbour sends. */
+#define AG_AHEAD 8
+
+static int ag_post_recv(ring_state *r, int s, int j) {
+  return post_recv(r, r->phase, s, mod(r->g->me - s - 1, r->n), j, NULL);
+}
+
 static int ag_on_recv(ring_state *r, int s, int j) {
   if (s + 1 < r->steps) GCOMP_CHECK(post_send(r, r->phase, s + 1, mod(r->g->me - s - 1, r->n), j));
+  if (s + AG_AHEAD < r->steps) GCOMP_CHECK(ag_post_recv(r, s + AG_AHEAD, j));
   return GCOMP_OK;
 }
 
-/* The allgather's receives of every step, posted at once (in place: each lands in a chunk
+/* The allgather's receives of its first AG_AHEAD steps (in place: each lands in a chunk
  * this rank no longer reads by the time its data can come) */
 static int ag_post(ring_state *r, gcomp_coll *c, const gcomp_group *g, uint8_t *buf,
                    size_t count, unsigned phase) {
   GCOMP_CHECK(setup(r, c, g, buf, count));
   int st = GCOMP_OK;
   r->phase = phase;
-  for (int s = 0; st == GCOMP_OK && s < r->steps; s++)
-    for (int j = 0; st == GCOMP_OK && j < r->nseg; j++)
-      st = post_recv(r, phase, s, mod(g->me - s - 1, r->n), j, NULL);
+  for (int s = 0; st == GCOMP_OK && s < r->steps && s < AG_AHEAD; s++)
+    for (int j = 0; st == GCOMP_OK && j < r->nseg; j++) st = ag_post_recv(r, s, j);
   if (st < 0) teardown(r);
   return st;
 }

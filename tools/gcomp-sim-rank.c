@@ -4,7 +4,7 @@
  * (include/gcomp_mpi.h), then runs `--iters` steps of [compute --compute-ms of simulated
  * time, gcomp_allreduce of --count floats] after one untimed warm-up call, all in simulated
  * time (MPI_Wtime). Rank 0 prints one JSON line: the slowest rank's creation, first call
- * and mean call times, the step time and the process's resident memory per rank.
+ * and mean call times, the step time and the process's peak resident memory.
  * --check fills every rank's input with small integers and checks every element of every
  * result exactly (the sums are exact in fp32); a wrong element fails the run (exit 1) on
  * the rank that saw it, which names it.
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <mpi.h>
@@ -57,13 +58,11 @@ static long long wrong(const float *out, long long count, int size) {
   return -1;
 }
 
+/* the process's peak resident memory: every simulated rank lives in it */
 static double resident_bytes(void) {
-  long pages = 0, rss = 0;
-  FILE *f = fopen("/proc/self/statm", "r");
-  if (!f) return 0;
-  if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
-  fclose(f);
-  return (double)rss * (double)sysconf(_SC_PAGESIZE);
+  struct rusage u;
+  if (getrusage(RUSAGE_SELF, &u)) return 0;
+  return (double)u.ru_maxrss * 1024.0;
 }
 
 static double slowest(double mine) {

@@ -158,8 +158,10 @@ static int write_platform(const sim_opts *o, const gcomp_plan_query *q, int node
   FILE *f = fopen(plat, "w");
   if (!f) return -1;
   /* the cluster's route between two hosts crosses both hosts' links: each takes half the
-   * latency; the backbone carries every link at once (FATPIPE) and adds no latency. A core
-   * per rank: the ranks of a host compute side by side */
+   * latency. No backbone (a non-blocking one): a backbone constraint, even FATPIPE, joins
+   * every flow of the job in one system that SimGrid's solver solves again at every
+   * event, which made a 256-rank ring take minutes; without it each solve spans the few
+   * links one event touches. A core per rank: the ranks of a host compute side by side */
   fprintf(f,
           "<?xml version='1.0'?>\n"
           "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
@@ -168,12 +170,10 @@ static int write_platform(const sim_opts *o, const gcomp_plan_query *q, int node
           "    <cluster id=\"gcomp\" prefix=\"node-\" suffix=\"\" radical=\"0-%d\" speed=\"1Gf\"\n"
           "             core=\"%d\"\n"
           "             bw=\"%.9gBps\" lat=\"%.9gs\" sharing_policy=\"SPLITDUPLEX\"\n"
-          "             loopback_bw=\"%.9gBps\" loopback_lat=\"%.9gs\"\n"
-          "             bb_bw=\"%.9gBps\" bb_lat=\"0s\" bb_sharing_policy=\"FATPIPE\"/>\n"
+          "             loopback_bw=\"%.9gBps\" loopback_lat=\"%.9gs\"/>\n"
           "  </zone>\n"
           "</platform>\n",
-          nodes - 1, o->rpn, q->inter_Bps, q->inter_alpha_s / 2, q->intra_Bps, q->intra_alpha_s,
-          q->inter_Bps * 1e3);
+          nodes - 1, o->rpn, q->inter_Bps, q->inter_alpha_s / 2, q->intra_Bps, q->intra_alpha_s);
   if (fclose(f)) return -1;
   f = fopen(hosts, "w");
   if (!f) return -1;
@@ -207,6 +207,10 @@ static int run_one(const sim_opts *o, const char *plat, const char *hosts, int r
     close(out_pipe[1]);
     /* gcomp's settings reach the simulated ranks through the environment smpirun keeps */
     setenv("GCOMP_ALPHA_BETA", alpha_beta, 1);
+    /* abort notices off unless asked for: each rank posts a receive from every peer for
+     * them (reduce/abort.c), which SMPI's matcher scans for every message, and polls them
+     * all now and then: half of a 128-rank run's CPU, and no simulated time */
+    setenv("GCOMP_NOTICE", "0", 0);
     if (strcmp(o->algo, "auto")) setenv("GCOMP_ALGO", o->algo, 1);
     const char *argv[40];
     int a = 0;
@@ -215,6 +219,14 @@ static int run_one(const sim_opts *o, const char *plat, const char *hosts, int r
     argv[a++] = "-platform", argv[a++] = plat;
     argv[a++] = "-hostfile", argv[a++] = hosts;
     argv[a++] = "--cfg=smpi/test:0";   /* waits block (fabric/mpi_p2p.c), tests cost nothing */
+    /* MPI's own collectives (the node-id allgather at creation, the rank program's timing
+     * reductions) as Open MPI picks them: SMPI's default allgather posts n - 1 receives and
+     * sends per rank and waits on them, O(n^2) a rank: most of a 256-rank run's CPU */
+    argv[a++] = "--cfg=smpi/coll-selector:ompi";
+    /* no detached sends: SimGrid 3.32 keeps every detached send in flight in one global list
+     * that each completion searches (CommImpl::finish), O(ranks) a message; a ring then
+     * cost O(n^3) of CPU. A send completes when it is delivered instead */
+    argv[a++] = "--cfg=smpi/send-is-detached-thresh:0";
     argv[a++] = "--cfg=smpi/lat-factor:0:1";
     argv[a++] = "--cfg=smpi/bw-factor:0:1";
     argv[a++] = "--cfg=network/crosstraffic:0";

@@ -269,6 +269,21 @@ static void test_hier_tiny_segment(void **state) {
   force_algo(NULL);
 }
 
+/* More steps than the ring's allgather posts ahead (reduce/ring.c, AG_AHEAD): its later
+ * receives are posted as earlier ones land, in the order the left neighbour sends; several
+ * segments a chunk; round-robin nodes, which the ring reorders by node. */
+static void test_ring_many_steps(void **state) {
+  setenv("GCOMP_SEGMENT_BYTES", "4k", 1);   /* its floor: 3 segments a chunk below */
+  force_algo("ring");
+  int node_of[18];
+  for (int r = 0; r < 18; r++) node_of[r] = r % 2;
+  assert_string_equal(run_case(18, node_of, GCOMP_FLOAT32, GCOMP_SUM, 18 * 3000 + 7, 0, NULL),
+                      "ring");
+  assert_string_equal(run_case(17, NULL, GCOMP_FLOAT64, GCOMP_SUM, 17 * 1500 + 3, 1, NULL), "ring");
+  unsetenv("GCOMP_SEGMENT_BYTES");
+  force_algo(NULL);
+}
+
 static void test_large_and_segmented(void **state) {
   /* many pipeline segments per chunk, odd counts, several rank counts */
   static const char *algos[] = {"ring", "rhd", "rd", "hier", "shm"};
@@ -961,6 +976,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_broken_after_failure, test_env_restore),
       cmocka_unit_test_teardown(test_mismatched_counts, test_env_restore),
       cmocka_unit_test_teardown(test_large_and_segmented, test_env_restore),
+      cmocka_unit_test_teardown(test_ring_many_steps, test_env_restore),
       cmocka_unit_test_teardown(test_deterministic, test_env_restore),
       cmocka_unit_test_teardown(test_planner_choices, test_env_restore),
       cmocka_unit_test_teardown(test_bad_arguments, test_env_restore),
