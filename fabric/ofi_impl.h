@@ -27,12 +27,8 @@
 /* ---- the wire (fabric/ofi_proto.c has the protocol) ------------------------------------ */
 #define OFI_WINDOW 8   /* data chunks of one message in flight at once, at least */
 #define OFI_WINDOW_MAX 128   /* ... and at most: enough chunks for OFI_WINDOW_BYTES */
-#ifndef OFI_WINDOW_BYTES   /* (these two take a -D for measuring others: bench/RESULTS.md) */
 #define OFI_WINDOW_BYTES (1u << 20)   /* bytes of one message in flight, where chunks allow */
-#endif
-#ifndef OFI_RUN_BYTES
 #define OFI_RUN_BYTES (OFI_WINDOW_BYTES / 2)   /* shm: granted chunks per provider message */
-#endif
 #define KIND_SHIFT GCOMP_TAG_BITS
 #define KIND_HDR (UINT64_C(1) << KIND_SHIFT)    /* provider tag of every header */
 #define KIND_DATA (UINT64_C(2) << KIND_SHIFT)   /* | token: the chunks of one granted message */
@@ -43,10 +39,9 @@
 #define KIND_BARE (UINT64_C(5) << KIND_SHIFT)
 #define HDR_IGNORE (GCOMP_TAG_MASK | (UINT64_C(4) << KIND_SHIFT))
 /* a header slot: the header and, for small messages, the payload: 4 KiB of it where the
- * provider's inject size does not cut it (bench/RESULTS.md, "4 KiB inline") */
-#ifndef OFI_HDR_BYTES   /* (a -D for measuring others) */
+ * provider's inject size does not cut it (4 KiB inline over tcp;ofi_rxm is one eager message
+ * instead of three) */
 #define OFI_HDR_BYTES (4096 + 64)
-#endif
 #define OFI_SLOTS_MAX 16     /* header slots per peer (fewer when the provider has few entries) */
 #define OFI_UNEXP_MAX 64     /* unmatched messages per peer kept in software before credits stop */
 #define OFI_SCHED_ACTIVE 8   /* scheduled receives per peer with chunks posted and RTR sent */

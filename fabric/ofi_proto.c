@@ -175,17 +175,10 @@ int ofi_proto_setup(ofi_transport *t) {
     e->rx_size = (int)(e->info->rx_attr->size ? e->info->rx_attr->size : 1024);
     e->batch = ofi_batch_of(e);
     e->inline_max = INLINE_MAX;
-#ifndef OFI_INLINE_PAST_INJECT
-    if (e->inject >= OFI_HDR_WIRE + 1024 && e->inject - OFI_HDR_WIRE < INLINE_MAX)
-#else
-    if (0)
-#endif
-    {
+    if (e->inject >= OFI_HDR_WIRE + 1024 && e->inject - OFI_HDR_WIRE < INLINE_MAX) {
       e->inline_max = e->inject - OFI_HDR_WIRE;
       /* the sizes between go alone (shm: 4049-4096 B), their slot takes them whole */
-#ifndef OFI_NO_BARE
       e->bare_max = e->inject <= OFI_HDR_BYTES ? e->inject : OFI_HDR_BYTES;
-#endif
     }
   }
   size_t per = 0;
