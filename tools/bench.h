@@ -13,6 +13,12 @@ typedef int (*gcomp_bench_cmd_fn)(int argc, char **argv);
  * the option and the value, and returns -1. */
 int gcomp_bench_num(const char *tool, const char *opt, const char *text, double lo, double hi,
                     double *out);
+/* A size as gcomp's settings write it (4096, 64k, 1M, 2GiB) into *out: 0, or nonzero when
+ * text is not one. */
+int gcomp_bench_size(const char *text, int64_t *out);
+/* GCOMP_RANK as the launcher set it, -1 when unset: who is speaking before a communicator
+ * exists. */
+int gcomp_bench_env_rank(void);
 void gcomp_bench_register(const char *name, gcomp_bench_cmd_fn fn, const char *help);
 
 /* ---- kernel micro-benchmarks (gcomp-bench kernels) ----------------------------------- */

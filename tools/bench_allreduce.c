@@ -13,10 +13,7 @@
 #endif
 
 #include "bench.h"
-#include "comm.h"
-#include "gcomp.h"
-#include "gcomp_common.h"
-#include "transport.h"
+#include "gcomp_internal.h"   /* gcomp_error_restore; the rest is gcomp.h, as a user's program */
 
 typedef struct {
   size_t minb, maxb;
@@ -37,7 +34,11 @@ typedef struct {
 static const ar_opts *g_opts;   /* for time_gcomp's straggler */
 static gcomp_comm *g_comm_b;    /* --ab's communicator */
 
-static double now_s(void) { return (double)gcomp_now_ns() * 1e-9; }
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 /* CPU seconds of this process, every thread (the progress thread's too) */
 static double cpu_s(void) {
   struct timespec ts;
@@ -46,13 +47,11 @@ static double cpu_s(void) {
 }
 
 #ifdef GCOMP_BENCH_MPI
-static int mpi_allgather(gcomp_oob *oob, const void *mine, size_t len, void *all) {
-  return MPI_Allgather(mine, (int)len, MPI_BYTE, all, (int)len, MPI_BYTE, MPI_COMM_WORLD) ==
-                 MPI_SUCCESS
-             ? GCOMP_OK
-             : GCOMP_ERR_BOOTSTRAP;
+static int mpi_allgather(void *ctx, const void *mine, size_t len, void *all) {
+  (void)ctx;
+  return MPI_Allgather(mine, (int)len, MPI_BYTE, all, (int)len, MPI_BYTE, MPI_COMM_WORLD) !=
+         MPI_SUCCESS;
 }
-static void mpi_close(gcomp_oob *oob) {}
 #endif
 
 /* Agrees on a figure across ranks: the slowest rank's time is the collective's time. */
@@ -180,7 +179,11 @@ static int run(gcomp_comm *comm, const ar_opts *o, const char *spec) {
     return GCOMP_ERR_NOMEM;
   }
   gcomp_codec *codec = NULL;
-  if (spec) GCOMP_CHECK(gcomp_codec_create(spec, &codec));
+  int cst = spec ? gcomp_codec_create(spec, &codec) : GCOMP_OK;
+  if (cst < 0) {
+    free(send), free(recv);
+    return cst;
+  }
   float *ref = malloc(o->maxb + 64);   /* the fp32 result; in place, what to refill with */
   if (!ref) {
     free(send), free(recv), gcomp_codec_destroy(codec);
@@ -486,8 +489,10 @@ static int ab_allgather(void *ctx, const void *mine, size_t len, void *all) {
 /* The communicator --ab NAME=VALUE names: comm's settings and calibration, and that one. */
 static int make_ab(gcomp_comm *comm, const char *ab) {
   char name[128];
-  size_t k = (size_t)(strchr(ab, '=') - ab);
-  GCOMP_FAIL_IF(k == 0 || k >= sizeof name, GCOMP_ERR_INVALID, "--ab '%s': NAME=VALUE", ab);
+  const char *eq = strchr(ab, '=');
+  size_t k = eq ? (size_t)(eq - ab) : 0;
+  if (k == 0 || k >= sizeof name)
+    return gcomp_error_set(GCOMP_ERR_INVALID, __FILE__, __LINE__, "--ab '%s': NAME=VALUE", ab);
   memcpy(name, ab, k), name[k] = '\0';
   gcomp_config *cfg = NULL;
   int st = gcomp_config_create(&cfg);
@@ -509,8 +514,8 @@ static int cmd_allreduce(int argc, char **argv) {
     int64_t v;
     double d = 0;
     int bad = 0;   /* a known option with a bad value: already said why */
-    if ((!strcmp(a, "-b") || !strcmp(a, "--minbytes")) && more && !gcomp_parse_size(argv[i + 1], &v)) o.minb = (size_t)v, i++;
-    else if ((!strcmp(a, "-e") || !strcmp(a, "--maxbytes")) && more && !gcomp_parse_size(argv[i + 1], &v)) o.maxb = (size_t)v, i++;
+    if ((!strcmp(a, "-b") || !strcmp(a, "--minbytes")) && more && !gcomp_bench_size(argv[i + 1], &v)) o.minb = (size_t)v, i++;
+    else if ((!strcmp(a, "-e") || !strcmp(a, "--maxbytes")) && more && !gcomp_bench_size(argv[i + 1], &v)) o.maxb = (size_t)v, i++;
     else if ((!strcmp(a, "-f") || !strcmp(a, "--stepfactor")) && more)
       bad = num_arg(a, argv[++i], 1.01, 1e6, &o.factor);
     else if ((!strcmp(a, "-n") || !strcmp(a, "--iters")) && more)
@@ -575,13 +580,8 @@ static int cmd_allreduce(int argc, char **argv) {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    gcomp_oob oob = {.rank = rank, .size = size, .allgather = mpi_allgather, .close = mpi_close};
-    char host[256] = "";
-    const char *node = gcomp_param_str(GCOMP_P_NODE_ID);
-    if (!node[0]) gethostname(host, sizeof host - 1), node = host;
-    gcomp_transport *t = NULL;
-    st = gcomp_transport_create(&oob, node, &t);
-    if (st == GCOMP_OK) st = gcomp_comm_from_transport(t, 1, &comm);
+    /* bootstrapped through MPI's allgather; nodes from GCOMP_NODE_ID or the host name */
+    st = gcomp_comm_init_oob(rank, size, NULL, mpi_allgather, NULL, NULL, &comm);
 #else
     fprintf(stderr, "gcomp-bench: built without MPI; --baseline mpi is not available\n");
     return 2;
@@ -619,9 +619,9 @@ static int cmd_allreduce(int argc, char **argv) {
   if (st < 0 && comm)
     fprintf(stderr, "gcomp-bench allreduce: rank %d: %s: %s\n", gcomp_comm_rank(comm),
             gcomp_strerror(st), gcomp_last_error());
-  else if (st < 0 && gcomp_param_int(GCOMP_P_RANK) >= 0)   /* no communicator: GCOMP_RANK */
-    fprintf(stderr, "gcomp-bench allreduce: rank %lld: %s: %s\n",
-            (long long)gcomp_param_int(GCOMP_P_RANK), gcomp_strerror(st), gcomp_last_error());
+  else if (st < 0 && gcomp_bench_env_rank() >= 0)   /* no communicator: GCOMP_RANK */
+    fprintf(stderr, "gcomp-bench allreduce: rank %d: %s: %s\n", gcomp_bench_env_rank(),
+            gcomp_strerror(st), gcomp_last_error());
   else if (st < 0)   /* the error says which rank when it knows */
     fprintf(stderr, "gcomp-bench allreduce: %s: %s\n", gcomp_strerror(st), gcomp_last_error());
   gcomp_comm_destroy(g_comm_b);

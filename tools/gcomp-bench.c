@@ -6,6 +6,7 @@
 
 #include "bench.h"
 #include "gcomp.h"
+#include "gcomp_common.h"   /* the library's own size syntax and launcher rank, for the options */
 
 enum { MAX_CMDS = 16 };
 static struct {
@@ -25,6 +26,10 @@ int gcomp_bench_num(const char *tool, const char *opt, const char *text, double 
   *out = v;
   return 0;
 }
+
+int gcomp_bench_size(const char *text, int64_t *out) { return gcomp_parse_size(text, out); }
+
+int gcomp_bench_env_rank(void) { return (int)gcomp_param_int(GCOMP_P_RANK); }
 
 void gcomp_bench_register(const char *name, gcomp_bench_cmd_fn fn, const char *help) {
   if (ncmds < MAX_CMDS) cmds[ncmds++] = (__typeof__(cmds[0])){name, help, fn};

@@ -32,4 +32,18 @@ if len(odd) != 3 or b.count(262144) != 3 * (3 + 1 + 3) + 1:
     sys.exit("FAIL: %s: calls of 256 KiB not after a meeting at %s: %s" % (sys.argv[1], odd, b))
 PY
 done
+# --baseline mpi: the communicator bootstraps through MPI's allgather (gcomp.h's
+# gcomp_comm_init_oob), and MPI_Allreduce runs on the same buffers; both columns exact.
+# Open MPI's own start-up allocations outlive MPI_Finalize: no leak check in this job.
+if command -v mpirun >/dev/null; then
+  mout=$(mpirun --allow-run-as-root --oversubscribe -n 2 -x ASAN_OPTIONS=detect_leaks=0 "$bench" allreduce -b 8 -e 64k -f 8192 \
+    -n 20 -w 1 --rounds 1 --baseline mpi 2>&1) || { echo "FAIL: --baseline mpi failed: $mout"; exit 1; }
+  rows=$(echo "$mout" | grep -cE '^ +(8|65536) +[0-9]+ +float +sum')
+  wrong=$(echo "$mout" | awk '$1 ~ /^[0-9]+$/ && $1 > 0 { if ($10 != 0 || $15 != 0) print }')
+  if [ "$rows" != 2 ] || [ -n "$wrong" ] || ! echo "$mout" | grep -q 'mpi time'; then
+    echo "FAIL: --baseline mpi: 2 exact rows with MPI's column expected:"; echo "$mout"; exit 1
+  fi
+else
+  echo "SKIP: --baseline mpi: mpirun not installed"
+fi
 echo "ok: $(echo "$out" | grep -E '^ +262144')"
