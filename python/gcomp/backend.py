@@ -49,6 +49,7 @@ _OPS = (("sum", _R.SUM), ("prod", _R.PRODUCT), ("min", _R.MIN), ("max", _R.MAX),
 _GLOO = "; use a gloo group for it (dist.new_group(backend=\"gloo\"))"
 _COLLECTIVES = ("allreduce", "reduce_scatter", "allgather")
 _KEY_SLOTS = 64   # distinct tensors per size whose error feedback is kept apart
+_POOL_BYTES = 1 << 30   # staging buffers a group keeps between calls (_Pool)
 
 
 def _refuse(call, why):
@@ -208,6 +209,70 @@ class _Waiter:
                     self._idle.notify_all()
 
 
+class _Pool:
+    """Staging buffers kept between calls. A fresh large tensor is a fresh mapping (glibc
+    maps anything past 32 MiB anew and unmaps it at free), and its first touch costs a page
+    fault per 4 KiB page: at 64 MiB a rank on 4 ranks, all_gather's 256 MiB staging
+    buffer took 65,536 faults, most of the call's CPU (gloo pays the same for its own
+    temporary). A buffer given back after its call is reused by the next call of the same
+    shape; at most limit bytes are kept, the least recently used dropped first."""
+
+    def __init__(self, limit):
+        self._free = collections.OrderedDict()   # (numel, dtype) -> [tensor]
+        self._bytes = 0
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def take(self, numel, dtype):
+        key = (numel, dtype)
+        with self._lock:
+            free = self._free.get(key)
+            if free:
+                t = free.pop()
+                if not free:
+                    del self._free[key]
+                self._bytes -= t.numel() * t.element_size()
+                return t
+        return torch.empty(numel, dtype=dtype)
+
+    def give(self, t):
+        nb = t.numel() * t.element_size()
+        if nb > self._limit:
+            return
+        key = (t.numel(), t.dtype)
+        with self._lock:
+            self._free.setdefault(key, []).append(t)
+            self._free.move_to_end(key)
+            self._bytes += nb
+            while self._bytes > self._limit:
+                old, free = next(iter(self._free.items()))
+                gone = free.pop(0)
+                if not free:
+                    del self._free[old]
+                self._bytes -= gone.numel() * gone.element_size()
+
+    def clear(self):
+        with self._lock:
+            self._free.clear()
+            self._bytes = 0
+
+
+def _adjacent(outs, t, rank):
+    """The address of one buffer that outs are consecutive blocks of (each contiguous, of
+    t's type and size, in rank order), as the blocks of one tensor's chunk() are; None
+    otherwise, or when t overlaps that buffer anywhere but at block rank (in place)."""
+    if not _direct(t) or any(not _direct(o) or o.dtype != t.dtype for o in outs):
+        return None
+    nb = t.numel() * t.element_size()
+    base = outs[0].data_ptr()
+    if nb == 0 or any(o.data_ptr() != base + r * nb for r, o in enumerate(outs)):
+        return None
+    src = t.data_ptr()
+    if src != base + rank * nb and base - nb < src < base + len(outs) * nb:
+        return None
+    return base
+
+
 class ProcessGroupGcomp(dist.ProcessGroup):
     """The "gcomp" backend's process group (made by torch through register()'s creator)."""
 
@@ -216,6 +281,7 @@ class ProcessGroupGcomp(dist.ProcessGroup):
         self._store = store
         self.comm = gcomp.Comm.from_allgather(rank, size, _store_allgather(store, rank, size))
         self._waiter = _Waiter("gcomp-pg-%d" % rank)
+        self._pool = _Pool(_POOL_BYTES)
         self._codecs = {}
         for c in _COLLECTIVES:
             self.set_codec(c, None)
@@ -269,7 +335,11 @@ class ProcessGroupGcomp(dist.ProcessGroup):
         slots.move_to_end(ptr)
         return (t.numel() << 8) | slot
 
-    def _work(self, reqs, finish, result):
+    def _work(self, reqs, finish, result, pooled=()):
+        """Work for requests reqs; finish (or None) runs when they are done, before the
+        pooled staging buffers go back to the pool."""
+        if pooled:
+            finish = self._then_release(finish, pooled)
         fut = torch.futures.Future()
         if reqs and _sync_caller():   # wait here: the Work's wait() would not raise
             err = None
@@ -288,6 +358,14 @@ class ProcessGroupGcomp(dist.ProcessGroup):
                 finish()
             fut.set_result((result, ""))
         return _work_of(fut)
+
+    def _then_release(self, finish, pooled):
+        def run():
+            if finish is not None:
+                finish()
+            for b in pooled:   # only after a call that succeeded: it no longer writes them
+                self._pool.give(b)
+        return run
 
     def _check_open(self, call):
         if self._closed:
@@ -413,7 +491,7 @@ class ProcessGroupGcomp(dist.ProcessGroup):
         else:
             send = torch.zeros(n, dtype=wt)
             _pack(send, t)
-        recv = torch.empty(n * self.size(), dtype=wt)
+        recv = self._pool.take(n * self.size(), wt)
         codec = self._codecs["allgather"] if codec_ok and t.dtype == torch.float32 else None
         req = self.comm.iallgather(send.data_ptr(), recv.data_ptr(), n, dt, codec, 0,
                                    keep=(send, recv))
@@ -426,12 +504,18 @@ class ProcessGroupGcomp(dist.ProcessGroup):
             _refuse("all_gather", "want one list of %d output tensors" % self.size())
         if any(o.numel() != t.numel() or o.dtype != t.dtype for o in outs):
             _refuse("all_gather", "output tensors differ from the input in size or type")
+        base = _adjacent(outs, t, self.rank())
+        if base is not None:   # one buffer's blocks: gathered into it, no staging
+            codec = self._codecs["allgather"] if t.dtype == torch.float32 else None
+            req = self.comm.iallgather(t.data_ptr(), base, t.numel(), _NATIVE[t.dtype], codec,
+                                       0, keep=(t, outs))
+            return self._work([req], None, output_tensors)
         req, recv, n = self._gather_flat("all_gather", t, True)
 
         def back():
             for r, o in enumerate(outs):
                 _unpack(o, recv[r * n:(r + 1) * n])
-        return self._work([req], back, output_tensors)
+        return self._work([req], back, output_tensors, (recv,))
 
     def _allgather_base(self, output, input, opts=None):
         self._check_open("_allgather_base")
@@ -455,7 +539,7 @@ class ProcessGroupGcomp(dist.ProcessGroup):
                 else:
                     output.view(-1)[r * input.numel():(r + 1) * input.numel()].copy_(
                         blk.reshape(-1))
-        return self._work([req], back, output)
+        return self._work([req], back, output, (recv,))
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         _refuse("allgather_coalesced", "not supported")
@@ -471,7 +555,7 @@ class ProcessGroupGcomp(dist.ProcessGroup):
         def back():
             for r, o in enumerate(outs or []):
                 _unpack(o, recv[r * n:(r + 1) * n])
-        return self._work([req], back, output_tensors)
+        return self._work([req], back, output_tensors, (recv,))
 
     def scatter(self, output_tensors, input_tensors, opts):
         out = self._one("scatter", output_tensors)
@@ -534,13 +618,13 @@ class ProcessGroupGcomp(dist.ProcessGroup):
         send = torch.zeros(n * w, dtype=wt)
         for j, t in enumerate(ins):
             _pack(send[j * w:j * w + _words(t)], t)
-        recv = torch.empty(n * w, dtype=wt)
+        recv = self._pool.take(n * w, wt)
         req = self.comm.ialltoall(send.data_ptr(), recv.data_ptr(), w, dt, keep=(send, recv))
 
         def back():
             for i, t in enumerate(outs):
                 _unpack(t, recv[i * w:i * w + _words(t)])
-        return self._work([req], back, result)
+        return self._work([req], back, result, (recv,))
 
     def barrier(self, opts=None):
         self._check_open("barrier")
@@ -640,6 +724,7 @@ class ProcessGroupGcomp(dist.ProcessGroup):
         self._waiter.drain()
         self._waiter.stop()
         self.comm.close()
+        self._pool.clear()
         for codec in self._codecs.values():
             if codec is not None:
                 codec.close()

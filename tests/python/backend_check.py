@@ -122,6 +122,33 @@ def run(group, tag):
         w.wait()
         check("%s all_gather %s" % (tag, dtype),
               all(same(outs[r], data(r, 7, dtype)) for r in range(n)))
+        # the blocks of one tensor (gathered into it, no staging), in place too; the same
+        # blocks in reverse order (staged); two calls of one shape in flight at once, then
+        # again (staging buffers reused from the pool must not be shared or stale)
+        whole = torch.zeros(7 * n, dtype=dtype)
+        dist.all_gather(list(whole.chunk(n)), data(me, 7, dtype), group=group)
+        check("%s all_gather into chunks %s" % (tag, dtype),
+              same(whole, torch.cat([data(r, 7, dtype) for r in range(n)])))
+        whole = torch.zeros(7 * n, dtype=dtype)
+        whole.chunk(n)[me].copy_(data(me, 8, dtype)[1:])
+        dist.all_gather(list(whole.chunk(n)), whole.chunk(n)[me], group=group)
+        check("%s all_gather in place %s" % (tag, dtype),
+              same(whole, torch.cat([data(r, 8, dtype)[1:] for r in range(n)])))
+        whole = torch.zeros(7 * n, dtype=dtype)
+        dist.all_gather(list(reversed(whole.chunk(n))), data(me, 7, dtype), group=group)
+        check("%s all_gather into reversed chunks %s" % (tag, dtype),
+              same(whole, torch.cat([data(r, 7, dtype) for r in reversed(range(n))])))
+        for rep in range(2):
+            o1 = [torch.empty(7, dtype=dtype) for _ in range(n)]
+            o2 = [torch.empty(7, dtype=dtype) for _ in range(n)]
+            w1 = dist.all_gather(o1, data(me, 7, dtype, salt=rep), group=group, async_op=True)
+            w2 = dist.all_gather(o2, data(me + 9, 7, dtype, salt=rep), group=group,
+                                 async_op=True)
+            w2.wait()
+            w1.wait()
+            check("%s all_gather twice in flight %s #%d" % (tag, dtype, rep),
+                  all(same(o1[r], data(r, 7, dtype, salt=rep)) and
+                      same(o2[r], data(r + 9, 7, dtype, salt=rep)) for r in range(n)))
         flat = torch.empty(7 * n, dtype=dtype)
         dist._all_gather_base(flat, data(me, 7, dtype), group=group)
         check("%s _all_gather_base %s" % (tag, dtype),
