@@ -104,13 +104,13 @@ static int shm_run(gcomp_coll *c, uint8_t *buf, size_t count) {
 static double shm_cost(const gcomp_plan_in *in) { return gcomp_cost_shm(in); }
 
 extern const gcomp_algo gcomp_algo_hier, gcomp_algo_hier_direct, gcomp_algo_hier_sparse;
-/* the other collectives' (coll_algos.c, bcast_tree.c, bcast_scatter.c, alltoall.c) */
+/* the other collectives' (coll_algos.c, bcast_*.c, alltoall.c) */
 extern const gcomp_algo gcomp_algo_rs_ring, gcomp_algo_rs_shm, gcomp_algo_rs_direct;
 extern const gcomp_algo gcomp_algo_ag_ring, gcomp_algo_ag_shm, gcomp_algo_ag_direct;
 /* hier_rs.c, hier_ag.c */
 extern const gcomp_algo gcomp_algo_rs_hier, gcomp_algo_rs_hier_direct;
 extern const gcomp_algo gcomp_algo_ag_hier, gcomp_algo_ag_hier_direct;
-extern const gcomp_algo gcomp_algo_bcast_tree, gcomp_algo_bcast_scatter;
+extern const gcomp_algo gcomp_algo_bcast_tree, gcomp_algo_bcast_scatter, gcomp_algo_bcast_shm;
 extern const gcomp_algo gcomp_algo_barrier, gcomp_algo_alltoall;
 static const gcomp_algo algo_ring = {
     "ring", "pipelined ring reduce-scatter + allgather: bandwidth-optimal, 2(n-1) steps",
@@ -143,6 +143,7 @@ static const gcomp_algo *const algos[] = {&algo_ring,        &algo_rhd,
                                           &gcomp_algo_ag_shm,      &gcomp_algo_ag_direct,
                                           &gcomp_algo_ag_hier,     &gcomp_algo_ag_hier_direct,
                                           &gcomp_algo_bcast_tree,  &gcomp_algo_bcast_scatter,
+                                          &gcomp_algo_bcast_shm,
                                           &gcomp_algo_barrier,     &gcomp_algo_alltoall};
 enum { NALGOS = sizeof algos / sizeof *algos };
 
