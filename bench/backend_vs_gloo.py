@@ -10,6 +10,12 @@ call of each, gcomp's speed-up over gloo (median of the rounds' ratios) and the 
 bandwidth of gcomp's call (nccl-tests' sizes and factors: all_gather and reduce_scatter
 count the whole n x bytes buffer), plus the CPU time per call of the process
 (every thread: the progress thread and the waiter count).
+
+all_gather gathers into a list of n separate tensors, allocated once and reused by both
+backends: each stages through a buffer of its own (gloo allocates its flat temporary every
+call, whose page faults were most of its time at 16-64 MiB; gcomp reuses its). gcomp
+gathers straight into the blocks of one tensor (list(t.chunk(n))): all_gather_into_tensor
+(gcomp only, like reduce_scatter: gloo on torch 1.13 CPU raises) is that case.
 """
 import argparse
 import statistics
@@ -39,7 +45,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="8,65536,1m,16m,64m", help="bytes per rank")
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--calls", default="all_reduce,all_gather,broadcast,reduce_scatter")
+    ap.add_argument("--calls", default="all_reduce,all_gather,broadcast,reduce_scatter,"
+                    "all_gather_into_tensor")
     a = ap.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
@@ -47,7 +54,7 @@ def main():
     gl = dist.group.WORLD
     n, me = dist.get_world_size(), dist.get_rank()
     factor = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "broadcast": 1.0,
-              "reduce_scatter": (n - 1) / n}
+              "reduce_scatter": (n - 1) / n, "all_gather_into_tensor": (n - 1) / n}
     if me == 0:
         print("backend_vs_gloo: %d ranks" % n)
         print("%-15s %10s %12s %12s %8s %10s %12s" % ("call", "bytes", "gloo us", "gcomp us",
@@ -58,6 +65,7 @@ def main():
             x = torch.ones(count)
             outs = [torch.empty(count) for _ in range(n)]
             flat_in = torch.ones(count * n)
+            flat_out = torch.empty(count * n)
 
             def op(g):
                 if call == "all_reduce":
@@ -66,9 +74,11 @@ def main():
                     return lambda: dist.all_gather(outs, x, group=g)
                 if call == "broadcast":
                     return lambda: dist.broadcast(x, src=0, group=g)
+                if call == "all_gather_into_tensor":
+                    return lambda: dist.all_gather_into_tensor(flat_out, x, group=g)
                 return lambda: dist._reduce_scatter_base(x, flat_in, group=g)
             iters = max(2, min(200, (64 << 20) // max(nbytes, 1) // 4))
-            has_gloo = call != "reduce_scatter"
+            has_gloo = call not in ("reduce_scatter", "all_gather_into_tensor")
             t = {"gloo": [], "gcomp": []}
             cpu = []
             op(gc)()   # first calls: connections, calibration, codec probes
@@ -91,7 +101,8 @@ def main():
                     call, count * 4,
                     "%.1f" % (statistics.median(t["gloo"]) * 1e6) if has_gloo else "-",
                     g * 1e6, "%.2f" % ratio if has_gloo else "-",
-                    count * 4 * (n if call in ("all_gather", "reduce_scatter") else 1) *
+                    count * 4 * (n if call in ("all_gather", "reduce_scatter",
+                                               "all_gather_into_tensor") else 1) *
                     factor[call] / g / 1e9, statistics.median(cpu) * 1e6),
                     flush=True)
     dist.destroy_process_group()
