@@ -35,7 +35,7 @@ from torch._C._distributed_c10d import _create_work_from_future
 import gcomp
 
 __all__ = ["ProcessGroupGcomp", "register", "comm_of", "set_codec", "codec_of", "abort",
-           "state_dict", "load_state_dict"]
+           "state_dict", "load_state_dict", "mpi_env"]
 
 NAME = "gcomp"
 _NATIVE = {torch.float32: "float32", torch.float64: "float64", torch.int32: "int32",
@@ -791,3 +791,34 @@ def state_dict(group=None):
 
 def load_state_dict(sd, group=None):
     _pg(group).load_state_dict(sd)
+
+
+# torch's env:// variable: Open MPI's, for ranks that mpirun started
+_MPI_VARS = (("RANK", "OMPI_COMM_WORLD_RANK"), ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"),
+             ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"),
+             ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"))
+
+
+def mpi_env(environ=None):
+    """Makes torch's env:// work in ranks started by mpirun (Open MPI), before
+    dist.init_process_group("gcomp"): RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE from
+    OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK and _LOCAL_SIZE where unset, and MASTER_ADDR
+    127.0.0.1 when every rank is on this node. MASTER_PORT (and MASTER_ADDR across nodes:
+    rank 0's host, which no rank knows before torch's store exists) come from the user:
+    mpirun -x MASTER_ADDR=node0 -x MASTER_PORT=29500. Does nothing outside mpirun or when
+    RANK is set already (torchrun, gcomp-run); raises RuntimeError naming what is missing.
+    environ: the mapping to read and fill (os.environ)."""
+    env = os.environ if environ is None else environ
+    if "RANK" in env or "OMPI_COMM_WORLD_RANK" not in env:
+        return
+    for mine, ompi in _MPI_VARS:
+        if mine not in env and ompi in env:
+            env[mine] = env[ompi]
+    if "MASTER_ADDR" not in env and env.get("OMPI_COMM_WORLD_LOCAL_SIZE") == env["WORLD_SIZE"]:
+        env["MASTER_ADDR"] = "127.0.0.1"
+    missing = [v for v in ("MASTER_ADDR", "MASTER_PORT") if v not in env]
+    if missing:
+        raise RuntimeError("gcomp backend: under mpirun, torch's env:// needs %s: rank 0's "
+                           "host and a free port on it, e.g. mpirun -x MASTER_ADDR=%s "
+                           "-x MASTER_PORT=29500" % (" and ".join(missing),
+                                                     env.get("MASTER_ADDR", "node0")))

@@ -44,9 +44,11 @@ add_test(NAME python.backend_fail_kill COMMAND bash ${py_dir}/fail_check.sh ${py
 # env://, tcp:// and file:// in turn in the same two processes
 add_test(NAME python.backend_init COMMAND ${py_run} -n 2 -- ${py} ${py_dir}/init_check.py
          ${CMAKE_BINARY_DIR})
+# ranks from mpirun: gcomp.backend.mpi_env() and env://, MASTER_PORT given by the user
+add_test(NAME python.backend_mpirun COMMAND bash ${py_dir}/mpi_check.sh ${py})
 set_tests_properties(python.package python.ddp python.fail_kill python.fail_stall python.resume
   python.backend python.backend_train python.backend_fail_kill python.backend_init
-  PROPERTIES LABELS python TIMEOUT 300 ENVIRONMENT "${py_env}")
+  python.backend_mpirun PROPERTIES LABELS python TIMEOUT 300 ENVIRONMENT "${py_env}")
 set_property(TEST python.backend_fail_kill APPEND PROPERTY ENVIRONMENT FAIL_CHECK_BACKEND=gcomp)
 set_property(TEST python.ddp APPEND PROPERTY ENVIRONMENT
   "DDP_CHECK_DIGITS=${PROJECT_SOURCE_DIR}/convergence/data/digits.csv.gz")
