@@ -202,6 +202,7 @@ static int lb_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) {
     const char *what = r->kind == LB_SEND ? "send to" : "receive from";
     uint64_t tag = r->tag;
     free(r);
+    tp->failed_peer = peer;
     GCOMP_FAIL(GCOMP_ERR_TIMEOUT, "loopback rank %d: %s rank %d (tag 0x%llx) did not complete "
                "within GCOMP_TIMEOUT_MS=%d", tp->rank, what, peer, (unsigned long long)tag,
                tp->timeout_ms);
@@ -282,6 +283,7 @@ int gcomp_lb_ranks_create(int size, const int *node_of, const gcomp_transport_op
     t->pub.rank = i;
     t->pub.size = size;
     t->pub.timeout_ms = (int)gcomp_param_int(GCOMP_P_TIMEOUT_MS);
+    t->pub.failed_peer = -1;
     t->world = world;
     status = gcomp_topology_fill(&t->pub, kp, &t->topo);
     if (status < 0) {

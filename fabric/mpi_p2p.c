@@ -194,6 +194,7 @@ static int finish(p2p_transport *p, gcomp_treq *r, int st, size_t rlen, int *don
   if (st == GCOMP_ERR_INVALID)
     GCOMP_FAIL(st, "MPI transport: rank %d: the message from rank %d is longer than the receive",
                p->pub.rank, peer);
+  if (st < 0) p->pub.failed_peer = peer;
   if (st < 0)
     GCOMP_FAIL(st, "MPI transport: rank %d: a %s %s rank %d failed", p->pub.rank,
                is_recv ? "receive" : "send", is_recv ? "from" : "to", peer);
@@ -262,6 +263,7 @@ static int p2p_test(gcomp_transport *t, gcomp_treq *r, int *done, size_t *len) {
   slot_free(p, r);
   free(r);
   p->pub.failed = 1;
+  p->pub.failed_peer = peer;
   GCOMP_FAIL(GCOMP_ERR_TIMEOUT, "MPI transport: rank %d: a %s %s rank %d pending for %d ms",
              p->pub.rank, is_recv ? "receive" : "send", is_recv ? "from" : "to", peer,
              p->pub.timeout_ms);
@@ -349,6 +351,7 @@ int gcomp_p2p_transport_create(int rank, int size, const char *node_id,
   p->pub.rank = rank;
   p->pub.size = size;
   p->pub.timeout_ms = (int)gcomp_param_int(GCOMP_P_TIMEOUT_MS);
+  p->pub.failed_peer = -1;
   p->pub.no_shared_memory = ops->simulated != 0;
   int st = tag_layout(p, ops->tag_ub);
   char *keys = NULL;

@@ -209,6 +209,7 @@ int gcomp_transport_create(gcomp_oob *oob, const char *node_id, gcomp_transport 
   t->pub.rank = oob->rank;
   t->pub.size = oob->size;
   t->pub.timeout_ms = (int)gcomp_param_int(GCOMP_P_TIMEOUT_MS);
+  t->pub.failed_peer = -1;
   int s = setup(t, oob, node_id);
   t->ready = s == GCOMP_OK;
   t->fault_cqerr = t->ready && gcomp_fault_armed("cqerr", t->pub.rank, NULL);

@@ -75,6 +75,7 @@ int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len) {
   if (r->status < 0) {
     int s = r->status;
     t->pub.failed = 1;
+    t->pub.failed_peer = r->peer;
     char msg[sizeof r->err];
     memcpy(msg, r->err, sizeof msg);
     ofi_req_abandon(t, r);

@@ -127,6 +127,10 @@ struct gcomp_transport {
    * peers in no state to say goodbye). destroy then waits at most 1 s. The one field a
    * user may write. */
   int failed;
+  /* The peer whose request failed last (GCOMP_ERR_PEER or _TIMEOUT), -1 before any: the
+   * rank an abort notice names (reduce/abort.h). Written by the transports and by the node's
+   * shared segment (reduce/shm.c), whose waits fail outside them. */
+  int failed_peer;
   /* Nonzero when the ranks of a node must not share memory (the MPI transport under a
    * simulator: all ranks in one process, and a futex wait would stop them all). */
   int no_shared_memory;

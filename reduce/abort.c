@@ -31,6 +31,8 @@ struct gcomp_abort {
   int corrupt_now;      /* armed for the running call and no frame corrupted yet */
   int aborted;          /* gcomp_comm_abort was called (atomic: any thread sets it) */
   int told;             /* the peers were sent a notice (by the transport's user only) */
+  int heard;            /* a peer's notice failed a call here: this rank does not echo it */
+  gcomp_treq *late;     /* the notice to the rank it names, not waited for (tell_everyone) */
 };
 
 static uint64_t notice_tag(void) { return gcomp_tag(GCOMP_SEQ_NOTICE, 0); }
@@ -83,6 +85,7 @@ void gcomp_abort_destroy(gcomp_abort *a) {
   warn_unused(a);
   for (int p = 0; a->watch && p < a->t->size; p++)
     if (a->watch[p]) gcomp_cancel(a->t, a->watch[p]);
+  if (a->late) gcomp_cancel(a->t, a->late);
   free(a->watch);
   free(a->in);
   free(a);
@@ -106,8 +109,10 @@ void gcomp_abort_corrupt_frame(gcomp_abort *a, uint8_t *frame, size_t len, int p
 /* Sends the notice to every peer and waits until each send is done or failed (a dead
  * peer's fails; the live ones have their receive posted since creation), for at most
  * min(1 s, GCOMP_TIMEOUT_MS): a stopped peer may never take its notice, and the rank's
- * own failure must not wait on it. Once per communicator. */
-static void tell_everyone(gcomp_abort *a) {
+ * own failure must not wait on it. The send to `skip` (the rank found dead or silent, or -1)
+ * is posted but not waited for: it stays pending until destroy, and a slow peer still gets
+ * it. Once per communicator. */
+static void tell_everyone(gcomp_abort *a, int skip) {
   gcomp_transport *t = a->t;
   if (a->told) return;
   a->told = 1;
@@ -117,6 +122,7 @@ static void tell_everyone(gcomp_abort *a) {
   for (int p = 0; reqs && p < t->size; p++)
     if (p != t->rank && gcomp_isend(t, p, notice_tag(), &a->out, sizeof a->out, &reqs[p]) == GCOMP_OK)
       left++;
+  if (reqs && skip >= 0 && skip < t->size && reqs[skip]) a->late = reqs[skip], reqs[skip] = NULL, left--;
   unsigned spins = 0;
   while (left > 0) {
     int moved = 0;
@@ -141,12 +147,31 @@ int gcomp_abort_corrupt_from(gcomp_abort *a, const gcomp_coll *c, int st, int cu
   snprintf(detail, sizeof detail, "%s", gcomp_last_error());
   gcomp_error_set(st, __FILE__, __LINE__, "data from rank %d failed validation at rank %d: %s",
                   culprit, me, detail);
-  if (!a || !a->watching) return st;
+  if (!a || !a->watching || a->told) return st;   /* a->out may still be in flight */
   a->out = (notice){.magic = NOTICE_MAGIC, .status = st, .reporter = me, .culprit = culprit,
                     .seq = c->seq};
   snprintf(a->out.why, sizeof a->out.why, "%s", gcomp_last_error());
   snprintf(detail, sizeof detail, "%s", gcomp_last_error());
-  tell_everyone(a);
+  tell_everyone(a, -1);
+  return gcomp_error_restore(st, detail);
+}
+
+int gcomp_abort_failed(gcomp_abort *a, uint32_t seq, int st) {
+  if (!a || !a->watching || a->told || a->heard ||
+      (st != GCOMP_ERR_PEER && st != GCOMP_ERR_TIMEOUT))
+    return st;
+  int culprit = a->t->failed_peer;
+  if (culprit < 0 || culprit >= a->t->size || culprit == a->t->rank) culprit = -1;
+  char detail[768];
+  snprintf(detail, sizeof detail, "%s", gcomp_last_error());
+  a->out = (notice){.magic = NOTICE_MAGIC, .status = st, .reporter = a->t->rank,
+                    .culprit = culprit, .seq = seq};
+  snprintf(a->out.why, sizeof a->out.why, "%.*s", (int)sizeof a->out.why - 1, detail);
+  uint64_t t0 = gcomp_now_ns();
+  tell_everyone(a, culprit);
+  GCOMP_INFO(GCOMP_SUB_REDUCE, "rank %d: told its peers that rank %d %s (%.1f ms)", a->t->rank,
+             culprit, st == GCOMP_ERR_PEER ? "is gone" : "is silent",
+             (double)(gcomp_now_ns() - t0) / 1e6);
   return gcomp_error_restore(st, detail);
 }
 
@@ -161,11 +186,20 @@ static int landed(gcomp_abort *a, int p, int st, size_t len) {
   }
   if (st < 0) return GCOMP_OK;
   const notice *m = &a->in[p];
-  if (len != sizeof *m || m->magic != NOTICE_MAGIC || m->status >= 0 || m->reporter != p)
+  if (len != sizeof *m || m->magic != NOTICE_MAGIC || m->status >= 0 || m->reporter != p ||
+      m->culprit < -1 || m->culprit >= a->t->size)
     GCOMP_FAIL(GCOMP_ERR_CORRUPT, "rank %d sent a malformed abort notice (%zu bytes)", p, len);
+  a->heard = 1;
   char why[sizeof m->why + 1];
   memcpy(why, m->why, sizeof m->why);
   why[sizeof m->why] = '\0';
+  /* a peer's death or silence another rank found (gcomp_abort_failed): both ranks named */
+  if (m->status == GCOMP_ERR_PEER && m->culprit >= 0)
+    GCOMP_FAIL(m->status, "rank %d is gone: rank %d's notice (call seq %u) says: %s", m->culprit,
+               p, m->seq, why);
+  if (m->status == GCOMP_ERR_TIMEOUT && m->culprit >= 0)
+    GCOMP_FAIL(m->status, "rank %d was silent towards rank %d: rank %d's notice (call seq %u) "
+               "says: %s", m->culprit, p, p, m->seq, why);
   GCOMP_FAIL(m->status, "call aborted by rank %d's notice (call seq %u): %s", p, m->seq, why);
 }
 
@@ -184,7 +218,7 @@ int gcomp_abort_here(gcomp_abort *a) {
     a->out = (notice){.magic = NOTICE_MAGIC, .status = GCOMP_ERR_ABORTED, .reporter = me,
                       .culprit = me};
     snprintf(a->out.why, sizeof a->out.why, "gcomp_comm_abort was called on rank %d", me);
-    tell_everyone(a);
+    tell_everyone(a, -1);
   }
   GCOMP_FAIL(GCOMP_ERR_ABORTED, "gcomp_comm_abort was called on this rank (%d)", me);
 }

@@ -4,20 +4,29 @@
  *
  * Always on: every communicator keeps one receive posted per peer on a reserved tag
  * (GCOMP_SEQ_NOTICE, which no call takes), its wait loops test them when idle (every 16th
- * idle poll), and a rank that finds a peer's frame corrupt sends each peer a small notice
- * (its rank, the culprit's, the call's number, the detail) before it fails. On the success
- * path that is one test of the posted receives per 16 idle polls: no message, and no
+ * idle poll), and a rank sends each peer a small notice (its rank, the culprit's, the call's
+ * number, its status and detail) before it fails, once per communicator, when it finds
+ *   - a peer's frame corrupt (gcomp_abort_corrupt_from),
+ *   - a peer dead or silent: its call failed with GCOMP_ERR_PEER or _TIMEOUT from the
+ *     transport or the node's segment (gcomp_abort_failed; not a failure a notice caused:
+ *     notices are never echoed), so that a rank stuck behind another survivor fails at once,
+ *     not when that one exits or at its own GCOMP_TIMEOUT_MS,
+ *   - or that gcomp_comm_abort was called (gcomp_abort_here).
+ * Sends wait at most min(1 s, GCOMP_TIMEOUT_MS), never for the rank found dead or silent.
+ * On the success path that is one test of the posted receives per 16 idle polls: no message, and no
  * difference gcomp-bench allreduce --ab GCOMP_NOTICE=0 could tell from noise at 8 B or
  * 1 MiB. GCOMP_NOTICE=0 (agreed, for that measurement only) posts no receive. GCOMP_FAULT
  * only injects: it changes the bytes sent, never how the fault is found or reported.
  *
- * What a notice does: the waiting rank fails its call with the notice's status and a detail
- * naming the reporting rank and the rank whose data was corrupt; the call then breaks the
+ * What a notice does: the waiting rank fails its call with the notice's status (a silent
+ * peer stays a timeout, a dead one GCOMP_ERR_PEER) and a detail naming the reporting rank
+ * and the rank it found dead, silent or corrupt; the call then breaks the
  * communicator like any failed call (gcomp.h: every later call returns GCOMP_ERR_PEER at
  * once, naming the first failure; destroy it and create a new one), as NCCL's communicator
  * after ncclCommAbort and MPI's MPI_ERRORS_RETURN leave theirs. A rank that finished the
- * call before the notice came (possible only when the corrupt frame was one no other rank
- * waits on, e.g. top-k's allgather) meets it in its next call instead.
+ * call before the notice came (possible only when the fault was in a message no other rank
+ * waits on, e.g. top-k's allgather, or after its last wait on the faulty rank) meets it in
+ * its next call instead.
  *
  * Without a codec there is nothing to check: the dense path sends raw values, no checksum,
  * so a corrupt fault on a dense call corrupts nothing (a warning says so once). */
@@ -48,6 +57,11 @@ void gcomp_abort_corrupt_frame(gcomp_abort *a, uint8_t *frame, size_t len, int p
 /* A frame from world rank `culprit` failed to decode with status st (GCOMP_ERR_CORRUPT):
  * names the culprit in the detail and sends the notice to every peer. Returns st. */
 int gcomp_abort_corrupt_from(gcomp_abort *a, const struct gcomp_coll *c, int st, int culprit);
+
+/* A call failed with st after its collective ran (call.c, before gcomp_abort_blame): when st
+ * is GCOMP_ERR_PEER or _TIMEOUT found by this rank (not heard in a notice) and no notice
+ * went out yet, sends every peer one naming t->failed_peer. Returns st, its detail kept. */
+int gcomp_abort_failed(gcomp_abort *a, uint32_t seq, int st);
 
 /* gcomp_comm_abort: marks the communicator aborted (any thread; no transport use) */
 void gcomp_abort_request(gcomp_abort *a);

@@ -164,7 +164,9 @@ static int run(gcomp_comm *comm, gcomp_call *call) {
   int st = algo->run(&c, call->work, call->total);
   call->nonfinite_known = st == GCOMP_OK && c.nonfinite_counted;
   call->nonfinite_share = c.nonfinite_share;
-  if (st < 0) st = gcomp_abort_blame(comm->t, c.seq, st);   /* who else failed (abort.h) */
+  /* the peers hear of a death or silence found here, then who else failed (abort.h) */
+  if (st < 0) st = gcomp_abort_failed(comm->abort, c.seq, st);
+  if (st < 0) st = gcomp_abort_blame(comm->t, c.seq, st);
   return st < 0 ? gcomp_comm_mark_broken(comm, st) : GCOMP_OK;
 }
 
@@ -323,6 +325,7 @@ int gcomp_call_exchange_max(gcomp_comm *comm, int64_t *v, size_t n) {
                          comm->agreed.seg_bytes);
   int st = algo->run(&c, (uint8_t *)v, n);
   next_seq(comm);   /* the call's own messages: other tags than the exchange's */
+  if (st < 0) st = gcomp_abort_failed(comm->abort, c.seq, st);
   if (st < 0) st = gcomp_abort_blame(comm->t, c.seq, st);
   return st < 0 ? gcomp_comm_mark_broken(comm, st) : GCOMP_OK;
 }

@@ -284,11 +284,13 @@ static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round
       if (look) last_live = now;
       if (look && pid > 0 && ns && s->ctl[i].pidns == ns && gcomp_pid_gone(pid)) {
         s->broken = 1;
+        c->t->failed_peer = c->t->local_ranks[i];
         GCOMP_FAIL_IF(1, GCOMP_ERR_PEER, "shm allreduce: local rank %d (rank %d, pid %d) died",
                       i, c->t->local_ranks[i], (int)pid);
       }
       if (now - start > (uint64_t)s->timeout_ms * 1000000u) {
         s->broken = 1;
+        c->t->failed_peer = c->t->local_ranks[i];
         GCOMP_FAIL_IF(1, GCOMP_ERR_TIMEOUT,
                       "shm allreduce: local rank %d (rank %d) silent for %d ms (stalled, or in "
                       "another call: do all ranks make the same calls with the same counts?)", i,

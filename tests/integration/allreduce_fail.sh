@@ -13,6 +13,7 @@ coll=${4:-} name=$(basename "$prog")
 for v in $(compgen -e | grep '^GCOMP_'); do unset "$v"; done
 export GCOMP_TIMEOUT_MS=3000
 slack=3000
+spread=800   # ms between the first survivor's error and the last's
 . "$(dirname "$0")/blame.sh"
 out=$(mktemp) stamped=$(mktemp)
 trap 'rm -f "$out" "$stamped"' EXIT
@@ -36,6 +37,9 @@ done
 blame_check "$out" $n $victim "error after" || fails=1
 arrival_check "$stamped" $n $victim "gcomp-run: rank $victim \(pid [0-9]+, node [0-9]+\) was killed" \
   $((GCOMP_TIMEOUT_MS + slack)) "$name" || fails=1
+# the first survivor to fail tells the others (reduce/abort.c): none waits for another
+# survivor's exit (over 1 s: its destroy) or its own timeout (3 s)
+spread_check "$stamped" $n $victim $spread "$name" || fails=1
 # a failed communicator is destroyed within 1 s (gcomp.h), on 2 oversubscribed cores
 destroy_check "$out" 1000 "$name" || fails=1
 echo "allreduce_fail: $([ $fails = 0 ] && echo passed || echo FAILED)"

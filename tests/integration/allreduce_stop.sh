@@ -17,6 +17,7 @@ coll=${4:-} name=$(basename "$prog")
 for v in $(compgen -e | grep '^GCOMP_'); do unset "$v"; done
 export GCOMP_TIMEOUT_MS=3000
 slack=3000
+spread=800   # ms between the first survivor's error and the last's
 . "$(dirname "$0")/blame.sh"
 stamped=$(mktemp) out=$(mktemp)
 trap 'rm -f "$stamped" "$out"' EXIT
@@ -71,6 +72,9 @@ done
 blame_check "$out" $n $victim "error after" || fails=1
 arrival_check "$stamped" $n $victim "\[$victim\] $name: rank $victim: stopping" \
   $((GCOMP_TIMEOUT_MS + slack)) "$name" || fails=1
+# the first survivor to fail tells the others (reduce/abort.c): none waits for another
+# survivor's exit (over 1 s: its destroy) or its own timeout (3 s)
+spread_check "$stamped" $n $victim $spread "$name" || fails=1
 # a failed communicator is destroyed within 1 s (gcomp.h), on 2 oversubscribed cores
 destroy_check "$out" 1000 "$name" || fails=1
 rline=$(grep "^\[$victim\] $name: rank $victim: resumed: error after" "$out")

@@ -71,3 +71,23 @@ arrival_check() {
   done
   return $bad
 }
+# Does every survivor's error reach the script within SPREAD_MS of the first survivor's?
+#   spread_check STAMPED N VICTIM SPREAD_MS [CHECK_NAME]
+# The rank that finds the fault tells the others (reduce/abort.c's notice), so a survivor
+# stuck behind another survivor fails with it, not when that one exits (its destroy takes up
+# to 1 s more) or at its own GCOMP_TIMEOUT_MS. Both ends of the spread are on the script's
+# clock and after the fault, so it holds however late the fault was found. Prints the spread;
+# returns 1 when it is over (or a line is missing).
+spread_check() {
+  local stamped=$1 n=$2 victim=$3 bound=$4 who=${5:-allreduce_check} first= last= r te
+  for r in $(seq 0 $((n - 1))); do
+    [ "$r" = "$victim" ] && continue
+    te=$(grep -m1 "^[0-9]* \[$r\] $who: rank $r: error after" "$stamped" | cut -d' ' -f1)
+    [ -n "$te" ] || { echo "FAIL: rank $r: no error line reached the script"; return 1; }
+    if [ -z "$first" ] || [ "$te" -lt "$first" ]; then first=$te; fi
+    if [ -z "$last" ] || [ "$te" -gt "$last" ]; then last=$te; fi
+  done
+  echo "survivors' errors spread over $((last - first)) ms (script's clock; bound $bound ms)"
+  [ $((last - first)) -le "$bound" ] ||
+    { echo "FAIL: the last survivor's error came $((last - first)) ms after the first's"; return 1; }
+}

@@ -1,6 +1,7 @@
 /* reduce/abort.c over the loopback: the failure-path exchange names the rank that stays
  * silent, a corrupt-frame notice reaches a rank blocked on something else without
- * GCOMP_FAULT (the notice is always on), and GCOMP_FAULT only injects. No test bounds the
+ * GCOMP_FAULT (the notice is always on), so does one of a peer found dead or silent (not
+ * echoed by the ranks told), and GCOMP_FAULT only injects. No test bounds the
  * time: a notice that did not arrive shows as the detail of a timeout instead. */
 #include <pthread.h>
 #include <setjmp.h>
@@ -173,6 +174,64 @@ static void test_corrupt_notice_reaches_every_rank(void **state) {
   for (int r = 0; r < N; r++) gcomp_transport_destroy(t[r]);
 }
 
+/* ---- a peer found dead or silent ---------------------------------------------------- */
+static void *finding_rank(void *arg) {
+  job *j = arg;
+  j->t->failed_peer = 2;
+  gcomp_error_set(j->st, __FILE__, __LINE__, "rank 1: receive from rank 2: it went away");
+  j->st = gcomp_abort_failed(j->a, 4, j->st);
+  snprintf(j->detail, sizeof j->detail, "%s", gcomp_last_error());
+  return NULL;
+}
+
+/* Rank 1 finds rank 2 dead (st GCOMP_ERR_PEER) or silent (GCOMP_ERR_TIMEOUT); rank 0,
+ * waiting on rank 1 (alive, sending nothing), fails at once with the same status, naming
+ * both, and does not echo the notice; rank 2 (alive here: the loopback cannot die) gets
+ * rank 1's notice in its next wait, and only that one. */
+static void peer_notice(int st, const char *says) {
+  unsetenv("GCOMP_FAULT");
+  setenv("GCOMP_TIMEOUT_MS", "30000", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  gcomp_transport *t[N];
+  assert_int_equal(gcomp_loopback_create(N, NULL, t), GCOMP_OK);
+  job jobs[N];
+  for (int r = 0; r < N; r++) {
+    jobs[r] = (job){.t = t[r], .st = st};
+    assert_int_equal(gcomp_abort_create(t[r], 1, &jobs[r].a), GCOMP_OK);
+  }
+  pthread_t th[2];
+  pthread_create(&th[0], NULL, blocked_rank, &jobs[0]);
+  pthread_create(&th[1], NULL, finding_rank, &jobs[1]);
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  assert_int_equal(jobs[1].st, st);
+  assert_non_null(strstr(jobs[1].detail, "rank 1: receive from rank 2: it went away"));
+  assert_int_equal(jobs[0].st, st);
+  assert_non_null(strstr(jobs[0].detail, says));
+  assert_non_null(strstr(jobs[0].detail, "rank 1: receive from rank 2: it went away"));
+  /* what rank 0 heard it does not tell again; rank 1 tells once per communicator */
+  assert_int_equal(gcomp_abort_failed(jobs[0].a, 4, st), st);
+  gcomp_error_set(st, __FILE__, __LINE__, "rank 1: a second failure");
+  assert_int_equal(gcomp_abort_failed(jobs[1].a, 5, st), st);
+  int got = GCOMP_OK;
+  for (int i = 0; i < 64 && got == GCOMP_OK; i++) got = gcomp_abort_poll(jobs[2].a);
+  assert_int_equal(got, st);
+  assert_non_null(strstr(gcomp_last_error(), "rank 1's notice (call seq 4)"));
+  for (int i = 0; i < 256; i++) assert_int_equal(gcomp_abort_poll(jobs[2].a), GCOMP_OK);
+  for (int r = 0; r < N; r++) gcomp_abort_destroy(jobs[r].a);
+  for (int r = 0; r < N; r++) gcomp_transport_destroy(t[r]);
+}
+
+static void test_peer_death_notice(void **state) {
+  (void)state;
+  peer_notice(GCOMP_ERR_PEER, "rank 2 is gone: rank 1's notice (call seq 4) says: ");
+}
+
+/* a silent peer stays a timeout on the ranks told of it */
+static void test_peer_silence_notice(void **state) {
+  (void)state;
+  peer_notice(GCOMP_ERR_TIMEOUT, "rank 2 was silent towards rank 1: rank 1's notice (call seq 4) says: ");
+}
+
 /* GCOMP_NOTICE=0 (the measurement's off-switch): nothing posted, the waits are plain, and a
  * NULL watch (internal calls) is a no-op everywhere */
 static void test_off_switch(void **state) {
@@ -208,6 +267,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_blame_spreads_a_corruption, restore),
       cmocka_unit_test_teardown(test_corrupt_notice_reaches_every_rank, restore),
       cmocka_unit_test_teardown(test_fault_only_injects, restore),
+      cmocka_unit_test_teardown(test_peer_death_notice, restore),
+      cmocka_unit_test_teardown(test_peer_silence_notice, restore),
       cmocka_unit_test_teardown(test_off_switch, restore),
   };
   return cmocka_run_group_tests(tests, test_env_save, NULL);
