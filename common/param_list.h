@@ -62,7 +62,7 @@ GCOMP_PARAM(SEED, STR, "", "",
 GCOMP_PARAM(SKEW_WINDOW, INT, "256", "0:65536",
             "straggler detection: compare arrival times every this many calls (equal on all ranks; 0: off)")
 GCOMP_PARAM(NOTICE, BOOL, "1", "",
-            "a rank that finds corrupt data tells every rank at once (equal on all ranks; 0 only to measure what that costs)")
+            "a rank that finds corrupt data or a dead or silent peer tells every rank at once (equal on all ranks; 0 only to measure what that costs)")
 GCOMP_PARAM(MEASURE, BOOL, "1", "",
             "the step split (compute/communication/wait) and per-peer delivered throughput in GCOMP_STATS and GCOMP_TRACE (0: off)")
 
