@@ -128,8 +128,9 @@ struct gcomp_transport {
    * user may write. */
   int failed;
   /* The peer whose request failed last (GCOMP_ERR_PEER or _TIMEOUT), -1 before any: the
-   * rank an abort notice names (reduce/abort.h). Written by the transports and by the node's
-   * shared segment (reduce/shm.c), whose waits fail outside them. */
+   * rank an abort notice names (reduce/abort.h). Written by the transports, by the node's
+   * shared segment (reduce/shm.c), whose waits fail outside them, and by a notice that names
+   * a dead peer (reduce/abort.c). */
   int failed_peer;
   /* Nonzero when the ranks of a node must not share memory (the MPI transport under a
    * simulator: all ranks in one process, and a futex wait would stop them all). */

@@ -194,6 +194,8 @@ static int landed(gcomp_abort *a, int p, int st, size_t len) {
   memcpy(why, m->why, sizeof m->why);
   why[sizeof m->why] = '\0';
   /* a peer's death or silence another rank found (gcomp_abort_failed): both ranks named */
+  if (m->status == GCOMP_ERR_PEER && m->culprit >= 0 && m->culprit != a->t->rank)
+    a->t->failed_peer = m->culprit;   /* gcomp_abort_blame waits for no word from it */
   if (m->status == GCOMP_ERR_PEER && m->culprit >= 0)
     GCOMP_FAIL(m->status, "rank %d is gone: rank %d's notice (call seq %u) says: %s", m->culprit,
                p, m->seq, why);
@@ -367,8 +369,14 @@ int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st) {
                 .seq = seq};
   snprintf(out.why, sizeof out.why, "%.*s", (int)sizeof out.why - 1, detail);
   uint64_t tag = gcomp_tag(GCOMP_SEQ_BLAME, 0);
+  /* the peer this failure says is dead (found here, or named by a notice) sends no word */
+  int dead = st == GCOMP_ERR_PEER ? t->failed_peer : -1;
   for (int p = 0; p < n; p++) {
     if (p == t->rank) continue;
+    if (p == dead) {
+      b.state[p] = 'g';
+      continue;
+    }
     if (gcomp_irecv(t, p, tag, &b.in[p], sizeof b.in[p], &b.recv[p]) < 0) b.recv[p] = NULL;
     if (gcomp_isend(t, p, tag, &out, sizeof out, &b.send[p]) < 0) b.send[p] = NULL;
   }

@@ -79,7 +79,8 @@ int gcomp_abort_poll(gcomp_abort *a);
  * nothing until a call fails): every failing rank tells every peer it failed (on
  * GCOMP_SEQ_BLAME, its status and detail) and listens for theirs, for up to min(250 ms,
  * GCOMP_TIMEOUT_MS / 4), or until every peer has
- * answered or is known to have exited. A rank that neither answers nor has exited is
+ * answered or is known to have exited (the dead peer a GCOMP_ERR_PEER names, t->failed_peer,
+ * is not waited for). A rank that neither answers nor has exited is
  * stopped, hung, or still waiting on another: the detail then starts by naming those (and
  * the exited ones), so that every rank names the culprit, not only the ranks that waited on
  * it directly. A rank that timed out while a peer found corrupt data returns
