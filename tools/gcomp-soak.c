@@ -499,16 +499,19 @@ typedef struct {
   int done;
 } live_call;
 
+/* gcomp's algorithms of every collective (25 today): calls counted per algorithm that ran */
+enum { ALGOS_MAX = 64 };
+
 typedef struct {
   gcomp_comm *comm;
   gcomp_codec *codecs[NCODECS];
   uint64_t calls, blocking, groups, bytes, elements_checked, codec_calls;
-  uint64_t algo_calls[16];
+  uint64_t algo_calls[ALGOS_MAX];
   int verbose;
 } soak;
 
 static int algo_index(const char *name) {
-  for (int i = 0; i < gcomp_algo_count() && i < 16; i++) {
+  for (int i = 0; i < gcomp_algo_count() && i < ALGOS_MAX; i++) {
     const char *n;
     if (gcomp_algo_describe(i, &n, NULL) == GCOMP_OK && !strcmp(n, name)) return i;
   }
@@ -777,7 +780,7 @@ int main(int argc, char **argv) {
   }
   if (!bad && rank_ == 0) {
     char algos[512] = "";
-    for (int i = 0; i < gcomp_algo_count() && i < 16; i++) {
+    for (int i = 0; i < gcomp_algo_count() && i < ALGOS_MAX; i++) {
       const char *name;
       if (!s.algo_calls[i] || gcomp_algo_describe(i, &name, NULL)) continue;
       size_t len = strlen(algos);
