@@ -75,6 +75,8 @@ double gcomp_cost_shm(const gcomp_plan_in *in);
 
 /* Model costs of the building blocks (reduce/cost.c), shared by the algorithms' costs. */
 double gcomp_cost_ring(int n, double bytes, gcomp_link l, double gamma);
+/* the flat ring over in's placement: intra- and inter-node hops (cost.c) */
+double gcomp_cost_ring_nodes(const gcomp_plan_in *in);
 double gcomp_cost_rhd(int n, double bytes, gcomp_link l, double gamma);
 double gcomp_cost_rd(int n, double bytes, gcomp_link l, double gamma);
 

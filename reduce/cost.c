@@ -19,6 +19,37 @@ double gcomp_cost_ring(int n, double m, gcomp_link l, double gamma) {
          (double)(n - 1) / n * m * gamma;
 }
 
+/* The ring over nodes of L ranks, ordered by node (ring.c crosses each node boundary once):
+ * L - 1 hops of a step run over the intra-node link, one over the inter-node link. A hop
+ * moves a chunk only once its receive is posted, and the reduce-scatter posts receives two
+ * steps ahead (its two scratch slots), the allgather AG_AHEAD (8) ahead, or every step from
+ * the start up to 9 ranks (ring.c): so the node-crossing hop has at most w chunks in flight,
+ * sharing its bandwidth, and passes them at one inter-node latency per w steps. A step
+ * then takes the longer of the mean hop (the chain of steps going round the ring) and that
+ * window's pace, alpha_inter / w + chunk x beta_inter; one more inter-node hop fills and
+ * drains the pipeline. Checked against SimGrid under gcomp-sim (docs/simulation.md): within
+ * 10% at 2x2 to 128x8 ranks, 64 KiB to 32 MiB, where one inter-node latency a step (the
+ * flat formula) was 1.7-3.4x too slow. One node, or one rank a node, is the flat formula. */
+static double ring_step(double mean, gcomp_link e, double chunk, int window) {
+  double pace = e.alpha_s / window + chunk * e.beta_spb;
+  return mean > pace ? mean : pace;
+}
+
+double gcomp_cost_ring_nodes(const gcomp_plan_in *in) {
+  int n = in->n, nodes = in->nnodes;
+  double m = (double)in->bytes;
+  if (n <= 1) return 0;
+  if (nodes < 2 || nodes >= n) return gcomp_cost_ring(n, m, gcomp_cost_flat_link(in), in->gamma_spb);
+  double L = (double)n / nodes, chunk = m / n;
+  double t_intra = in->intra.alpha_s + chunk * in->intra.beta_spb;
+  double t_inter = in->inter.alpha_s + chunk * in->inter.beta_spb;
+  double mean = ((L - 1) * t_intra + t_inter) / L;
+  int ag_window = n <= 9 ? n - 1 : 8;
+  return (n - 1) * (ring_step(mean, in->inter, chunk, 2) +
+                    ring_step(mean, in->inter, chunk, ag_window)) +
+         t_inter + (double)(n - 1) / n * m * in->gamma_spb;
+}
+
 /* folding a non-power-of-two group costs one whole-vector step before and after */
 static double fold_cost(int n, double m, gcomp_link l, double gamma) {
   int p = 1 << log2_floor(n);

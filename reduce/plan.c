@@ -59,7 +59,7 @@ static int ring_run(gcomp_coll *c, uint8_t *buf, size_t count) {
 }
 static double ring_cost(const gcomp_plan_in *in) {
   if (in->n > GCOMP_RING_MAX_RANKS) return -1;   /* it would refuse the call */
-  return gcomp_cost_ring(in->n, (double)in->bytes, gcomp_cost_flat_link(in), in->gamma_spb);
+  return gcomp_cost_ring_nodes(in);
 }
 
 static int rhd_run(gcomp_coll *c, uint8_t *buf, size_t count) {

@@ -7,7 +7,9 @@
  * and mean call times, the step time and the process's peak resident memory.
  * --check fills every rank's input with small integers and checks every element of every
  * result exactly (the sums are exact in fp32); a wrong element fails the run (exit 1) on
- * the rank that saw it, which names it.
+ * the rank that saw it, which names it. --iters 0 runs the first call only and reports it
+ * as the call (half the simulator's CPU of --iters 1). --shared: SMPI_SHARED_MALLOC'd
+ * buffers (large payloads at many ranks; below).
  *
  * The program uses gcomp.h and gcomp_mpi.h only; gcomp's settings (GCOMP_ALGO,
  * GCOMP_ALPHA_BETA, GCOMP_CODEC) come from the environment smpirun passes on. */
@@ -24,7 +26,7 @@
 
 typedef struct {
   long long count;
-  int iters, check;
+  int iters, check, shared;
   double compute_ms;
 } rank_opts;
 
@@ -36,6 +38,10 @@ static int parse(int argc, char **argv, rank_opts *o) {
       o->check = 1;
       continue;
     }
+    if (!strcmp(a, "--shared")) {
+      o->shared = 1;
+      continue;
+    }
     if (!v) return -1;
     if (!strcmp(a, "--count")) o->count = atoll(v);
     else if (!strcmp(a, "--iters")) o->iters = atoi(v);
@@ -43,7 +49,8 @@ static int parse(int argc, char **argv, rank_opts *o) {
     else return -1;
     i++;
   }
-  return o->count > 0 && o->iters > 0 && o->compute_ms >= 0 ? 0 : -1;
+  /* --iters 0: the first call is the only one (and is reported as the call) */
+  return o->count > 0 && o->iters >= 0 && o->compute_ms >= 0 && !(o->check && o->shared) ? 0 : -1;
 }
 
 /* Rank r's element i: small integers, so every sum is exact in fp32 */
@@ -58,8 +65,19 @@ static long long wrong(const float *out, long long count, int size) {
   return -1;
 }
 
-/* the process's peak resident memory: every simulated rank lives in it */
-static double resident_bytes(void) {
+/* the process's peak resident memory: every simulated rank lives in it. With --shared the
+ * ranks map the same pages, which resident memory counts once per mapping: the
+ * proportional set size now (/proc/self/smaps_rollup, Pss) counts them once */
+static double resident_bytes(int shared) {
+  if (shared) {
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    double kb = -1;
+    while (f && fgets(line, sizeof line, f))
+      if (sscanf(line, "Pss: %lf kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb >= 0) return kb * 1024.0;
+  }
   struct rusage u;
   if (getrusage(RUSAGE_SELF, &u)) return 0;
   return (double)u.ru_maxrss * 1024.0;
@@ -79,17 +97,21 @@ int main(int argc, char **argv) {
   rank_opts o;
   if (parse(argc, argv, &o) < 0) {
     if (rank == 0)
-      fprintf(stderr, "usage: gcomp-sim-rank [--count N] [--iters K] [--compute-ms T] [--check]\n");
+      fprintf(stderr, "usage: gcomp-sim-rank [--count N] [--iters K] [--compute-ms T] [--check | --shared]\n");
     MPI_Finalize();
     return 2;
   }
   size_t n = (size_t)o.count;
-  float *in = malloc(n * sizeof *in), *out = malloc(n * sizeof *out);
+  /* --shared: every rank's buffers are the same physical pages (SMPI_SHARED_MALLOC), and
+   * SMPI copies nothing out of them: memory and copying stay flat in the payload, the sums
+   * are meaningless (so no --check), and network-only simulated times are unchanged */
+  float *in = o.shared ? SMPI_SHARED_MALLOC(n * sizeof *in) : malloc(n * sizeof *in);
+  float *out = o.shared ? SMPI_SHARED_MALLOC(n * sizeof *out) : malloc(n * sizeof *out);
   if (!in || !out) {
     fprintf(stderr, "gcomp-sim-rank: rank %d: no memory for %zu floats\n", rank, n);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  for (size_t i = 0; i < n; i++) in[i] = value(rank, (long long)i);
+  for (size_t i = 0; !o.shared && i < n; i++) in[i] = value(rank, (long long)i);
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
   gcomp_comm *comm = NULL;
@@ -100,8 +122,9 @@ int main(int argc, char **argv) {
   double t_first = 0, t_calls = 0, t_steps = 0;
   long long bad = -1;
   for (int it = -1; !failed && it < o.iters; it++) {
+    int timed = it >= 0 || o.iters == 0;
     double s0 = MPI_Wtime();
-    if (it >= 0 && o.compute_ms > 0) smpi_execute(o.compute_ms * 1e-3);
+    if (timed && o.compute_ms > 0) smpi_execute(o.compute_ms * 1e-3);
     double c0 = MPI_Wtime();
     st = gcomp_allreduce(comm, in, out, n, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0);
     double c1 = MPI_Wtime();
@@ -111,7 +134,7 @@ int main(int argc, char **argv) {
       break;
     }
     if (it < 0) t_first = c1 - c0;
-    else t_calls += c1 - c0, t_steps += c1 - s0;
+    if (timed) t_calls += c1 - c0, t_steps += c1 - s0;
     if (o.check && bad < 0) bad = wrong(out, o.count, size);
   }
   if (bad >= 0) {
@@ -121,15 +144,21 @@ int main(int argc, char **argv) {
   const char *algo = failed ? "" : gcomp_comm_last_algo(comm);
   int any_failed = (int)slowest(failed);
   double create = slowest(t_create), first = slowest(t_first);
-  double call = slowest(t_calls / o.iters), step = slowest(t_steps / o.iters);
+  int ncalls = o.iters ? o.iters : 1;
+  double call = slowest(t_calls / ncalls), step = slowest(t_steps / ncalls);
   if (rank == 0 && !any_failed)
     printf("{\"ranks\": %d, \"bytes\": %lld, \"algo\": \"%s\", \"sim_s\": %.9g, \"step_s\": %.9g, "
            "\"create_s\": %.9g, \"first_call_s\": %.9g, \"rss_bytes\": %.0f, "
            "\"checked\": %d}\n",
-           size, o.count * 4, algo, call, step, create, first, resident_bytes(), o.check);
+           size, o.count * 4, algo, call, step, create, first, resident_bytes(o.shared), o.check);
   gcomp_comm_destroy(comm);
-  free(in);
-  free(out);
+  if (o.shared) {
+    SMPI_SHARED_FREE(in);
+    SMPI_SHARED_FREE(out);
+  } else {
+    free(in);
+    free(out);
+  }
   MPI_Finalize();
   return any_failed ? 1 : 0;
 }

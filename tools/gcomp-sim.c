@@ -36,7 +36,7 @@ typedef struct {
   int rpn, nodes[MAX_ROWS], nrows;
   const char *links, *algo, *rank_prog, *smpirun, *keep;
   double compute_ms, reduce_gbps;
-  int iters, json, check, cpu;
+  int iters, json, check, cpu, shared, overlap;
 } sim_opts;
 
 typedef struct {
@@ -49,16 +49,20 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: gcomp-sim --bytes SIZE --ranks-per-node L --nodes N[,N...]\n"
           "                 --links INTRA_US,INTRA_GBPS,INTER_US,INTER_GBPS --algo ALGO\n"
-          "                 [--compute-ms T] [--iters K] [--cpu [--reduce-gbps G]] [--check]\n"
-          "                 [--json] [--keep DIR] [--smpirun PATH] [--rank-program PATH]\n"
+          "                 [--compute-ms T [--overlap]] [--iters K] [--cpu [--reduce-gbps G]]\n"
+          "                 [--check | --shared] [--json] [--keep DIR] [--smpirun PATH]\n"
+          "                 [--rank-program PATH]\n"
           "  Runs gcomp's own allreduce of SIZE bytes (fp32) under SimGrid's smpirun on N\n"
           "  simulated nodes of L ranks, and prints per N the simulated time of one call, its\n"
           "  bus bandwidth and the efficiency of a step of T ms of compute, beside gcomp-plan's\n"
           "  prediction for the same links (GB/s, as gcomp-plan). ALGO: a name from gcomp-info\n"
-          "  or auto. --check verifies every element of every result. Simulated time is the\n"
-          "  network's and T's; --cpu adds this machine's CPU time (reductions included; the\n"
-          "  prediction then reduces at G GB/s). --keep DIR keeps the platform\n"
-          "  files. Defaults: 1m, 8 ranks per node, nodes 1,2,4, links 0.5,20,10,12.5, ring,\n"
+          "  or auto. --check verifies every element of every result. --overlap: efficiency\n"
+          "  as T / max(T, call), the call hidden behind T's compute (DDP's overlap with the\n"
+          "  backward pass), instead of T / (T + call). --iters 0: the first call only.\n"
+          "  --shared: every rank's buffers share memory (large payloads; no --check).\n"
+          "  Simulated time is the network's and T's; --cpu adds this machine's CPU time\n"
+          "  (reductions included; the prediction then reduces at G GB/s). --keep DIR keeps\n"
+          "  the platform files. Defaults: 1m, 8 ranks per node, nodes 1,2,4, links 0.5,20,10,12.5, ring,\n"
           "  3 timed calls, reduce 8 GB/s.\n");
 }
 
@@ -105,6 +109,8 @@ static int parse_args(int argc, char **argv, sim_opts *o) {
     if (!strcmp(a, "--json")) { o->json = 1; continue; }
     if (!strcmp(a, "--check")) { o->check = 1; continue; }
     if (!strcmp(a, "--cpu")) { o->cpu = 1; continue; }
+    if (!strcmp(a, "--shared")) { o->shared = 1; continue; }
+    if (!strcmp(a, "--overlap")) { o->overlap = 1; continue; }
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 1; }
     if (!v) { fprintf(stderr, "gcomp-sim: %s needs a value\n", a); return 2; }
     i++;
@@ -127,7 +133,7 @@ static int parse_args(int argc, char **argv, sim_opts *o) {
     else if (!strcmp(a, "--reduce-gbps")) o->reduce_gbps = strtod(v, &end);
     else if (!strcmp(a, "--iters")) {
       long k = strtol(v, &end, 10);
-      if (end == v || *end || k < 1 || k > 1000) return bad(a, v, "a count in [1, 1000]");
+      if (end == v || *end || k < 0 || k > 1000) return bad(a, v, "a count in [0, 1000]");
       o->iters = (int)k;
       end = NULL;
     } else {
@@ -136,6 +142,10 @@ static int parse_args(int argc, char **argv, sim_opts *o) {
       return 2;
     }
     if (end && (end == v || *end)) return bad(a, v, "a number");
+  }
+  if (o->check && o->shared) {
+    fprintf(stderr, "gcomp-sim: --check needs each rank's own buffers: not with --shared\n");
+    return 2;
   }
   if (!(o->compute_ms >= 0) || !(o->reduce_gbps > 0)) {
     fprintf(stderr, "gcomp-sim: --compute-ms must be >= 0 and --reduce-gbps > 0\n");
@@ -219,6 +229,9 @@ static int run_one(const sim_opts *o, const char *plat, const char *hosts, int r
     argv[a++] = "-platform", argv[a++] = plat;
     argv[a++] = "-hostfile", argv[a++] = hosts;
     argv[a++] = "--cfg=smpi/test:0";   /* waits block (fabric/mpi_p2p.c), tests cost nothing */
+    /* MPI_Wtime injects no sleep: the transport reads no clock when simulated, and a sleep
+     * of its own for each of the rank program's few readings would only add noise */
+    argv[a++] = "--cfg=smpi/wtime:0";
     /* MPI's own collectives (the node-id allgather at creation, the rank program's timing
      * reductions) as Open MPI picks them: SMPI's default allgather posts n - 1 receives and
      * sends per rank and waits on them, O(n^2) a rank: most of a 256-rank run's CPU */
@@ -239,6 +252,7 @@ static int run_one(const sim_opts *o, const char *plat, const char *hosts, int r
     argv[a++] = "--iters", argv[a++] = iters;
     argv[a++] = "--compute-ms", argv[a++] = compute;
     if (o->check) argv[a++] = "--check";
+    if (o->shared) argv[a++] = "--shared";
     argv[a] = NULL;
     execvp(argv[0], (char *const *)argv);
     fprintf(stderr, "gcomp-sim: cannot run %s: %s\n", argv[0], strerror(errno));
@@ -284,12 +298,19 @@ static const char *find_rank_program(char *buf, size_t cap) {
   return NULL;
 }
 
+/* A step of T ms of compute and one call of `call` seconds: without overlap they add up;
+ * with it (--overlap) the call hides behind the compute until it outgrows it */
+static double step_efficiency(const sim_opts *o, double call) {
+  double t = o->compute_ms * 1e-3;
+  if (!(t > 0)) return NAN;
+  return o->overlap ? t / (call > t ? call : t) : t / (t + call);
+}
+
 static void print_row(const sim_opts *o, int ranks, int nodes, const sim_row *s,
                       const gcomp_plan_result *p, int plan_ok) {
   double busbw = (double)o->bytes * 2.0 * (ranks - 1) / ranks / s->sim_s;
-  double eff = o->compute_ms > 0 ? o->compute_ms / (o->compute_ms + s->sim_s * 1e3) : NAN;
-  double peff = plan_ok && o->compute_ms > 0 ? o->compute_ms / (o->compute_ms + p->time_s * 1e3)
-                                             : NAN;
+  double eff = step_efficiency(o, s->sim_s);
+  double peff = plan_ok ? step_efficiency(o, p->time_s) : NAN;
   double mem = s->rss / ranks;
   if (o->json) {
     printf("{\"ranks\": %d, \"nodes\": %d, \"ranks_per_node\": %d, \"bytes\": %llu, "
@@ -305,8 +326,10 @@ static void print_row(const sim_opts *o, int ranks, int nodes, const sim_row *s,
     printf(", \"plan_efficiency\": ");
     if (isnan(peff)) printf("null"); else printf("%.6g", peff);
     printf(", \"step_s\": %.9g, \"create_s\": %.9g, \"first_call_s\": %.9g, "
-           "\"mem_per_rank_bytes\": %.0f}\n",
-           s->step_s, s->create_s, s->first_s, mem);
+           "\"mem_per_rank_bytes\": %.0f, \"compute_ms\": %.9g, \"overlap\": %s, "
+           "\"links\": \"%s\"}\n",
+           s->step_s, s->create_s, s->first_s, mem, o->compute_ms,
+           o->overlap ? "true" : "false", o->links);
     return;
   }
   printf("%6d %5d %-6s %10.3f ", ranks, nodes, s->algo, s->sim_s * 1e3);

@@ -125,13 +125,25 @@ static void test_no_ring_past_its_limit(void **state) {
 
 static void test_latency_terms(void **state) {
   (void)state;
-  /* the ring over 2 nodes x 4 runs at the inter-node link's pace: 2(n-1) alphas */
+  /* the ring over 2 nodes x 4 (chunks of 128 KiB) is paced by its node-crossing hop, which
+   * passes 2 chunks per inter-node latency in the reduce-scatter and 7 in the allgather
+   * (every step posted at once up to 9 ranks), plus one crossing to fill the pipeline:
+   * 7 (alpha/2 + alpha/7) + alpha of latency, not one inter-node alpha per step */
   gcomp_plan_query q = query(1 << 20, 2, 4);
   gcomp_plan_result r = predict(&q, "ring", GCOMP_OK);
   assert_string_equal(r.algo, "ring");
-  assert_true(fabs(r.latency_s - 2.0 * 7 * 20e-6) < 1e-12);
-  double bw = 2.0 * 7 / 8 * (1 << 20) / 1e9 + 7.0 / 8 * (1 << 20) / 8e9;
-  assert_true(fabs(r.time_s - (r.latency_s + bw)) < 1e-12);
+  assert_true(fabs(r.latency_s - (7 * (20e-6 / 2 + 20e-6 / 7) + 20e-6)) < 1e-9);
+  double chunk = (1 << 20) / 8.0;
+  double bw = (2.0 * 7 + 1) * chunk / 1e9 + 7.0 / 8 * (1 << 20) / 8e9;
+  assert_true(fabs(r.time_s - (r.latency_s + bw)) < 1e-9);
+  /* still below the flat formula (every step at the inter-node latency) ... */
+  assert_true(r.time_s < 2.0 * 7 * 20e-6 + 2.0 * 7 / 8 * (1 << 20) / 1e9 + 7.0 / 8 * (1 << 20) / 8e9);
+  /* ... which stays the price on one rank a node: every hop crosses */
+  gcomp_plan_query flat = query(1 << 20, 8, 1);
+  r = predict(&flat, "ring", GCOMP_OK);
+  assert_true(fabs(r.latency_s - 2.0 * 7 * 20e-6) < 1e-9);
+  assert_true(fabs(r.time_s - (r.latency_s + 2.0 * 7 / 8 * (1 << 20) / 1e9 +
+                               7.0 / 8 * (1 << 20) / 8e9)) < 1e-9);
   assert_true(fabs(r.busbw_Bps - (double)(1 << 20) / r.time_s * 2 * 7 / 8) < 1e-3);
   /* hier picks ring or halving/doubling for its shards; still no more than the whole */
   r = predict(&q, "hier", GCOMP_OK);
