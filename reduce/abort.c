@@ -9,6 +9,7 @@
 #include "gcomp_common.h"
 
 #define NOTICE_MAGIC 0x6763616bu   /* "gcak" */
+#define WATCH_PER_POLL 8
 
 /* One notice: fixed size, so a receive of its size takes exactly one */
 typedef struct {
@@ -25,6 +26,7 @@ struct gcomp_abort {
   notice *in;           /* [size]: where they land */
   notice out;           /* what this rank sends, once */
   unsigned polls;
+  int cursor;           /* the next peer whose watch gcomp_abort_poll tests */
   int watching;         /* the receives are posted (GCOMP_NOTICE, on unless measuring it) */
   long calls;           /* user calls begun */
   long corrupt_call;    /* GCOMP_FAULT=corrupt: the call that corrupts a frame, or 0 */
@@ -229,7 +231,13 @@ int gcomp_abort_poll(gcomp_abort *a) {
   if (!a) return GCOMP_OK;
   if (gcomp_abort_requested(a)) return gcomp_abort_here(a);
   if ((++a->polls & 15u) != 0) return GCOMP_OK;
-  for (int p = 0; p < a->t->size; p++) {
+  /* at most WATCH_PER_POLL peers a pass, in turn: each test of a pending receive drives the
+   * transport's progress, so testing all n-1 made an idle pass cost O(n); a notice now waits
+   * at most ceil(n / WATCH_PER_POLL) passes to be seen (all at once up to 8 ranks) */
+  int n = a->t->size;
+  for (int k = 0; k < n && k < WATCH_PER_POLL; k++) {
+    int p = a->cursor;
+    a->cursor = p + 1 < n ? p + 1 : 0;
     if (!a->watch[p]) continue;
     int done = 0;
     size_t len = 0;

@@ -4,7 +4,7 @@
  *
  * Always on: every communicator keeps one receive posted per peer on a reserved tag
  * (GCOMP_SEQ_NOTICE, which no call takes), its wait loops test them when idle (every 16th
- * idle poll), and a rank sends each peer a small notice (its rank, the culprit's, the call's
+ * idle poll, up to 8 peers each time, in turn), and a rank sends each peer a small notice (its rank, the culprit's, the call's
  * number, its status and detail) before it fails, once per communicator, when it finds
  *   - a peer's frame corrupt (gcomp_abort_corrupt_from),
  *   - a peer dead or silent: its call failed with GCOMP_ERR_PEER or _TIMEOUT from the
@@ -70,7 +70,8 @@ int gcomp_abort_requested(const gcomp_abort *a);
  * by min(1 s, GCOMP_TIMEOUT_MS)) and returns GCOMP_ERR_ABORTED; else GCOMP_OK. */
 int gcomp_abort_here(gcomp_abort *a);
 
-/* Tests the watch (every 16th time it is called: wait loops call it when idle) and the
+/* Tests the watch (every 16th time it is called, 8 peers in turn: wait loops call it when
+ * idle; memory and posted receives stay O(n) a rank) and the
  * abort mark (every time). GCOMP_OK, or a notice's status with its detail, or
  * GCOMP_ERR_ABORTED. */
 int gcomp_abort_poll(gcomp_abort *a);

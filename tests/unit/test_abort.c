@@ -232,6 +232,34 @@ static void test_peer_silence_notice(void **state) {
   peer_notice(GCOMP_ERR_TIMEOUT, "rank 2 was silent towards rank 1: rank 1's notice (call seq 4) says: ");
 }
 
+/* Past 8 ranks a poll tests 8 peers in turn: a notice from any peer is still seen, within
+ * ceil(n / 8) polls of 16 */
+static void test_watch_in_turn(void **state) {
+  (void)state;
+  unsetenv("GCOMP_FAULT");
+  setenv("GCOMP_TIMEOUT_MS", "30000", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  enum { M = 20 };
+  gcomp_transport *t[M];
+  assert_int_equal(gcomp_loopback_create(M, NULL, t), GCOMP_OK);
+  gcomp_abort *a[M];
+  for (int r = 0; r < M; r++) assert_int_equal(gcomp_abort_create(t[r], 1, &a[r]), GCOMP_OK);
+  const int from[] = {19, 1, 11};   /* past the first pass, at the start, in between */
+  for (int i = 0; i < 3; i++) {
+    t[from[i]]->failed_peer = 0;
+    gcomp_error_set(GCOMP_ERR_PEER, __FILE__, __LINE__, "rank %d: its peer went away", from[i]);
+    assert_int_equal(gcomp_abort_failed(a[from[i]], 2, GCOMP_ERR_PEER), GCOMP_ERR_PEER);
+    int got = GCOMP_OK, polls = 0;
+    while (got == GCOMP_OK && polls < 16 * 3) got = gcomp_abort_poll(a[5]), polls++;
+    assert_int_equal(got, GCOMP_ERR_PEER);
+    char want[64];
+    snprintf(want, sizeof want, "rank %d's notice (call seq 2)", from[i]);
+    assert_non_null(strstr(gcomp_last_error(), want));
+  }
+  for (int r = 0; r < M; r++) gcomp_abort_destroy(a[r]);
+  for (int r = 0; r < M; r++) gcomp_transport_destroy(t[r]);
+}
+
 /* GCOMP_NOTICE=0 (the measurement's off-switch): nothing posted, the waits are plain, and a
  * NULL watch (internal calls) is a no-op everywhere */
 static void test_off_switch(void **state) {
@@ -269,6 +297,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_fault_only_injects, restore),
       cmocka_unit_test_teardown(test_peer_death_notice, restore),
       cmocka_unit_test_teardown(test_peer_silence_notice, restore),
+      cmocka_unit_test_teardown(test_watch_in_turn, restore),
       cmocka_unit_test_teardown(test_off_switch, restore),
   };
   return cmocka_run_group_tests(tests, test_env_save, NULL);
