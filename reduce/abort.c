@@ -239,9 +239,13 @@ int gcomp_abort_poll(gcomp_abort *a) {
     int p = a->cursor;
     a->cursor = p + 1 < n ? p + 1 : 0;
     if (!a->watch[p]) continue;
-    int done = 0;
+    int done = 0, failed = a->t->failed, failed_peer = a->t->failed_peer;
     size_t len = 0;
     int st = gcomp_test(a->t, a->watch[p], &done, &len);
+    /* a watch that timed out (a peer that sent this rank nothing for GCOMP_TIMEOUT_MS) or
+     * whose peer is gone is no failure of the transport's user: destroy's goodbyes and the
+     * rank a notice names stay the call's */
+    if (st < 0) a->t->failed = failed, a->t->failed_peer = failed_peer;
     if (st < 0 || done) GCOMP_CHECK(landed(a, p, st, len));
   }
   return GCOMP_OK;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -260,6 +261,26 @@ static void test_watch_in_turn(void **state) {
   for (int r = 0; r < M; r++) gcomp_transport_destroy(t[r]);
 }
 
+/* A notice receive from a peer that sent nothing for GCOMP_TIMEOUT_MS times out and is posted
+ * again: no failure of the transport's user (failed_peer stays -1) */
+static void test_idle_watch_is_no_failure(void **state) {
+  (void)state;
+  unsetenv("GCOMP_FAULT");
+  setenv("GCOMP_TIMEOUT_MS", "20", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  gcomp_transport *t[2];
+  assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+  gcomp_abort *a = NULL;
+  assert_int_equal(gcomp_abort_create(t[0], 1, &a), GCOMP_OK);
+  struct timespec nap = {0, 50 * 1000000L};
+  nanosleep(&nap, NULL);
+  for (int i = 0; i < 64; i++) assert_int_equal(gcomp_abort_poll(a), GCOMP_OK);
+  assert_int_equal(t[0]->failed_peer, -1);
+  assert_int_equal(t[0]->failed, 0);
+  gcomp_abort_destroy(a);
+  for (int r = 0; r < 2; r++) gcomp_transport_destroy(t[r]);
+}
+
 /* GCOMP_NOTICE=0 (the measurement's off-switch): nothing posted, the waits are plain, and a
  * NULL watch (internal calls) is a no-op everywhere */
 static void test_off_switch(void **state) {
@@ -298,6 +319,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_peer_death_notice, restore),
       cmocka_unit_test_teardown(test_peer_silence_notice, restore),
       cmocka_unit_test_teardown(test_watch_in_turn, restore),
+      cmocka_unit_test_teardown(test_idle_watch_is_no_failure, restore),
       cmocka_unit_test_teardown(test_off_switch, restore),
   };
   return cmocka_run_group_tests(tests, test_env_save, NULL);
