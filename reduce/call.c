@@ -5,12 +5,14 @@
  *  - A call is a gcomp_call (comm_impl.h): its arguments, working buffer, plan, and `acc`,
  *    the figures it adds. The algorithms write acc through gcomp_coll.stats; nothing else
  *    of the communicator that other threads read is written while a call runs.
- *  - Observers (observers[] below: stats, trace, step, skew, in that order) see every call once,
- *    finished or failed, and are the only code that turns a call into the communicator's
- *    figures. An observer that measures more (a compute/communication/wait split, per-peer
- *    throughput) adds fields to acc or gcomp_call, fills them where the time is spent
- *    (coll_util.c's waits and exchanges, the algorithms, through gcomp_coll), and reads
- *    them in an observer of its own appended to observers[]; the pipeline does not change.
+ *  - Observers (locked_observers[] and observers[] below: stats, trace, step, skew, in that
+ *    order) see every call once, finished or failed, and are the only code that turns a
+ *    call into the communicator's figures. An observer that measures more (a
+ *    compute/communication/wait split, per-peer throughput) adds fields to acc or
+ *    gcomp_call, fills them where the time is spent (coll_util.c's waits and exchanges, the
+ *    algorithms, through gcomp_coll), and reads them in an observer of its own appended to
+ *    locked_observers[] (it runs under comm->mu) or observers[] (it may run a collective);
+ *    the pipeline does not change.
  *  - Stages (stages[] below) change the call itself: before_run sees the planned call with
  *    the input still in place (sendbuf, or the fp32 working copy of 16-bit input), after_run
  *    the fp32 result in the working buffer, in table order, before it is narrowed back to
@@ -283,10 +285,14 @@ static int call_body(gcomp_comm *comm, gcomp_call *call) {
 }
 
 /* Every call, finished or failed, goes to every observer (the first failure of an observer
- * is the call's status when the call itself succeeded: a straggler exchange's) */
+ * is the call's status when the call itself succeeded: a straggler exchange's). Stats,
+ * trace and step write what other threads read under comm->mu (gcomp_comm_get_stats,
+ * gcomp_comm_mark_step): they run under one hold of it (one each was three pairs of locked
+ * instructions a call); skew's exchange is a call of its own and runs outside it. */
 typedef int (*call_observer)(gcomp_comm *comm, gcomp_call *call);
-static const call_observer observers[] = {gcomp_stats_observe, gcomp_trace_observe,
-                                          gcomp_step_observe, gcomp_skew_observe};
+static const call_observer locked_observers[] = {gcomp_stats_observe, gcomp_trace_observe,
+                                                 gcomp_step_observe_locked};
+static const call_observer observers[] = {gcomp_skew_observe};
 
 int gcomp_call_run(gcomp_comm *comm, gcomp_call *call) {
   /* codec per link level: on one node every link is intra-node; allgathers (weights) only
@@ -309,6 +315,12 @@ int gcomp_call_run(gcomp_comm *comm, gcomp_call *call) {
   int st = gcomp_abort_requested(comm->abort) ? gcomp_abort_here(comm->abort) : call_body(comm, call);
   call->end_ns = gcomp_now_ns();
   call->status = st;
+  pthread_mutex_lock(&comm->mu);
+  for (size_t i = 0; i < sizeof locked_observers / sizeof *locked_observers; i++) {
+    int ost = locked_observers[i](comm, call);
+    if (ost < 0 && st == GCOMP_OK) st = ost;
+  }
+  pthread_mutex_unlock(&comm->mu);
   for (size_t i = 0; i < sizeof observers / sizeof *observers; i++) {
     int ost = observers[i](comm, call);
     if (ost < 0 && st == GCOMP_OK) st = ost;

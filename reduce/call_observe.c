@@ -21,16 +21,14 @@ static void stats_add(gcomp_comm_stats *s, const gcomp_comm_stats *a) {
   s->overflows += a->overflows;
 }
 
-/* Under mu: gcomp_comm_get_stats may read them from another thread meanwhile */
+/* The caller holds mu (call.c): gcomp_comm_get_stats may read them from another thread */
 int gcomp_stats_observe(gcomp_comm *comm, gcomp_call *call) {
-  pthread_mutex_lock(&comm->mu);
   gcomp_comm_stats *s = &comm->stats;
   s->calls++;
   s->bytes += call->bytes;
   stats_add(s, &call->acc);
   if (call->completed) s->total_s += (double)(call->end_ns - call->start_ns) * 1e-9;
   if (call->algo) comm->last_algo = call->algo->name;
-  pthread_mutex_unlock(&comm->mu);
   return GCOMP_OK;
 }
 

@@ -193,7 +193,8 @@ typedef struct {
 } gcomp_trace_event;
 
 /* Each returns a status: an observer may run a collective of its own (the straggler
- * exchange). They may note what later ones read (trace_at). */
+ * exchange). They may note what later ones read (trace_at). Stats and trace run with
+ * comm->mu held by the caller (call.c); skew takes it where it needs it. */
 int gcomp_stats_observe(gcomp_comm *comm, gcomp_call *call);
 int gcomp_trace_observe(gcomp_comm *comm, gcomp_call *call);
 int gcomp_skew_observe(gcomp_comm *comm, gcomp_call *call);

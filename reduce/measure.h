@@ -51,8 +51,10 @@ struct gcomp_comm;
 struct gcomp_call;
 int gcomp_step_init(struct gcomp_comm *comm);
 void gcomp_step_free(gcomp_step *s);
-/* The observer (under comm->mu: gcomp_comm_mark_step may run on another thread) */
+/* The observer (under comm->mu: gcomp_comm_mark_step may run on another thread): _locked
+ * when the caller holds it (call.c), else it takes it */
 int gcomp_step_observe(struct gcomp_comm *comm, struct gcomp_call *call);
+int gcomp_step_observe_locked(struct gcomp_comm *comm, struct gcomp_call *call);
 /* GCOMP_STATS members: "cores", and with GCOMP_MEASURE "run_s", "compute_s", "comm_s",
  * "split_wait_s", "steps", "marked_steps", "links" */
 void gcomp_measure_write_stats(const struct gcomp_comm *comm, FILE *f);

@@ -46,7 +46,7 @@ void gcomp_progress_stop(gcomp_comm *comm) {
   pthread_cond_broadcast(&comm->cv);
   pthread_mutex_unlock(&comm->mu);
   if (on) pthread_join(comm->thread, NULL);
-  comm->thread_on = 0;
+  __atomic_store_n(&comm->thread_on, 0, __ATOMIC_RELEASE);
 }
 
 int gcomp_progress_pending(gcomp_comm *comm) {
@@ -65,7 +65,7 @@ static int enqueue(gcomp_comm *comm, gcomp_request *r) {
       GCOMP_FAIL(GCOMP_ERR_NOMEM, "gcomp_iallreduce: cannot start the progress thread: %s",
                  strerror(rc));
     }
-    comm->thread_on = 1;
+    __atomic_store_n(&comm->thread_on, 1, __ATOMIC_RELEASE);   /* read unlocked by calls */
   }
   if (comm->tail) comm->tail->next = r;
   else comm->head = r;
@@ -134,7 +134,8 @@ gcomp_status gcomp_request_test(gcomp_request *req, int *done) {
 int gcomp_call_submit(gcomp_comm *comm, const gcomp_call *call, gcomp_request **req,
                       const char *fn) {
   GCOMP_FAIL_IF(!comm, GCOMP_ERR_INVALID, "%s: comm is NULL", fn);
-  if (!req && !comm->thread_on) {   /* as gcomp_allreduce: the caller's thread runs it */
+  /* as gcomp_allreduce: the caller's thread runs it */
+  if (!req && !__atomic_load_n(&comm->thread_on, __ATOMIC_ACQUIRE)) {
     gcomp_call c = *call;
     return gcomp_call_run(comm, &c);
   }
@@ -158,12 +159,10 @@ gcomp_status gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbu
   GCOMP_CHECK(gcomp_call_check_args("gcomp_allreduce", comm, sendbuf, recvbuf, count, dtype, op));
   /* once a progress thread serves this communicator, every call goes through its queue:
    * calls keep their order and the transport keeps one user */
-  /* read under the lock that enqueue writes it under: an iallreduce on another thread may
-   * be starting the thread right now */
-  pthread_mutex_lock(&comm->mu);
-  int on = comm->thread_on;
-  pthread_mutex_unlock(&comm->mu);
-  if (!on) {
+  /* an atomic read: an iallreduce on another thread may be starting the thread right now
+   * (enqueue sets thread_on under mu, with the queue); taking mu here cost two locked
+   * instructions a call */
+  if (!__atomic_load_n(&comm->thread_on, __ATOMIC_ACQUIRE)) {
     gcomp_call call = call_of(sendbuf, recvbuf, count, dtype, op, codec, key);
     return gcomp_call_run(comm, &call);
   }

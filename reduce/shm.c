@@ -13,26 +13,27 @@
  *     copy the other ranks' reduced shards out. Each element is summed by one rank, so all
  *     ranks get the same bits.
  *
- * Slots are double-buffered by the parity of a per-segment round counter. A rank writes a
+ * A call of at most GCOMP_SHM_HOT_DATA bytes skips the slots: its operand goes into the
+ * rank's hot line for the round, beside the flag that publishes it (shm_seg.h), and a peer
+ * fetches both in one transfer of that line; with a second line (the slot) read after the
+ * flag, every call waited for two transfers one after the other.
+ *
+ * Slots and hot lines are double-buffered by the parity of a per-segment round counter. A rank writes a
  * slot of round r only after it has seen every rank publish round r - 1, and a rank
  * publishes r - 1 only after it finished reading round r - 2, the last user of that slot:
- * no barrier beyond the flags is ever needed. Flags only grow: round r publishes 2r + 1
- * ("my input is in") and, two-phase, 2r + 2 ("my reduced shard is in").
+ * no barrier beyond the flags is ever needed. Each parity has its flag, in its hot line;
+ * flags only grow: round r publishes 2r + 1 ("my input is in") and, two-phase, 2r + 2 ("my
+ * reduced shard is in").
  *
  * A rank that dies leaves its flag still; waiters notice its pid is gone (GCOMP_ERR_PEER)
  * or give up after GCOMP_TIMEOUT_MS (GCOMP_ERR_TIMEOUT). After a failure the segment's
  * state is unknown and every later call on it fails at once. */
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,176 +41,41 @@
 #include "abort.h"
 #include "coll.h"
 #include "procs.h"
+#include "shm_seg.h"
 
-enum { CTL_BYTES = 64, NAME_BYTES = 64, ONE_SHOT_MAX = 8192 };
-
-typedef struct {
-  _Atomic uint64_t flag;
-  uint64_t pidns;   /* inode of the rank's pid namespace: its pid means nothing elsewhere */
-  uint64_t desc[2]; /* the shape of the call whose first round has this parity (call_desc) */
-  int32_t pid;
-  /* a waiter that stops spinning sleeps on bell (a futex word bumped at every publish)
-   * after counting itself in sleepers; the publisher wakes only when someone sleeps */
-  _Atomic uint32_t bell, sleepers;
-  char pad[CTL_BYTES - 44];
-} shm_ctl;
-
-struct gcomp_shm {
-  uint8_t *base;
-  size_t map_bytes;
-  shm_ctl *ctl;        /* [L] */
-  uint8_t *data;       /* slots: [2][L][slot] */
-  size_t slot;
-  int L, me;
-  uint64_t round;
-  int broken;
-  int timeout_ms;
-};
+enum { ONE_SHOT_MAX = 8192 };
+_Static_assert(sizeof(gcomp_shm_hot) == 64, "a hot line is one cache line");
+_Static_assert(sizeof(gcomp_shm_ctl) == 256, "a rank's control block is 256 bytes");
 
 static uint8_t *slot_at(const gcomp_shm *s, uint64_t round, int rank) {
   return s->data + ((size_t)(round & 1) * (size_t)s->L + (size_t)rank) * s->slot;
 }
 
+/* Rank i's hot line for the round that publishes v (2r + 1 or 2r + 2) */
+static gcomp_shm_hot *hot_of(const gcomp_shm *s, int i, uint64_t v) {
+  return &s->ctl[i].hot[((v - 1) / 2) & 1];
+}
+
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-/* ---- setup ---------------------------------------------------------------------------- */
-/* Maps the segment and signs this rank's control line (before the setup messages that
- * follow, which order these stores before anyone reads them). */
-static int map_segment(gcomp_shm *s, int fd) {
-  void *p = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  GCOMP_FAIL_IF(p == MAP_FAILED, GCOMP_ERR_NOMEM, "shm: mmap of %zu bytes: %s", s->map_bytes,
-                strerror(errno));
-  s->base = p;
-  s->ctl = (shm_ctl *)(void *)s->base;
-  s->data = s->base + round_up((size_t)s->L * CTL_BYTES, 4096);
-  struct stat ns;
-  s->ctl[s->me].pidns = stat("/proc/self/ns/pid", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
-  s->ctl[s->me].pid = (int32_t)getpid();
-  return GCOMP_OK;
-}
-
-/* Our segments live in /dev/shm only between creation and the moment every local rank has
- * mapped them; a root killed in between leaves "gcomp-<pid>-..." behind. The next root on
- * the machine removes those whose process is gone and that are over a minute old (a pid
- * from another pid namespace, a container sharing /dev/shm, looks dead from here: only
- * files older than any setup, which takes milliseconds, go). */
-static int segment_owner(const char *name) {
-  int pid = 0, used = 0;
-  if (sscanf(name, "gcomp-%d-%n", &pid, &used) != 1 || used == 0) return 0;
-  return pid;
-}
-
-/* The local root makes the segment; its size is reserved up front (posix_fallocate) so a
- * full /dev/shm is an error here, not a SIGBUS in the middle of a call. */
-static int make_segment(gcomp_shm *s, char *name) {
-  static _Atomic unsigned counter;
-  gcomp_shm_sweep(segment_owner, 1, 60, GCOMP_SUB_REDUCE);
-  snprintf(name, NAME_BYTES, "/gcomp-%d-%u-%llx", (int)getpid(), atomic_fetch_add(&counter, 1),
-           (unsigned long long)gcomp_now_ns());
-  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-  /* no /dev/shm, or not ours to write: this machine cannot serve the segment (memory is
-   * what posix_fallocate and mmap below may lack) */
-  GCOMP_FAIL_IF(fd < 0, GCOMP_ERR_UNSUPPORTED, "shm: shm_open(%s): %s", name, strerror(errno));
-  int err = posix_fallocate(fd, 0, (off_t)s->map_bytes);
-  if (err) {
-    close(fd);
-    shm_unlink(name);
-    GCOMP_FAIL_IF(1, GCOMP_ERR_NOMEM, "shm: reserving %zu bytes in /dev/shm: %s", s->map_bytes,
-                  strerror(err));
-  }
-  int st = map_segment(s, fd);
-  close(fd);
-  if (st < 0) shm_unlink(name);
-  return st;
-}
-
-static int open_segment(gcomp_shm *s, const char *name) {
-  int fd = shm_open(name, O_RDWR, 0600);
-  /* the local root's segment, named by it: a failed exchange of the node's setup */
-  GCOMP_FAIL_IF(fd < 0, GCOMP_ERR_BOOTSTRAP, "shm: shm_open(%s): %s", name, strerror(errno));
-  int st = map_segment(s, fd);
-  close(fd);
-  return st;
-}
-
-void gcomp_shm_destroy(gcomp_shm *s) {
-  if (!s) return;
-  if (s->base) munmap(s->base, s->map_bytes);
-  free(s);
-}
-
-/* Collective over the node's ranks. The root sends the segment's name, everyone answers
- * whether it could map it, the root unlinks the name and sends the verdict: all of the
- * node's ranks end up with the segment or all without. */
-int gcomp_shm_create(gcomp_transport *t, size_t slot_bytes, gcomp_shm **out) {
-  *out = NULL;
-  if (t->local_size < 2 || slot_bytes == 0) return GCOMP_OK;
-  gcomp_shm *s = calloc(1, sizeof *s);
-  GCOMP_FAIL_IF(!s, GCOMP_ERR_NOMEM, "shm: state");
-  s->L = t->local_size;
-  s->me = t->local_rank;
-  /* at least one 8-byte element per local rank: hier's rounds move one piece of every
-   * shard through a slot (piece_elems); a smaller slot once made them overrun into the
-   * next ranks' slots */
-  s->slot = round_up(slot_bytes > 8 * (size_t)s->L ? slot_bytes : 8 * (size_t)s->L, 64);
-  s->timeout_ms = t->timeout_ms;
-  s->map_bytes = round_up((size_t)s->L * CTL_BYTES, 4096) + 2 * (size_t)s->L * s->slot;
-  const uint32_t seq = GCOMP_SEQ_SHM_SEGMENT;
-  int root = t->local_ranks[0];
-  char name[NAME_BYTES] = {0};
-  int32_t ok = 1, verdict = 1;
-  int st = GCOMP_OK;
-  if (s->me == 0) {
-    int mst = make_segment(s, name);
-    if (mst < 0) {
-      GCOMP_WARN(GCOMP_SUB_REDUCE, "no shared-memory allreduce on this node: %s (%s)",
-                 gcomp_last_error(), gcomp_strerror(mst));
-      name[0] = '\0';
-      verdict = 0;
-    }
-    for (int i = 1; i < s->L && st == GCOMP_OK; i++)
-      st = gcomp_send(t, t->local_ranks[i], gcomp_tag(seq, 1), name, sizeof name);
-    for (int i = 1; i < s->L && st == GCOMP_OK; i++) {
-      int32_t theirs = 0;
-      st = gcomp_recv(t, t->local_ranks[i], gcomp_tag(seq, 2), &theirs, sizeof theirs, NULL);
-      verdict &= theirs;
-    }
-    if (name[0]) shm_unlink(name);
-    for (int i = 1; i < s->L && st == GCOMP_OK; i++)
-      st = gcomp_send(t, t->local_ranks[i], gcomp_tag(seq, 3), &verdict, sizeof verdict);
-  } else {
-    st = gcomp_recv(t, root, gcomp_tag(seq, 1), name, sizeof name, NULL);
-    name[NAME_BYTES - 1] = '\0';
-    int ost = st == GCOMP_OK && name[0] ? open_segment(s, name) : GCOMP_OK;
-    if (ost < 0) {
-      GCOMP_WARN(GCOMP_SUB_REDUCE, "no shared-memory allreduce on this node: %s (%s)",
-                 gcomp_last_error(), gcomp_strerror(ost));
-      ok = 0;
-    }
-    if (st == GCOMP_OK) {
-      ok &= name[0] != '\0';
-      st = gcomp_send(t, root, gcomp_tag(seq, 2), &ok, sizeof ok);
-    }
-    if (st == GCOMP_OK) st = gcomp_recv(t, root, gcomp_tag(seq, 3), &verdict, sizeof verdict, NULL);
-  }
-  if (st < 0 || !verdict) {
-    gcomp_shm_destroy(s);
-    return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
-  }
-  /* the file was zero-filled: every flag starts at 0 (round 0 published) */
-  s->round = 1;
-  *out = s;
-  return GCOMP_OK;
-}
-
-size_t gcomp_shm_slot_bytes(const gcomp_shm *s) { return s ? s->slot : 0; }
-
 /* ---- synchronisation ------------------------------------------------------------------ */
-/* Flag store, bell, sleepers check: all sequentially consistent, so a waiter that counted
- * itself in sleepers before checking the flag is either seen here or sees the flag. */
-static void publish(gcomp_shm *s, uint64_t v) {
-  shm_ctl *me = &s->ctl[s->me];
-  atomic_store(&me->flag, v);
+/* Only a pipeline's waiters sleep (c->drive, wait_all_seen), and every local rank runs a
+ * round with the same c->drive (the same call, the same algorithm): other rounds publish
+ * with a release store alone. A sequentially consistent store waits for this core to own
+ * the flag's line, which the waiting peer holds: at 2 ranks that stall, and the fence and
+ * the bell's locked add after it, were on every call's critical path. Were a peer to sleep
+ * on such a round anyway (ranks in different calls), it wakes at the end of its nap.
+ * A pipeline's rounds: flag store, bell, sleepers check, all sequentially consistent, so a
+ * waiter that counted itself in sleepers before checking the flag is either seen here or
+ * sees the flag. */
+static void publish(const gcomp_coll *c, gcomp_shm *s, uint64_t v) {
+  gcomp_shm_ctl *me = &s->ctl[s->me];
+  gcomp_shm_hot *h = hot_of(s, s->me, v);
+  if (!c->drive) {
+    atomic_store_explicit(&h->flag, v, memory_order_release);
+    return;
+  }
+  atomic_store(&h->flag, v);
   atomic_fetch_add(&me->bell, 1);
   if (atomic_load(&me->sleepers))
     (void)syscall(SYS_futex, &me->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
@@ -229,11 +95,12 @@ enum { SPIN_NS = 50000, NAP_NS = 200000 };
  * times a call (strace); a dead peer is still named within 0.1 s. */
 #define LIVE_NS 100000000ull
 
-/* Sleeps until ctl's bell moves (its flag may have reached v) or the nap ends. */
-static void sleep_on(shm_ctl *ctl, uint64_t v, long nap_ns) {
+/* Sleeps until ctl's bell moves (the flag of h, its hot line for v, may have reached v) or
+ * the nap ends. */
+static void sleep_on(gcomp_shm_ctl *ctl, gcomp_shm_hot *h, uint64_t v, long nap_ns) {
   uint32_t b = atomic_load(&ctl->bell);
   atomic_fetch_add(&ctl->sleepers, 1);
-  if (atomic_load(&ctl->flag) < v) {
+  if (atomic_load(&h->flag) < v) {
     struct timespec ts = {0, nap_ns};
     (void)syscall(SYS_futex, &ctl->bell, FUTEX_WAIT, b, &ts, NULL, 0);
   }
@@ -242,21 +109,20 @@ static void sleep_on(shm_ctl *ctl, uint64_t v, long nap_ns) {
 
 /* Waits until every other local rank's flag reaches v. With seen != NULL (a call's first
  * round) it also returns each rank's call shape for the round's parity in seen[], read the
- * moment its flag is seen, while that control line is still in this core's cache. */
-static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round,
-                         uint64_t *seen);
+ * moment its flag is seen, from the same hot line. */
+static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t *seen);
 
 static int wait_all(gcomp_coll *c, gcomp_shm *s, uint64_t v) {
-  return wait_all_seen(c, s, v, 0, NULL);
+  return wait_all_seen(c, s, v, NULL);
 }
 
-static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round,
-                         uint64_t *seen) {
+static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t *seen) {
   uint64_t start = 0, last_check = 0, last_live = 0;
   unsigned spins = 0;
   for (int i = 0; i < s->L; i++) {
     if (i == s->me) continue;
-    while (atomic_load_explicit(&s->ctl[i].flag, memory_order_acquire) < v) {
+    gcomp_shm_hot *h = hot_of(s, i, v);
+    while (atomic_load_explicit(&h->flag, memory_order_acquire) < v) {
       if (!start) start = gcomp_now_ns(), last_check = last_live = start;
       /* a pipeline's transfers move on (their failures surface in their requests) */
       if (c->drive) (void)gcomp_progress(c->t);
@@ -266,7 +132,7 @@ static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round
         gcomp_idle(&spins);
         if ((spins & 63u) != 0) continue;
       } else {
-        sleep_on(&s->ctl[i], v, NAP_NS);
+        sleep_on(&s->ctl[i], h, v, NAP_NS);
       }
       uint64_t now = gcomp_now_ns();
       int ast = c->abort ? gcomp_abort_poll(c->abort) : GCOMP_OK;   /* abort.h */
@@ -297,7 +163,7 @@ static int wait_all_seen(gcomp_coll *c, gcomp_shm *s, uint64_t v, uint64_t round
                       c->t->local_ranks[i], s->timeout_ms);
       }
     }
-    if (seen) seen[i] = s->ctl[i].desc[round & 1];
+    if (seen) seen[i] = h->desc;
   }
   if (start) c->stats->wait_s += (double)(gcomp_now_ns() - start) * 1e-9;
   return GCOMP_OK;
@@ -321,6 +187,19 @@ static void reduce_slots(gcomp_coll *c, gcomp_shm *s, uint64_t round, size_t off
   }
   for (int i = 2; i < s->L; i++)
     c->reduce(dst, own && i == s->me ? own : slot_at(s, round, i) + b, n);
+}
+
+/* dst = hot_0 op hot_1 op ... op hot_{L-1} over n elements, in rank order: every rank's
+ * operand in its hot line of the round (dst, the caller's buffer, is none of them) */
+static void reduce_hot(gcomp_coll *c, gcomp_shm *s, uint64_t round, size_t n, uint8_t *dst) {
+  const uint8_t *a = s->ctl[0].hot[round & 1].data, *b = s->ctl[1].hot[round & 1].data;
+  if (c->reduce3) {
+    c->reduce3(dst, a, b, n);
+  } else {
+    memcpy(dst, a, n * c->esize);
+    c->reduce(dst, b, n);
+  }
+  for (int i = 2; i < s->L; i++) c->reduce(dst, s->ctl[i].hot[round & 1].data, n);
 }
 
 /* ---- the allreduce -------------------------------------------------------------------- */
@@ -352,13 +231,14 @@ static const char *kind_name(uint64_t d) {
 static void post_desc(gcomp_shm *s, uint64_t round, uint64_t desc) {
   /* written only when it changes: in a loop of same-shaped calls the control line then sees
    * no store but the flag's, and a peer spinning on the flag is not disturbed twice */
-  if (s->ctl[s->me].desc[round & 1] != desc) s->ctl[s->me].desc[round & 1] = desc;
+  gcomp_shm_hot *h = &s->ctl[s->me].hot[round & 1];
+  if (h->desc != desc) h->desc = desc;
 }
 /* Waits for the call's first round like wait_all, then compares the shapes seen. */
 static int wait_first(gcomp_coll *c, gcomp_shm *s, uint64_t round, uint64_t mine) {
   uint64_t seen_stack[64], *seen = s->L <= 64 ? seen_stack : malloc((size_t)s->L * sizeof *seen);
   GCOMP_FAIL_IF(!seen, GCOMP_ERR_NOMEM, "shm: %d call shapes", s->L);
-  int st = wait_all_seen(c, s, 2 * round + 1, round, seen);
+  int st = wait_all_seen(c, s, 2 * round + 1, seen);
   for (int i = 0; st == GCOMP_OK && i < s->L; i++) {
     uint64_t d = seen[i];
     if (i == s->me || d == mine) continue;
@@ -398,7 +278,7 @@ static int rs_round(gcomp_coll *c, gcomp_shm *s, const uint8_t *in, size_t count
   const uint64_t desc = call_desc(CALL_REDUCE_SCATTER, count, es);
   if (c->drive) (void)gcomp_progress(c->t);
   if (k == 0) post_desc(s, r, desc);
-  publish(s, 2 * r + 1);
+  publish(c, s, 2 * r + 1);
   return k == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1);
 }
 
@@ -464,7 +344,7 @@ int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
     const uint64_t desc = call_desc(CALL_ALLGATHER, count, es);
     if (c->drive) (void)gcomp_progress(c->t);
     if (k == 0) post_desc(s, r, desc);
-    publish(s, 2 * r + 1);
+    publish(c, s, 2 * r + 1);
     GCOMP_CHECK(k == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1));
     for (int j = 0; j < s->L; j++) {
       if (j == s->me) continue;
@@ -483,6 +363,19 @@ int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
                 c->t->nnodes);
   const size_t es = c->esize;
   const uint8_t *in = c->src ? c->src : buf;
+  if (count * es <= GCOMP_SHM_HOT_DATA) {   /* one round through the hot lines */
+    uint64_t r = s->round++;
+    memcpy(s->ctl[s->me].hot[r & 1].data, in, count * es);
+    c->stats->shm_bytes += count * es;
+    const uint64_t desc = call_desc(CALL_ALLREDUCE, count, es);
+    post_desc(s, r, desc);
+    publish(c, s, 2 * r + 1);
+    GCOMP_CHECK(wait_first(c, s, r, desc));
+    uint64_t t0 = gcomp_now_ns();
+    reduce_hot(c, s, r, count, buf);
+    c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;
+    return GCOMP_OK;
+  }
   size_t per = s->slot / es;   /* elements per round */
   for (size_t off = 0; off < count; off += per) {
     size_t n = count - off < per ? count - off : per;
@@ -493,7 +386,7 @@ int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
     c->stats->shm_bytes += n * es;
     const uint64_t desc = call_desc(CALL_ALLREDUCE, count, es);
     if (off == 0) post_desc(s, r, desc);
-    publish(s, 2 * r + 1);
+    publish(c, s, 2 * r + 1);
     GCOMP_CHECK(off == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1));
     uint64_t t0 = gcomp_now_ns();
     if (n * es <= ONE_SHOT_MAX) {
@@ -508,7 +401,7 @@ int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
       memcpy(mine + so * es, out + so * es, sl * es);
     }
     c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;
-    publish(s, 2 * r + 2);
+    publish(c, s, 2 * r + 2);
     GCOMP_CHECK(wait_all(c, s, 2 * r + 2));
     for (int i = 0; i < s->L; i++) {
       if (i == s->me) continue;
@@ -548,7 +441,7 @@ int gcomp_shm_allgather_parts(gcomp_coll *c, gcomp_shm *s, const gcomp_bytes *pa
   const uint64_t desc = call_desc(CALL_PARTS, count, c->esize);
   if (c->drive) (void)gcomp_progress(c->t);
   post_desc(s, r, desc);
-  publish(s, 2 * r + 1);
+  publish(c, s, 2 * r + 1);
   GCOMP_CHECK(wait_first(c, s, r, desc));
   for (int j = 0; j < s->L && in; j++) {
     uint64_t theirs;

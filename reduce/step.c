@@ -45,9 +45,15 @@ static void close_step(gcomp_comm *comm, uint64_t at_ns) {
 }
 
 int gcomp_step_observe(gcomp_comm *comm, gcomp_call *call) {
+  pthread_mutex_lock(&comm->mu);
+  int st = gcomp_step_observe_locked(comm, call);
+  pthread_mutex_unlock(&comm->mu);
+  return st;
+}
+
+int gcomp_step_observe_locked(gcomp_comm *comm, gcomp_call *call) {
   gcomp_step *s = &comm->step;
   if (!s->on) return GCOMP_OK;
-  pthread_mutex_lock(&comm->mu);
   if (!s->first_ns) {
     s->first_ns = call->arrive_ns;
     if (!s->cur.start_ns) s->cur.start_ns = call->arrive_ns;
@@ -66,7 +72,6 @@ int gcomp_step_observe(gcomp_comm *comm, gcomp_call *call) {
   s->cur.loop_wait_s += call->acc.wait_s;
   s->cur.calls++;
   if (!s->marks && s->cur.calls == (uint64_t)s->window) close_step(comm, call->end_ns);
-  pthread_mutex_unlock(&comm->mu);
   return GCOMP_OK;
 }
 

@@ -255,6 +255,65 @@ static void test_shm(void **state) {
   free(b);
 }
 
+/* Calls of at most 48 bytes travel in the ranks' hot control lines, larger ones in the
+ * slots: many calls in a row, sizes on both sides of the line (12 and 13 floats, 6 and 7
+ * doubles), in place and not, so that each parity's line and slot are reused after calls
+ * of the other kind; every result exact, every call's shape checked. */
+typedef struct {
+  gcomp_transport *t;
+  int rank, n;
+  int st;
+  char error[256];
+} hot_job;
+
+static void *hot_main(void *arg) {
+  hot_job *j = arg;
+  gcomp_comm *comm = NULL;
+  j->st = gcomp_comm_from_transport(j->t, 0, &comm);
+  double send[16], recv[16];
+  for (int k = 0; k < 400 && j->st == GCOMP_OK; k++) {
+    int dbl = k % 5 == 4;
+    size_t count = dbl ? (size_t)(6 + k % 2) : (size_t)(1 + (k * 7) % 14);
+    gcomp_dtype d = dbl ? GCOMP_FLOAT64 : GCOMP_FLOAT32;
+    for (size_t i = 0; i < count; i++) {
+      double v = (double)((j->rank + 1) * (k + 1)) + (double)i;
+      if (dbl) send[i] = v;
+      else ((float *)send)[i] = (float)v;
+    }
+    int in_place = k % 3 == 0;
+    void *out = in_place ? (void *)send : (void *)recv;
+    j->st = gcomp_allreduce(comm, send, out, count, d, GCOMP_SUM, NULL, 0);
+    for (size_t i = 0; i < count && j->st == GCOMP_OK; i++) {
+      double want = (double)(j->n * (j->n + 1) / 2 * (k + 1)) + (double)j->n * (double)i;
+      double got = dbl ? ((double *)out)[i] : (double)((float *)out)[i];
+      if (got != want) {
+        snprintf(j->error, sizeof j->error, "call %d, %zu elements, element %zu: %g, not %g", k,
+                 count, i, got, want);
+        j->st = -1000;
+      }
+    }
+  }
+  if (j->st < 0 && j->st != -1000) snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
+  if (j->st == GCOMP_OK && strcmp(gcomp_comm_last_algo(comm), "shm") != 0) j->st = -1001;
+  gcomp_comm_destroy(comm);
+  return NULL;
+}
+
+static void test_shm_hot_lines(void **state) {
+  force_algo("shm");
+  for (int n = 2; n <= 4; n++) {
+    gcomp_transport *t[4];
+    assert_int_equal(gcomp_loopback_create(n, NULL, t), GCOMP_OK);
+    hot_job j[4];
+    for (int r = 0; r < n; r++) j[r] = (hot_job){.t = t[r], .rank = r, .n = n};
+    run_ranks(n, hot_main, j, sizeof *j);
+    for (int r = 0; r < n; r++) gcomp_transport_destroy(t[r]);
+    for (int r = 0; r < n; r++)
+      if (j[r].st != GCOMP_OK) fail_msg("%d ranks, rank %d: %d %s", n, r, j[r].st, j[r].error);
+  }
+  force_algo(NULL);
+}
+
 /* A segment smaller than one 8-byte element per local rank: hier's rounds once wrote
  * whole pieces past the end of each rank's slot, and returned success with wrong sums
  * (GCOMP_SHM_BYTES=64 and 9 ranks per node). */
@@ -650,7 +709,8 @@ static void *mismatch_main(void *arg) {
 
 static void test_mismatched_counts(void **state) {
   const char *algos[] = {"shm", "ring", "rhd", "rd"};
-  const size_t pairs[][2] = {{1000, 3000}, {3000, 1000}, {100000, 100001}};
+  /* shm: 12 and 13 floats are a hot line's call and a slot's; 3 and 5, two hot lines' */
+  const size_t pairs[][2] = {{1000, 3000}, {3000, 1000}, {100000, 100001}, {12, 13}, {3, 5}};
   setenv("GCOMP_TIMEOUT_MS", "2000", 1);
   for (size_t a = 0; a < sizeof algos / sizeof *algos; a++)
     for (size_t c = 0; c < sizeof pairs / sizeof *pairs; c++) {
@@ -968,6 +1028,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_rd, test_env_restore),
       cmocka_unit_test_teardown(test_hier, test_env_restore),
       cmocka_unit_test_teardown(test_shm, test_env_restore),
+      cmocka_unit_test_teardown(test_shm_hot_lines, test_env_restore),
       cmocka_unit_test_teardown(test_shm_silent_peer, test_env_restore),
       cmocka_unit_test_teardown(test_nonblocking, test_env_restore),
       cmocka_unit_test_teardown(test_mismatched_codecs, test_env_restore),
