@@ -307,11 +307,15 @@ static void blame_free(gcomp_transport *t, blame_tables *b) {
   free(b->send), free(b->recv), free(b->in), free(b->state);
 }
 
-/* Drives the sends and receives until every peer reported or is gone, or the deadline */
-static void blame_run(gcomp_transport *t, blame_tables *b, uint64_t deadline) {
+/* Drives the sends and receives until every peer reported or is gone, or the deadline. The
+ * dead peer's receive (-1: none) is waited for only until dead_by: a word it sent before it
+ * exited is already here, and nothing more will come from it. */
+static void blame_run(gcomp_transport *t, blame_tables *b, uint64_t deadline, int dead,
+                      uint64_t dead_by) {
   unsigned spins = 0;
   for (;;) {
     int open = 0, moved = 0;
+    uint64_t now = gcomp_now_ns();
     for (int p = 0; p < t->size; p++) {
       int done = 0;
       size_t len = 0;
@@ -325,17 +329,18 @@ static void blame_run(gcomp_transport *t, blame_tables *b, uint64_t deadline) {
       int st = gcomp_test(t, b->recv[p], &done, &len);
       if (st < 0 || done) {
         b->recv[p] = NULL, moved = 1;
-        b->state[p] = st == GCOMP_ERR_PEER ? 'g' : st < 0 ? 's' : 'r';
-      } else {
+        b->state[p] = st == GCOMP_ERR_PEER || p == dead ? (st < 0 ? 'g' : 'r')
+                      : st < 0 ? 's' : 'r';
+      } else if (p != dead || now < dead_by) {
         open++;
       }
     }
-    if (!open || gcomp_now_ns() >= deadline) break;
+    if (!open || now >= deadline) break;
     if (moved) spins = 0;
     else gcomp_idle(&spins);
   }
   for (int p = 0; p < t->size; p++)
-    if (p != t->rank && !b->state[p]) b->state[p] = 's';
+    if (p != t->rank && !b->state[p]) b->state[p] = p == dead ? 'g' : 's';
 }
 
 /* "rank 2, rank 5" for the peers in state s; 0 when there are none */
@@ -381,15 +386,14 @@ int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st) {
                 .seq = seq};
   snprintf(out.why, sizeof out.why, "%.*s", (int)sizeof out.why - 1, detail);
   uint64_t tag = gcomp_tag(GCOMP_SEQ_BLAME, 0);
-  /* the peer this failure says is dead (found here, or named by a notice) sends no word */
+  /* the peer this failure says is dead (found here, or named by a notice) sends nothing
+   * more: its word is read only if it is already here (a rank that refused a mismatched call
+   * sends its word, then exits; the survivor finds it the exit first) */
   int dead = st == GCOMP_ERR_PEER ? t->failed_peer : -1;
   for (int p = 0; p < n; p++) {
     if (p == t->rank) continue;
-    if (p == dead) {
-      b.state[p] = 'g';
-      continue;
-    }
     if (gcomp_irecv(t, p, tag, &b.in[p], sizeof b.in[p], &b.recv[p]) < 0) b.recv[p] = NULL;
+    if (p == dead) continue;
     if (gcomp_isend(t, p, tag, &out, sizeof out, &b.send[p]) < 0) b.send[p] = NULL;
   }
   /* ranks stuck on the same culprit time out within a few ms of each other; a rank stuck
@@ -399,7 +403,12 @@ int gcomp_abort_blame(gcomp_transport *t, uint32_t seq, int st) {
    * own wait times out (at once when the abort notice reached them), and a peer that has
    * exited takes no more messages */
   if (st == GCOMP_ERR_CORRUPT) wait_ms += t->timeout_ms;
-  blame_run(t, &b, gcomp_now_ns() + (uint64_t)wait_ms * 1000000u);
+  uint64_t now = gcomp_now_ns();
+  /* a word already here takes a few polls of progress to match; 20 ms is ample for that and
+   * keeps the survivors' errors within ms of each other */
+  int dead_ms = wait_ms < 20 ? wait_ms : 20;
+  blame_run(t, &b, now + (uint64_t)wait_ms * 1000000u, dead,
+            now + (uint64_t)dead_ms * 1000000u);
   char failed[160], gone[160], silent[160], why[sizeof b.in->why + 32] = "";
   int nf = blame_list(t, &b, 'r', failed, sizeof failed);
   int ng = blame_list(t, &b, 'g', gone, sizeof gone);
