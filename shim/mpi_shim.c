@@ -43,7 +43,8 @@ const char *const shim_kind_names[SHIM_KINDS][2] = {
     {"MPI_Reduce_scatter", "MPI_Ireduce_scatter"},
     {"MPI_Allgather", "MPI_Iallgather"},
     {"MPI_Bcast", "MPI_Ibcast"},
-    {"MPI_Barrier", "MPI_Ibarrier"}};
+    {"MPI_Barrier", "MPI_Ibarrier"},
+    {"MPI_Alltoall", "MPI_Ialltoall"}};
 
 static struct {
   MPI_Comm world;        /* the shim's own duplicate of MPI_COMM_WORLD (agreement at start) */
@@ -228,7 +229,8 @@ static void shim_start(int provided) {
   /* once for the job: the members' settings are the same (mpirun passes one environment) */
   if (shim.rank == 0)
     SHIM_INFO("active on %d ranks: gcomp serves MPI_Allreduce, MPI_Reduce_scatter_block, "
-              "MPI_Reduce_scatter (equal counts), MPI_Allgather, MPI_Bcast, MPI_Barrier and "
+              "MPI_Reduce_scatter (equal counts), MPI_Allgather, MPI_Bcast, MPI_Barrier, "
+              "MPI_Alltoall and "
               "their non-blocking forms on MPI_COMM_WORLD and the communicators made from it "
               "(%d node(s), codec %s, intra-node codec %s, a late rank is waited for %s ms)%s; "
               "route %s", shim.size, gcomp_comm_nnodes(comm), setting("GCOMP_CODEC"),
@@ -443,6 +445,11 @@ int shim_pmpi(int kind, const shim_mpi_args *a, MPI_Request *r) {
                                a->type, a->comm, r)
              : PMPI_Allgather(a->sendbuf, a->sendcount, a->sendtype, a->recvbuf, a->count,
                               a->type, a->comm);
+  case SHIM_ALLTOALL:
+    return r ? PMPI_Ialltoall(a->sendbuf, a->sendcount, a->sendtype, a->recvbuf, a->count,
+                              a->type, a->comm, r)
+             : PMPI_Alltoall(a->sendbuf, a->sendcount, a->sendtype, a->recvbuf, a->count,
+                             a->type, a->comm);
   case SHIM_BCAST:
     return r ? PMPI_Ibcast(a->recvbuf, a->count, a->type, a->root, a->comm, r)
              : PMPI_Bcast(a->recvbuf, a->count, a->type, a->root, a->comm);
@@ -465,6 +472,9 @@ gcomp_status shim_call_start(const shim_call *c, gcomp_request **req) {
   case SHIM_ALLGATHER:
     return req ? gcomp_iallgather(g, c->src, c->dst, c->count, c->dt, NULL, c->key, req)
                : gcomp_allgather(g, c->src, c->dst, c->count, c->dt, NULL, c->key);
+  case SHIM_ALLTOALL:
+    return req ? gcomp_ialltoall(g, c->src, c->dst, c->count, c->dt, req)
+               : gcomp_alltoall(g, c->src, c->dst, c->count, c->dt);
   case SHIM_BCAST:
     return req ? gcomp_ibroadcast(g, c->dst, c->count, c->dt, c->root, req)
                : gcomp_broadcast(g, c->dst, c->count, c->dt, c->root);

@@ -39,7 +39,8 @@ enum {
   FALL_ASKED,    /* GCOMP_SHIM_ROUTE=mpi */
   /* the reasons only the other collectives have (shim_coll.c): MPI_Allreduce's report line
    * lists the ones above */
-  FALL_MISMATCH, /* MPI_Allgather's send and receive types or counts differ */
+  FALL_MISMATCH, /* MPI_Allgather's or MPI_Alltoall's send and receive types or counts
+                    differ */
   FALL_UNEQUAL,  /* MPI_Reduce_scatter with unequal recvcounts */
   FALL_COUNT_
 };
@@ -52,6 +53,7 @@ enum {
   SHIM_ALLGATHER,
   SHIM_BCAST,
   SHIM_BARRIER,
+  SHIM_ALLTOALL,
   SHIM_KINDS
 };
 extern const char *const shim_kind_names[SHIM_KINDS][2];
@@ -108,7 +110,8 @@ typedef struct {
   shim_comm *sc;
   const void *src;
   void *dst;              /* bcast: the buffer */
-  size_t count;           /* reduce_scatter: per rank; allgather: the sender's */
+  size_t count;           /* reduce_scatter: per rank; allgather: the sender's; alltoall:
+                             per block */
   gcomp_dtype dt;
   gcomp_op op;
   int root;
@@ -125,11 +128,11 @@ typedef struct {
   const void *sendbuf;
   void *recvbuf;          /* bcast: the buffer */
   int count;
-  MPI_Datatype type;      /* allgather: the receive type */
+  MPI_Datatype type;      /* allgather, alltoall: the receive type */
   MPI_Op op;
   int root;
   const int *counts;      /* MPI_Reduce_scatter's recvcounts */
-  int sendcount;          /* MPI_Allgather's */
+  int sendcount;          /* MPI_Allgather's and MPI_Alltoall's */
   MPI_Datatype sendtype;
   MPI_Comm comm;
 } shim_mpi_args;

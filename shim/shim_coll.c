@@ -1,10 +1,11 @@
 /* The collectives beyond allreduce: MPI_Reduce_scatter_block, MPI_Reduce_scatter (equal
- * counts), MPI_Allgather, MPI_Bcast, MPI_Barrier and their non-blocking forms, through
- * gcomp_reduce_scatter, gcomp_allgather, gcomp_broadcast, gcomp_barrier and their twins.
+ * counts), MPI_Allgather, MPI_Bcast, MPI_Barrier, MPI_Alltoall and their non-blocking forms,
+ * through gcomp_reduce_scatter, gcomp_allgather, gcomp_broadcast, gcomp_barrier,
+ * gcomp_alltoall and their twins.
  *
  * They take MPI_Allreduce's machinery as it is: the same communicators (shim_comm_get), the
- * same types and ops (shim_map_dtype/op; broadcast and allgather also move byte-like types,
- * copy_dtype), the same NULL-buffer refusal, the same reasons
+ * same types and ops (shim_map_dtype/op; broadcast, allgather and alltoall also move
+ * byte-like types, copy_dtype), the same NULL-buffer refusal, the same reasons
  * counted for what goes to PMPI, the same blocking call (shim_serve) and request wrapping
  * (shim_istart). What differs is only how MPI's arguments become gcomp's:
  *  - MPI_IN_PLACE reduce-scatter: MPI wants the input in recvbuf (size x recvcount) and the
@@ -15,12 +16,14 @@
  *    which is gcomp's in-place rule as it is.
  *  - MPI_Reduce_scatter with unequal recvcounts goes to MPI (reason "unequal counts"):
  *    gcomp's reduce-scatter has one count; with equal ones it is a Reduce_scatter_block.
- *  - MPI_Allgather with send and receive types or counts that differ (legal in MPI when the
- *    signatures match) goes to MPI (reason "send/receive mismatch").
+ *  - MPI_Allgather or MPI_Alltoall with send and receive types or counts that differ (legal
+ *    in MPI when the signatures match) goes to MPI (reason "send/receive mismatch").
+ *  - MPI_IN_PLACE alltoall: the input is recvbuf, which gcomp_alltoall takes as sendbuf ==
+ *    recvbuf (it copies the input first).
  *
  * Codecs as gcomp's defaults give them, no codec passed: reduce-scatter compresses only when
  * GCOMP_CODEC/GCOMP_INTRA_CODEC ask for it (as MPI_Allreduce), allgather only when
- * GCOMP_ALLGATHER_CODEC does; broadcast and barrier are exact.
+ * GCOMP_ALLGATHER_CODEC does; broadcast, barrier and alltoall are exact.
  *
  * Route: as MPI_Allreduce's, per collective and size on each communicator (shim_route.c):
  * what gcomp can serve goes to the faster of gcomp and MPI, each timed on the first calls of
@@ -187,6 +190,45 @@ SHIM_API int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sen
   shim_mpi_args a = {.sendbuf = sendbuf, .sendcount = sendcount, .sendtype = sendtype,
                      .recvbuf = recvbuf, .count = recvcount, .type = recvtype, .comm = comm};
   return allgather(&a, request);
+}
+
+/* ---- alltoall ----------------------------------------------------------------------------- */
+
+/* As allgather's checks; count is per block, the same for every destination */
+static int alltoall(const shim_mpi_args *a, MPI_Request *request) {
+  shim_call c = {.kind = SHIM_ALLTOALL};
+  int rc = shim_null_buffer(shim_kind_names[SHIM_ALLTOALL][request != NULL], a->sendbuf,
+                            a->recvbuf, a->count, a->comm);
+  if (rc != MPI_SUCCESS) return rc;
+  int why = -1, in_place = a->sendbuf == MPI_IN_PLACE;
+  if (a->count < 0 || a->recvbuf == MPI_IN_PLACE || (a->count > 0 && a->sendbuf == a->recvbuf))
+    why = FALL_ARGS;
+  else if (!in_place && (a->sendtype != a->type || a->sendcount != a->count))
+    why = FALL_MISMATCH;
+  else if (!copy_dtype(a->type, a->count, &c.dt, &c.count))
+    why = FALL_DTYPE;
+  else
+    why = comm_route(a->comm, &c);
+  if (why < 0) {
+    c.dst = a->recvbuf;
+    c.src = in_place ? a->recvbuf : a->sendbuf;
+  }
+  return shim_dispatch(&c, why, a, request);
+}
+
+SHIM_API int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                          void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  shim_mpi_args a = {.sendbuf = sendbuf, .sendcount = sendcount, .sendtype = sendtype,
+                     .recvbuf = recvbuf, .count = recvcount, .type = recvtype, .comm = comm};
+  return alltoall(&a, NULL);
+}
+
+SHIM_API int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                           void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                           MPI_Request *request) {
+  shim_mpi_args a = {.sendbuf = sendbuf, .sendcount = sendcount, .sendtype = sendtype,
+                     .recvbuf = recvbuf, .count = recvcount, .type = recvtype, .comm = comm};
+  return alltoall(&a, request);
 }
 
 /* ---- broadcast and barrier -------------------------------------------------------------- */

@@ -1,7 +1,8 @@
 /* MPI's own collectives as one more algorithm: per communicator, per collective (allreduce,
- * reduce-scatter, allgather, broadcast, barrier) and per size class (bytes in [2^k, 2^(k+1)),
- * the bytes of the call's count: a reduce-scatter's block, an allgather's contribution, a
- * barrier's none), the calls gcomp could serve go to whichever of gcomp and MPI is faster.
+ * reduce-scatter, allgather, broadcast, barrier, alltoall) and per size class (bytes in
+ * [2^k, 2^(k+1)), the bytes of the call's count: a reduce-scatter's block, an allgather's
+ * contribution, an alltoall's block, a barrier's none), the calls gcomp could serve go to
+ * whichever of gcomp and MPI is faster.
  *
  * Why here and by measurement, not as an entry in reduce/plan.c's cost table: the library
  * knows nothing of MPI (only shim/ includes mpi.h), MPI's collective is a black box whose

@@ -1,13 +1,14 @@
 /* A plain MPI collective benchmark (built with mpicc, no gcomp): times one collective of
- * float sums (copies for allgather and bcast) on MPI_COMM_WORLD, called as MPI_* (through
+ * float sums (copies for allgather, bcast and alltoall) on MPI_COMM_WORLD, called as MPI_* (through
  * libgcomp_mpi.so when it is preloaded) and as PMPI_* (MPI's own, the shim skipped) in the
  * same processes, alternately: the same-run reference for "never slower than MPI".
  *
  *   mpirun -n N shim_bench [COLL] [BYTES...]     (default 8 1048576 16777216 67108864)
  *
  * COLL: allreduce (the default; in place), reduce_scatter_block, allgather, bcast, barrier
- * (no sizes). BYTES is the buffer a rank passes: allreduce's and bcast's, reduce-scatter's
- * input and allgather's output (N blocks of at least one float each).
+ * (no sizes), alltoall. BYTES is the buffer a rank passes: allreduce's and bcast's,
+ * reduce-scatter's and alltoall's input and allgather's output (N blocks of at least one
+ * float each).
  *
  * Per size: 20 warm-up calls each way (past the shim's timed trial of that size), then as
  * many calls as fit in about 0.2 s (at least 5, at most 100000), 5 repetitions each way,
@@ -19,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ALLREDUCE, RSB, ALLGATHER, BCAST, BARRIER };
+enum { ALLREDUCE, RSB, ALLGATHER, BCAST, BARRIER, ALLTOALL };
 static const char *const names[] = {"allreduce", "reduce_scatter_block", "allgather", "bcast",
-                                    "barrier"};
+                                    "barrier", "alltoall"};
 static int coll, size;
 
 static void call(int pmpi, float *buf, float *out, int block) {
@@ -41,6 +42,10 @@ static void call(int pmpi, float *buf, float *out, int block) {
   case BCAST:
     if (pmpi) PMPI_Bcast(buf, block, MPI_FLOAT, 0, MPI_COMM_WORLD);
     else MPI_Bcast(buf, block, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    break;
+  case ALLTOALL:
+    if (pmpi) PMPI_Alltoall(buf, block, MPI_FLOAT, out, block, MPI_FLOAT, MPI_COMM_WORLD);
+    else MPI_Alltoall(buf, block, MPI_FLOAT, out, block, MPI_FLOAT, MPI_COMM_WORLD);
     break;
   default:
     if (pmpi) PMPI_Barrier(MPI_COMM_WORLD);
@@ -64,7 +69,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   int a = 1;
-  for (int c = 0; c <= BARRIER; c++)
+  for (int c = 0; c <= ALLTOALL; c++)
     if (argc > 1 && !strcmp(argv[1], names[c])) coll = c, a = 2;
   long dflt[] = {8, 1 << 20, 16 << 20, 64 << 20};
   int nsizes = coll == BARRIER ? 1 : argc > a ? argc - a : 4;
@@ -74,7 +79,7 @@ int main(int argc, char **argv) {
   for (int s = 0; s < nsizes; s++) {
     long bytes = argc > a ? atol(argv[s + a]) : dflt[s];
     /* the count of a call: allreduce's and bcast's buffer, the others' block */
-    int n = coll == RSB || coll == ALLGATHER ? size : 1;
+    int n = coll == RSB || coll == ALLGATHER || coll == ALLTOALL ? size : 1;
     int block = (int)(bytes / 4 / n > 0 ? bytes / 4 / n : 1);
     size_t total = (size_t)block * (size_t)n;
     float *buf = malloc(total * sizeof *buf), *out = malloc(total * sizeof *out);

@@ -3,20 +3,22 @@
  * intercept) on the same inputs:
  *   MPI_Reduce_scatter_block, MPI_Reduce_scatter (equal counts, and unequal ones), for every
  *   type the shim maps x SUM/MIN/MAX/PROD; MPI_Allgather and MPI_Bcast (roots 0 and last)
- *   for every type, and in MPI_BYTE/MPI_CHAR (served in whole 32-bit words); MPI_Barrier. Each in place (MPI_IN_PLACE; bcast has none) and not,
- *   blocking and non-blocking (completed by MPI_Wait, and four different ones at once by
- *   MPI_Waitall), on MPI_COMM_WORLD, a dup and a split (halves: served when they hold two
- *   ranks or more). Then calls the shim must pass to MPI: an allgather whose send and
- *   receive types differ, a derived type, a barrier on an inter-communicator. Integer-valued
- *   data, so every result must be bitwise MPI's.
+ *   for every type, and in MPI_BYTE/MPI_CHAR (served in whole 32-bit words); MPI_Barrier;
+ *   MPI_Alltoall for every type (and MPI_CHAR). Each in place (MPI_IN_PLACE; bcast has none)
+ *   and not, blocking and non-blocking (completed by MPI_Wait, and four different ones at
+ *   once by MPI_Waitall), on MPI_COMM_WORLD, a dup and a split (halves: served when they hold two
+ *   ranks or more). Then calls the shim must pass to MPI: an allgather and an alltoall whose
+ *   send and receive types differ, a derived type, a barrier on an inter-communicator.
+ *   Integer-valued data, so every result must be bitwise MPI's.
  *
  *   shim_coll [mpi]   "mpi": the run has GCOMP_SHIM_ROUTE=mpi (every call gcomp could serve
  *                     is counted as asked for MPI)
  *   shim_coll route   on MPI_COMM_WORLD only, float sums: 30 blocking calls of each
  *                     collective (half of them in place) at 8 B and 16 KiB (a reduce-scatter's
- *                     block, an allgather's contribution), 30 barriers, then 2 non-blocking
- *                     calls of each; for GCOMP_SHIM_ROUTE=auto, which sends some to MPI: every
- *                     result must be MPI's whichever way it went (no expect lines: the test
+ *                     block, an allgather's contribution, an alltoall's block), 30
+ *                     barriers, then 2 non-blocking calls of each; for
+ *                     GCOMP_SHIM_ROUTE=auto, which sends some to MPI: every result must
+ *                     be MPI's whichever way it went (no expect lines: the test
  *                     derives the counts from the routes the shim logs)
  *
  * Every rank prints "expect rank R: " and the line the shim's report at MPI_Finalize must
@@ -28,13 +30,14 @@
 
 static int wrank, wsize, failures, route_mpi;
 
-enum { RSB, RS, AG, BC, BA, KINDS };
+enum { RSB, RS, AG, BC, BA, AA, KINDS };
 static const char *const names[KINDS][2] = {
     {"MPI_Reduce_scatter_block", "MPI_Ireduce_scatter_block"},
     {"MPI_Reduce_scatter", "MPI_Ireduce_scatter"},
     {"MPI_Allgather", "MPI_Iallgather"},
     {"MPI_Bcast", "MPI_Ibcast"},
-    {"MPI_Barrier", "MPI_Ibarrier"}};
+    {"MPI_Barrier", "MPI_Ibarrier"},
+    {"MPI_Alltoall", "MPI_Ialltoall"}};
 /* the shim's reasons, in the order its report lists them */
 enum { W_SERVED = -1, W_INTER, W_ONE, W_DTYPE, W_ASKED, W_MISMATCH, W_UNEQUAL, WHYS };
 static const char *const why_names[WHYS] = {"inter-communicator", "one rank", "datatype",
@@ -170,6 +173,33 @@ static void allgather(MPI_Comm comm, const char *cname, int t, int count, int nb
   free(mine), free(out), free(ref);
 }
 
+/* block j of rank r's input differs for every (r, j): a block sent to the wrong rank, or
+ * from the wrong one, shows */
+static void alltoall(MPI_Comm comm, const char *cname, int t, int count, int nb) {
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  size_t es = types[t].size, all = (size_t)size * (size_t)count;
+  char *in = malloc(all * es + 1), *out = malloc(all * es + 1), *ref = malloc(all * es + 1);
+  fill(in, t, (long)all, rank, 9);
+  PMPI_Alltoall(in, count, types[t].t, ref, count, types[t].t, comm);
+  for (int inplace = 0; inplace < 2; inplace++) {
+    if (inplace) memcpy(out, in, all * es);
+    else memset(out, 0x5a, all * es);
+    const void *send = inplace ? MPI_IN_PLACE : in;
+    if (nb) {
+      MPI_Request req;
+      MPI_Ialltoall(send, count, types[t].t, out, count, types[t].t, comm, &req);
+      wait1(&req);
+    } else {
+      MPI_Alltoall(send, count, types[t].t, out, count, types[t].t, comm);
+    }
+    expect(AA, nb, size, W_SERVED);
+    check(names[AA][nb], cname, t, -1, count, inplace, nb, out, ref, all * es);
+  }
+  free(in), free(out), free(ref);
+}
+
 static void bcast(MPI_Comm comm, const char *cname, int t, int count, int nb) {
   int rank, size;
   MPI_Comm_rank(comm, &rank);
@@ -241,6 +271,7 @@ static void on(MPI_Comm comm, const char *cname) {
           if (c < 3 || (t == 0 && op == 0)) reduce_scatter(comm, cname, t, op, counts[c], nb);
         allgather(comm, cname, t, counts[c], nb);
         bcast(comm, cname, t, counts[c], nb);
+        if (c < 3 || t == 0) alltoall(comm, cname, t, counts[c], nb);
       }
     reduce_scatter_unequal(comm, cname, nb);
     if (nb) {
@@ -281,6 +312,16 @@ static void bytes(MPI_Comm comm, const char *cname) {
       expect(AG, 0, size, why);
       check("MPI_Allgather MPI_CHAR", cname, 2, -1, n, inplace, 0, buf, ref, (size_t)n * (size_t)size);
     }
+    /* alltoall MPI_CHAR: block j of rank r is n bytes of (r, j, i) */
+    unsigned char *in = malloc((size_t)n * (size_t)size);
+    for (size_t i = 0; i < (size_t)n * (size_t)size; i++)
+      in[i] = (unsigned char)(i * 3 + (size_t)rank * 11);
+    PMPI_Alltoall(in, n, MPI_CHAR, ref, n, MPI_CHAR, comm);
+    memset(buf, 0, (size_t)n * (size_t)size);
+    MPI_Alltoall(in, n, MPI_CHAR, buf, n, MPI_CHAR, comm);
+    expect(AA, 0, size, why);
+    check("MPI_Alltoall MPI_CHAR", cname, 2, -1, n, 0, 0, buf, ref, (size_t)n * (size_t)size);
+    free(in);
     free(buf), free(ref);
   }
 }
@@ -298,6 +339,15 @@ static void passed_on(MPI_Comm split, int color) {
   MPI_Allgather(mine, 2, pair, all, 4, MPI_INT, MPI_COMM_WORLD);
   expect(AG, 0, wsize, W_MISMATCH);
   check("MPI_Allgather pair/int", "world", 2, -1, 4, 0, 0, all, ref, sizeof(int) * 4 * (size_t)wsize);
+  /* alltoall with different (matching) send and receive types: 2 ints per block */
+  size_t a2a_bytes = sizeof(int) * 2 * (size_t)wsize;
+  int *a2a = malloc(a2a_bytes), *a2a_out = malloc(a2a_bytes), *a2a_ref = malloc(a2a_bytes);
+  fill(a2a, 2, 2L * wsize, wrank, 10);
+  PMPI_Alltoall(a2a, 2, MPI_INT, a2a_ref, 2, MPI_INT, MPI_COMM_WORLD);
+  MPI_Alltoall(a2a, 1, pair, a2a_out, 2, MPI_INT, MPI_COMM_WORLD);
+  expect(AA, 0, wsize, W_MISMATCH);
+  check("MPI_Alltoall pair/int", "world", 2, -1, 2, 0, 0, a2a_out, a2a_ref, a2a_bytes);
+  free(a2a), free(a2a_out), free(a2a_ref);
   /* a derived type */
   int b[4];
   fill(ref, 2, 4, 0, 8);
@@ -337,6 +387,7 @@ static void routes(void) {
         reduce_scatter(MPI_COMM_WORLD, "world", 0, 0, counts[c], nb);
         allgather(MPI_COMM_WORLD, "world", 0, counts[c], nb);
         bcast(MPI_COMM_WORLD, "world", 0, counts[c], nb);
+        alltoall(MPI_COMM_WORLD, "world", 0, counts[c], nb);
       }
     for (int i = 0; i < (nb ? 2 : 30); i++) {
       MPI_Request req;
