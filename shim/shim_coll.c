@@ -155,10 +155,13 @@ static int copy_dtype(MPI_Datatype t, int count, gcomp_dtype *dt, size_t *n) {
 
 /* ---- allgather ---------------------------------------------------------------------------- */
 
-static int allgather(const shim_mpi_args *a, MPI_Request *request) {
-  shim_call c = {.kind = SHIM_ALLGATHER};
-  int rc = shim_null_buffer(shim_kind_names[SHIM_ALLGATHER][request != NULL], a->sendbuf,
-                            a->recvbuf, a->count, a->comm);
+/* allgather's and alltoall's checks and route, which are the same: count is per block (the
+ * same for every rank). In place, the data to send is read from recvbuf: allgather's from
+ * the rank's own block (own_block), alltoall's from the whole buffer. */
+static int blocks_call(int kind, const shim_mpi_args *a, MPI_Request *request, int own_block) {
+  shim_call c = {.kind = kind};
+  int rc = shim_null_buffer(shim_kind_names[kind][request != NULL], a->sendbuf, a->recvbuf,
+                            a->count, a->comm);
   if (rc != MPI_SUCCESS) return rc;
   int why = -1, in_place = a->sendbuf == MPI_IN_PLACE;
   if (a->count < 0 || a->recvbuf == MPI_IN_PLACE || (a->count > 0 && a->sendbuf == a->recvbuf))
@@ -170,11 +173,15 @@ static int allgather(const shim_mpi_args *a, MPI_Request *request) {
   else
     why = comm_route(a->comm, &c);
   if (why < 0) {
+    size_t at = own_block ? (size_t)c.sc->rank * shim_call_bytes(c.count, c.dt) : 0;
     c.dst = a->recvbuf;
-    c.src = in_place ? (char *)a->recvbuf + (size_t)c.sc->rank * shim_call_bytes(c.count, c.dt)
-                     : a->sendbuf;
+    c.src = in_place ? (char *)a->recvbuf + at : a->sendbuf;
   }
   return shim_dispatch(&c, why, a, request);
+}
+
+static int allgather(const shim_mpi_args *a, MPI_Request *request) {
+  return blocks_call(SHIM_ALLGATHER, a, request, 1);
 }
 
 SHIM_API int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
@@ -194,26 +201,8 @@ SHIM_API int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sen
 
 /* ---- alltoall ----------------------------------------------------------------------------- */
 
-/* As allgather's checks; count is per block, the same for every destination */
 static int alltoall(const shim_mpi_args *a, MPI_Request *request) {
-  shim_call c = {.kind = SHIM_ALLTOALL};
-  int rc = shim_null_buffer(shim_kind_names[SHIM_ALLTOALL][request != NULL], a->sendbuf,
-                            a->recvbuf, a->count, a->comm);
-  if (rc != MPI_SUCCESS) return rc;
-  int why = -1, in_place = a->sendbuf == MPI_IN_PLACE;
-  if (a->count < 0 || a->recvbuf == MPI_IN_PLACE || (a->count > 0 && a->sendbuf == a->recvbuf))
-    why = FALL_ARGS;
-  else if (!in_place && (a->sendtype != a->type || a->sendcount != a->count))
-    why = FALL_MISMATCH;
-  else if (!copy_dtype(a->type, a->count, &c.dt, &c.count))
-    why = FALL_DTYPE;
-  else
-    why = comm_route(a->comm, &c);
-  if (why < 0) {
-    c.dst = a->recvbuf;
-    c.src = in_place ? a->recvbuf : a->sendbuf;
-  }
-  return shim_dispatch(&c, why, a, request);
+  return blocks_call(SHIM_ALLTOALL, a, request, 0);
 }
 
 SHIM_API int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
