@@ -32,6 +32,26 @@ typedef struct {
   char detail[1024];
 } job;
 
+/* n loopback ranks after the environment is set: GCOMP_FAULT (NULL: unset) and
+ * GCOMP_TIMEOUT_MS (NULL: left as it is); with `a`, each rank's watch (notice on) */
+static void world(int n, const char *fault, const char *timeout_ms, gcomp_transport **t,
+                  gcomp_abort **a) {
+  if (fault) setenv("GCOMP_FAULT", fault, 1);
+  else unsetenv("GCOMP_FAULT");
+  if (timeout_ms) setenv("GCOMP_TIMEOUT_MS", timeout_ms, 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_create(n, NULL, t), GCOMP_OK);
+  for (int r = 0; a && r < n; r++) {
+    assert_int_equal(gcomp_abort_create(t[r], 1, &a[r]), GCOMP_OK);
+    assert_non_null(a[r]);
+  }
+}
+
+static void world_free(int n, gcomp_transport **t, gcomp_abort **a) {
+  for (int r = 0; a && r < n; r++) gcomp_abort_destroy(a[r]);
+  for (int r = 0; r < n; r++) gcomp_transport_destroy(t[r]);
+}
+
 /* ---- blame: ranks 0 and 1 fail, rank 2 never answers ---------------------------------- */
 static void *blame_rank(void *arg) {
   job *j = arg;
@@ -44,7 +64,7 @@ static void *blame_rank(void *arg) {
 static void test_blame_names_the_silent_rank(void **state) {
   (void)state;
   gcomp_transport *t[N];
-  assert_int_equal(gcomp_loopback_create(N, NULL, t), GCOMP_OK);
+  world(N, NULL, NULL, t, NULL);
   job jobs[2] = {{.t = t[0]}, {.t = t[1]}};
   pthread_t th[2];
   for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, blame_rank, &jobs[r]);
@@ -63,7 +83,7 @@ static void test_blame_names_the_silent_rank(void **state) {
   snprintf(before, sizeof before, "%s", gcomp_last_error());
   assert_int_equal(gcomp_abort_blame(t[0], 8, GCOMP_ERR_INVALID), GCOMP_ERR_INVALID);
   assert_string_equal(gcomp_last_error(), before);
-  for (int r = 0; r < N; r++) gcomp_transport_destroy(t[r]);
+  world_free(N, t, NULL);
 }
 
 /* ---- blame after a corrupt frame, without the notice: rank 1 found rank 0's data corrupt,
@@ -82,7 +102,7 @@ static void *blame_as(void *arg) {
 static void test_blame_spreads_a_corruption(void **state) {
   (void)state;
   gcomp_transport *t[N];
-  assert_int_equal(gcomp_loopback_create(N, NULL, t), GCOMP_OK);
+  world(N, NULL, NULL, t, NULL);
   job jobs[N];
   pthread_t th[N];
   for (int r = 0; r < N; r++) {
@@ -96,7 +116,7 @@ static void test_blame_spreads_a_corruption(void **state) {
     if (r == 1) assert_null(strstr(jobs[r].detail, "reported"));   /* its own detail, as it was */
     else assert_non_null(strstr(jobs[r].detail, "rank 1 reported: data from rank 0"));
   }
-  for (int r = 0; r < N; r++) gcomp_transport_destroy(t[r]);
+  world_free(N, t, NULL);
 }
 
 /* ---- corrupt notice -------------------------------------------------------------------- */
@@ -123,12 +143,9 @@ static void *detecting_rank(void *arg) {
 /* GCOMP_FAULT=corrupt: rank 0 only, its 2nd call only, one frame only */
 static void test_fault_only_injects(void **state) {
   (void)state;
-  setenv("GCOMP_FAULT", "corrupt:rank=0,call=2", 1);
-  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
   gcomp_transport *t[N];
-  assert_int_equal(gcomp_loopback_create(N, NULL, t), GCOMP_OK);
   gcomp_abort *a[N];
-  for (int r = 0; r < N; r++) assert_int_equal(gcomp_abort_create(t[r], 1, &a[r]), GCOMP_OK);
+  world(N, "corrupt:rank=0,call=2", NULL, t, a);
   uint8_t frame[64] = {0}, zero[64] = {0};
   for (int call = 1; call <= 3; call++)
     for (int r = 0; r < N; r++) {
@@ -140,8 +157,7 @@ static void test_fault_only_injects(void **state) {
       assert_int_equal(frame[32], flipped ? 0x5a : 0);
       memset(frame, 0, sizeof frame);
     }
-  for (int r = 0; r < N; r++) gcomp_abort_destroy(a[r]);
-  for (int r = 0; r < N; r++) gcomp_transport_destroy(t[r]);
+  world_free(N, t, a);
 }
 
 /* Production: no GCOMP_FAULT, a timeout far longer than the test. Ranks 0 and 2 wait on
@@ -149,17 +165,11 @@ static void test_fault_only_injects(void **state) {
  * waits (a timeout would return GCOMP_ERR_TIMEOUT, with no "notice" in the detail). */
 static void test_corrupt_notice_reaches_every_rank(void **state) {
   (void)state;
-  unsetenv("GCOMP_FAULT");
-  setenv("GCOMP_TIMEOUT_MS", "30000", 1);
-  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
   gcomp_transport *t[N];
-  assert_int_equal(gcomp_loopback_create(N, NULL, t), GCOMP_OK);
+  gcomp_abort *a[N];
+  world(N, NULL, "30000", t, a);
   job jobs[N];
-  for (int r = 0; r < N; r++) {
-    jobs[r] = (job){.t = t[r]};
-    assert_int_equal(gcomp_abort_create(t[r], 1, &jobs[r].a), GCOMP_OK);
-    assert_non_null(jobs[r].a);
-  }
+  for (int r = 0; r < N; r++) jobs[r] = (job){.t = t[r], .a = a[r]};
   pthread_t th[N];
   pthread_create(&th[0], NULL, blocked_rank, &jobs[0]);
   pthread_create(&th[2], NULL, blocked_rank, &jobs[2]);
@@ -171,8 +181,7 @@ static void test_corrupt_notice_reaches_every_rank(void **state) {
                                            "frame checksum mismatch"));
     if (r != 1) assert_non_null(strstr(jobs[r].detail, "call aborted by rank 1's notice (call seq 3)"));
   }
-  for (int r = 0; r < N; r++) gcomp_abort_destroy(jobs[r].a);
-  for (int r = 0; r < N; r++) gcomp_transport_destroy(t[r]);
+  world_free(N, t, a);
 }
 
 /* ---- a peer found dead or silent ---------------------------------------------------- */
@@ -190,16 +199,11 @@ static void *finding_rank(void *arg) {
  * both, and does not echo the notice; rank 2 (alive here: the loopback cannot die) gets
  * rank 1's notice in its next wait, and only that one. */
 static void peer_notice(int st, const char *says) {
-  unsetenv("GCOMP_FAULT");
-  setenv("GCOMP_TIMEOUT_MS", "30000", 1);
-  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
   gcomp_transport *t[N];
-  assert_int_equal(gcomp_loopback_create(N, NULL, t), GCOMP_OK);
+  gcomp_abort *a[N];
+  world(N, NULL, "30000", t, a);
   job jobs[N];
-  for (int r = 0; r < N; r++) {
-    jobs[r] = (job){.t = t[r], .st = st};
-    assert_int_equal(gcomp_abort_create(t[r], 1, &jobs[r].a), GCOMP_OK);
-  }
+  for (int r = 0; r < N; r++) jobs[r] = (job){.t = t[r], .a = a[r], .st = st};
   pthread_t th[2];
   pthread_create(&th[0], NULL, blocked_rank, &jobs[0]);
   pthread_create(&th[1], NULL, finding_rank, &jobs[1]);
@@ -218,8 +222,7 @@ static void peer_notice(int st, const char *says) {
   assert_int_equal(got, st);
   assert_non_null(strstr(gcomp_last_error(), "rank 1's notice (call seq 4)"));
   for (int i = 0; i < 256; i++) assert_int_equal(gcomp_abort_poll(jobs[2].a), GCOMP_OK);
-  for (int r = 0; r < N; r++) gcomp_abort_destroy(jobs[r].a);
-  for (int r = 0; r < N; r++) gcomp_transport_destroy(t[r]);
+  world_free(N, t, a);
 }
 
 static void test_peer_death_notice(void **state) {
@@ -237,14 +240,10 @@ static void test_peer_silence_notice(void **state) {
  * ceil(n / 8) polls of 16 */
 static void test_watch_in_turn(void **state) {
   (void)state;
-  unsetenv("GCOMP_FAULT");
-  setenv("GCOMP_TIMEOUT_MS", "30000", 1);
-  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
   enum { M = 20 };
   gcomp_transport *t[M];
-  assert_int_equal(gcomp_loopback_create(M, NULL, t), GCOMP_OK);
   gcomp_abort *a[M];
-  for (int r = 0; r < M; r++) assert_int_equal(gcomp_abort_create(t[r], 1, &a[r]), GCOMP_OK);
+  world(M, NULL, "30000", t, a);
   const int from[] = {19, 1, 11};   /* past the first pass, at the start, in between */
   for (int i = 0; i < 3; i++) {
     t[from[i]]->failed_peer = 0;
@@ -257,38 +256,30 @@ static void test_watch_in_turn(void **state) {
     snprintf(want, sizeof want, "rank %d's notice (call seq 2)", from[i]);
     assert_non_null(strstr(gcomp_last_error(), want));
   }
-  for (int r = 0; r < M; r++) gcomp_abort_destroy(a[r]);
-  for (int r = 0; r < M; r++) gcomp_transport_destroy(t[r]);
+  world_free(M, t, a);
 }
 
 /* A notice receive from a peer that sent nothing for GCOMP_TIMEOUT_MS times out and is posted
  * again: no failure of the transport's user (failed_peer stays -1) */
 static void test_idle_watch_is_no_failure(void **state) {
   (void)state;
-  unsetenv("GCOMP_FAULT");
-  setenv("GCOMP_TIMEOUT_MS", "20", 1);
-  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
   gcomp_transport *t[2];
-  assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
-  gcomp_abort *a = NULL;
-  assert_int_equal(gcomp_abort_create(t[0], 1, &a), GCOMP_OK);
+  gcomp_abort *a[2];
+  world(2, NULL, "20", t, a);
   struct timespec nap = {0, 50 * 1000000L};
   nanosleep(&nap, NULL);
-  for (int i = 0; i < 64; i++) assert_int_equal(gcomp_abort_poll(a), GCOMP_OK);
+  for (int i = 0; i < 64; i++) assert_int_equal(gcomp_abort_poll(a[0]), GCOMP_OK);
   assert_int_equal(t[0]->failed_peer, -1);
   assert_int_equal(t[0]->failed, 0);
-  gcomp_abort_destroy(a);
-  for (int r = 0; r < 2; r++) gcomp_transport_destroy(t[r]);
+  world_free(2, t, a);
 }
 
 /* GCOMP_NOTICE=0 (the measurement's off-switch): nothing posted, the waits are plain, and a
  * NULL watch (internal calls) is a no-op everywhere */
 static void test_off_switch(void **state) {
   (void)state;
-  unsetenv("GCOMP_FAULT");
-  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
   gcomp_transport *t[2];
-  assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+  world(2, NULL, NULL, t, NULL);
   gcomp_abort *a = NULL;
   assert_int_equal(gcomp_abort_create(t[0], 0, &a), GCOMP_OK);
   assert_non_null(a);
@@ -302,7 +293,7 @@ static void test_off_switch(void **state) {
   gcomp_abort_corrupt_frame(NULL, frame, sizeof frame, 1);
   assert_int_equal(gcomp_abort_poll(NULL), GCOMP_OK);
   assert_int_equal(frame[4], 0);
-  for (int r = 0; r < 2; r++) gcomp_transport_destroy(t[r]);
+  world_free(2, t, NULL);
 }
 
 static int restore(void **state) {
