@@ -3,18 +3,18 @@
 # fi_pingpong -p tcp -e rdm -m tagged, both started by gcomp-run --nodes 2, so both cross the
 # same veth pair and bridge between two network namespaces (gcomp-run makes them; needs
 # root). The two alternate for every size and repetition; the best of REPS is kept, as in
-# `gcomp-bench p2p` (which runs both ranks on one host over 127.0.0.1).
+# `gcomp-lab p2p` (which runs both ranks on one host over 127.0.0.1).
 #   bench/p2p_two_nodes.sh BUILD_DIR [REPS] [SIZES...]
-# BUILD_DIR holds tools/gcomp-run and tools/gcomp-bench. GCOMP_RUN_ARGS adds gcomp-run
-# options (e.g. "--inter-node-rate 1gbit"). Prints the table of gcomp-bench p2p.
+# BUILD_DIR holds tools/gcomp-run and bench/gcomp-lab. GCOMP_RUN_ARGS adds gcomp-run
+# options (e.g. "--inter-node-rate 1gbit"). Prints the table of gcomp-lab p2p.
 set -u
 build=$1 reps=${2:-3}
 shift $(( $# >= 2 ? 2 : $# ))
 sizes=${*:-8 64 512 4096 32768 262144 2097152 16777216 67108864}
-run="$build/tools/gcomp-run" bench="$build/tools/gcomp-bench"
+run="$build/tools/gcomp-run" bench="$build/bench/gcomp-lab"
 extra=${GCOMP_RUN_ARGS:-}
 
-iters_for() {   # as tools/bench_p2p.c
+iters_for() {   # as bench/lab/p2p.c
   if [ "$1" -le 4096 ]; then echo 20000; elif [ "$1" -le 65536 ]; then echo 5000
   elif [ "$1" -le 1048576 ]; then echo 500; elif [ "$1" -le 8388608 ]; then echo 60
   else echo 12; fi

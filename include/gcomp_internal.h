@@ -51,6 +51,10 @@ void gcomp_log_message(int level, const char *subsys, const char *file, int line
 double gcomp_strtod(const char *text, char **end);
 size_t gcomp_dtoa(char *buf, size_t n, double v);
 
+/* A byte count as gcomp's settings write it (4096, 64k, 1M, 2GiB: powers of 1024) into
+ * *out; 0, or GCOMP_ERR_INVALID when text is not one. */
+int gcomp_parse_size(const char *text, int64_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,6 @@
-/* Test support: what tests (and gcomp-bench's kernel suites) do to the library that no
+/* Test support: what tests (and gcomp-lab's kernel suites) do to the library that no
  * program should. Not part of libgcomp: tests/support is linked into the unit tests and
- * gcomp-bench only. */
+ * gcomp-lab only. */
 #ifndef GCOMP_TEST_HOOKS_H
 #define GCOMP_TEST_HOOKS_H
 

@@ -1,11 +1,11 @@
-/* gcomp-bench kernels: single-thread kernel rates over 64 MiB of gradient-like data, each
+/* gcomp-lab kernels: single-thread kernel rates over 64 MiB of gradient-like data, each
  * next to a memory reference (memcpy, a read pass, an fp32 add loop) timed in the same run. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "bench.h"
+#include "lab.h"
 #include "gcomp.h"
 #include "gcomp_common.h"
 
@@ -152,7 +152,7 @@ static int cmd_kernels(int argc, char **argv) {
     else if (!strcmp(argv[i], "--size") && i + 1 < argc) {
       int64_t v = 0;   /* 64m, 1g, 4096 ... */
       if (gcomp_parse_size(argv[++i], &v) != 0 || v < 1 || v > ((int64_t)1 << 36)) {
-        fprintf(stderr, "gcomp-bench kernels: --size '%s' is not a size in [1, 64g] (e.g. 64m)\n",
+        fprintf(stderr, "gcomp-lab kernels: --size '%s' is not a size in [1, 64g] (e.g. 64m)\n",
                 argv[i]);
         return 2;
       }
@@ -160,13 +160,13 @@ static int cmd_kernels(int argc, char **argv) {
     }
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
       double d;
-      if (gcomp_bench_num("gcomp-bench kernels", "--reps", argv[++i], 1, 64, &d) < 0) return 2;
+      if (gcomp_bench_num("gcomp-lab kernels", "--reps", argv[++i], 1, 64, &d) < 0) return 2;
       kb.reps = (int)d;
     }
     else if (!strcmp(argv[i], "--suite") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--cpu-time")) bench_clock = CLOCK_THREAD_CPUTIME_ID;
     else {
-      fprintf(stderr, "usage: gcomp-bench kernels [--size BYTES] [--reps N] [--suite NAME] [--cpu-time] [--json]\n"
+      fprintf(stderr, "usage: gcomp-lab kernels [--size BYTES] [--reps N] [--suite NAME] [--cpu-time] [--json]\n"
                       "suites:");
       for (int s = 0; s < nsuites; s++) fprintf(stderr, " %s", suites[s].name);
       fprintf(stderr, "\n");
@@ -179,7 +179,7 @@ static int cmd_kernels(int argc, char **argv) {
   kb.acc = aligned_alloc(4096, kb.bytes);
   kb.out = aligned_alloc(4096, 2 * kb.bytes + 4096);
   if (!kb.grad || !kb.acc || !kb.out) {
-    fprintf(stderr, "gcomp-bench: cannot allocate %zu MiB buffers\n", kb.bytes >> 20);
+    fprintf(stderr, "gcomp-lab: cannot allocate %zu MiB buffers\n", kb.bytes >> 20);
     return 1;
   }
   fill_gradient(kb.grad, kb.count, 42);
@@ -200,7 +200,7 @@ static int cmd_kernels(int argc, char **argv) {
   free(kb.acc);
   free(kb.out);
   if (!ran) {
-    fprintf(stderr, "gcomp-bench kernels: no suite named '%s'\n", only ? only : "");
+    fprintf(stderr, "gcomp-lab kernels: no suite named '%s'\n", only ? only : "");
     return 2;
   }
   return 0;

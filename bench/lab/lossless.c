@@ -1,4 +1,4 @@
-/* gcomp-bench kernels --suite lossless: CRC32C against a read pass, the byte-plane kernels
+/* gcomp-lab kernels --suite lossless: CRC32C against a read pass, the byte-plane kernels
  * against memcpy, and each lossless stage's ratio and speed on gradient-like payloads:
  * N(0, 1e-3) fp32, the same values as bf16 and fp16 (round to nearest even, by the scalar
  * conversions of codecs/half.h, so this suite depends on no cast codec's kernels), and a
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "lab.h"
 #include "frame.h"
 #include "gcomp.h"
 #include "half.h"

@@ -1,4 +1,4 @@
-/* gcomp-bench kernels --suite cast: the fp16/bf16 kernels of every table this CPU runs,
+/* gcomp-lab kernels --suite cast: the fp16/bf16 kernels of every table this CPU runs,
  * and the public API around them (frame + CRC32C), each beside a reference timed in the
  * same run: memcpy of the fp32 buffer for encoders and decoders (rate in fp32 bytes, so
  * the ratio is elements/s over memcpy's elements/s), the fp32 add loop acc[i] += x[i] for
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "lab.h"
 #include "cast.h"
 #include "gcomp.h"
 #include "gcomp_common.h"
@@ -112,7 +112,7 @@ static void run_api(gcomp_kbench *kb, void *arg) {
   int s = a->decode_add ? gcomp_decode_add(a->codec, a->frame, a->len, kb->acc, kb->count)
                         : gcomp_encode(a->codec, 0, kb->grad, kb->count, a->frame, a->cap, &a->len);
   if (s != GCOMP_OK) {
-    fprintf(stderr, "gcomp-bench cast: %s\n", gcomp_last_error());
+    fprintf(stderr, "gcomp-lab cast: %s\n", gcomp_last_error());
     exit(1);
   }
 }
@@ -142,7 +142,7 @@ static void suite_cast(gcomp_kbench *kb) {
   for (size_t i = 0; i < sizeof api / sizeof *api; i++) {
     aargs a = {NULL, 0, kb->out + kb->bytes, kb->bytes + 4096, 0};
     if (gcomp_codec_create(api[i].spec, &a.codec) != GCOMP_OK) {
-      fprintf(stderr, "gcomp-bench cast: %s\n", gcomp_last_error());
+      fprintf(stderr, "gcomp-lab cast: %s\n", gcomp_last_error());
       return;
     }
     run_api(kb, &a);   /* the frame the decode rows read */

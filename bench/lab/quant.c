@@ -1,4 +1,4 @@
-/* gcomp-bench kernels --suite quant: the quant and sign codecs through gcomp_encode and
+/* gcomp-lab kernels --suite quant: the quant and sign codecs through gcomp_encode and
  * gcomp_decode_add (bucket loop, kernels, frame and block checksums: what a caller pays),
  * at every kernel level this CPU runs, each beside a reference timed in the same run:
  * memcpy of the fp32 buffer for encoders (rate in fp32 bytes, so the ratio is elements/s
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "lab.h"
 #include "gcomp.h"
 #include "gcomp_common.h"
 #include "test_hooks.h"
@@ -25,7 +25,7 @@ static void run(gcomp_kbench *kb, void *arg) {
   int s = a->decode_add ? gcomp_decode_add(a->codec, a->frame, a->len, kb->acc, kb->count)
                         : gcomp_encode(a->codec, 1, kb->grad, kb->count, a->frame, a->cap, &a->len);
   if (s != GCOMP_OK) {
-    fprintf(stderr, "gcomp-bench quant: %s\n", gcomp_last_error());
+    fprintf(stderr, "gcomp-lab quant: %s\n", gcomp_last_error());
     exit(1);
   }
 }
@@ -46,19 +46,19 @@ static void suite_quant(gcomp_kbench *kb) {
     /* a tool may set the environment; the library reads GCOMP_ISA at init */
     setenv("GCOMP_ISA", levels[l], 1);
     if (gcomp_reinit_for_testing() != GCOMP_OK) {
-      fprintf(stderr, "gcomp-bench quant: GCOMP_ISA=%s: %s\n", levels[l], gcomp_last_error());
+      fprintf(stderr, "gcomp-lab quant: GCOMP_ISA=%s: %s\n", levels[l], gcomp_last_error());
       continue;
     }
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
       qargs a = {NULL, 0, NULL, 0, 0};
       if (gcomp_codec_create(specs[i], &a.codec) != GCOMP_OK) {
-        fprintf(stderr, "gcomp-bench quant: %s\n", gcomp_last_error());
+        fprintf(stderr, "gcomp-lab quant: %s\n", gcomp_last_error());
         return;
       }
       a.cap = gcomp_codec_max_encoded_size(a.codec, kb->count);
       a.frame = malloc(a.cap);
       if (!a.frame) {
-        fprintf(stderr, "gcomp-bench quant: no room for a %zu-byte frame\n", a.cap);
+        fprintf(stderr, "gcomp-lab quant: no room for a %zu-byte frame\n", a.cap);
         exit(1);
       }
       for (int dadd = 0; dadd < 2; dadd++) {

@@ -1,13 +1,13 @@
-/* gcomp-bench p2p: point-to-point latency and bandwidth of the gcomp transport, against
+/* gcomp-lab p2p: point-to-point latency and bandwidth of the gcomp transport, against
  * libfabric's own fi_pingpong on the same provider, in the same run.
  *
- *   gcomp-bench p2p [--provider shm|tcp] [--min BYTES] [--max BYTES] [--reps N] [--json]
+ *   gcomp-lab p2p [--provider shm|tcp] [--min BYTES] [--max BYTES] [--reps N] [--json]
  *
  * Both sides measure the same way: a ping-pong of `iters` round trips; latency is half a
  * round trip, bandwidth is size / latency (fi_pingpong's usec/xfer and MB/sec). The driver
  * (this command without --worker) never initialises libfabric: for each size and repetition
  * it runs a pair of fi_pingpong processes, then a pair of gcomp ranks through gcomp-run
- * (`gcomp-bench p2p --worker`), back to back, so both see the same load on a noisy machine.
+ * (`gcomp-lab p2p --worker`), back to back, so both see the same load on a noisy machine.
  * Each figure is the best (lowest latency) of --reps runs. */
 #include <errno.h>
 #include <stdint.h>
@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "lab.h"
 #include "gcomp_common.h"
 #include "transport.h"
 #include "test_hooks.h"
@@ -103,7 +103,7 @@ static int pingpong_gcomp(gcomp_transport *t, void *sbuf, void *rbuf, size_t siz
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: gcomp-bench p2p [--provider shm|tcp] [--min BYTES] [--max BYTES] [--reps N]\n"
+  fprintf(f, "usage: gcomp-lab p2p [--provider shm|tcp] [--min BYTES] [--max BYTES] [--reps N]\n"
              "                       [--no-ref] [--json]\n"
              "  latency and bandwidth, 8 B to 64 MiB by default, of the gcomp transport (2 ranks\n"
              "  started with gcomp-run) against fi_pingpong on the same provider (tcp means\n"
@@ -141,18 +141,18 @@ static int p2p_worker(size_t size, int iters) {
   gcomp_transport *t = NULL;
   int s = gcomp_transport_create_env(&t);
   if (s < 0) {
-    fprintf(stderr, "gcomp-bench p2p: %s: %s\n", gcomp_strerror(s), gcomp_last_error());
+    fprintf(stderr, "gcomp-lab p2p: %s: %s\n", gcomp_strerror(s), gcomp_last_error());
     return 1;
   }
   if (t->size != 2) {
-    fprintf(stderr, "gcomp-bench p2p: needs exactly 2 ranks, got %d\n", t->size);
+    fprintf(stderr, "gcomp-lab p2p: needs exactly 2 ranks, got %d\n", t->size);
     gcomp_transport_destroy(t);
     return 2;
   }
   void *sbuf = malloc(size ? size : 1), *rbuf = malloc(size ? size : 1);
   int rc = 0;
   if (!sbuf || !rbuf) {
-    fprintf(stderr, "gcomp-bench p2p: cannot allocate 2 x %zu bytes\n", size);
+    fprintf(stderr, "gcomp-lab p2p: cannot allocate 2 x %zu bytes\n", size);
     rc = 1;
   } else {
     memset(sbuf, 0x5a, size);
@@ -160,7 +160,7 @@ static int p2p_worker(size_t size, int iters) {
     double one_way = 0;
     s = pingpong_gcomp(t, sbuf, rbuf, size, iters, &one_way);
     if (s < 0) {
-      fprintf(stderr, "gcomp-bench p2p: rank %d at %zu bytes: %s\n", t->rank, size, gcomp_last_error());
+      fprintf(stderr, "gcomp-lab p2p: rank %d at %zu bytes: %s\n", t->rank, size, gcomp_last_error());
       rc = 1;
     } else if (t->rank == 0) {
       printf("P2P %zu %d %.6f\n", size, iters, one_way * 1e6);
@@ -214,7 +214,7 @@ int gcomp_bench_p2p(int argc, char **argv) {
     } else if ((!strcmp(argv[i], "--reps") || !strcmp(argv[i], "--iters")) && i + 1 < argc) {
       double d;
       int is_reps = !strcmp(argv[i], "--reps");
-      if (gcomp_bench_num("gcomp-bench p2p", argv[i], argv[i + 1], 1, 1e9, &d) < 0) return 2;
+      if (gcomp_bench_num("gcomp-lab p2p", argv[i], argv[i + 1], 1, 1e9, &d) < 0) return 2;
       i++;
       if (is_reps) reps = (int)d;
       else iters = (int)d;
@@ -228,7 +228,7 @@ int gcomp_bench_p2p(int argc, char **argv) {
       usage(stdout);
       return 0;
     } else {
-      fprintf(stderr, "gcomp-bench p2p: unknown option '%s'\n", argv[i]);
+      fprintf(stderr, "gcomp-lab p2p: unknown option '%s'\n", argv[i]);
       usage(stderr);
       return 2;
     }
@@ -241,7 +241,7 @@ int gcomp_bench_p2p(int argc, char **argv) {
     setenv("GCOMP_INTRA_PROVIDER", prov, 1);
     setenv("GCOMP_PROVIDER", prov, 1);
     if (gcomp_reinit_for_testing() < 0) {
-      fprintf(stderr, "gcomp-bench p2p: %s\n", gcomp_last_error());
+      fprintf(stderr, "gcomp-lab p2p: %s\n", gcomp_last_error());
       return 1;
     }
     return p2p_worker((size_t)min, iters > 0 ? iters : iters_for((size_t)min));
@@ -249,7 +249,7 @@ int gcomp_bench_p2p(int argc, char **argv) {
   char self[4096];
   ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
   if (sl <= 0) {
-    fprintf(stderr, "gcomp-bench p2p: cannot find my own executable\n");
+    fprintf(stderr, "gcomp-lab p2p: cannot find my own executable\n");
     return 1;
   }
   self[sl] = '\0';
@@ -280,10 +280,10 @@ int gcomp_bench_p2p(int argc, char **argv) {
       }
     }
     if (ref && rows[i].ref_us == 0)
-      fprintf(stderr, "gcomp-bench p2p: fi_pingpong -p %s failed at %zu bytes (libfabric-bin "
+      fprintf(stderr, "gcomp-lab p2p: fi_pingpong -p %s failed at %zu bytes (libfabric-bin "
               "installed?)\n", fi_prov, rows[i].size);
     if (rows[i].us == 0) {
-      fprintf(stderr, "gcomp-bench p2p: the gcomp ranks failed at %zu bytes\n", rows[i].size);
+      fprintf(stderr, "gcomp-lab p2p: the gcomp ranks failed at %zu bytes\n", rows[i].size);
       rc = 1;
     }
   }

@@ -1,4 +1,4 @@
-/* gcomp-bench kernels --suite topk: top-k selection and sparse encoding of the whole
+/* gcomp-lab kernels --suite topk: top-k selection and sparse encoding of the whole
  * buffer, fused error feedback, and the bare filter pass, each beside a single-thread
  * read pass over the same buffer in the same run. kept/k is reported for every encode. */
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench.h"
+#include "lab.h"
 #include "codec_impl.h"
 #include "frame.h"
 #include "spec.h"

@@ -1,4 +1,4 @@
-/* gcomp-bench measure: what gcomp's own measurement costs. Three communicators over the same
+/* gcomp-lab measure: what gcomp's own measurement costs. Three communicators over the same
  * ranks, links and calibration, differing only in what they measure: "off" (GCOMP_MEASURE=0,
  * GCOMP_SKEW_WINDOW=0), "split" (the step split, no straggler detection) and "all" (the step
  * split and the detector at its default window). Each round times a short block of
@@ -6,12 +6,12 @@
  * weather; the cost is each one's total time over off's, and the median of the rounds'
  * ratios. Then the step observer alone, timed in-process on fabricated calls: its cost per
  * call without the network's noise. Run it under a launcher:
- *   gcomp-run -n 4 --nodes 2 -- gcomp-bench measure [--bytes 1m] [--iters 20] [--rounds 60] */
+ *   gcomp-run -n 4 --nodes 2 -- gcomp-lab measure [--bytes 1m] [--iters 20] [--rounds 60] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "lab.h"
 #include "comm_impl.h"
 #include "gcomp.h"
 #include "gcomp_common.h"
@@ -80,7 +80,7 @@ static int parse(int argc, char **argv, double *bytes, double *iters, double *ro
                   : !strcmp(a, "--rounds") ? rounds : NULL;
     double hi = dst == bytes ? 1 << 30 : dst == iters ? 1e6 : MAX_ROUNDS;
     if (!dst || !v) {
-      fprintf(stderr, "usage: gcomp-bench measure [--bytes B] [--iters N] [--rounds R]\n");
+      fprintf(stderr, "usage: gcomp-lab measure [--bytes B] [--iters N] [--rounds R]\n");
       return -1;
     }
     if (dst == bytes) {
@@ -88,11 +88,11 @@ static int parse(int argc, char **argv, double *bytes, double *iters, double *ro
       double x = strtod(v, &end);
       x *= *end == 'k' ? 1024 : *end == 'm' ? 1048576 : 1;
       if (end == v || (*end && strcmp(end, "k") && strcmp(end, "m")) || x < 4 || x > hi) {
-        fprintf(stderr, "gcomp-bench measure: --bytes '%s' is not a size in [4, 1g]\n", v);
+        fprintf(stderr, "gcomp-lab measure: --bytes '%s' is not a size in [4, 1g]\n", v);
         return -1;
       }
       *dst = x;
-    } else if (gcomp_bench_num("gcomp-bench measure", a, v, 1, hi, dst)) {
+    } else if (gcomp_bench_num("gcomp-lab measure", a, v, 1, hi, dst)) {
       return -1;
     }
     i++;
@@ -117,7 +117,7 @@ static double observer_ns(gcomp_comm *comm) {
 static void report(gcomp_comm *base, double (*t)[NCFG], int rounds, size_t bytes, int iters,
                    double obs_ns, const gcomp_comm *all) {
   if (gcomp_comm_rank(base) != 0) return;
-  printf("# gcomp-bench measure: %d ranks on %d node(s), %zu B calls, %d back to back per "
+  printf("# gcomp-lab measure: %d ranks on %d node(s), %zu B calls, %d back to back per "
          "timing, %d rounds\n", gcomp_comm_size(base), gcomp_comm_nnodes(base), bytes, iters,
          rounds);
   printf("# %-6s %12s %12s %12s %11s\n", "config", "mean (us)", "median (us)", "cost (total)",
@@ -168,7 +168,7 @@ static int cmd_measure(int argc, char **argv) {
     }
   if (st == GCOMP_OK && buf)
     report(base, t, (int)rounds, count * 4, (int)iters, observer_ns(c[1]), c[2]);
-  if (st != GCOMP_OK) fprintf(stderr, "gcomp-bench measure: %s\n", gcomp_last_error());
+  if (st != GCOMP_OK) fprintf(stderr, "gcomp-lab measure: %s\n", gcomp_last_error());
   free(buf);
   for (int k = NCFG - 1; k >= 0; k--) gcomp_comm_destroy(c[k]);
   if (st == GCOMP_OK) gcomp_comm_destroy(base);
