@@ -1,4 +1,7 @@
-/* All-to-all by pairwise exchange: in step k rank me sends its block for rank me + k and
+/* All-to-all's algorithms: pairwise exchange (here) and, on one node, the shared segment's
+ * rounds (shm.c).
+ *
+ * Pairwise exchange: in step k rank me sends its block for rank me + k and
  * receives rank me - k's block for it, every step's transfers posted at once (the
  * transport takes any number in flight), the receives first so that scheduled messages
  * find their buffers announced (fabric/transport.h). Blocks travel in segments
@@ -57,3 +60,14 @@ static double pairwise_cost(const gcomp_plan_in *in) {
 const gcomp_algo gcomp_algo_alltoall = {
     "alltoall:pairwise", "every block straight to its rank, all steps in flight at once",
     pairwise_run, pairwise_cost, 0, GCOMP_COLL_ALLTOALL};
+
+/* one node: every byte copied into the segment once and out once, in rounds of one slot,
+ * like the segment's allreduce without the sum */
+static int shm_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+  return gcomp_shm_alltoall(c, c->shm, buf, count);
+}
+static double shm_cost(const gcomp_plan_in *in) { return gcomp_cost_shm(in); }
+
+const gcomp_algo gcomp_algo_alltoall_shm = {
+    "alltoall:shm", "one node: every block through the shared segment, one copy in and one out",
+    shm_run, shm_cost, 0, GCOMP_COLL_ALLTOALL};

@@ -218,14 +218,16 @@ static size_t piece_len(size_t len, size_t k, size_t P) {
  * user error) would otherwise read another shape's bytes and return garbage. Each rank
  * writes its call's shape into its control line before the first round's flag, which
  * publishes it; one shape per round parity, protected from reuse like the slots. */
-enum { CALL_PARTS = 0, CALL_ALLREDUCE = 1, CALL_REDUCE_SCATTER = 2, CALL_ALLGATHER = 3 };
+enum { CALL_PARTS = 0, CALL_ALLREDUCE = 1, CALL_REDUCE_SCATTER = 2, CALL_ALLGATHER = 3,
+       CALL_ALLTOALL = 4 };
 static uint64_t call_desc(int kind, size_t count, size_t es) {
-  return (uint64_t)count << 8 | (uint64_t)es << 2 | (uint64_t)kind;
+  return (uint64_t)count << 9 | (uint64_t)es << 3 | (uint64_t)kind;
 }
 static const char *kind_name(uint64_t d) {
-  return (d & 3) == CALL_ALLREDUCE        ? "allreduce"
-         : (d & 3) == CALL_REDUCE_SCATTER ? "reduce-scatter"
-         : (d & 3) == CALL_ALLGATHER      ? "allgather"
+  return (d & 7) == CALL_ALLREDUCE        ? "allreduce"
+         : (d & 7) == CALL_REDUCE_SCATTER ? "reduce-scatter"
+         : (d & 7) == CALL_ALLGATHER      ? "allgather"
+         : (d & 7) == CALL_ALLTOALL       ? "alltoall"
                                           : "an allgather of frames";
 }
 static void post_desc(gcomp_shm *s, uint64_t round, uint64_t desc) {
@@ -247,8 +249,8 @@ static int wait_first(gcomp_coll *c, gcomp_shm *s, uint64_t round, uint64_t mine
     GCOMP_FAIL(GCOMP_ERR_INVALID,
                "shm: local rank %d called %s with %llu elements of %llu bytes, this rank %s with "
                "%llu of %llu: every rank must pass the same count and dtype", i, kind_name(d),
-               (unsigned long long)(d >> 8), (unsigned long long)((d >> 2) & 63), kind_name(mine),
-               (unsigned long long)(mine >> 8), (unsigned long long)((mine >> 2) & 63));
+               (unsigned long long)(d >> 9), (unsigned long long)((d >> 3) & 63), kind_name(mine),
+               (unsigned long long)(mine >> 9), (unsigned long long)((mine >> 3) & 63));
   }
   if (seen != seen_stack) free(seen);
   return st;
@@ -353,6 +355,34 @@ int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
       size_t m = piece_len(len, k, P);
       memcpy(buf + (off + k * P) * es, slot_at(s, r, j), m * es);
     }
+  }
+  return GCOMP_OK;
+}
+
+/* Round k moves piece k of every block: this rank's piece for local rank j into part j of
+ * its slot, published; then part `me` of every other rank's slot into that rank's block of
+ * the output. In place, a piece is in the slot before the output's copy overwrites it. */
+int gcomp_shm_alltoall(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count) {
+  GCOMP_CHECK(check_usable(s));
+  const size_t es = c->esize, P = piece_elems(c, s), block = count / (size_t)s->L;
+  const uint8_t *in = c->src ? c->src : buf;
+  if (in != buf) memcpy(buf + (size_t)s->me * block * es, in + (size_t)s->me * block * es, block * es);
+  const uint64_t desc = call_desc(CALL_ALLTOALL, count, es);
+  for (size_t k = 0; s->L > 1 && k * P < block; k++) {
+    uint64_t r = s->round++;
+    size_t n = piece_len(block, k, P);
+    uint8_t *mine = slot_at(s, r, s->me);
+    for (int j = 0; j < s->L; j++)
+      if (j != s->me) memcpy(mine + (size_t)j * P * es, in + ((size_t)j * block + k * P) * es, n * es);
+    c->stats->shm_bytes += (size_t)(s->L - 1) * n * es;
+    if (c->drive) (void)gcomp_progress(c->t);
+    if (k == 0) post_desc(s, r, desc);
+    publish(c, s, 2 * r + 1);
+    GCOMP_CHECK(k == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1));
+    for (int i = 0; i < s->L; i++)
+      if (i != s->me)
+        memcpy(buf + ((size_t)i * block + k * P) * es, slot_at(s, r, i) + (size_t)s->me * P * es,
+               n * es);
   }
   return GCOMP_OK;
 }

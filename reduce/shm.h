@@ -17,6 +17,9 @@ int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
  * c->src when set, else buf); the allgather copies every local rank's shard into all. */
 int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count);
 int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count);
+/* A single-node communicator's all-to-all: block j (count / size elements) of the input goes
+ * to rank j, block i of buf comes from rank i. */
+int gcomp_shm_alltoall(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count);
 /* The reduce-scatter's rounds with the reduction left to fn: for each round's piece of
  * this rank's shard (elements [at, at + n) of the shard) fn(arg, at, n, src, L) gets the
  * node's L operands of it in local rank order (its own: the input in; the others' in their

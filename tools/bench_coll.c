@@ -72,14 +72,6 @@ static int mpi_allgather(void *ctx, const void *mine, size_t len, void *all) {
 #endif
 
 /* "64m", "8", "1g": bytes, or -1 */
-static double bytes_of(const char *text) {
-  char *end;
-  double v = strtod(text, &end);
-  double unit = *end == 'k' ? 1024.0 : *end == 'm' ? 1048576.0 : *end == 'g' ? 1073741824.0 : 1;
-  if (end == text || (unit > 1 ? end[1] : end[0]) || v * unit < 4 || v * unit > 1e12) return -1;
-  return v * unit;
-}
-
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -162,9 +154,13 @@ static int cmd(const char *coll, int argc, char **argv) {
     double d = 0;
     int bad = 0;
     if ((!strcmp(a, "-b") || !strcmp(a, "-e")) && more) {
-      d = bytes_of(argv[++i]);
-      bad = d < 0;
-      *(a[1] == 'b' ? &o.minb : &o.maxb) = (size_t)d;
+      int64_t v = 0;
+      if (gcomp_bench_size(argv[++i], &v) || v < 4) {
+        fprintf(stderr, "gcomp-bench %s: %s '%s' is not a size of at least 4 bytes (e.g. 64k, 16M)\n",
+                coll, a, argv[i]);
+        return 2;
+      }
+      *(a[1] == 'b' ? &o.minb : &o.maxb) = (size_t)v;
     }
     else if (!strcmp(a, "-f") && more) bad = gcomp_bench_num(coll, a, argv[++i], 1.01, 1e6, &o.factor);
     else if (!strcmp(a, "-n") && more) bad = gcomp_bench_num(coll, a, argv[++i], 1, 1e9, &d), o.iters = (int)d;

@@ -14,8 +14,10 @@ function(gcomp_cc_test name n nodes algo mode)
 endfunction()
 
 gcomp_cc_test(integration.collectives.one-rank 1 1 auto dense)
-gcomp_cc_test(integration.collectives.shm.3-ring 3 1 reduce_scatter=ring,allgather=ring,broadcast=tree dense)
-gcomp_cc_test(integration.collectives.shm.4-segment 4 1 reduce_scatter=shm,allgather=shm,broadcast=shm dense)
+gcomp_cc_test(integration.collectives.shm.3-ring 3 1 reduce_scatter=ring,allgather=ring,broadcast=tree,alltoall=pairwise dense
+  reduce_scatter:ring allgather:ring alltoall:pairwise)
+gcomp_cc_test(integration.collectives.shm.4-segment 4 1 reduce_scatter=shm,allgather=shm,broadcast=shm,alltoall=shm dense
+  reduce_scatter:shm allgather:shm alltoall:shm)
 gcomp_cc_test(integration.collectives.shm.6 6 1 auto dense)
 gcomp_cc_test(integration.collectives.tcp.2x2 4 2 auto dense)
 gcomp_cc_test(integration.collectives.tcp.2 2 2 auto dense)

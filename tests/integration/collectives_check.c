@@ -1,10 +1,11 @@
 /* Multi-process check of reduce_scatter, allgather, broadcast, barrier and alltoall,
  * started by gcomp-run over real providers.
- *   collectives_check dense [RS AG [intra]]
+ *   collectives_check dense [RS AG [intra|A2A]]
  *                                  every collective x dtype x op x awkward count, in place
  *                                  and not, bitwise against a serial reference; intra:
  *                                  every fp32 sum's reduce_scatter must have encoded
- *                                  (GCOMP_INTRA_CODEC inside the nodes)
+ *                                  (GCOMP_INTRA_CODEC inside the nodes); A2A (alltoall:NAME):
+ *                                  the algorithm every alltoall must have run
  *   collectives_check codecs [RS AG] compressed reduce_scatter and allgather: within the
  *                                  codec's bound, allgather the same bits on every rank
  *                                  RS, AG: the algorithms every reduce_scatter and allgather
@@ -84,7 +85,7 @@ static double reduced(gcomp_dtype d, int op, size_t i, int salt) {
 }
 
 static int bad_;
-static const char *want_rs_, *want_ag_;
+static const char *want_rs_, *want_ag_, *want_a2a_;
 static int want_intra_;   /* GCOMP_INTRA_CODEC must have encoded inside the nodes */
 
 /* The call just made ran the algorithm the test forced (when it names one; a call of no
@@ -164,6 +165,7 @@ static int dense(gcomp_comm *comm) {
         void *out = ip ? a : b;
         snprintf(what, sizeof what, "alltoall dtype %d count %zu inplace %d", d, k, ip);
         verdict(what, gcomp_alltoall(comm, a, out, k, d), out, w, all * es);
+        ran(comm, what, want_a2a_, k);
       }
       free(a), free(b), free(w);
     }
@@ -319,7 +321,7 @@ static int corrupt_run(gcomp_comm *comm, int bad, int culprit, const char *spec,
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
-    fprintf(stderr, "usage: collectives_check dense|codecs [RS AG]|kill VICTIM COLL|stop VICTIM COLL|"
+    fprintf(stderr, "usage: collectives_check dense|codecs [RS AG [intra|A2A]]|kill VICTIM COLL|stop VICTIM COLL|"
                     "corrupt CALL CULPRIT SPEC COLL [late|ALGO]\n");
     return 2;
   }
@@ -335,6 +337,7 @@ int main(int argc, char **argv) {
   if ((!strcmp(argv[1], "dense") || !strcmp(argv[1], "codecs")) && argc > 3)
     want_rs_ = argv[2], want_ag_ = argv[3];
   want_intra_ = !strcmp(argv[1], "dense") && argc > 4 && !strcmp(argv[4], "intra");
+  if (!strcmp(argv[1], "dense") && argc > 4 && !strncmp(argv[4], "alltoall:", 9)) want_a2a_ = argv[4];
   if (!strcmp(argv[1], "dense")) rc = dense(comm);
   else if (!strcmp(argv[1], "codecs")) rc = codecs(comm);
   else if (!strcmp(argv[1], "kill") && argc > 3) rc = kill_run(comm, atoi(argv[2]), SIGKILL, argv[3]);

@@ -79,5 +79,12 @@ for args in "--rounds abc" "--rounds 17" "-n 0" "-b 1M -e 8" "--delay-ms 0"; do
   out=$("$bench" allreduce $args 2>&1) && fail "gcomp-bench allreduce $args ran"
   echo "$out" | grep -qE "is not a number in|must be at least" || fail "gcomp-bench allreduce $args: $out"
 done
+# the other collectives' tables take the library's sizes (16M was refused) and name a bad one
+for args in "alltoall -b 16x" "allgather -e 8q" "broadcast -b 2"; do
+  # shellcheck disable=SC2086
+  out=$("$bench" $args 2>&1) && fail "gcomp-bench $args ran"
+  echo "$out" | grep -q "is not a size of at least 4 bytes" || fail "gcomp-bench $args: $out"
+done
+
 echo "straggler: $([ $fails = 0 ] && echo passed || echo FAILED)"
 exit $fails
