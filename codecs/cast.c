@@ -120,6 +120,13 @@ static size_t fp16_print(const gcomp_kind_cfg *cfg, char *buf, size_t n) {
 static size_t bf16_print(const gcomp_kind_cfg *cfg, char *buf, size_t n) {
   return cast_print(0, cfg, buf, n);
 }
+/* seed_set stays out: it only makes validate refuse a seed with round=nearest (bf16's scale
+ * stays 0, as it has none) */
+static void cast_ident(const gcomp_kind_cfg *cfg, uint64_t w[GCOMP_KIND_WORDS], uint64_t *seed) {
+  const cast_cfg *c = (const cast_cfg *)cfg->bytes;
+  w[0] = (uint64_t)c->scale, w[1] = (uint64_t)c->round;
+  *seed = c->round == ROUND_STOCHASTIC ? c->seed : 0;
+}
 
 static size_t cast_max_payload(const gcomp_kind_cfg *cfg, size_t count) { return count * 2; }
 
@@ -339,6 +346,7 @@ const gcomp_kind gcomp_kind_fp16 = {
     .set = fp16_set,
     .validate = fp16_validate,
     .print = fp16_print,
+    .ident = cast_ident,
     .max_payload = cast_max_payload,
     .encode = fp16_encode,
     .decode = fp16_decode,
@@ -355,6 +363,7 @@ const gcomp_kind gcomp_kind_bf16 = {
     .set = bf16_set,
     .validate = bf16_validate,
     .print = bf16_print,
+    .ident = cast_ident,
     .max_payload = cast_max_payload,
     .encode = bf16_encode,
     .decode = bf16_decode,

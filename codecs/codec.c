@@ -13,6 +13,8 @@
 
 struct gcomp_codec {
   gcomp_spec spec;
+  gcomp_spec_ident ident;       /* the spec as words (gcomp_codec_same) */
+  uint64_t wire_id;             /* gcomp_spec_wire_id of ident */
   gcomp_ef *ef;                 /* NULL without +ef */
   uint64_t seq;                 /* frames encoded so far */
   gcomp_codec_stats stats;
@@ -34,24 +36,36 @@ struct gcomp_codec {
   } part;
 };
 
-gcomp_status gcomp_codec_create(const char *spec, gcomp_codec **out) {
-  GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_codec_create: out is NULL");
-  *out = NULL;
-  GCOMP_CHECK(gcomp_init());
+/* The codec of a parsed (valid) spec: what gcomp_codec_create, the clone and the second
+ * stage share. text: what the caller wrote, for the log (NULL: made from a spec). */
+static int from_spec(const gcomp_spec *spec, const char *text, gcomp_codec **out) {
   gcomp_codec *c = calloc(1, sizeof *c);
   GCOMP_FAIL_IF(!c, GCOMP_ERR_NOMEM, "allocating a codec");
-  int s = gcomp_spec_parse(spec, &c->spec);
-  if (s == GCOMP_OK && c->spec.ef)
-    s = gcomp_ef_create(c->spec.ef_dtype, c->spec.ef_momentum, c->spec.ef_mask, &c->ef);
+  c->spec = *spec;
+  gcomp_spec_ident_of(&c->spec, &c->ident);
+  c->wire_id = gcomp_spec_wire_id(&c->ident);
+  int s = c->spec.ef ? gcomp_ef_create(c->spec.ef_dtype, c->spec.ef_momentum, c->spec.ef_mask,
+                                       &c->ef)
+                     : GCOMP_OK;
   if (s < 0) {
     gcomp_codec_destroy(c);
     return gcomp_error_trace(s, __FILE__, __LINE__);
   }
   char canon[512];
   gcomp_spec_print(&c->spec, canon, sizeof canon);
-  GCOMP_INFO(GCOMP_SUB_CODEC, "codec '%s' -> %s (kernels: %s)", spec, canon, gcomp_isa_selected());
+  GCOMP_INFO(GCOMP_SUB_CODEC, "codec '%s' -> %s (kernels: %s)", text ? text : canon, canon,
+             gcomp_isa_selected());
   *out = c;
   return GCOMP_OK;
+}
+
+gcomp_status gcomp_codec_create(const char *spec, gcomp_codec **out) {
+  GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_codec_create: out is NULL");
+  *out = NULL;
+  GCOMP_CHECK(gcomp_init());
+  gcomp_spec s;
+  GCOMP_CHECK(gcomp_spec_parse(spec, &s));
+  return from_spec(&s, spec, out);
 }
 
 void gcomp_codec_destroy(gcomp_codec *codec) {
@@ -82,34 +96,39 @@ gcomp_status gcomp_codec_describe(const gcomp_codec *codec, gcomp_codec_info *ou
   return GCOMP_SIZED_COPY(out, &info, gcomp_codec_info, ef_mask, "gcomp_codec_describe");
 }
 
-/* 1 when `key` is one of the ", "-separated keys */
-static int has_key(const char *keys, const char *key) {
-  size_t n = strlen(key);
-  for (const char *p = keys; (p = strstr(p, key)) != NULL; p += n)
-    if ((p == keys || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0')) return 1;
-  return 0;
+int gcomp_codec_same(const gcomp_codec *a, const gcomp_codec *b) {
+  if (a == b) return 1;
+  if (!a || !b) return 0;
+  /* kinds and stages are singletons: their pointers name them */
+  return a->spec.kind == b->spec.kind && a->spec.stage == b->spec.stage &&
+         a->ident.seed == b->ident.seed && !memcmp(a->ident.w, b->ident.w, sizeof a->ident.w);
 }
 
-size_t gcomp_codec_wire_spec(const gcomp_codec *codec, char *buf, size_t n) {
-  gcomp_spec s = codec->spec;
-  if (has_key(s.kind->keys, "seed")) {
-    char saved[1024];   /* a refusal is no failure here: the canonical form then serves */
-    snprintf(saved, sizeof saved, "%s", gcomp_last_error());
-    if (s.kind->set(&s.cfg, "seed", "0") < 0) s.cfg = codec->spec.cfg;
-    gcomp_error_restore(GCOMP_OK, saved);
-  }
-  return gcomp_spec_print(&s, buf, n);
+uint64_t gcomp_codec_wire_id(const gcomp_codec *codec) {
+  if (codec) return codec->wire_id;
+  gcomp_spec none;
+  gcomp_spec_ident id;
+  gcomp_spec_none(&none);
+  gcomp_spec_ident_of(&none, &id);
+  return gcomp_spec_wire_id(&id);
+}
+
+int gcomp_codec_clone(const gcomp_codec *codec, gcomp_codec **out) {
+  GCOMP_FAIL_IF(!codec || !out, GCOMP_ERR_INVALID, "gcomp_codec_clone: NULL argument");
+  return from_spec(&codec->spec, NULL, out);
 }
 
 int gcomp_codec_second_stage(const gcomp_codec *codec, gcomp_codec **out) {
   GCOMP_FAIL_IF(!codec || !out, GCOMP_ERR_INVALID, "gcomp_codec_second_stage: NULL argument");
-  if (codec->spec.kind->sparse) return gcomp_codec_create("none", out);
   gcomp_spec s = codec->spec;
-  s.ef = s.ef && s.kind->second_ef;
-  char text[512];
-  GCOMP_FAIL_IF(gcomp_spec_print(&s, text, sizeof text) >= sizeof text, GCOMP_ERR_INVALID,
-                "codec spec too long for its second stage");
-  return gcomp_codec_create(text, out);
+  if (s.kind->sparse) {
+    gcomp_spec_none(&s);
+  } else if (!(s.ef && s.kind->second_ef)) {
+    /* without +ef, as the parser leaves a spec that has none */
+    s.ef = s.ef_dtype = s.ef_mask = s.ef_momentum_given = 0;
+    s.ef_momentum = 0;
+  }
+  return from_spec(&s, NULL, out);
 }
 
 /* The token of `stage` in a canonical spec ("topk:..." is the kind's, "+ef:..." ef's):

@@ -32,6 +32,18 @@ typedef union {
   double align_dbl;
 } gcomp_kind_cfg;
 
+/* Words of a kind's parameters in its identity (gcomp_kind.ident). */
+enum { GCOMP_KIND_WORDS = 6 };
+/* A parameter of type double as an identity word: its bits, one word for both zeros (they
+ * print alike). Parameters are checked finite when set, so no NaN reaches this. */
+static inline uint64_t gcomp_ident_dbl(double v) {
+  union {
+    double d;
+    uint64_t u;
+  } x = {.d = v};
+  return v == 0 ? 0 : x.u;
+}
+
 /* The frame's block checksums (codecs/frame.h): fed by an encoder as its output becomes
  * final, asked by a decoder before it reads a part of its input. */
 typedef struct gcomp_frame_sums gcomp_frame_sums;
@@ -126,6 +138,11 @@ struct gcomp_kind {
   /* Writes the canonical "k=v,k=v" parameter list (all parameters, fixed order) like
    * snprintf; "" when the kind has none. */
   size_t (*print)(const gcomp_kind_cfg *cfg, char *buf, size_t n);
+  /* The parameters as words, for comparing codecs without printing them: into w (zeroed
+   * by the caller) what print shows but the seed, which goes to *seed (0 where it has no
+   * effect). Two configurations print alike exactly when their words and seeds are equal,
+   * so a double goes in through gcomp_ident_dbl and a flag print does not show stays out. */
+  void (*ident)(const gcomp_kind_cfg *cfg, uint64_t w[GCOMP_KIND_WORDS], uint64_t *seed);
 
   /* Upper bound of the payload for count values. */
   size_t (*max_payload)(const gcomp_kind_cfg *cfg, size_t count);
@@ -179,11 +196,18 @@ int gcomp_kv_choice(const char *kind, const char *key, const char *value, const 
                     int *out);
 
 /* ---- what a planner asks of a codec (reduce/; codecs/codec.c answers from the parsed spec,
- * so no caller reads or edits spec text) -------------------------------------------------
- * Wire identity: the canonical spec with what does not change what its frames mean made
- * equal (a seed only decorrelates one rank's rounding or sampling, and frames describe
- * themselves), so ranks may differ in it but in nothing else. Like snprintf. */
-size_t gcomp_codec_wire_spec(const gcomp_codec *codec, char *buf, size_t n);
+ * so no caller reads, prints or edits spec text) -------------------------------------------
+ * Whether two codecs have the same spec (print the same canonical text), from the parsed
+ * fields: defaults left implicit or written out, and parameter order, do not matter (NULL
+ * equals only NULL).
+ * A few word compares: cheap enough for every call. */
+int gcomp_codec_same(const gcomp_codec *a, const gcomp_codec *b);
+/* Wire identity: 64 bits of a hash of the spec's fields but the seed (a seed only
+ * decorrelates one rank's rounding or sampling, and frames describe themselves), so ranks
+ * may differ in it but in nothing else. Computed once, at creation. NULL is "none". */
+uint64_t gcomp_codec_wire_id(const gcomp_codec *codec);
+/* A new codec of the same spec, with none of the state (residuals, frame count, stats). */
+int gcomp_codec_clone(const gcomp_codec *codec, gcomp_codec **out);
 /* The codec that re-encodes reduced shards (a second quantisation): the same without error
  * feedback (with it, for a kind with second_ef), or for a sparse codec fp32 ("none": its
  * reduced shards are dense). */

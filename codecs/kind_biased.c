@@ -38,6 +38,13 @@ static size_t biased_print(const gcomp_kind_cfg *cfg, char *buf, size_t n) {
   return len < 0 ? 0 : (size_t)len;
 }
 
+static void biased_ident(const gcomp_kind_cfg *cfg, uint64_t w[GCOMP_KIND_WORDS],
+                         uint64_t *seed) {
+  const biased_cfg *c = (const biased_cfg *)(const void *)cfg->bytes;
+  w[0] = gcomp_ident_dbl(c->drop), w[1] = c->bits;
+  (void)seed;
+}
+
 static size_t biased_max_payload(const gcomp_kind_cfg *cfg, size_t count) { return count * 4; }
 
 /* position i is dropped when its hash falls in the lowest `drop` fraction */
@@ -93,6 +100,7 @@ const gcomp_kind gcomp_kind_test_biased = {
     .set = biased_set,
     .validate = biased_validate,
     .print = biased_print,
+    .ident = biased_ident,
     .max_payload = biased_max_payload,
     .encode = biased_encode,
     .decode = biased_decode,

@@ -16,6 +16,10 @@ static size_t none_print(const gcomp_kind_cfg *cfg, char *buf, size_t n) {
   return 0;
 }
 
+static void none_ident(const gcomp_kind_cfg *cfg, uint64_t w[GCOMP_KIND_WORDS], uint64_t *seed) {
+  (void)cfg, (void)w, (void)seed;   /* no parameters */
+}
+
 static size_t none_max_payload(const gcomp_kind_cfg *cfg, size_t count) { return count * 4; }
 
 /* Copies in pieces of one frame block: each is checksummed while it is still in cache. */
@@ -77,6 +81,7 @@ const gcomp_kind gcomp_kind_none = {
     .set = none_set,
     .validate = none_validate,
     .print = none_print,
+    .ident = none_ident,
     .max_payload = none_max_payload,
     .encode = none_encode,
     .decode = none_decode,

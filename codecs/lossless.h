@@ -24,7 +24,8 @@ typedef union {
 
 enum { GCOMP_PLANES_EXP = 0, GCOMP_PLANES_ALL = 1 };
 
-/* Every stage's cfg starts with these; a stage may add its own fields after them. */
+/* Every stage's cfg starts with these; a stage may add its own fields after them (and then
+ * into gcomp_spec_ident_of, which compares only these). */
 typedef struct {
   int level;
   int planes;   /* GCOMP_PLANES_* */

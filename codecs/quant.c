@@ -78,6 +78,12 @@ static size_t quant_print(const gcomp_kind_cfg *cfg, char *buf, size_t n) {
   return len < 0 ? 0 : (size_t)len;
 }
 
+static void quant_ident(const gcomp_kind_cfg *cfg, uint64_t w[GCOMP_KIND_WORDS], uint64_t *seed) {
+  const quant_cfg *c = (const quant_cfg *)(const void *)cfg->bytes;
+  w[0] = c->bits, w[1] = c->bucket, w[2] = (uint64_t)c->round;
+  *seed = c->round ? c->seed : 0;
+}
+
 static size_t nbuckets(const quant_cfg *c, size_t count) {
   return count / c->bucket + (count % c->bucket != 0);
 }
@@ -240,6 +246,7 @@ const gcomp_kind gcomp_kind_quant = {
     .set = quant_set,
     .validate = quant_validate,
     .print = quant_print,
+    .ident = quant_ident,
     .max_payload = quant_max_payload,
     .encode = quant_encode,
     .decode = quant_decode,

@@ -58,6 +58,11 @@ static size_t sign_print(const gcomp_kind_cfg *cfg, char *buf, size_t n) {
   return len < 0 ? 0 : (size_t)len;
 }
 
+static void sign_ident(const gcomp_kind_cfg *cfg, uint64_t w[GCOMP_KIND_WORDS], uint64_t *seed) {
+  w[0] = ((const sign_cfg *)(const void *)cfg->bytes)->bucket;
+  (void)seed;
+}
+
 static size_t sign_max_payload(const gcomp_kind_cfg *cfg, size_t count) {
   const sign_cfg *c = (const sign_cfg *)(const void *)cfg->bytes;
   return 4 * count + 4 * (count / c->bucket + (count % c->bucket != 0));
@@ -192,6 +197,7 @@ const gcomp_kind gcomp_kind_sign = {
     .set = sign_set,
     .validate = sign_validate,
     .print = sign_print,
+    .ident = sign_ident,
     .max_payload = sign_max_payload,
     .encode = sign_encode,
     .decode = sign_decode,

@@ -190,3 +190,34 @@ size_t gcomp_spec_print(const gcomp_spec *spec, char *buf, size_t n) {
   }
   return (size_t)snprintf(buf, n, "%s", tmp);
 }
+
+void gcomp_spec_ident_of(const gcomp_spec *spec, gcomp_spec_ident *out) {
+  memset(out, 0, sizeof *out);
+  uint64_t *w = out->w;
+  w[0] = spec->kind->id;
+  spec->kind->ident(&spec->cfg, w + 1, &out->seed);
+  w += 1 + GCOMP_KIND_WORDS;
+  if (spec->ef) {
+    w[0] = 1, w[1] = (uint64_t)spec->ef_dtype;
+    if (spec->ef_momentum > 0) w[2] = gcomp_ident_dbl(spec->ef_momentum), w[3] = (uint64_t)spec->ef_mask;
+  }
+  w += 4;
+  if (spec->stage) {
+    /* every stage's parameters are gcomp_stage_common's (lossless.h) */
+    const gcomp_stage_common *c = (const gcomp_stage_common *)(const void *)&spec->stage_cfg;
+    w[0] = spec->stage->id, w[1] = (uint64_t)c->level, w[2] = (uint64_t)c->planes;
+  }
+}
+
+uint64_t gcomp_spec_wire_id(const gcomp_spec_ident *id) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < GCOMP_IDENT_WORDS; i++)
+    for (int b = 0; b < 64; b += 8) h = (h ^ ((id->w[i] >> b) & 0xff)) * 0x100000001b3ull;
+  return h;
+}
+
+void gcomp_spec_none(gcomp_spec *out) {
+  memset(out, 0, sizeof *out);
+  out->kind = gcomp_kind_find("none");
+  out->kind->defaults(&out->cfg);
+}

@@ -31,4 +31,21 @@ int gcomp_spec_parse(const char *text, gcomp_spec *out);
 /* Canonical form: every parameter spelled out, fixed order; parse(print(s)) == s. */
 size_t gcomp_spec_print(const gcomp_spec *spec, char *buf, size_t n);
 
+/* A spec as fixed words: equal words and seed exactly when the canonical forms are equal
+ * (what print leaves out stays out: ef's fields without +ef, mask without momentum,
+ * ef_momentum_given). Words: the kind's id and GCOMP_KIND_WORDS of its parameters, ef's
+ * three, the stage's id, level and planes; unused ones 0. An array of uint64_t has no
+ * padding, so memcmp compares it. */
+enum { GCOMP_IDENT_WORDS = 1 + GCOMP_KIND_WORDS + 4 + 3 };
+typedef struct {
+  uint64_t w[GCOMP_IDENT_WORDS];
+  uint64_t seed;   /* apart: ranks may differ in it (gcomp_spec_wire_id) */
+} gcomp_spec_ident;
+void gcomp_spec_ident_of(const gcomp_spec *spec, gcomp_spec_ident *out);
+/* 64-bit FNV-1a over the words (byte by byte, least significant first: the same on every
+ * host), the seed left out. */
+uint64_t gcomp_spec_wire_id(const gcomp_spec_ident *id);
+/* The spec of plain "none" (what a NULL codec means). */
+void gcomp_spec_none(gcomp_spec *out);
+
 #endif /* GCOMP_SPEC_H */

@@ -84,6 +84,14 @@ static size_t topk_print(const gcomp_kind_cfg *cfg, char *buf, size_t n) {
                           vn[c->values], (unsigned long long)c->seed, warm);
 }
 
+/* given_ratio and given_k stay out: ratio is 0 when k was given, k 0 when it was not */
+static void topk_ident(const gcomp_kind_cfg *cfg, uint64_t w[GCOMP_KIND_WORDS], uint64_t *seed) {
+  const topk_cfg *c = (const topk_cfg *)cfg->bytes;
+  w[0] = gcomp_ident_dbl(c->ratio), w[1] = c->k, w[2] = (uint64_t)c->exact;
+  w[3] = (uint64_t)c->values, w[4] = c->warmup;
+  *seed = c->seed;
+}
+
 /* k for a tensor of n values: ratio * n rounded to nearest, at least 1, at most n. */
 static size_t topk_k(const topk_cfg *c, size_t n) {
   if (n == 0) return 0;
@@ -190,6 +198,7 @@ const gcomp_kind gcomp_kind_topk = {
     .set = topk_set,
     .validate = topk_validate,
     .print = topk_print,
+    .ident = topk_ident,
     .max_payload = topk_max_payload,
     .encode = topk_encode,
     .decode = gcomp_topk_decode,

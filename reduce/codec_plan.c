@@ -1,6 +1,7 @@
 /* What the planner knows of each codec spec a communicator is called with: its wire ratio
  * and encode + decode speed (measured once on a probe, the slowest rank's figures agreed),
- * whether it is sparse and its second stage, all asked of the codec itself. */
+ * whether it is sparse and its second stage, all asked of the codec itself. A call finds
+ * its entry by comparing codecs field by field (gcomp_codec_same), never their text. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@
 static int measure_codec(gcomp_comm *comm, gcomp_codec_entry *ci) {
   enum { N = 1 << 16 };
   gcomp_codec *probe = NULL;
-  GCOMP_CHECK(gcomp_codec_create(ci->spec, &probe));
+  GCOMP_CHECK(gcomp_codec_clone(ci->codec, &probe));
   float *x = malloc(N * sizeof *x), *y = calloc(N, sizeof *y);
   size_t cap = gcomp_codec_max_encoded_size(probe, N);
   uint8_t *frame = malloc(cap);
@@ -23,7 +24,7 @@ static int measure_codec(gcomp_comm *comm, gcomp_codec_entry *ci) {
                            : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__, "codec probe");
   /* encode+decode time, wire ratio, and the spec (max and -min: every rank must measure the
    * same codec, or the ranks called with different ones) */
-  double id = gcomp_codec_wire_hash(probe);   /* every rank must measure the same codec */
+  double id = gcomp_codec_wire_hash(ci->codec);   /* every rank must measure the same codec */
   double f[4] = {0, 0, id, -id};
   if (st == GCOMP_OK) {
     uint64_t s = 0x2545f4914f6cdd1dull;
@@ -58,11 +59,23 @@ static int measure_codec(gcomp_comm *comm, gcomp_codec_entry *ci) {
   return GCOMP_OK;
 }
 
+static void entry_free(gcomp_codec_entry *ci) {
+  if (!ci) return;
+  gcomp_codec_destroy(ci->codec);
+  gcomp_codec_destroy(ci->second);
+  free(ci);
+}
+
+void gcomp_codec_plan_free(gcomp_comm *comm) {
+  for (int i = 0; i < comm->ncodecs; i++) entry_free(comm->codecs[i]);
+  free(comm->codecs);
+  comm->codecs = NULL;
+  comm->ncodecs = comm->codecs_cap = 0;
+}
+
 int gcomp_codec_plan(gcomp_comm *comm, gcomp_codec *codec, gcomp_codec_entry **out) {
-  char spec[256];
-  gcomp_codec_spec(codec, spec, sizeof spec);
   for (int i = 0; i < comm->ncodecs; i++)
-    if (!strcmp(comm->codecs[i]->spec, spec)) {
+    if (gcomp_codec_same(comm->codecs[i]->codec, codec)) {
       *out = comm->codecs[i];
       return GCOMP_OK;
     }
@@ -74,10 +87,11 @@ int gcomp_codec_plan(gcomp_comm *comm, gcomp_codec *codec, gcomp_codec_entry **o
     comm->codecs_cap = cap;
   }
   gcomp_codec_entry *ci = calloc(1, sizeof *ci);
-  GCOMP_FAIL_IF(!ci, GCOMP_ERR_NOMEM, "the planner's entry of codec %s", spec);
-  snprintf(ci->spec, sizeof ci->spec, "%s", spec);
+  GCOMP_FAIL_IF(!ci, GCOMP_ERR_NOMEM, "the planner's entry of a codec");
+  gcomp_codec_spec(codec, ci->spec, sizeof ci->spec);   /* once: for log lines and errors */
   gcomp_codec_info info = {.struct_size = sizeof info};
-  int st = gcomp_codec_describe(codec, &info);
+  int st = gcomp_codec_clone(codec, &ci->codec);
+  if (st == GCOMP_OK) st = gcomp_codec_describe(codec, &info);
   ci->sparse = info.sparse;
   /* the second quantisation: the same codec without error feedback (top-k's reduced shards
    * are dense, so they travel as fp32) */
@@ -86,15 +100,14 @@ int gcomp_codec_plan(gcomp_comm *comm, gcomp_codec *codec, gcomp_codec_entry **o
    * later calls would plan with (ratio 0: every call quietly uncompressed) */
   if (st == GCOMP_OK) st = measure_codec(comm, ci);
   if (st < 0) {
-    gcomp_codec_destroy(ci->second);
-    free(ci);
+    entry_free(ci);
     return gcomp_error_trace(st, __FILE__, __LINE__);
   }
   comm->codecs[comm->ncodecs++] = ci;
   char second[256];
   gcomp_codec_spec(ci->second, second, sizeof second);
   GCOMP_INFO(GCOMP_SUB_TUNING,
-             "codec %s: wire ratio %.4f, encode+decode %.2f GB/s, second stage %s", spec,
+             "codec %s: wire ratio %.4f, encode+decode %.2f GB/s, second stage %s", ci->spec,
              ci->ratio, 1e-9 / ci->spb, second);
   *out = ci;
   return GCOMP_OK;

@@ -142,11 +142,7 @@ gcomp_status gcomp_comm_destroy(gcomp_comm *comm) {
   gcomp_abort_destroy(comm->abort);
   if (comm->own) gcomp_transport_destroy(comm->t);
   gcomp_agreed_free(&comm->agreed);
-  for (int i = 0; i < comm->ncodecs; i++) {
-    gcomp_codec_destroy(comm->codecs[i]->second);
-    free(comm->codecs[i]);
-  }
-  free(comm->codecs);
+  gcomp_codec_plan_free(comm);
   free(comm->world);
   gcomp_scratch_free(&comm->scratch);
   free(comm->work);

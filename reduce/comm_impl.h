@@ -71,7 +71,7 @@ void gcomp_agreed_free(gcomp_agreed *a);
 int gcomp_agreed_check(gcomp_comm *comm, int own);
 
 /* The codec as the wire and the planner see it: 52 bits (exact in a double) of its wire
- * identity (gcomp_codec_wire_spec: ranks may pick different seeds); NULL is "none". */
+ * identity (gcomp_codec_wire_id: ranks may pick different seeds); NULL is "none". */
 double gcomp_codec_wire_hash(const gcomp_codec *c);
 
 /* ---- calibration (calib.c) ------------------------------------------------------------ */
@@ -88,7 +88,9 @@ int gcomp_calibrate_shm(gcomp_comm *comm);
 
 /* ---- what the planner knows of a codec (codec_plan.c) --------------------------------- */
 typedef struct {
-  char spec[256];          /* canonical spec of the caller's codec */
+  gcomp_codec *codec;      /* a clone of the first caller's codec: what later calls' codecs
+                              are compared with (gcomp_codec_same), never used to encode */
+  char spec[256];          /* its canonical spec, for log lines and errors only */
   gcomp_codec *second;     /* re-encodes reduced shards (gcomp_codec_second_stage) */
   double ratio;            /* wire bytes per fp32 byte, measured on a probe, slowest rank's */
   double spb;              /* encode + decode seconds per fp32 byte, agreed across ranks */
@@ -97,6 +99,8 @@ typedef struct {
 
 /* The entry of `codec`, measured (collectively) the first time its spec is seen. */
 int gcomp_codec_plan(gcomp_comm *comm, gcomp_codec *codec, gcomp_codec_entry **out);
+/* Frees the communicator's entries. */
+void gcomp_codec_plan_free(gcomp_comm *comm);
 
 /* ---- one call ------------------------------------------------------------------------- */
 /* A call as its stages and observers see it. acc is what the call adds to the

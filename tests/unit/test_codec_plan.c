@@ -1,5 +1,6 @@
 /* What planners ask of a codec instead of reading its spec text: gcomp_codec_describe and
- * gcomp_codec_spec_with (public), and the wire identity and second stage reduce/ uses. */
+ * gcomp_codec_spec_with (public), and the typed compare, wire identity, clone and second
+ * stage reduce/ uses; and the planner's table found by the typed compare. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,8 @@
 #include <cmocka.h>
 
 #include "codec_impl.h"
+#include "comm_impl.h"
+#include "transport.h"
 
 static gcomp_codec *make(const char *spec) {
   gcomp_codec *c = NULL;
@@ -70,54 +73,172 @@ static void test_spec_with(void **state) {
   gcomp_codec_destroy(c);
 }
 
-/* Ranks may pick different seeds, nothing else */
-static void test_wire_identity(void **state) {
-  const char *same[][2] = {{"bf16:round=stochastic,seed=1", "bf16:round=stochastic,seed=9"},
-                           {"topk:ratio=0.01,seed=4+ef", "topk:ratio=0.01,seed=5+ef"},
-                           {"fp16:round=stochastic", "fp16:round=stochastic,seed=2"}};
-  const char *other[][2] = {{"bf16", "fp16"}, {"topk:ratio=0.01+ef", "topk:ratio=0.02+ef"},
-                            {"bf16+ef", "bf16"}, {"none", "none+zstd"}};
-  for (size_t i = 0; i < 7; i++) {
-    const char *const *pair = i < 3 ? same[i] : other[i - 3];
-    char a[256], b[256];
+/* Codecs compare by their parsed fields: written differently, the same spec is the same
+ * codec; any parameter apart, they differ. The canonical text is the reference: equal
+ * exactly when the typed compare says so (but for -0, which prints apart and means 0). */
+static int text_same(const gcomp_codec *a, const gcomp_codec *b) {
+  char x[256], y[256];
+  gcomp_codec_spec(a, x, sizeof x);
+  gcomp_codec_spec(b, y, sizeof y);
+  return strcmp(x, y) == 0;
+}
+
+static void test_same(void **state) {
+  static const char *const same[][2] = {
+      {"fp16", "fp16:round=nearest,scale=auto"},
+      {"bf16:round=stochastic", "bf16:seed=0,round=stochastic"},
+      {"topk", "topk:seed=0,values=fp32,exact=0,ratio=0.01"},
+      {"topk:seed=3,ratio=0.05", "topk:ratio=5e-2,seed=3"},
+      {"topk:k=100,warmup=0", "topk:k=100"},
+      {"quant", "quant:round=nearest,bucket=512,bits=4"},
+      {"quant:round=stochastic,seed=7", "quant:seed=7,round=stochastic"},
+      {"sign", "sign:bucket=512"},
+      {"test_biased", "test_biased:bits=7,drop=0.1"},
+      {"bf16+ef", "bf16+ef:dtype=fp32"},
+      {"topk+ef", "topk+ef:momentum=0"},
+      {"topk+ef:momentum=0.9", "topk+ef:mask=1,momentum=0.9"},
+      {"none+zstd", "none+zstd:planes=exp,level=1"},
+      {"fp16+ef:dtype=bf16+igzip:level=2", "fp16:scale=auto+ef:dtype=bf16+igzip:planes=exp,level=2"},
+  };
+  static const char *const other[][2] = {
+      {"bf16", "fp16"},
+      {"fp16", "fp16:scale=none"},
+      {"fp16", "fp16:round=stochastic"},
+      {"bf16", "bf16:round=stochastic"},
+      {"topk:ratio=0.01", "topk:ratio=0.02"},
+      {"topk:k=10", "topk:k=11"},
+      {"topk:k=10", "topk:ratio=0.01"},
+      {"topk", "topk:exact=1"},
+      {"topk", "topk:values=bf16"},
+      {"topk:values=fp16", "topk:values=bf16"},
+      {"topk", "topk:warmup=5"},
+      {"quant", "quant:bits=8"},
+      {"quant", "quant:bucket=1024"},
+      {"quant", "quant:round=stochastic"},
+      {"sign", "sign:bucket=64"},
+      {"test_biased", "test_biased:drop=0.2"},
+      {"test_biased", "test_biased:bits=3"},
+      {"bf16", "bf16+ef"},
+      {"bf16+ef", "bf16+ef:dtype=bf16"},
+      {"topk+ef:momentum=0.9", "topk+ef:momentum=0.8"},
+      {"topk+ef:momentum=0.9", "topk+ef:momentum=0.9,mask=0"},
+      {"none", "none+zstd"},
+      {"none+zstd", "none+igzip"},
+      {"none+zstd", "none+zstd:level=3"},
+      {"none+zstd", "none+zstd:planes=all"},
+      {"sign+ef+zstd", "sign+zstd"},
+  };
+  enum { NSAME = sizeof same / sizeof *same, NOTHER = sizeof other / sizeof *other };
+  for (size_t i = 0; i < NSAME + NOTHER; i++) {
+    const char *const *pair = i < NSAME ? same[i] : other[i - NSAME];
     gcomp_codec *x = make(pair[0]), *y = make(pair[1]);
-    gcomp_codec_wire_spec(x, a, sizeof a);
-    gcomp_codec_wire_spec(y, b, sizeof b);
-    assert_int_equal(strcmp(a, b) == 0, i < 3);
+    int want = i < NSAME;
+    if (gcomp_codec_same(x, y) != want || gcomp_codec_same(y, x) != want ||
+        (gcomp_codec_wire_id(x) == gcomp_codec_wire_id(y)) != want || text_same(x, y) != want)
+      fail_msg("'%s' and '%s': same %d, wire ids %s, text %s; want %s", pair[0], pair[1],
+               gcomp_codec_same(x, y), gcomp_codec_wire_id(x) == gcomp_codec_wire_id(y)
+               ? "equal" : "apart", text_same(x, y) ? "equal" : "apart", want ? "same" : "apart");
+    assert_true(gcomp_codec_same(x, x));
+    gcomp_codec_destroy(x), gcomp_codec_destroy(y);
+  }
+  /* the two zeros mean the same drop rate, though they print apart */
+  gcomp_codec *z = make("test_biased:drop=0"), *m = make("test_biased:drop=-0");
+  assert_true(gcomp_codec_same(z, m));
+  assert_true(gcomp_codec_wire_id(z) == gcomp_codec_wire_id(m));
+  gcomp_codec_destroy(z), gcomp_codec_destroy(m);
+  /* NULL is "none" on the wire, but the same as no codec but NULL */
+  gcomp_codec *none = make("none");
+  assert_true(gcomp_codec_same(NULL, NULL));
+  assert_false(gcomp_codec_same(none, NULL) || gcomp_codec_same(NULL, none));
+  assert_true(gcomp_codec_wire_id(NULL) == gcomp_codec_wire_id(none));
+  /* a clone is the same codec */
+  gcomp_codec *c = make("topk:ratio=0.05,seed=9+ef:momentum=0.9+zstd"), *k = NULL;
+  assert_int_equal(gcomp_codec_clone(c, &k), GCOMP_OK);
+  assert_true(gcomp_codec_same(c, k) && text_same(c, k));
+  assert_int_equal(gcomp_codec_clone(NULL, &k), GCOMP_ERR_INVALID);
+  gcomp_codec_destroy(c), gcomp_codec_destroy(k), gcomp_codec_destroy(none);
+}
+
+/* Ranks may pick different seeds, nothing else: the wire identity leaves the seed out (the
+ * planner's entries do not: the seed is part of the spec a caller gave) */
+static void test_wire_identity(void **state) {
+  const char *seeded[][2] = {{"bf16:round=stochastic,seed=1", "bf16:round=stochastic,seed=9"},
+                             {"fp16:round=stochastic", "fp16:round=stochastic,seed=2"},
+                             {"topk:ratio=0.01,seed=4+ef", "topk:ratio=0.01,seed=5+ef"},
+                             {"quant:round=stochastic,seed=1+zstd", "quant:round=stochastic,seed=2+zstd"}};
+  for (size_t i = 0; i < sizeof seeded / sizeof *seeded; i++) {
+    gcomp_codec *x = make(seeded[i][0]), *y = make(seeded[i][1]);
+    if (gcomp_codec_wire_id(x) != gcomp_codec_wire_id(y) || gcomp_codec_same(x, y))
+      fail_msg("'%s' and '%s': wire ids %llx %llx, same %d", seeded[i][0], seeded[i][1],
+               (unsigned long long)gcomp_codec_wire_id(x),
+               (unsigned long long)gcomp_codec_wire_id(y), gcomp_codec_same(x, y));
     gcomp_codec_destroy(x), gcomp_codec_destroy(y);
   }
 }
 
+/* The second stage, made from the parsed spec, is the codec its canonical text makes:
+ * equal field by field, in text and on the wire */
 static void test_second_stage(void **state) {
-  const char *cases[][2] = {{"bf16+ef", "bf16"}, {"fp16:scale=none+ef:dtype=bf16+zstd", NULL},
-                            {"topk:ratio=0.01+ef", "none"}, {"bf16", "bf16"}};
-  for (size_t i = 0; i < 4; i++) {
-    gcomp_codec *c = make(cases[i][0]), *s = NULL;
+  const char *cases[][2] = {
+      {"bf16+ef", "bf16"},
+      {"fp16:scale=none+ef:dtype=bf16+zstd", "fp16:scale=none,round=nearest+zstd:level=1"},
+      {"topk:ratio=0.01+ef", "none"},
+      {"topk:k=5,values=bf16+ef:momentum=0.9+zstd", "none"},
+      {"bf16", "bf16"},
+      {"bf16:round=stochastic,seed=5+ef", "bf16:round=stochastic,seed=5"},
+      {"quant:bits=8+ef:dtype=bf16+igzip:level=2", "quant:bits=8+igzip:level=2"},
+      {"sign:bucket=64+ef:dtype=bf16", "sign:bucket=64+ef:dtype=bf16"},   /* second_ef */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    gcomp_codec *c = make(cases[i][0]), *s = NULL, *w = make(cases[i][1]);
     assert_int_equal(gcomp_codec_second_stage(c, &s), GCOMP_OK);
     char got[256], want[256];
     gcomp_codec_spec(s, got, sizeof got);
-    gcomp_codec_info info = {.struct_size = sizeof info};
+    gcomp_codec_spec(w, want, sizeof want);
+    if (!gcomp_codec_same(s, w) || strcmp(got, want) ||
+        gcomp_codec_wire_id(s) != gcomp_codec_wire_id(w))
+      fail_msg("second stage of '%s': '%s', want '%s' (same %d)", cases[i][0], got, want,
+               gcomp_codec_same(s, w));
+    gcomp_codec_info info = {.struct_size = sizeof info}, winfo = info;
     assert_int_equal(gcomp_codec_describe(s, &info), GCOMP_OK);
-    assert_false(info.error_feedback);
-    if (cases[i][1]) {
-      gcomp_codec *w = make(cases[i][1]);
-      gcomp_codec_spec(w, want, sizeof want);
-      gcomp_codec_destroy(w);
-      assert_string_equal(got, want);
-    } else {
-      assert_non_null(strstr(got, "fp16:scale=none"));
-      assert_non_null(strstr(got, "+zstd"));
-    }
-    gcomp_codec_destroy(c), gcomp_codec_destroy(s);
+    assert_int_equal(gcomp_codec_describe(w, &winfo), GCOMP_OK);
+    assert_int_equal(info.error_feedback, winfo.error_feedback);
+    assert_true(info.ef_momentum == winfo.ef_momentum && info.ef_mask == winfo.ef_mask);
+    gcomp_codec_destroy(c), gcomp_codec_destroy(s), gcomp_codec_destroy(w);
   }
+}
+
+/* The planner's table: one entry per spec however it was written, a new one for any other
+ * spec (a seed included), each with its own codec to compare with */
+static void test_plan_lookup(void **state) {
+  gcomp_transport *t[1];
+  assert_int_equal(gcomp_loopback_create(1, NULL, t), GCOMP_OK);
+  gcomp_comm *comm = NULL;
+  assert_int_equal(gcomp_comm_from_transport(t[0], 1, &comm), GCOMP_OK);
+  const char *specs[] = {"bf16+ef", "bf16+ef:dtype=fp32", "bf16", "topk:seed=1,ratio=0.1",
+                         "topk:ratio=0.1,seed=1", "topk:ratio=0.1,seed=2"};
+  const int entry[] = {0, 0, 1, 2, 2, 3};
+  gcomp_codec_entry *got[6];
+  for (int i = 0; i < 6; i++) {
+    gcomp_codec *c = make(specs[i]);
+    assert_int_equal(gcomp_codec_plan(comm, c, &got[i]), GCOMP_OK);
+    assert_true(got[i] == comm->codecs[entry[i]] && comm->ncodecs == entry[i] + 1);
+    assert_true(got[i]->codec != c && gcomp_codec_same(got[i]->codec, c));
+    gcomp_codec_destroy(c);   /* the entry holds its own */
+  }
+  assert_string_equal(got[0]->spec, "bf16:round=nearest+ef:dtype=fp32");
+  assert_true(got[0]->ratio > 0 && got[0]->spb > 0 && !got[0]->sparse && got[3]->sparse);
+  gcomp_comm_destroy(comm);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_describe),
       cmocka_unit_test(test_spec_with),
+      cmocka_unit_test(test_same),
       cmocka_unit_test(test_wire_identity),
       cmocka_unit_test(test_second_stage),
+      cmocka_unit_test(test_plan_lookup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
