@@ -140,8 +140,9 @@ struct gcomp_kind {
   size_t (*print)(const gcomp_kind_cfg *cfg, char *buf, size_t n);
   /* The parameters as words, for comparing codecs without printing them: into w (zeroed
    * by the caller) what print shows but the seed, which goes to *seed (0 where it has no
-   * effect). Two configurations print alike exactly when their words and seeds are equal,
-   * so a double goes in through gcomp_ident_dbl and a flag print does not show stays out. */
+   * effect). Two configurations print alike exactly when their words and seeds are equal
+   * (but "-0" and "0", equal in meaning: a double goes in through gcomp_ident_dbl), so a
+   * flag print does not show stays out. */
   void (*ident)(const gcomp_kind_cfg *cfg, uint64_t w[GCOMP_KIND_WORDS], uint64_t *seed);
 
   /* Upper bound of the payload for count values. */

@@ -199,7 +199,8 @@ void gcomp_spec_ident_of(const gcomp_spec *spec, gcomp_spec_ident *out) {
   w += 1 + GCOMP_KIND_WORDS;
   if (spec->ef) {
     w[0] = 1, w[1] = (uint64_t)spec->ef_dtype;
-    if (spec->ef_momentum > 0) w[2] = gcomp_ident_dbl(spec->ef_momentum), w[3] = (uint64_t)spec->ef_mask;
+    if (spec->ef_momentum > 0)
+      w[2] = gcomp_ident_dbl(spec->ef_momentum), w[3] = (uint64_t)spec->ef_mask;
   }
   w += 4;
   if (spec->stage) {

@@ -31,11 +31,11 @@ int gcomp_spec_parse(const char *text, gcomp_spec *out);
 /* Canonical form: every parameter spelled out, fixed order; parse(print(s)) == s. */
 size_t gcomp_spec_print(const gcomp_spec *spec, char *buf, size_t n);
 
-/* A spec as fixed words: equal words and seed exactly when the canonical forms are equal
- * (what print leaves out stays out: ef's fields without +ef, mask without momentum,
- * ef_momentum_given). Words: the kind's id and GCOMP_KIND_WORDS of its parameters, ef's
- * three, the stage's id, level and planes; unused ones 0. An array of uint64_t has no
- * padding, so memcmp compares it. */
+/* A spec as fixed words: equal words and seed exactly when the canonical forms are equal,
+ * or differ only in the sign of a zero (what print leaves out stays out: ef's fields
+ * without +ef, mask without momentum, ef_momentum_given). Words: the kind's id and
+ * GCOMP_KIND_WORDS of its parameters; +ef, its dtype, momentum and mask; the stage's id,
+ * level and planes; unused ones 0. An array of uint64_t has no padding: memcmp compares it. */
 enum { GCOMP_IDENT_WORDS = 1 + GCOMP_KIND_WORDS + 4 + 3 };
 typedef struct {
   uint64_t w[GCOMP_IDENT_WORDS];

@@ -98,7 +98,8 @@ static void test_same(void **state) {
       {"topk+ef", "topk+ef:momentum=0"},
       {"topk+ef:momentum=0.9", "topk+ef:mask=1,momentum=0.9"},
       {"none+zstd", "none+zstd:planes=exp,level=1"},
-      {"fp16+ef:dtype=bf16+igzip:level=2", "fp16:scale=auto+ef:dtype=bf16+igzip:planes=exp,level=2"},
+      {"fp16+ef:dtype=bf16+igzip:level=2",
+       "fp16:scale=auto+ef:dtype=bf16+igzip:planes=exp,level=2"},
   };
   static const char *const other[][2] = {
       {"bf16", "fp16"},
@@ -165,7 +166,8 @@ static void test_wire_identity(void **state) {
   const char *seeded[][2] = {{"bf16:round=stochastic,seed=1", "bf16:round=stochastic,seed=9"},
                              {"fp16:round=stochastic", "fp16:round=stochastic,seed=2"},
                              {"topk:ratio=0.01,seed=4+ef", "topk:ratio=0.01,seed=5+ef"},
-                             {"quant:round=stochastic,seed=1+zstd", "quant:round=stochastic,seed=2+zstd"}};
+                             {"quant:round=stochastic,seed=1+zstd",
+                              "quant:round=stochastic,seed=2+zstd"}};
   for (size_t i = 0; i < sizeof seeded / sizeof *seeded; i++) {
     gcomp_codec *x = make(seeded[i][0]), *y = make(seeded[i][1]);
     if (gcomp_codec_wire_id(x) != gcomp_codec_wire_id(y) || gcomp_codec_same(x, y))
