@@ -1,10 +1,12 @@
 /* What planners ask of a codec instead of reading its spec text: gcomp_codec_describe and
  * gcomp_codec_spec_with (public), and the typed compare, wire identity, clone and second
  * stage reduce/ uses; and the planner's table found by the typed compare. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -233,6 +235,52 @@ static void test_plan_lookup(void **state) {
   gcomp_comm_destroy(comm);
 }
 
+/* A collective other than allreduce agrees on the call's codec by its wire identity first:
+ * other codecs fail on every rank, naming the codec; other seeds only are one call */
+typedef struct {
+  gcomp_transport *t;
+  const char *spec;
+  int st;
+  char error[512];
+} rs_job;
+
+static void *rs_main(void *arg) {
+  rs_job *j = arg;
+  gcomp_comm *comm = NULL;
+  gcomp_codec *codec = NULL;
+  float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[4];
+  j->st = gcomp_comm_from_transport(j->t, 1, &comm);
+  if (j->st == GCOMP_OK) j->st = gcomp_codec_create(j->spec, &codec);
+  if (j->st == GCOMP_OK)
+    j->st = gcomp_reduce_scatter(comm, in, out, 4, GCOMP_FLOAT32, GCOMP_SUM, codec, 1);
+  snprintf(j->error, sizeof j->error, "%s", gcomp_last_error());
+  gcomp_codec_destroy(codec);
+  gcomp_comm_destroy(comm);
+  return NULL;
+}
+
+static void test_call_codec_agreement(void **state) {
+  const char *pairs[][2] = {{"bf16", "fp16"},
+                            {"topk:ratio=0.1+ef", "topk:ratio=0.2+ef"},
+                            {"bf16:round=stochastic,seed=1", "bf16:round=stochastic,seed=2"},
+                            {"quant+ef", "quant:bits=4,bucket=512+ef:dtype=fp32"}};
+  for (int p = 0; p < 4; p++) {
+    gcomp_transport *t[2];
+    assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+    rs_job j[2] = {{.t = t[0], .spec = pairs[p][0]}, {.t = t[1], .spec = pairs[p][1]}};
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) assert_int_equal(pthread_create(&th[r], NULL, rs_main, &j[r]), 0);
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    for (int r = 0; r < 2; r++) {
+      int apart = p < 2;
+      if (apart ? j[r].st != GCOMP_ERR_INVALID || !strstr(j[r].error, "disagree on the codec")
+                : j[r].st != GCOMP_OK)
+        fail_msg("'%s' and '%s': rank %d: %d '%s'", pairs[p][0], pairs[p][1], r, j[r].st,
+                 j[r].error);
+    }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_describe),
@@ -241,6 +289,7 @@ int main(void) {
       cmocka_unit_test(test_wire_identity),
       cmocka_unit_test(test_second_stage),
       cmocka_unit_test(test_plan_lookup),
+      cmocka_unit_test(test_call_codec_agreement),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
