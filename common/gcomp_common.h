@@ -48,6 +48,8 @@ typedef enum {
   GCOMP_P_COUNT_
 } gcomp_param_id;
 
+/* The environment's values. A communicator reads its own table (gcomp_settings_* below);
+ * the layer under reduce/ gets what it needs of it passed down (fabric/transport.h). */
 int64_t gcomp_param_int(gcomp_param_id id);        /* int, size, bool, enum (index) */
 const char *gcomp_param_str(gcomp_param_id id);    /* the text value (the default when unset) */
 int gcomp_param_is_set(gcomp_param_id id);
@@ -81,7 +83,7 @@ int gcomp_settings_set(gcomp_settings *s, const char *name, const char *value);
 int64_t gcomp_settings_int(const gcomp_settings *s, gcomp_param_id id);
 const char *gcomp_settings_str(const gcomp_settings *s, gcomp_param_id id);
 int gcomp_settings_is_set(const gcomp_settings *s, gcomp_param_id id);
-/* The config's table (NULL config: NULL, the environment). */
+/* The config's table (NULL config: the environment's, what gcomp_param_* read). */
 const gcomp_settings *gcomp_config_settings(const gcomp_config *cfg);
 /* gcomp_config_set without the checks of algorithm names, codec specs and the guard's
  * setting, which the layers above common/ make (reduce/config_set.c) */
@@ -90,14 +92,6 @@ int gcomp_config_set_value(gcomp_config *cfg, const char *name, const char *valu
 int gcomp_param_lookup(const char *name);
 /* Gives the config's table figures to inherit (reduce/ fills them from a communicator). */
 void gcomp_config_set_inherit(gcomp_config *cfg, const gcomp_inherit *in);
-
-/* While a communicator is created its lower layers (fabric/, which reads its providers,
- * GCOMP_CHUNK_BYTES and GCOMP_TIMEOUT_MS through gcomp_param_* when it opens endpoints)
- * must see the communicator's settings, not the environment's: gcomp_param_scope makes
- * gcomp_param_* on the calling thread answer from s for every per-communicator parameter
- * until it is called again (NULL: the environment). Returns the previous scope, to be
- * restored. Thread-local: the progress thread and other communicators are unaffected. */
-const gcomp_settings *gcomp_param_scope(const gcomp_settings *s);
 
 /* Launchers' own variables (RANK, OMPI_COMM_WORLD_SIZE, SLURM_PROCID, ...); NULL when unset. */
 const char *gcomp_env_foreign(const char *name);

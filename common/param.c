@@ -30,16 +30,15 @@ static const pdef defs[GCOMP_P_COUNT_] = {
 /* The environment's values, read once (gcomp_init) */
 static gcomp_settings env;
 
-/* Settings of the process, not of one communicator: a config refuses them */
+/* Settings of the process, not of one communicator: a config refuses them. GCOMP_FAULT
+ * arms a fault on a rank of the job, wherever that rank's layers look (fabric/fault.h). */
 static const unsigned char process_wide[GCOMP_P_COUNT_] = {
     [GCOMP_P_DEBUG] = 1,      [GCOMP_P_DEBUG_SUBSYS] = 1, [GCOMP_P_DEBUG_FILE] = 1,
     [GCOMP_P_ISA] = 1,        [GCOMP_P_SHIM_STRICT] = 1,  [GCOMP_P_LIBRARY] = 1,
-    [GCOMP_P_SHIM_ROUTE] = 1,
+    [GCOMP_P_SHIM_ROUTE] = 1, [GCOMP_P_FAULT] = 1,
     [GCOMP_P_RANK] = 2,       [GCOMP_P_SIZE] = 2,         [GCOMP_P_LOCAL_RANK] = 2,
     [GCOMP_P_ROOT] = 2,       [GCOMP_P_JOB_TOKEN] = 2,    /* 2: the launcher's */
     [GCOMP_P_METRICS] = 1,    [GCOMP_P_SEED] = 1};        /* the training program's */
-
-static _Thread_local const gcomp_settings *scope;
 
 static const char *type_name(ptype t) {
   static const char *const names[] = {"int", "size", "bool", "string", "enum"};
@@ -215,20 +214,9 @@ void gcomp_param_report(void) {
                  i == GCOMP_P_JOB_TOKEN ? "(set, not shown)" : env.text[i]);
 }
 
-/* the table gcomp_param_* answer from on this thread */
-static const gcomp_settings *active(gcomp_param_id id) {
-  return scope && !process_wide[id] ? scope : &env;
-}
-
-int64_t gcomp_param_int(gcomp_param_id id) { return active(id)->ival[id]; }
-const char *gcomp_param_str(gcomp_param_id id) { return gcomp_settings_str(active(id), id); }
-int gcomp_param_is_set(gcomp_param_id id) { return active(id)->text[id] != NULL; }
-
-const gcomp_settings *gcomp_param_scope(const gcomp_settings *s) {
-  const gcomp_settings *old = scope;
-  scope = s;
-  return old;
-}
+int64_t gcomp_param_int(gcomp_param_id id) { return env.ival[id]; }
+const char *gcomp_param_str(gcomp_param_id id) { return gcomp_settings_str(&env, id); }
+int gcomp_param_is_set(gcomp_param_id id) { return env.text[id] != NULL; }
 
 /* ---- tables of settings, and configs ------------------------------------------------- */
 int64_t gcomp_settings_int(const gcomp_settings *s, gcomp_param_id id) { return s->ival[id]; }
@@ -338,7 +326,7 @@ void gcomp_config_destroy(gcomp_config *cfg) {
 }
 
 const gcomp_settings *gcomp_config_settings(const gcomp_config *cfg) {
-  return cfg ? &cfg->s : NULL;
+  return cfg ? &cfg->s : &env;
 }
 
 void gcomp_config_set_inherit(gcomp_config *cfg, const gcomp_inherit *in) { cfg->s.inherit = *in; }

@@ -15,12 +15,14 @@
 
 /* ---- environment ---------------------------------------------------------------------- */
 
+/* GCOMP_NODE_ID is a communicator's setting: ctx, its caller's. The other GCOMP_* variables
+ * read here are the launcher's, which are the process's: from the registry. */
 static const char *env_lookup_real(const char *name, void *ctx) {
+  if (strcmp(name, "GCOMP_NODE_ID") == 0) return ctx;
   if (strncmp(name, "GCOMP_", 6) == 0) {
-    for (int i = 0; i < GCOMP_P_COUNT_; i++)
-      if (strcmp(gcomp_param_name((gcomp_param_id)i), name) == 0)
-        return gcomp_param_is_set((gcomp_param_id)i) ? gcomp_param_str((gcomp_param_id)i) : NULL;
-    return NULL;
+    int id = gcomp_param_lookup(name);
+    return id >= 0 && gcomp_param_is_set((gcomp_param_id)id) ? gcomp_param_str((gcomp_param_id)id)
+                                                              : NULL;
   }
   return gcomp_env_foreign(name);
 }

@@ -18,8 +18,9 @@ typedef struct {
 /* Looks a variable up; NULL when unset. */
 typedef const char *(*gcomp_env_lookup)(const char *name, void *ctx);
 
-/* Parses the variables through lookup (the real environment when lookup is NULL).
- * hostname is the node identity when GCOMP_NODE_ID is not given (NULL: gethostname).
+/* Parses the variables through lookup. NULL: the real environment's, but for GCOMP_NODE_ID,
+ * a communicator's setting, which is then ctx (a string; NULL: unset). hostname is the node
+ * identity when GCOMP_NODE_ID is not given (NULL: gethostname).
  * GCOMP_ERR_BOOTSTRAP names the variable that is missing or malformed. */
 int gcomp_boot_env_parse(gcomp_env_lookup lookup, void *ctx, const char *hostname,
                          gcomp_boot_env *out);

@@ -9,6 +9,8 @@
 
 int gcomp_fault_armed(const char *kind, int rank, long *call) {
   if (call) *call = -1;
+  /* the process's setting (a config refuses it), read from the registry wherever it is
+   * asked: a communicator's creation and its calls see the same */
   const char *v = gcomp_param_str(GCOMP_P_FAULT);
   if (!v || !*v) return 0;
   size_t k = strlen(kind);

@@ -263,7 +263,7 @@ void gcomp_lb_rank_free(gcomp_transport *tp) {
 }
 
 int gcomp_lb_ranks_create(int size, const int *node_of, const gcomp_transport_ops *ops,
-                          void *world, gcomp_transport **out) {
+                          void *world, const gcomp_fabric_opts *opts, gcomp_transport **out) {
   char (*keys)[16] = calloc((size_t)size, sizeof *keys);
   const char **kp = calloc((size_t)size, sizeof *kp);
   int status = keys && kp ? GCOMP_OK
@@ -282,7 +282,7 @@ int gcomp_lb_ranks_create(int size, const int *node_of, const gcomp_transport_op
     t->pub.ops = ops;
     t->pub.rank = i;
     t->pub.size = size;
-    t->pub.timeout_ms = (int)gcomp_param_int(GCOMP_P_TIMEOUT_MS);
+    t->pub.timeout_ms = opts->timeout_ms;
     t->pub.failed_peer = -1;
     t->world = world;
     status = gcomp_topology_fill(&t->pub, kp, &t->topo);
@@ -302,8 +302,10 @@ int gcomp_lb_ranks_create(int size, const int *node_of, const gcomp_transport_op
   return status;
 }
 
-int gcomp_loopback_create(int size, const int *node_of, gcomp_transport **out) {
+int gcomp_loopback_create(int size, const int *node_of, const gcomp_fabric_opts *opts,
+                          gcomp_transport **out) {
   GCOMP_FAIL_IF(size < 1 || !out, GCOMP_ERR_INVALID, "loopback: size %d must be >= 1", size);
+  GCOMP_FAIL_IF(!opts, GCOMP_ERR_INVALID, "loopback: opts is NULL");
   GCOMP_CHECK(gcomp_init());
   for (int i = 0; i < size; i++) out[i] = NULL;
   lb_world *w = calloc(1, sizeof *w);
@@ -316,7 +318,7 @@ int gcomp_loopback_create(int size, const int *node_of, gcomp_transport **out) {
   }
   for (int i = 0; i < size; i++) pthread_mutex_init(&w->box[i].lock, NULL);
   atomic_init(&w->refs, size);
-  int status = gcomp_lb_ranks_create(size, node_of, &lb_ops, w, out);
+  int status = gcomp_lb_ranks_create(size, node_of, &lb_ops, w, opts, out);
   if (status < 0) {
     for (int i = 0; i < size; i++) pthread_mutex_destroy(&w->box[i].lock);
     free(w->box);

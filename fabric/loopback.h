@@ -13,9 +13,9 @@ typedef struct gcomp_lb_rank {
 } gcomp_lb_rank;
 
 /* out[0..size) receive one rank each over world, with ops, the topology of node_of (NULL:
- * one node) and GCOMP_TIMEOUT_MS. On failure no rank is left (the world is the caller's). */
+ * one node) and opts->timeout_ms. On failure no rank is left (the world is the caller's). */
 int gcomp_lb_ranks_create(int size, const int *node_of, const gcomp_transport_ops *ops,
-                          void *world, gcomp_transport **out);
+                          void *world, const gcomp_fabric_opts *opts, gcomp_transport **out);
 /* Frees the rank itself (not its world). */
 void gcomp_lb_rank_free(gcomp_transport *t);
 

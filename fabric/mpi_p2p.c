@@ -338,8 +338,10 @@ static int node_keys(p2p_transport *p, const char *node_id, char **keys_out) {
 }
 
 int gcomp_p2p_transport_create(int rank, int size, const char *node_id,
-                               const struct gcomp_p2p_ops *ops, void *ctx, gcomp_transport **out) {
-  GCOMP_FAIL_IF(!out || !ops || !node_id, GCOMP_ERR_INVALID, "MPI transport: NULL argument");
+                               const struct gcomp_p2p_ops *ops, void *ctx,
+                               const gcomp_fabric_opts *opts, gcomp_transport **out) {
+  GCOMP_FAIL_IF(!out || !ops || !node_id || !opts, GCOMP_ERR_INVALID,
+                "MPI transport: NULL argument");
   *out = NULL;
   GCOMP_FAIL_IF(!ops->isend || !ops->irecv || !ops->test || !ops->waitany || !ops->cancel ||
                     !ops->null_req || !ops->wtime || !ops->allgather || ops->req_bytes == 0,
@@ -353,7 +355,7 @@ int gcomp_p2p_transport_create(int rank, int size, const char *node_id,
   p->pub.ops = &p2p_ops;
   p->pub.rank = rank;
   p->pub.size = size;
-  p->pub.timeout_ms = (int)gcomp_param_int(GCOMP_P_TIMEOUT_MS);
+  p->pub.timeout_ms = opts->timeout_ms;
   p->pub.failed_peer = -1;
   p->pub.no_shared_memory = ops->simulated != 0;
   int st = tag_layout(p, ops->tag_ub);

@@ -93,7 +93,8 @@ int gcomp_ofi_cards_read(rank_card *cards, int n, unsigned mine, const char **ke
   return status;
 }
 
-static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
+static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id,
+                 const gcomp_fabric_opts *opts) {
   int n = t->pub.size, me = t->pub.rank;
   t->ep_of = calloc((size_t)n, 1);
   t->addr = calloc((size_t)n, sizeof *t->addr);
@@ -126,24 +127,24 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
   status = gcomp_ofi_cards_read(t->cards, n, mine.version, keys);
   if (status == GCOMP_OK) status = gcomp_topology_fill(&t->pub, keys, &t->topo);
   /* endpoints: one per provider actually needed */
-  const char *intra = gcomp_param_str(GCOMP_P_INTRA_PROVIDER);
-  const char *inter = gcomp_param_str(GCOMP_P_PROVIDER);
+  const char *intra = opts->intra_provider, *inter = opts->provider;
   int need_intra = t->pub.local_size > 1, need_inter = t->pub.nnodes > 1;
   int same = strcmp(intra, inter) == 0;
   int intra_ep = -1, inter_ep = -1;
   pthread_mutex_lock(&ofi_setup_lock);
-  ofi_rxm_tcp_defaults(inter);   /* before libfabric's first fi_getinfo in this process */
-  ofi_rxm_tcp_defaults(intra);
+  /* before libfabric's first fi_getinfo in this process */
+  ofi_rxm_tcp_defaults(inter, opts->chunk_bytes);
+  ofi_rxm_tcp_defaults(intra, opts->chunk_bytes);
   if (status == GCOMP_OK && need_intra) {
     intra_ep = t->neps;
-    status = ofi_ep_open(&t->eps[t->neps++], "intra", intra, n);
+    status = ofi_ep_open(&t->eps[t->neps++], "intra", intra, opts->chunk_bytes, n);
   }
   if (status == GCOMP_OK && need_inter) {
     if (same && intra_ep >= 0) {
       inter_ep = intra_ep;
     } else {
       inter_ep = t->neps;
-      status = ofi_ep_open(&t->eps[t->neps++], "inter", inter, n);
+      status = ofi_ep_open(&t->eps[t->neps++], "inter", inter, opts->chunk_bytes, n);
     }
   }
   pthread_mutex_unlock(&ofi_setup_lock);
@@ -199,8 +200,10 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id) {
   return status;
 }
 
-int gcomp_transport_create(gcomp_oob *oob, const char *node_id, gcomp_transport **out) {
-  GCOMP_FAIL_IF(!oob || !node_id || !out, GCOMP_ERR_INVALID, "gcomp_transport_create: NULL argument");
+int gcomp_transport_create(gcomp_oob *oob, const char *node_id, const gcomp_fabric_opts *opts,
+                           gcomp_transport **out) {
+  GCOMP_FAIL_IF(!oob || !node_id || !opts || !out, GCOMP_ERR_INVALID,
+                "gcomp_transport_create: NULL argument");
   GCOMP_CHECK(gcomp_init());
   *out = NULL;
   ofi_transport *t = calloc(1, sizeof *t);
@@ -208,9 +211,9 @@ int gcomp_transport_create(gcomp_oob *oob, const char *node_id, gcomp_transport 
   t->pub.ops = &ofi_ops;
   t->pub.rank = oob->rank;
   t->pub.size = oob->size;
-  t->pub.timeout_ms = (int)gcomp_param_int(GCOMP_P_TIMEOUT_MS);
+  t->pub.timeout_ms = opts->timeout_ms;
   t->pub.failed_peer = -1;
-  int s = setup(t, oob, node_id);
+  int s = setup(t, oob, node_id, opts);
   t->ready = s == GCOMP_OK;
   t->fault_cqerr = t->ready && gcomp_fault_armed("cqerr", t->pub.rank, NULL);
   if (s < 0) {
@@ -221,14 +224,14 @@ int gcomp_transport_create(gcomp_oob *oob, const char *node_id, gcomp_transport 
   return GCOMP_OK;
 }
 
-int gcomp_transport_create_env(gcomp_transport **out) {
-  GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_transport_create_env: NULL argument");
+int gcomp_transport_create_env(const gcomp_fabric_opts *opts, gcomp_transport **out) {
+  GCOMP_FAIL_IF(!opts || !out, GCOMP_ERR_INVALID, "gcomp_transport_create_env: NULL argument");
   GCOMP_CHECK(gcomp_init());
   gcomp_boot_env env;
-  GCOMP_CHECK(gcomp_boot_env_parse(NULL, NULL, NULL, &env));
+  GCOMP_CHECK(gcomp_boot_env_parse(NULL, (void *)opts->node_id, NULL, &env));
   gcomp_oob *oob = NULL;
-  GCOMP_CHECK(gcomp_rendezvous_open(&env, (int)gcomp_param_int(GCOMP_P_TIMEOUT_MS), &oob));
-  int s = gcomp_transport_create(oob, env.node_id, out);
+  GCOMP_CHECK(gcomp_rendezvous_open(&env, opts->timeout_ms, &oob));
+  int s = gcomp_transport_create(oob, env.node_id, opts, out);
   oob->close(oob);
   GCOMP_CHECK(s);
   if (env.local_rank >= 0 && env.local_rank != (*out)->local_rank)

@@ -75,12 +75,12 @@ static struct fi_info *pick_info(struct fi_info *list) {
  * receives, so chunks go eager: the limit is raised to the chunk size unless the user set
  * FI_OFI_RXM_EAGER_LIMIT. libfabric reads it once, at its first fi_getinfo. Over verbs
  * the eager limit must equal rxm's buffer size, so other providers are left alone. */
-void ofi_rxm_tcp_defaults(const char *prov) {
+void ofi_rxm_tcp_defaults(const char *prov, size_t chunk_bytes) {
   static int done;   /* under ofi_setup_lock */
   if (done || !strstr(prov, "tcp")) return;
   done = 1;
   char v[32];
-  snprintf(v, sizeof v, "%lld", (long long)gcomp_param_int(GCOMP_P_CHUNK_BYTES));
+  snprintf(v, sizeof v, "%zu", chunk_bytes);
   /* The library's only setenv (include/gcomp.h says so, and when), and not one of gcomp's
    * settings: rxm reads its eager limit only through fi_param, from the environment (1.17
    * has no hint, endpoint attribute or fi_setopt for it), so there is no other door. It is
@@ -90,7 +90,7 @@ void ofi_rxm_tcp_defaults(const char *prov) {
     GCOMP_INFO(GCOMP_SUB_FABRIC, "FI_OFI_RXM_EAGER_LIMIT=%s", getenv("FI_OFI_RXM_EAGER_LIMIT"));
 }
 
-int ofi_ep_open(ofi_ep *e, const char *role, const char *prov, int nranks) {
+int ofi_ep_open(ofi_ep *e, const char *role, const char *prov, size_t chunk_bytes, int nranks) {
   e->role = role;
   snprintf(e->prov, sizeof e->prov, "%s", prov);
   if (strcmp(prov, "shm") == 0) shm_clean_stale();
@@ -124,7 +124,7 @@ int ofi_ep_open(ofi_ep *e, const char *role, const char *prov, int nranks) {
                 info->domain_attr->cq_data_size);
   e->mr_local = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
   e->inject = info->tx_attr->inject_size;
-  e->chunk = (size_t)gcomp_param_int(GCOMP_P_CHUNK_BYTES);
+  e->chunk = chunk_bytes;
   if (info->ep_attr->max_msg_size && e->chunk > info->ep_attr->max_msg_size)
     e->chunk = info->ep_attr->max_msg_size;
   if (!e->chunk) e->chunk = 1;

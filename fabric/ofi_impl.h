@@ -283,8 +283,8 @@ int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len);
 int ofi_cancel(gcomp_transport *tp, gcomp_treq *r);
 void ofi_destroy(gcomp_transport *tp);
 
-void ofi_rxm_tcp_defaults(const char *prov);
-int ofi_ep_open(ofi_ep *e, const char *role, const char *prov, int nranks);
+void ofi_rxm_tcp_defaults(const char *prov, size_t chunk_bytes);
+int ofi_ep_open(ofi_ep *e, const char *role, const char *prov, size_t chunk_bytes, int nranks);
 void ofi_ep_close(ofi_ep *e);
 
 #endif /* GCOMP_OFI_IMPL_H */

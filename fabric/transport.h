@@ -2,8 +2,8 @@
  *
  * One small, non-blocking ops table. Two implementations fill it:
  *   - libfabric (fabric/ofi*.c): RDM endpoints, tagged messages, `shm` inside a node and
- *     `tcp;ofi_rxm` (GCOMP_PROVIDER) between nodes, created for a job from the environment
- *     with gcomp_transport_create_env() or from any out-of-band exchange with
+ *     `tcp;ofi_rxm` (GCOMP_PROVIDER) between nodes, created for a job from the launcher's
+ *     variables with gcomp_transport_create_env() or from any out-of-band exchange with
  *     gcomp_transport_create();
  *   - loopback (fabric/loopback.c): N ranks inside one process, for unit tests and the
  *     single-process convergence simulator, created with gcomp_loopback_create().
@@ -84,6 +84,23 @@ unsigned gcomp_wire_version(int rank);
 typedef struct gcomp_transport gcomp_transport;
 typedef struct gcomp_treq gcomp_treq;   /* opaque request */
 
+/* What a transport takes from its communicator's settings, passed to every constructor:
+ * reduce/ fills it from the communicator's own table (gcomp_fabric_opts_from), so fabric/
+ * reads no setting of a communicator from the parameter registry. Read only while the
+ * constructor runs (the strings are not kept). What fabric/ still reads from the registry
+ * belongs to the process, not to a communicator: GCOMP_FAULT (fault.h, debug injection; a
+ * config refuses it) and the launcher's variables behind rank discovery and the rendezvous
+ * (bootstrap.c: GCOMP_RANK, _SIZE, _LOCAL_RANK, _ROOT, _JOB_TOKEN). */
+typedef struct gcomp_fabric_opts {
+  int timeout_ms;               /* GCOMP_TIMEOUT_MS: a request idle this long fails */
+  size_t chunk_bytes;           /* GCOMP_CHUNK_BYTES: libfabric's largest provider message */
+  const char *provider;         /* GCOMP_PROVIDER: libfabric's provider between nodes */
+  const char *intra_provider;   /* GCOMP_INTRA_PROVIDER: libfabric's provider inside a node */
+  /* GCOMP_NODE_ID ("": the host name), for gcomp_transport_create_env; the other
+   * constructors take their caller's node id */
+  const char *node_id;
+} gcomp_fabric_opts;
+
 typedef struct gcomp_transport_ops {
   const char *name;   /* "ofi", "loopback" */
   /* Posts a send of len bytes (0 allowed) to rank peer. *req receives the request. */
@@ -118,7 +135,7 @@ struct gcomp_transport {
   int local_rank, local_size;
   const int *node_of;       /* [size]: node index of every rank */
   const int *local_ranks;   /* [local_size]: the ranks of my node, ascending */
-  int timeout_ms;           /* GCOMP_TIMEOUT_MS at creation */
+  int timeout_ms;           /* gcomp_fabric_opts.timeout_ms at creation */
   /* Provider messages of payload this rank has posted, sends and receives (libfabric only;
    * a chunk run is one: fabric/ofi_proto.c). A count for tests and traces. */
   uint64_t data_msgs;
@@ -196,26 +213,31 @@ typedef struct gcomp_oob {
 } gcomp_oob;
 
 /* Creates the libfabric transport over an existing out-of-band exchange. node_id names this
- * rank's node (ranks with equal node ids talk over GCOMP_INTRA_PROVIDER, others over
- * GCOMP_PROVIDER). The oob is only used during the call. */
-int gcomp_transport_create(gcomp_oob *oob, const char *node_id, gcomp_transport **out);
+ * rank's node (ranks with equal node ids talk over opts->intra_provider, others over
+ * opts->provider). The oob is only used during the call. */
+int gcomp_transport_create(gcomp_oob *oob, const char *node_id, const gcomp_fabric_opts *opts,
+                           gcomp_transport **out);
 
-/* Reads rank, size and node from GCOMP_* or launcher variables, meets the other ranks at
- * the rendezvous (GCOMP_ROOT or MASTER_ADDR:MASTER_PORT) and creates the transport. Every
- * rank then pings every peer, so an unreachable peer is an error here, not a hang later.
- * libfabric is initialised here: fork (without exec) only before this call. */
-int gcomp_transport_create_env(gcomp_transport **out);
+/* Reads rank and size from GCOMP_* or launcher variables, meets the other ranks at the
+ * rendezvous (GCOMP_ROOT or MASTER_ADDR:MASTER_PORT) and creates the transport, on the node
+ * opts->node_id names (else the host's). Every rank then pings every peer, so an
+ * unreachable peer is an error here, not a hang later. libfabric is initialised here: fork
+ * (without exec) only before this call. */
+int gcomp_transport_create_env(const gcomp_fabric_opts *opts, gcomp_transport **out);
 
 /* N ranks in this process: out[0..size) receive one transport per rank, each destroyed
  * separately. node_of (may be NULL: one node) gives each rank's node index, so
- * hierarchical algorithms can be tested. */
-int gcomp_loopback_create(int size, const int *node_of, gcomp_transport **out);
+ * hierarchical algorithms can be tested. Of opts, only timeout_ms applies. */
+int gcomp_loopback_create(int size, const int *node_of, const gcomp_fabric_opts *opts,
+                          gcomp_transport **out);
 
 /* The transport over a caller's MPI point-to-point functions (fabric/mpi_p2p.c; the table is
  * gcomp_p2p_ops in include/gcomp.h). node_id names this rank's node. ops is copied, ctx
- * kept; ops->close(ctx) runs at destroy (not when creation fails). */
+ * kept; ops->close(ctx) runs at destroy (not when creation fails). Of opts, only timeout_ms
+ * applies. */
 struct gcomp_p2p_ops;
 int gcomp_p2p_transport_create(int rank, int size, const char *node_id,
-                               const struct gcomp_p2p_ops *ops, void *ctx, gcomp_transport **out);
+                               const struct gcomp_p2p_ops *ops, void *ctx,
+                               const gcomp_fabric_opts *opts, gcomp_transport **out);
 
 #endif /* GCOMP_TRANSPORT_H */

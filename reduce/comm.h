@@ -15,6 +15,10 @@ int gcomp_comm_create(gcomp_transport *t, int own, const gcomp_settings *set, gc
 /* gcomp_comm_create with the environment's settings. */
 int gcomp_comm_from_transport(gcomp_transport *t, int own, gcomp_comm **out);
 
+/* What the transport of a communicator with the settings `set` takes from them (the
+ * environment's: gcomp_config_settings(NULL)). The strings point into set. */
+void gcomp_fabric_opts_from(const gcomp_settings *set, gcomp_fabric_opts *out);
+
 /* The algorithm the planner would run for a call of `bytes` (after GCOMP_ALGO). */
 const char *gcomp_comm_plan_name(gcomp_comm *comm, size_t bytes);
 

@@ -10,15 +10,34 @@
 
 #include "comm.h"
 
+void gcomp_fabric_opts_from(const gcomp_settings *set, gcomp_fabric_opts *out) {
+  *out = (gcomp_fabric_opts){
+      .timeout_ms = (int)gcomp_settings_int(set, GCOMP_P_TIMEOUT_MS),
+      .chunk_bytes = (size_t)gcomp_settings_int(set, GCOMP_P_CHUNK_BYTES),
+      .provider = gcomp_settings_str(set, GCOMP_P_PROVIDER),
+      .intra_provider = gcomp_settings_str(set, GCOMP_P_INTRA_PROVIDER),
+      .node_id = gcomp_settings_str(set, GCOMP_P_NODE_ID)};
+}
+
+/* This rank's node: the caller's name for it, else the settings' GCOMP_NODE_ID, else the
+ * host's name (into host) */
+static const char *node_name(const char *node_id, const gcomp_fabric_opts *o, char *host,
+                             size_t n) {
+  if (node_id) return node_id;
+  if (o->node_id[0]) return o->node_id;
+  gethostname(host, n - 1);
+  return host;
+}
+
 gcomp_status gcomp_comm_init_env_config(const gcomp_config *config, gcomp_comm **out) {
   GCOMP_FAIL_IF(!out, GCOMP_ERR_INVALID, "gcomp_comm_init_env: out is NULL");
   *out = NULL;
   GCOMP_CHECK(gcomp_init());
   const gcomp_settings *set = gcomp_config_settings(config);
+  gcomp_fabric_opts opts;
+  gcomp_fabric_opts_from(set, &opts);
   gcomp_transport *t = NULL;
-  const gcomp_settings *old = gcomp_param_scope(set);   /* fabric/ reads its settings */
-  int st = gcomp_transport_create_env(&t);
-  gcomp_param_scope(old);
+  int st = gcomp_transport_create_env(&opts, &t);
   if (st == GCOMP_OK) st = gcomp_comm_create(t, 1, set, out);
   if (st < 0 && t) gcomp_transport_destroy(t);
   return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
@@ -53,19 +72,15 @@ gcomp_status gcomp_comm_init_oob(int rank, int size, const char *node_id,
                 "gcomp_comm_init_oob: rank %d of %d ranks (need 0 <= rank < size)", rank, size);
   GCOMP_CHECK(gcomp_init());
   const gcomp_settings *set = gcomp_config_settings(config);
-  const gcomp_settings *old = gcomp_param_scope(set);   /* fabric/ reads its settings */
+  gcomp_fabric_opts opts;
+  gcomp_fabric_opts_from(set, &opts);
   char host[256] = "";
-  if (!node_id && gcomp_param_str(GCOMP_P_NODE_ID)[0]) node_id = gcomp_param_str(GCOMP_P_NODE_ID);
-  if (!node_id) {
-    gethostname(host, sizeof host - 1);
-    node_id = host;
-  }
+  node_id = node_name(node_id, &opts, host, sizeof host);
   user_oob u = {allgather, ctx};
   gcomp_oob oob = {.rank = rank, .size = size, .allgather = user_allgather, .close = user_close,
                    .ctx = &u};
   gcomp_transport *t = NULL;
-  int st = gcomp_transport_create(&oob, node_id, &t);
-  gcomp_param_scope(old);
+  int st = gcomp_transport_create(&oob, node_id, &opts, &t);
   if (st == GCOMP_OK) st = gcomp_comm_create(t, 1, set, out);
   if (st < 0 && t) gcomp_transport_destroy(t);
   return st < 0 ? gcomp_error_trace(st, __FILE__, __LINE__) : GCOMP_OK;
@@ -128,9 +143,9 @@ gcomp_status gcomp_comm_init_local(int size, const int *node_of, const gcomp_con
   int st = t && ranks ? GCOMP_OK
                       : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__,
                                         "gcomp_comm_init_local: %d ranks", size);
-  const gcomp_settings *old = gcomp_param_scope(set);   /* the loopback's GCOMP_TIMEOUT_MS */
-  if (st == GCOMP_OK) st = gcomp_loopback_create(size, node_of, t);
-  gcomp_param_scope(old);
+  gcomp_fabric_opts opts;
+  gcomp_fabric_opts_from(set, &opts);
+  if (st == GCOMP_OK) st = gcomp_loopback_create(size, node_of, &opts, t);
   for (int r = 0; st == GCOMP_OK && r < size; r++) ranks[r] = (local_rank){.t = t[r], .set = set};
   if (st == GCOMP_OK) st = create_all(size, ranks);
   for (int r = 0; ranks && r < size; r++) {
@@ -157,15 +172,11 @@ gcomp_status gcomp_comm_init_p2p(int rank, int size, const char *node_id,
   gcomp_transport *t = NULL;
   if (st == GCOMP_OK) {
     const gcomp_settings *set = gcomp_config_settings(config);
-    const gcomp_settings *old = gcomp_param_scope(set);   /* fabric/ reads its settings */
+    gcomp_fabric_opts opts;
+    gcomp_fabric_opts_from(set, &opts);
     char host[256] = "";
-    if (!node_id && gcomp_param_str(GCOMP_P_NODE_ID)[0]) node_id = gcomp_param_str(GCOMP_P_NODE_ID);
-    if (!node_id) {
-      gethostname(host, sizeof host - 1);
-      node_id = host;
-    }
-    st = gcomp_p2p_transport_create(rank, size, node_id, ops, ctx, &t);
-    gcomp_param_scope(old);
+    node_id = node_name(node_id, &opts, host, sizeof host);
+    st = gcomp_p2p_transport_create(rank, size, node_id, ops, ctx, &opts, &t);
     if (st == GCOMP_OK) st = gcomp_comm_create(t, 1, set, out);
   }
   if (st < 0 && t) t->ops->destroy(t);   /* calls ops->close */

@@ -117,10 +117,9 @@ static int ofi_child(gcomp_comm *comm, members *m, const gcomp_settings *set,
                    .close = members_close, .ctx = ctx};
   char node[32];
   snprintf(node, sizeof node, "node-%d", comm->t->node);   /* the parent's node map */
-  const gcomp_settings *old = gcomp_param_scope(set);   /* fabric/ reads its settings */
-  int st = gcomp_transport_create(&oob, node, out);
-  gcomp_param_scope(old);
-  return st;
+  gcomp_fabric_opts opts;
+  gcomp_fabric_opts_from(set, &opts);
+  return gcomp_transport_create(&oob, node, &opts, out);
 }
 
 /* In-process ranks: the first member makes the members' loopback and hands each its
@@ -143,9 +142,9 @@ static int loopback_child(gcomp_comm *comm, members *m, const gcomp_settings *se
                          : gcomp_error_set(GCOMP_ERR_NOMEM, __FILE__, __LINE__,
                                            "gcomp_comm_split: %d in-process ranks", m->n);
   for (int i = 0; st == GCOMP_OK && i < m->n; i++) node_of[i] = pt->node_of[m->ranks[i]];
-  const gcomp_settings *old = gcomp_param_scope(set);   /* the loopback's GCOMP_TIMEOUT_MS */
-  if (st == GCOMP_OK) st = gcomp_loopback_create(m->n, node_of, ts);
-  gcomp_param_scope(old);
+  gcomp_fabric_opts opts;
+  gcomp_fabric_opts_from(set, &opts);
+  if (st == GCOMP_OK) st = gcomp_loopback_create(m->n, node_of, &opts, ts);
   char detail[1024] = "";
   if (st < 0) snprintf(detail, sizeof detail, "%s", gcomp_last_error());
   /* every member hears, success or not, so none waits for a transport that never comes */

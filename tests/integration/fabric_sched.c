@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "gcomp_common.h"
 #include "transport.h"
 
@@ -69,7 +70,10 @@ enum { NMULTI = 6 };
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   gcomp_transport *t = NULL;
-  int s = gcomp_transport_create_env(&t);
+  gcomp_fabric_opts opts;   /* the environment's settings, as a communicator's without a config */
+  int s = gcomp_init();
+  if (s == GCOMP_OK) gcomp_fabric_opts_from(gcomp_config_settings(NULL), &opts);
+  if (s == GCOMP_OK) s = gcomp_transport_create_env(&opts, &t);
   if (s < 0) {
     fprintf(stderr, "fabric_sched: transport: %s: %s\n", gcomp_strerror(s), gcomp_last_error());
     return 1;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "gcomp_common.h"
 #include "loopback.h"
 #include "loopback_model.h"
@@ -526,7 +527,9 @@ int gcomp_loopback_create_constrained(int size, const int *node_of,
   for (int i = 0; i < size; i++) out[i] = NULL;
   lbc_world *w = world_new(size, limits);
   GCOMP_FAIL_IF(!w, GCOMP_ERR_NOMEM, "constrained loopback world of %d ranks", size);
-  int status = gcomp_lb_ranks_create(size, node_of, &lbc_ops, w, out);
+  gcomp_fabric_opts opts;   /* the environment's, as the default loopback's in tests */
+  gcomp_fabric_opts_from(gcomp_config_settings(NULL), &opts);
+  int status = gcomp_lb_ranks_create(size, node_of, &lbc_ops, w, &opts, out);
   if (status < 0) world_free(w);
   return status;
 }

@@ -8,4 +8,10 @@
  * returns from then on. Not thread-safe: no other thread may be inside gcomp. */
 int gcomp_reinit_for_testing(void);
 
+/* gcomp_loopback_create with the environment's settings (as gcomp_init last read them), as
+ * a communicator made without a config would get it: for tests that build communicators
+ * over transports of their own. */
+struct gcomp_transport;
+int gcomp_loopback_for_testing(int size, const int *node_of, struct gcomp_transport **out);
+
 #endif /* GCOMP_TEST_HOOKS_H */

@@ -148,7 +148,7 @@ static void *rank_main(void *arg) {
 static const char *run_case(int n, const int *node_of, gcomp_dtype d, gcomp_op op, size_t count,
                             int in_place, void *out_copy) {
   gcomp_transport *t[MAXN];
-  assert_int_equal(gcomp_loopback_create(n, node_of, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(n, node_of, t), GCOMP_OK);
   rank_job jobs[MAXN];
   size_t es = dsize(d), bytes = count * es;
   for (int r = 0; r < n; r++) {
@@ -303,7 +303,7 @@ static void test_shm_hot_lines(void **state) {
   force_algo("shm");
   for (int n = 2; n <= 4; n++) {
     gcomp_transport *t[4];
-    assert_int_equal(gcomp_loopback_create(n, NULL, t), GCOMP_OK);
+    assert_int_equal(gcomp_loopback_for_testing(n, NULL, t), GCOMP_OK);
     hot_job j[4];
     for (int r = 0; r < n; r++) j[r] = (hot_job){.t = t[r], .rank = r, .n = n};
     run_ranks(n, hot_main, j, sizeof *j);
@@ -382,7 +382,7 @@ static void test_same_bits_on_every_rank(void **state) {
           if (op == GCOMP_AVG) continue;
           enum { COUNT = 40 };
           gcomp_transport *t[MAXN];
-          assert_int_equal(gcomp_loopback_create(n, node_of, t), GCOMP_OK);
+          assert_int_equal(gcomp_loopback_for_testing(n, node_of, t), GCOMP_OK);
           rank_job jobs[MAXN];
           size_t es = dsize(d);
           for (int r = 0; r < n; r++) {
@@ -447,7 +447,7 @@ static void test_bad_arguments(void **state) {
   setenv("GCOMP_ALGO", "bogus", 1);
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
   gcomp_transport *t[1];
-  assert_int_equal(gcomp_loopback_create(1, NULL, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(1, NULL, t), GCOMP_OK);
   gcomp_comm *comm = NULL;
   assert_int_equal(gcomp_comm_from_transport(t[0], 0, &comm), GCOMP_ERR_INVALID);
   assert_non_null(strstr(gcomp_last_error(), "GCOMP_ALGO='bogus' is not an algorithm (valid: auto, ring, rhd, rd, shm, hier, direct, sparse, hier-direct, hier-sparse, reduce_scatter:ring"));
@@ -465,7 +465,7 @@ static void test_bad_arguments(void **state) {
   gcomp_comm_destroy(comm);
   setenv("GCOMP_ALPHA_BETA", "1,2,3", 1);
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
-  assert_int_equal(gcomp_loopback_create(1, NULL, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(1, NULL, t), GCOMP_OK);
   assert_int_equal(gcomp_comm_from_transport(t[0], 0, &comm), GCOMP_ERR_INVALID);
   assert_non_null(strstr(gcomp_last_error(), "GCOMP_ALPHA_BETA='1,2,3'"));
   gcomp_transport_destroy(t[0]);
@@ -534,7 +534,7 @@ static void run_silent_pair(const char *algo, void *(*fn)(void *), silent_job jo
   setenv("GCOMP_TIMEOUT_MS", "300", 1);
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
   gcomp_transport *t[2];
-  assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(2, NULL, t), GCOMP_OK);
   jobs[0] = (silent_job){.t = t[0], .join = 1};
   jobs[1] = (silent_job){.t = t[1], .join = 0};
   run_ranks(2, fn, jobs, sizeof *jobs);
@@ -623,7 +623,7 @@ static void test_nonblocking(void **state) {
   force_algo(NULL);
   enum { N = 4 };
   gcomp_transport *t[N];
-  assert_int_equal(gcomp_loopback_create(N, NULL, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(N, NULL, t), GCOMP_OK);
   nb_job jobs[N];
   for (int r = 0; r < N; r++) {
     jobs[r] = (nb_job){.t = t[r], .r = r};
@@ -716,7 +716,7 @@ static void test_mismatched_counts(void **state) {
     for (size_t c = 0; c < sizeof pairs / sizeof *pairs; c++) {
       force_algo(algos[a]);
       gcomp_transport *t[2];
-      assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+      assert_int_equal(gcomp_loopback_for_testing(2, NULL, t), GCOMP_OK);
       mismatch_job j[2];
       for (int r = 0; r < 2; r++) j[r] = (mismatch_job){.t = t[r], .count = pairs[c][r]};
       run_ranks(2, mismatch_main, j, sizeof *j);
@@ -773,7 +773,7 @@ static void test_mismatched_codecs(void **state) {
   setenv("GCOMP_CODEC_MIN_BYTES", "0", 1);
   force_algo("direct");
   gcomp_transport *t[2];
-  assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(2, NULL, t), GCOMP_OK);
   codec_job j[2] = {{.t = t[0], .spec = "bf16"}, {.t = t[1], .spec = "fp16"}};
   run_ranks(2, codec_main, j, sizeof *j);
   for (int r = 0; r < 2; r++) gcomp_transport_destroy(t[r]);
@@ -793,7 +793,7 @@ static void test_mismatched_codecs(void **state) {
                              {"topk:ratio=0.01,seed=3+ef", "topk:ratio=0.01,seed=4+ef"}};
   for (int s = 0; s < 2; s++) {
     force_algo(s ? "sparse" : "direct");
-    assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+    assert_int_equal(gcomp_loopback_for_testing(2, NULL, t), GCOMP_OK);
     codec_job k[2] = {{.t = t[0], .spec = seeded[s][0]}, {.t = t[1], .spec = seeded[s][1]}};
     run_ranks(2, codec_main, k, sizeof *k);
     for (int r = 0; r < 2; r++) gcomp_transport_destroy(t[r]);
@@ -836,7 +836,7 @@ static void test_nonblocking_errors(void **state) {
 static void test_nan_propagates_and_is_counted(void **state) {
   force_algo(NULL);
   gcomp_transport *t[2];
-  assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(2, NULL, t), GCOMP_OK);
   nan_job j[2] = {{t[0], {1, NAN, 2}, 0, {0}}, {t[1], {1, 1, INFINITY}, 0, {0}}};
   run_ranks(2, nan_main, j, sizeof *j);
   for (int r = 0; r < 2; r++) {
@@ -994,7 +994,7 @@ static void test_stragglers(void **state) {
   atomic_store(&sk_arrived[0], 0);
   atomic_store(&sk_arrived[1], 0);
   gcomp_transport *t[4];
-  assert_int_equal(gcomp_loopback_create(4, NULL, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(4, NULL, t), GCOMP_OK);
   skew_job jobs[4];
   for (int r = 0; r < 4; r++) jobs[r] = (skew_job){.t = t[r], .r = r};
   run_ranks(4, skew_main, jobs, sizeof *jobs);

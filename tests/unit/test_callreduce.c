@@ -71,7 +71,7 @@ static void *rank_main(void *arg) {
 static float *run_op(int n, const int *node_of, const char *spec, gcomp_op op, size_t count,
                      int steps, char *algo, gcomp_comm_stats *stats) {
   gcomp_transport *t[MAXN];
-  assert_int_equal(gcomp_loopback_create(n, node_of, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(n, node_of, t), GCOMP_OK);
   job jobs[MAXN];
   pthread_t th[MAXN];
   for (int r = 0; r < n; r++) {

@@ -325,10 +325,30 @@ static int shm_allgather(void *ctx, const void *mine, size_t len, void *all) {
   return 0;
 }
 
+/* A config's providers reach the libfabric transport: a provider libfabric does not have is
+ * refused on every rank, by name; the next communicator gets the environment's. */
+static int oob_bad_provider(oob_ctx *o, const char *node) {
+  gcomp_config *c = NULL;
+  if (gcomp_config_create(&c) || gcomp_config_set(c, "GCOMP_TIMEOUT_MS", "20000") ||
+      gcomp_config_set(c, "GCOMP_PROVIDER", "nosuchprov") ||
+      gcomp_config_set(c, "GCOMP_INTRA_PROVIDER", "nosuchprov"))
+    return 15;
+  gcomp_comm *comm = NULL;
+  int st = gcomp_comm_init_oob(o->rank, o->size, node, shm_allgather, o, c, &comm);
+  gcomp_config_destroy(c);
+  if (st != GCOMP_ERR_UNSUPPORTED || comm || !strstr(gcomp_last_error(), "'nosuchprov'")) {
+    fprintf(stderr, "rank %d: %d: %s\n", o->rank, st, gcomp_last_error());
+    return 16;
+  }
+  return 0;
+}
+
 static int oob_rank(oob_area *area, int rank, int size, const char *node) {
+  oob_ctx o = {area, rank, size};
+  int bad = oob_bad_provider(&o, node);
+  if (bad) return bad;
   gcomp_config *c = NULL;
   if (gcomp_config_create(&c) || gcomp_config_set(c, "GCOMP_TIMEOUT_MS", "20000")) return 10;
-  oob_ctx o = {area, rank, size};
   gcomp_comm *comm = NULL;
   int st = gcomp_comm_init_oob(rank, size, node, shm_allgather, &o, c, &comm);
   gcomp_config_destroy(c);
@@ -341,7 +361,7 @@ static int oob_rank(oob_area *area, int rank, int size, const char *node) {
   double x[64];
   for (int i = 0; i < 64; i++) x[i] = rank + i;
   st = gcomp_allreduce(comm, x, x, 64, GCOMP_FLOAT64, GCOMP_SUM, NULL, 0);
-  int bad = st != GCOMP_OK;
+  bad = st != GCOMP_OK;
   for (int i = 0; i < 64; i++) bad |= x[i] != size * (size - 1) / 2.0 + size * i;
   if (gcomp_comm_destroy(comm) != GCOMP_OK) bad = 1;
   return bad ? 14 : 0;

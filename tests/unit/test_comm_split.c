@@ -40,6 +40,7 @@ struct job {
   char algo[32];        /* the algorithm of the child's last call */
   long wrong;           /* results that differ from the expected ones */
   int crank, csize, cnode, cnnodes;
+  int ctimeout;         /* the child's transport's timeout */
   const char *spec;     /* a codec for the calls, or NULL */
   float *last;          /* the last lossy result */
 };
@@ -117,6 +118,7 @@ static void exact_calls(job *j, gcomp_comm *c) {
 static void describe_child(job *j) {
   j->crank = gcomp_comm_rank(j->child), j->csize = gcomp_comm_size(j->child);
   j->cnode = gcomp_comm_node(j->child), j->cnnodes = gcomp_comm_nnodes(j->child);
+  j->ctimeout = j->child->t->timeout_ms;
 }
 
 /* ---- dup ------------------------------------------------------------------------------- */
@@ -129,9 +131,22 @@ static void dup_rank(job *j) {
   note(j, gcomp_comm_destroy(j->child));
 }
 
+/* The environment's GCOMP_TIMEOUT_MS, as gcomp_init read it */
+static int env_timeout(void) {
+  const char *v = NULL;
+  assert_int_equal(gcomp_config_get(NULL, "GCOMP_TIMEOUT_MS", &v, NULL), GCOMP_OK);
+  return atoi(v);
+}
+
+/* The dup of a communicator made with a config: the config's GCOMP_TIMEOUT_MS (not the
+ * environment's) reaches the transports of both, and a communicator made without a config
+ * afterwards has the environment's. */
 static void test_dup(void **state) {
   (void)state;
+  enum { CONFIG_TIMEOUT = 54321 };
+  assert_int_not_equal(env_timeout(), CONFIG_TIMEOUT);
   gcomp_config *c = config(NULL, 1);
+  assert_int_equal(gcomp_config_set(c, "GCOMP_TIMEOUT_MS", "54321"), GCOMP_OK);
   int node_of[4] = {0, 0, 1, 1};
   gcomp_comm *comms[4];
   assert_int_equal(gcomp_comm_init_local(4, node_of, c, comms), GCOMP_OK);
@@ -144,7 +159,15 @@ static void test_dup(void **state) {
     assert_int_equal(jobs[r].csize, 4);
     assert_int_equal(jobs[r].cnode, node_of[r]);
     assert_int_equal(jobs[r].cnnodes, 2);
+    assert_int_equal(comms[r]->t->timeout_ms, CONFIG_TIMEOUT);
+    assert_int_equal(jobs[r].ctimeout, CONFIG_TIMEOUT);
     assert_int_equal(gcomp_comm_destroy(comms[r]), GCOMP_OK);
+  }
+  gcomp_comm *e[2];
+  assert_int_equal(gcomp_comm_init_local(2, NULL, NULL, e), GCOMP_OK);
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(e[r]->t->timeout_ms, env_timeout());
+    assert_int_equal(gcomp_comm_destroy(e[r]), GCOMP_OK);
   }
 }
 

@@ -1,5 +1,4 @@
 /* common/: status codes, error detail, parameters, logging, CPU levels. */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -375,7 +374,7 @@ static void test_config_refuses(void **state) {
   assert_non_null(strstr(gcomp_last_error(), "'GCOMP_CODEK' is not a gcomp setting"));
   assert_int_equal(gcomp_config_get(c, "GCOMP_CODEK", &v, NULL), GCOMP_ERR_INVALID);
   static const char *const process[] = {"GCOMP_DEBUG", "DEBUG_SUBSYS", "GCOMP_DEBUG_FILE",
-                                        "GCOMP_ISA", "GCOMP_SHIM_STRICT"};
+                                        "GCOMP_ISA", "GCOMP_SHIM_STRICT", "GCOMP_FAULT"};
   for (size_t i = 0; i < sizeof process / sizeof *process; i++) {
     assert_int_equal(gcomp_config_set(c, process[i], "1"), GCOMP_ERR_INVALID);
     assert_non_null(strstr(gcomp_last_error(), "a setting of the whole process"));
@@ -416,29 +415,20 @@ static void test_config_get_after_bad_environment(void **state) {
   assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
 }
 
-static void *timeout_elsewhere(void *arg) {
-  *(int64_t *)arg = gcomp_param_int(GCOMP_P_TIMEOUT_MS);
-  return NULL;
-}
-
-/* A communicator's creation scopes its settings: gcomp_param_* answer from them on the
- * creating thread only, and only for per-communicator settings. */
-static void test_param_scope(void **state) {
+/* A config's table is its own and NULL's is the environment's, the one gcomp_param_* read
+ * whatever configs exist: reduce/ fills a transport's settings from one table
+ * (gcomp_fabric_opts_from; tests/unit/test_comm_split.c and test_comm_api.c check them
+ * arrive). */
+static void test_config_tables(void **state) {
+  setenv("GCOMP_TIMEOUT_MS", "4321", 1);
+  assert_int_equal(gcomp_reinit_for_testing(), GCOMP_OK);
   gcomp_config *c = NULL;
   assert_int_equal(gcomp_config_create(&c), GCOMP_OK);
   assert_int_equal(gcomp_config_set(c, "GCOMP_TIMEOUT_MS", "1234"), GCOMP_OK);
-  const gcomp_settings *old = gcomp_param_scope(gcomp_config_settings(c));
-  assert_null(old);
-  assert_int_equal(gcomp_param_int(GCOMP_P_TIMEOUT_MS), 1234);
-  assert_true(gcomp_param_is_set(GCOMP_P_TIMEOUT_MS));
-  assert_string_equal(gcomp_param_str(GCOMP_P_DEBUG), "warn");   /* process-wide */
-  int64_t there = 0;
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, timeout_elsewhere, &there), 0);
-  pthread_join(th, NULL);
-  assert_int_equal(there, 30000);
-  assert_ptr_equal(gcomp_param_scope(old), gcomp_config_settings(c));
-  assert_int_equal(gcomp_param_int(GCOMP_P_TIMEOUT_MS), 30000);
+  assert_int_equal(gcomp_settings_int(gcomp_config_settings(c), GCOMP_P_TIMEOUT_MS), 1234);
+  assert_int_equal(gcomp_settings_int(gcomp_config_settings(NULL), GCOMP_P_TIMEOUT_MS), 4321);
+  assert_true(gcomp_settings_is_set(gcomp_config_settings(NULL), GCOMP_P_TIMEOUT_MS));
+  assert_int_equal(gcomp_param_int(GCOMP_P_TIMEOUT_MS), 4321);
   gcomp_config_destroy(c);
 }
 
@@ -521,7 +511,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_config_starts_from_environment, setup, test_env_restore),
       cmocka_unit_test_setup_teardown(test_config_refuses, setup, test_env_restore),
       cmocka_unit_test_setup_teardown(test_config_get_after_bad_environment, setup, test_env_restore),
-      cmocka_unit_test_setup_teardown(test_param_scope, setup, test_env_restore),
+      cmocka_unit_test_setup_teardown(test_config_tables, setup, test_env_restore),
       cmocka_unit_test_setup_teardown(test_failure_logged_under_its_subsystem, setup, test_env_restore),
       cmocka_unit_test_setup_teardown(test_public_log, setup, test_env_restore),
   };

@@ -12,6 +12,7 @@
 
 #include "gcomp_common.h"
 #include "transport.h"
+#include "test_hooks.h"
 
 static uint8_t pat(int src, int dst, int idx, size_t i) {
   return (uint8_t)(i * 17u + (size_t)src * 3u + (size_t)dst * 5u + (size_t)idx * 11u);
@@ -43,7 +44,7 @@ static void test_all_pairs_one_thread(void **state) {
   enum { N = 4, S = 5 };
   static const size_t sizes[S] = {0, 1, 100, 4096, 1 << 20};
   gcomp_transport *t[N];
-  assert_int_equal(gcomp_loopback_create(N, NULL, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(N, NULL, t), GCOMP_OK);
   gcomp_treq *reqs[N * N * S * 2] = {0};
   int owner[N * N * S * 2];
   size_t lens[N * N * S * 2] = {0};
@@ -101,7 +102,7 @@ static void test_all_pairs_one_thread(void **state) {
 
 static void test_same_tag_order_and_tags_separate(void **state) {
   gcomp_transport *t[2];
-  assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(2, NULL, t), GCOMP_OK);
   int v[6] = {10, 11, 12, 13, 14, 15}, got[6] = {0};
   gcomp_treq *r[6], *s[6];
   /* a receive for another tag must not take these */
@@ -133,7 +134,7 @@ static void test_same_tag_order_and_tags_separate(void **state) {
 
 static void test_short_receive_and_truncation(void **state) {
   gcomp_transport *t[2];
-  assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(2, NULL, t), GCOMP_OK);
   char msg[10] = "123456789", buf[64];
   gcomp_treq *s, *r;
   size_t len = 0;
@@ -157,7 +158,7 @@ static void test_short_receive_and_truncation(void **state) {
 
 static void test_timeout_names_peer(void **state) {
   gcomp_transport *t[3];
-  assert_int_equal(gcomp_loopback_create(3, NULL, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(3, NULL, t), GCOMP_OK);
   t[0]->timeout_ms = 50;
   char b[4];
   gcomp_treq *r;
@@ -179,7 +180,7 @@ static void test_timeout_names_peer(void **state) {
 static void test_topology(void **state) {
   static const int node_of[5] = {0, 0, 1, 1, 1};
   gcomp_transport *t[5];
-  assert_int_equal(gcomp_loopback_create(5, node_of, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(5, node_of, t), GCOMP_OK);
   assert_int_equal(t[3]->nnodes, 2);
   assert_int_equal(t[3]->node, 1);
   assert_int_equal(t[3]->local_size, 3);
@@ -225,7 +226,7 @@ static void *ring_main(void *p) {
 static void test_threads_ring(void **state) {
   enum { N = 4 };
   gcomp_transport *t[N];
-  assert_int_equal(gcomp_loopback_create(N, NULL, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(N, NULL, t), GCOMP_OK);
   pthread_t th[N];
   ring_arg a[N];
   for (int i = 0; i < N; i++) {
