@@ -13,6 +13,7 @@
 
 #include "codec_impl.h"
 #include "comm_impl.h"
+#include "test_hooks.h"
 #include "transport.h"
 
 static gcomp_codec *make(const char *spec) {
@@ -216,7 +217,7 @@ static void test_second_stage(void **state) {
  * spec (a seed included), each with its own codec to compare with */
 static void test_plan_lookup(void **state) {
   gcomp_transport *t[1];
-  assert_int_equal(gcomp_loopback_create(1, NULL, t), GCOMP_OK);
+  assert_int_equal(gcomp_loopback_for_testing(1, NULL, t), GCOMP_OK);
   gcomp_comm *comm = NULL;
   assert_int_equal(gcomp_comm_from_transport(t[0], 1, &comm), GCOMP_OK);
   const char *specs[] = {"bf16+ef", "bf16+ef:dtype=fp32", "bf16", "topk:seed=1,ratio=0.1",
@@ -266,7 +267,7 @@ static void test_call_codec_agreement(void **state) {
                             {"quant+ef", "quant:bits=4,bucket=512+ef:dtype=fp32"}};
   for (int p = 0; p < 4; p++) {
     gcomp_transport *t[2];
-    assert_int_equal(gcomp_loopback_create(2, NULL, t), GCOMP_OK);
+    assert_int_equal(gcomp_loopback_for_testing(2, NULL, t), GCOMP_OK);
     rs_job j[2] = {{.t = t[0], .spec = pairs[p][0]}, {.t = t[1], .spec = pairs[p][1]}};
     pthread_t th[2];
     for (int r = 0; r < 2; r++) assert_int_equal(pthread_create(&th[r], NULL, rs_main, &j[r]), 0);
