@@ -1,8 +1,8 @@
 /* The descriptors of reduce_scatter's, allgather's and barrier's algorithms, built from the
- * blocks allreduce's algorithms are made of (ring.c, shm.c, direct.c): each runs over the
- * whole working vector, block r being rank r's (the gcomp_chunk partition over the ranks,
- * which is exactly size blocks of the caller's count), and is priced from the cost
- * primitives of cost.c. */
+ * blocks allreduce's algorithms are made of (ring.c, shm.c, direct.c) and rhd_coll.c's: each
+ * runs over the whole working vector, block r being rank r's (the gcomp_chunk partition over
+ * the ranks, which is exactly size blocks of the caller's count), and is priced from the
+ * cost primitives of cost.c. */
 #include "coll_hier.h"
 
 static gcomp_group world_group(const gcomp_coll *c) {
@@ -15,6 +15,21 @@ static double half_ring(const gcomp_plan_in *in, double wire, double gamma) {
   int n = in->n;
   if (n <= 1) return 0;
   return (n - 1) * l.alpha_s + (double)(n - 1) / n * (double)in->bytes * (wire * l.beta_spb + gamma);
+}
+
+/* halving (or doubling) over p = 2^k ranks: k steps carrying (p-1)/p of the vector; a group
+ * that is not a power of two folds (rhd_coll.c): one more step with the whole vector (reduced,
+ * for the reduce-scatter) and one with a block. The farthest pairs move the largest halves,
+ * every rank of a node at once, so across nodes the node's link is shared. */
+static double half_rhd(const gcomp_plan_in *in, double gamma) {
+  int n = in->n, k = 0, p = 1;
+  if (n <= 1) return 0;
+  while (p * 2 <= n) p *= 2, k++;
+  gcomp_link l = gcomp_cost_shared_link(in);
+  double m = (double)in->bytes;
+  double t = k * l.alpha_s + (double)(p - 1) / p * m * (l.beta_spb + gamma);
+  if (p != n) t += 2 * l.alpha_s + (m + m / n) * l.beta_spb + m * gamma;
+  return t;
 }
 
 /* the shared segment's rounds: half of its allreduce's (one copy in, or one out, per value) */
@@ -41,6 +56,12 @@ static int rs_ring_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   return gcomp_ring_reduce_scatter(c, &g, buf, count, 0);
 }
 static double rs_ring_cost(const gcomp_plan_in *in) { return half_ring(in, 1, in->gamma_spb); }
+
+static int rs_rhd_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+  gcomp_group g = world_group(c);
+  return gcomp_rhd_reduce_scatter(c, &g, buf, count, 0);
+}
+static double rs_rhd_cost(const gcomp_plan_in *in) { return half_rhd(in, in->gamma_spb); }
 
 static int rs_shm_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   return gcomp_shm_reduce_scatter(c, c->shm, buf, count);
@@ -73,6 +94,12 @@ static int ag_ring_run(gcomp_coll *c, uint8_t *buf, size_t count) {
 }
 static double ag_ring_cost(const gcomp_plan_in *in) { return half_ring(in, 1, 0); }
 
+static int ag_rhd_run(gcomp_coll *c, uint8_t *buf, size_t count) {
+  gcomp_group g = world_group(c);
+  return gcomp_rhd_allgather(c, &g, buf, count, 0);
+}
+static double ag_rhd_cost(const gcomp_plan_in *in) { return half_rhd(in, 0); }
+
 static int ag_shm_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   return gcomp_shm_allgather(c, c->shm, buf, count);
 }
@@ -99,6 +126,9 @@ static double barrier_cost(const gcomp_plan_in *in) {
 const gcomp_algo gcomp_algo_rs_ring = {
     "reduce_scatter:ring", "pipelined ring: n-1 steps, (n-1)/n of the vector per rank",
     rs_ring_run, rs_ring_cost, 0, GCOMP_COLL_REDUCE_SCATTER};
+const gcomp_algo gcomp_algo_rs_rhd = {
+    "reduce_scatter:rhd", "recursive halving: log2(n) steps, the ring's volume; for small blocks",
+    rs_rhd_run, rs_rhd_cost, 0, GCOMP_COLL_REDUCE_SCATTER};
 const gcomp_algo gcomp_algo_rs_shm = {
     "reduce_scatter:shm", "one node: through the shared segment, each rank sums its block",
     rs_shm_run, rs_shm_cost, 0, GCOMP_COLL_REDUCE_SCATTER};
@@ -108,6 +138,9 @@ const gcomp_algo gcomp_algo_rs_direct = {
 const gcomp_algo gcomp_algo_ag_ring = {
     "allgather:ring", "pipelined ring: n-1 steps, each block forwarded as it lands",
     ag_ring_run, ag_ring_cost, 0, GCOMP_COLL_ALLGATHER};
+const gcomp_algo gcomp_algo_ag_rhd = {
+    "allgather:rhd", "recursive doubling: log2(n) steps, the ring's volume; for small blocks",
+    ag_rhd_run, ag_rhd_cost, 0, GCOMP_COLL_ALLGATHER};
 const gcomp_algo gcomp_algo_ag_shm = {
     "allgather:shm", "one node: every rank's block through the shared segment",
     ag_shm_run, ag_shm_cost, 0, GCOMP_COLL_ALLGATHER};

@@ -20,6 +20,12 @@ int gcomp_rhd_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_
                         unsigned phase);
 int gcomp_rd_allreduce(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
                        unsigned phase);
+/* reduce_scatter by recursive halving and allgather by recursive doubling (reduce/rhd_coll.c):
+ * block i of buf (the gcomp_chunk partition over the group) is rank i's, any group size. */
+int gcomp_rhd_reduce_scatter(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
+                             unsigned phase);
+int gcomp_rhd_allgather(gcomp_coll *c, const gcomp_group *g, uint8_t *buf, size_t count,
+                        unsigned phase);
 
 /* Compressed building blocks over a group (reduce/direct.c, reduce/sparse.c): buf holds
  * fp32 values; key_salt separates the error-feedback slots of sub-collectives. */

@@ -105,8 +105,10 @@ static double shm_cost(const gcomp_plan_in *in) { return gcomp_cost_shm(in); }
 
 extern const gcomp_algo gcomp_algo_hier, gcomp_algo_hier_direct, gcomp_algo_hier_sparse;
 /* the other collectives' (coll_algos.c, bcast_*.c, alltoall.c) */
-extern const gcomp_algo gcomp_algo_rs_ring, gcomp_algo_rs_shm, gcomp_algo_rs_direct;
-extern const gcomp_algo gcomp_algo_ag_ring, gcomp_algo_ag_shm, gcomp_algo_ag_direct;
+extern const gcomp_algo gcomp_algo_rs_ring, gcomp_algo_rs_rhd, gcomp_algo_rs_shm,
+    gcomp_algo_rs_direct;
+extern const gcomp_algo gcomp_algo_ag_ring, gcomp_algo_ag_rhd, gcomp_algo_ag_shm,
+    gcomp_algo_ag_direct;
 /* hier_rs.c, hier_ag.c */
 extern const gcomp_algo gcomp_algo_rs_hier, gcomp_algo_rs_hier_direct;
 extern const gcomp_algo gcomp_algo_ag_hier, gcomp_algo_ag_hier_direct;
@@ -137,9 +139,11 @@ static const gcomp_algo *const algos[] = {&algo_ring,        &algo_rhd,
                                           &gcomp_algo_hier,
                                           &algo_direct,      &algo_sparse,
                                           &gcomp_algo_hier_direct, &gcomp_algo_hier_sparse,
-                                          &gcomp_algo_rs_ring,     &gcomp_algo_rs_shm,
+                                          &gcomp_algo_rs_ring,     &gcomp_algo_rs_rhd,
+                                          &gcomp_algo_rs_shm,
                                           &gcomp_algo_rs_direct,   &gcomp_algo_rs_hier,
                                           &gcomp_algo_rs_hier_direct, &gcomp_algo_ag_ring,
+                                          &gcomp_algo_ag_rhd,
                                           &gcomp_algo_ag_shm,      &gcomp_algo_ag_direct,
                                           &gcomp_algo_ag_hier,     &gcomp_algo_ag_hier_direct,
                                           &gcomp_algo_bcast_tree,  &gcomp_algo_bcast_scatter,

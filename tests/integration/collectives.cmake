@@ -16,6 +16,9 @@ endfunction()
 gcomp_cc_test(integration.collectives.one-rank 1 1 auto dense)
 gcomp_cc_test(integration.collectives.shm.3-ring 3 1 reduce_scatter=ring,allgather=ring,broadcast=tree,alltoall=pairwise dense
   reduce_scatter:ring allgather:ring alltoall:pairwise)
+# halving/doubling, 5 ranks: one pair folded, then halving over 4
+gcomp_cc_test(integration.collectives.shm.5-rhd 5 1 reduce_scatter=rhd,allgather=rhd dense
+  reduce_scatter:rhd allgather:rhd)
 gcomp_cc_test(integration.collectives.shm.4-segment 4 1 reduce_scatter=shm,allgather=shm,broadcast=shm,alltoall=shm dense
   reduce_scatter:shm allgather:shm alltoall:shm)
 gcomp_cc_test(integration.collectives.shm.6 6 1 auto dense)

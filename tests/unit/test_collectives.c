@@ -260,13 +260,18 @@ static const char *const forced[] = {
     "reduce_scatter=ring,allgather=ring,broadcast=tree",
     "reduce_scatter=shm,allgather=shm,broadcast=scatter",
     "allgather=shm,broadcast=shm",
+    "reduce_scatter=rhd,allgather=rhd",
 };
 
 static void test_forced(void **state) {
   (void)state;
-  static const char *const ag[] = {"allgather:ring", "allgather:shm", "allgather:shm"};
+  static const char *const ag[] = {"allgather:ring", "allgather:shm", "allgather:shm",
+                                   "allgather:rhd"};
   for (int a = 0; a < 3; a++)
     for (int n = 2; n <= 5; n += 3) sweep_algo(n, NULL, forced[a], 1, ag[a]);
+  /* halving/doubling: powers of two, and groups that fold one pair (3, 5) or two (6) */
+  static const int rhd_n[] = {2, 3, 4, 5, 6, 8};
+  for (int i = 0; i < 6; i++) sweep_algo(rhd_n[i], NULL, forced[3], 1, ag[3]);
 }
 
 static void test_two_nodes(void **state) {
