@@ -157,6 +157,34 @@ static void test_latency_terms(void **state) {
   assert_true(r.latency_s < 0.05 * r.time_s);
 }
 
+/* reduce_scatter and allgather by halving/doubling: log2(n) latencies where the ring pays
+ * n-1 for the same bytes, so the planner takes them over 8 ranks without a shared segment;
+ * 3 ranks fold a pair, one step more each way than the ring's 2, and 6 fold two pairs, 4
+ * steps against the ring's 5 */
+static void test_rhd_collectives(void **state) {
+  (void)state;
+  const int kinds[] = {GCOMP_COLL_REDUCE_SCATTER, GCOMP_COLL_ALLGATHER};
+  const char *rhd[] = {"reduce_scatter:rhd", "allgather:rhd"};
+  for (int k = 0; k < 2; k++) {
+    gcomp_plan_in in = {.kind = kinds[k], .bytes = 64, .n = 8, .nnodes = 1, .local = 8};
+    in.intra = in.inter = (gcomp_link){2e-6, 1e-10};
+    in.gamma_spb = 1.0 / 8e9;
+    const gcomp_algo *a = gcomp_plan_pick(&in, NULL);
+    assert_string_equal(a->name, rhd[k]);
+    /* log2(8) = 3 latencies and 7/8 of the vector; the ring's 7 latencies */
+    double want = 3 * 2e-6 + 7.0 / 8 * 64 * (1e-10 + (k ? 0 : in.gamma_spb));
+    assert_true(fabs(a->cost(&in) - want) < 1e-12);
+    assert_true(gcomp_algo_find(rhd[k])->cost(&in) < 7 * 2e-6);
+    in.n = in.local = 3;
+    assert_string_not_equal(gcomp_plan_pick(&in, NULL)->name, rhd[k]);
+    in.n = in.local = 6;
+    assert_string_equal(gcomp_plan_pick(&in, NULL)->name, rhd[k]);
+    /* forcing names it whatever it costs */
+    in.bytes = 1u << 28;
+    assert_string_equal(gcomp_plan_pick(&in, gcomp_algo_find(rhd[k]))->name, rhd[k]);
+  }
+}
+
 static void test_refusals(void **state) {
   (void)state;
   gcomp_plan_query q = query(1 << 20, 1, 4);
@@ -233,6 +261,7 @@ int main(void) {
       cmocka_unit_test(test_remembered_picks),
       cmocka_unit_test(test_no_ring_past_its_limit),
       cmocka_unit_test(test_latency_terms),
+      cmocka_unit_test(test_rhd_collectives),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_oversubscribed),
       cmocka_unit_test(test_first_layout),
