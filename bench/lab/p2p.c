@@ -179,14 +179,19 @@ static int p2p_worker(size_t size, int iters) {
 /* Driver: never initialises libfabric itself, so it may start processes at will. */
 static int run_gcomp_pair(const char *self, const char *prov_arg, size_t size, int iters,
                           double *us) {
-  char dir[4096];
+  char dir[4096], run[4200];
   if (strlen(self) >= sizeof dir) return -1;
   snprintf(dir, sizeof dir, "%s", self);
   char *slash = strrchr(dir, '/');
   if (slash) *slash = '\0';
-  char cmd[8400];
-  snprintf(cmd, sizeof cmd, "'%s/gcomp-run' -n 2 -- '%s' p2p --worker --provider '%s' "
-           "--min %zu --iters %d", dir, self, prov_arg, size, iters);
+  /* gcomp-run of the same build tree (gcomp-lab is built in bench/, gcomp-run in tools/),
+   * else one beside it, else the PATH's */
+  snprintf(run, sizeof run, "%s/../tools/gcomp-run", dir);
+  if (access(run, X_OK) != 0) snprintf(run, sizeof run, "%s/gcomp-run", dir);
+  if (access(run, X_OK) != 0) snprintf(run, sizeof run, "gcomp-run");
+  char cmd[8600];
+  snprintf(cmd, sizeof cmd, "'%s' -n 2 -- '%s' p2p --worker --provider '%s' "
+           "--min %zu --iters %d", run, self, prov_arg, size, iters);
   FILE *f = popen(cmd, "r");
   if (!f) return -1;
   char line[512];
