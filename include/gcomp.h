@@ -111,7 +111,8 @@ GCOMP_API gcomp_status gcomp_param_describe(int i, gcomp_param_info *out);
  * too, as a communicator would check them; the environment's values of those, and
  * GCOMP_GUARD, are checked when a communicator is created from the config). Process-wide
  * settings (GCOMP_DEBUG, GCOMP_DEBUG_SUBSYS, GCOMP_DEBUG_FILE, GCOMP_ISA, GCOMP_SHIM_STRICT,
- * GCOMP_SHIM_ROUTE, GCOMP_FAULT) and the launcher's (GCOMP_RANK,
+ * GCOMP_SHIM_ROUTE, GCOMP_LIBRARY, GCOMP_FAULT), the training program's (GCOMP_METRICS,
+ * GCOMP_SEED) and the launcher's (GCOMP_RANK,
  * GCOMP_SIZE, GCOMP_LOCAL_RANK, GCOMP_ROOT, GCOMP_JOB_TOKEN) are refused by
  * gcomp_config_set with GCOMP_ERR_INVALID naming them. A communicator copies what it needs
  * at creation: the config may be destroyed right after. Wherever a function takes a config,
