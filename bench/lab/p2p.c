@@ -17,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "lab.h"
 #include "gcomp_common.h"
 #include "transport.h"
@@ -140,10 +139,7 @@ static void print_rows(const char *prov, const p2p_row *rows, int n, int json) {
  * "P2P <bytes> <iters> <us>". */
 static int p2p_worker(size_t size, int iters) {
   gcomp_transport *t = NULL;
-  gcomp_fabric_opts opts;   /* the environment's settings, as a communicator's without a config */
-  int s = gcomp_init();
-  if (s == GCOMP_OK) gcomp_fabric_opts_from(gcomp_config_settings(NULL), &opts);
-  if (s == GCOMP_OK) s = gcomp_transport_create_env(&opts, &t);
+  int s = gcomp_transport_env_for_testing(&t);
   if (s < 0) {
     fprintf(stderr, "gcomp-lab p2p: %s: %s\n", gcomp_strerror(s), gcomp_last_error());
     return 1;

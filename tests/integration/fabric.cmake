@@ -1,7 +1,7 @@
 # Multi-process fabric tests (label integration): real processes over real libfabric
 # providers, launched by gcomp-run (and mpirun for Open MPI's variables). Never a mock.
 add_executable(fabric_p2p ${CMAKE_CURRENT_LIST_DIR}/fabric_p2p.c)
-target_link_libraries(fabric_p2p PRIVATE gcomp_internal)
+target_link_libraries(fabric_p2p PRIVATE gcomp_testing)
 
 set(GCOMP_FABRIC_RUN $<TARGET_FILE:gcomp-run>)
 set(GCOMP_FABRIC_P2P $<TARGET_FILE:fabric_p2p>)
@@ -48,7 +48,7 @@ set_tests_properties(integration.fabric.eager.user PROPERTIES ENVIRONMENT
 # scheduled messages (receiver-ready grants): shorter, longer, one tag in order, cancelled;
 # 64 KiB chunks so that a message spans several chunks and grant windows
 add_executable(fabric_sched ${CMAKE_CURRENT_LIST_DIR}/fabric_sched.c)
-target_link_libraries(fabric_sched PRIVATE gcomp_internal)
+target_link_libraries(fabric_sched PRIVATE gcomp_testing)
 foreach(where "shm;-n;2" "tcp;-n;2;--nodes;2;--netns;off")
   list(GET where 0 prov)
   list(REMOVE_AT where 0)

@@ -32,9 +32,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "gcomp_common.h"
 #include "transport.h"
+#include "test_hooks.h"
 
 static int me = -1;
 
@@ -527,10 +527,7 @@ int main(int argc, char **argv) {
   }
   gcomp_transport *t = NULL;
   uint64_t t0 = gcomp_now_ns();
-  gcomp_fabric_opts opts;   /* the environment's settings, as a communicator's without a config */
-  int s = gcomp_init();
-  if (s == GCOMP_OK) gcomp_fabric_opts_from(gcomp_config_settings(NULL), &opts);
-  if (s == GCOMP_OK) s = gcomp_transport_create_env(&opts, &t);
+  int s = gcomp_transport_env_for_testing(&t);
   if (s < 0) {
     fprintf(stderr, "fabric_p2p: transport: %s: %s\n", gcomp_strerror(s), gcomp_last_error());
     printf("fabric_p2p: bootstrap failed after %.0f ms\n", (double)(gcomp_now_ns() - t0) / 1e6);

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
 #include "gcomp_common.h"
 #include "transport.h"
+#include "test_hooks.h"
 
 static int me = -1;
 
@@ -70,10 +70,7 @@ enum { NMULTI = 6 };
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   gcomp_transport *t = NULL;
-  gcomp_fabric_opts opts;   /* the environment's settings, as a communicator's without a config */
-  int s = gcomp_init();
-  if (s == GCOMP_OK) gcomp_fabric_opts_from(gcomp_config_settings(NULL), &opts);
-  if (s == GCOMP_OK) s = gcomp_transport_create_env(&opts, &t);
+  int s = gcomp_transport_env_for_testing(&t);
   if (s < 0) {
     fprintf(stderr, "fabric_sched: transport: %s: %s\n", gcomp_strerror(s), gcomp_last_error());
     return 1;

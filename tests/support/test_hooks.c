@@ -17,3 +17,11 @@ int gcomp_loopback_for_testing(int size, const int *node_of, gcomp_transport **o
   gcomp_fabric_opts_from(gcomp_config_settings(NULL), &opts);
   return gcomp_loopback_create(size, node_of, &opts, out);
 }
+
+int gcomp_transport_env_for_testing(gcomp_transport **out) {
+  int st = gcomp_init();
+  if (st < 0) return st;
+  gcomp_fabric_opts opts;
+  gcomp_fabric_opts_from(gcomp_config_settings(NULL), &opts);
+  return gcomp_transport_create_env(&opts, out);
+}

@@ -13,5 +13,8 @@ int gcomp_reinit_for_testing(void);
  * over transports of their own. */
 struct gcomp_transport;
 int gcomp_loopback_for_testing(int size, const int *node_of, struct gcomp_transport **out);
+/* gcomp_init, then gcomp_transport_create_env with the environment's settings: the ranks a
+ * launcher started (gcomp-run), for test programs and gcomp-lab that time the transport */
+int gcomp_transport_env_for_testing(struct gcomp_transport **out);
 
 #endif /* GCOMP_TEST_HOOKS_H */
