@@ -39,8 +39,8 @@ static int shm_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   GCOMP_FAIL_IF(root < 0, GCOMP_ERR_INVALID, "broadcast:shm: root %d is not on this node",
                 c->root);
   const int me_root = t->local_rank == root;
-  /* a part is stored after a 64-byte header of lengths, rounded up to 64 bytes */
-  const size_t slot = gcomp_shm_slot_bytes(c->shm), step = (slot - 64) / 64 * 64;
+  /* a piece of a whole slot is one part: its header has room of its own (shm_seg.h) */
+  const size_t step = gcomp_shm_slot_bytes(c->shm);
   const size_t bytes = count * c->esize;
   for (size_t at = 0; at < bytes; at += step) {
     piece pc = {buf + at, bytes - at < step ? bytes - at : step, root};

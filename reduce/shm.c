@@ -48,7 +48,7 @@ _Static_assert(sizeof(gcomp_shm_hot) == 64, "a hot line is one cache line");
 _Static_assert(sizeof(gcomp_shm_ctl) == 256, "a rank's control block is 256 bytes");
 
 static uint8_t *slot_at(const gcomp_shm *s, uint64_t round, int rank) {
-  return s->data + ((size_t)(round & 1) * (size_t)s->L + (size_t)rank) * s->slot;
+  return s->data + ((size_t)(round & 1) * (size_t)s->L + (size_t)rank) * s->stride;
 }
 
 /* Rank i's hot line for the round that publishes v (2r + 1 or 2r + 2) */
@@ -443,8 +443,9 @@ int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
 }
 
 /* ---- byte strings ----------------------------------------------------------------------- */
-/* A rank's parts in its slot: a word saying whether they are there (1) or did not fit (0),
- * their lengths (8 bytes each), then each part from a 64-byte boundary on. */
+/* A rank's parts in its slot and the GCOMP_SHM_HEAD bytes after it (s->stride in all): a
+ * word saying whether they are there (1) or did not fit (0), their lengths (8 bytes each),
+ * then each part from a 64-byte boundary on. One part of a whole slot fits. */
 static size_t parts_head(int nparts) { return round_up(((size_t)nparts + 1) * 8, 64); }
 
 static size_t parts_bytes(const gcomp_bytes *part, int nparts) {
@@ -459,7 +460,7 @@ int gcomp_shm_allgather_parts(gcomp_coll *c, gcomp_shm *s, const gcomp_bytes *pa
   GCOMP_CHECK(check_usable(s));
   uint64_t r = s->round++;
   uint8_t *mine = slot_at(s, r, s->me);
-  uint64_t in = parts_bytes(part, nparts) <= s->slot;
+  uint64_t in = parts_bytes(part, nparts) <= s->stride;
   memcpy(mine, &in, 8);
   for (size_t k = 0, at = parts_head(nparts); in && k < (size_t)nparts; k++) {
     uint64_t len = part[k].len;
@@ -481,7 +482,7 @@ int gcomp_shm_allgather_parts(gcomp_coll *c, gcomp_shm *s, const gcomp_bytes *pa
   if (!in) return GCOMP_OK;   /* every rank saw the same words */
   for (int j = 0; j < s->L; j++)
     if (j != s->me)
-      GCOMP_CHECK(gcomp_shm_parts_read(slot_at(s, r, j), s->slot, j, nparts, fn, arg));
+      GCOMP_CHECK(gcomp_shm_parts_read(slot_at(s, r, j), s->stride, j, nparts, fn, arg));
   *all_in = 1;
   return GCOMP_OK;
 }

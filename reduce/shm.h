@@ -29,7 +29,8 @@ typedef int (*gcomp_shm_sum_fn)(void *arg, size_t at, size_t n, const float *con
 int gcomp_shm_reduce_scatter_parts(gcomp_coll *c, gcomp_shm *s, const uint8_t *in, size_t count,
                                    gcomp_shm_sum_fn fn, void *arg);
 /* An allgather of byte strings in one round: every local rank puts nparts parts (a
- * pipeline slice's codec frames) into its slot, and fn(arg, j, k, p, len) is called for
+ * pipeline slice's codec frames) into its slot (with room for their lengths beside it: a
+ * single part of gcomp_shm_slot_bytes fits), and fn(arg, j, k, p, len) is called for
  * part k of every other local rank j, in rank order, while its slot is held; then
  * *all_in = 1. When some rank's parts did not fit its slot, fn is called for none and
  * *all_in = 0 on every rank alike. count (the elements the parts stand for) is compared

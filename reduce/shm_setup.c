@@ -97,8 +97,9 @@ int gcomp_shm_create(gcomp_transport *t, size_t slot_bytes, gcomp_shm **out) {
    * shard through a slot (piece_elems); a smaller slot once made them overrun into the
    * next ranks' slots */
   s->slot = round_up(slot_bytes > 8 * (size_t)s->L ? slot_bytes : 8 * (size_t)s->L, 64);
+  s->stride = s->slot + GCOMP_SHM_HEAD;
   s->timeout_ms = t->timeout_ms;
-  s->map_bytes = round_up((size_t)s->L * sizeof(gcomp_shm_ctl), 4096) + 2 * (size_t)s->L * s->slot;
+  s->map_bytes = round_up((size_t)s->L * sizeof(gcomp_shm_ctl), 4096) + 2 * (size_t)s->L * s->stride;
   const uint32_t seq = GCOMP_SEQ_SHM_SEGMENT;
   int root = t->local_ranks[0];
   char name[NAME_BYTES] = {0};

@@ -288,6 +288,34 @@ static void test_two_nodes(void **state) {
   sweep_algo(6, four_two, "reduce_scatter=hier,allgather=hier", 1, "allgather:hier");
 }
 
+/* ---- the segment broadcast at its slot's edges ------------------------------------------- */
+/* A piece of exactly one slot is one round (its part's header has room beside the slot,
+ * shm_seg.h): the counts around one and two 4 KiB slots, in every element size. */
+static void *slot_edges_main(void *arg) {
+  job *j = arg;
+  int n = gcomp_comm_size(j->comm), salt = 0;
+  static const gcomp_dtype ds[] = {GCOMP_FLOAT32, GCOMP_FLOAT64, GCOMP_BFLOAT16};
+  for (int d = 0; d < 3; d++) {
+    size_t per = 4096 / dsize(ds[d]);
+    const size_t counts[] = {per - 1, per, per + 1, 2 * per - 1, 2 * per, 2 * per + 1};
+    for (int k = 0; k < 6; k++) check_bcast(j, ds[d], counts[k], (d + k) % n, salt++);
+  }
+  return NULL;
+}
+
+static void test_bcast_slot_edges(void **state) {
+  (void)state;
+  enum { N = 3 };
+  gcomp_comm *comms[MAXR];
+  make(N, NULL, "broadcast=shm", comms);
+  job jobs[MAXR];
+  memset(jobs, 0, sizeof jobs);
+  for (int r = 0; r < N; r++) jobs[r].comm = comms[r];
+  run_jobs(N, jobs, slot_edges_main);
+  all_ok(N, jobs, "broadcast:shm at the slot's edges");
+  for (int r = 0; r < N; r++) assert_int_equal(gcomp_comm_destroy(comms[r]), GCOMP_OK);
+}
+
 /* ---- splits ----------------------------------------------------------------------------- */
 static void *split_main(void *arg) {
   job *j = arg;
@@ -531,7 +559,8 @@ static void test_algo_setting(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_algo_setting), cmocka_unit_test(test_one_node),
-      cmocka_unit_test(test_forced),       cmocka_unit_test(test_two_nodes),
+      cmocka_unit_test(test_forced),       cmocka_unit_test(test_bcast_slot_edges),
+      cmocka_unit_test(test_two_nodes),
       cmocka_unit_test(test_splits),       cmocka_unit_test(test_nonblocking),
       cmocka_unit_test(test_disagree),     cmocka_unit_test(test_codecs),
   };
