@@ -30,7 +30,9 @@ static int take(void *arg, int j, int k, const uint8_t *p, size_t len) {
 
 static int shm_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   const gcomp_transport *t = c->t;
-  if (t->size == 1 || count == 0) return GCOMP_OK;
+  c->shape_who = -1;
+  /* a shaped call's first round is its agreement: it runs at count 0 too */
+  if (t->size == 1 || (count == 0 && !c->shaped)) return GCOMP_OK;
   GCOMP_FAIL_IF(!c->shm || t->nnodes != 1, GCOMP_ERR_INVALID,
                 "broadcast:shm: needs one node with a shared segment (%d nodes)", t->nnodes);
   int root = -1;
@@ -39,14 +41,20 @@ static int shm_run(gcomp_coll *c, uint8_t *buf, size_t count) {
   GCOMP_FAIL_IF(root < 0, GCOMP_ERR_INVALID, "broadcast:shm: root %d is not on this node",
                 c->root);
   const int me_root = t->local_rank == root;
+  static uint8_t none[1];
+  if (!buf) buf = none;   /* a shaped call of no elements (its buffer may be NULL) */
   /* a piece of a whole slot is one part: its header has room of its own (shm_seg.h) */
   const size_t step = gcomp_shm_slot_bytes(c->shm);
   const size_t bytes = count * c->esize;
-  for (size_t at = 0; at < bytes; at += step) {
+  for (size_t at = 0; at < bytes || (at == 0 && c->shaped); at += step) {
     piece pc = {buf + at, bytes - at < step ? bytes - at : step, root};
     gcomp_bytes part = {pc.dst, me_root ? pc.len : 0};   /* never NULL: memcpy's source */
     int all_in = 0;
-    GCOMP_CHECK(gcomp_shm_allgather_parts(c, c->shm, &part, 1, count, take, &pc, &all_in));
+    if (c->shaped)   /* the ranks' shapes were not compared before: every round compares */
+      GCOMP_CHECK(gcomp_shm_shaped_parts(c, c->shm, &part, 1, c->shape, take, &pc, &all_in,
+                                         &c->shape_who, &c->shape_theirs));
+    else
+      GCOMP_CHECK(gcomp_shm_allgather_parts(c, c->shm, &part, 1, count, take, &pc, &all_in));
     /* a piece always fits the root's slot: not in it means another rank's part did not */
     GCOMP_FAIL_IF(!all_in, GCOMP_ERR_INVALID,
                   "broadcast:shm: a rank's part did not fit its slot: do all ranks pass the "

@@ -132,7 +132,9 @@ static int plan(gcomp_comm *comm, gcomp_call *call) {
     in->codec_spb = call->ci->spb;
     in->sparse = call->ci->sparse;
   }
-  const gcomp_algo *forced = comm->agreed.forced_coll[call->kind];
+  /* a shaped call's algorithm is the one that compares its shape (call_coll.c) */
+  const gcomp_algo *forced =
+      call->shaped ? gcomp_call_self_agreeing(comm, call) : comm->agreed.forced_coll[call->kind];
   call->algo = gcomp_plan_pick(in, forced);
   if (call->ci && !call->algo->compressed)
     GCOMP_INFO(GCOMP_SUB_TUNING, "%zu B: not compressing with %s: %s is predicted faster",
@@ -154,6 +156,17 @@ static int plan(gcomp_comm *comm, gcomp_call *call) {
 }
 
 /* ---- run ------------------------------------------------------------------------------ */
+/* An algorithm's failure: the peers hear of a death or silence found here, then who else
+ * failed (abort.h), and the communicator is broken. Not for a shaped call whose shape
+ * differed from another rank's: every rank failed that round alike, nothing is broken. */
+static int ran(gcomp_comm *comm, gcomp_call *call, const gcomp_coll *c, int st) {
+  if (st < 0 && c->shaped && c->shape_who >= 0)
+    return gcomp_call_shape_refused(comm, call, c->shape_who, c->shape_theirs);
+  if (st < 0) st = gcomp_abort_failed(comm->abort, c->seq, st);
+  if (st < 0) st = gcomp_abort_blame(comm->t, c->seq, st);
+  return st < 0 ? gcomp_comm_mark_broken(comm, st) : GCOMP_OK;
+}
+
 static int run(gcomp_comm *comm, gcomp_call *call) {
   const gcomp_algo *algo = call->algo;
   gcomp_coll c = coll_of(comm, comm->seq, call->wt, call->op, &call->plan, &call->acc,
@@ -163,13 +176,28 @@ static int run(gcomp_comm *comm, gcomp_call *call) {
   if (call->intra) c.intra = call->intra, c.intra2 = call->intra_ci->second;
   c.src = call->src;
   c.root = call->root;
+  c.shaped = call->shaped, c.shape = call->shape;
   int st = algo->run(&c, call->work, call->total);
   call->nonfinite_known = st == GCOMP_OK && c.nonfinite_counted;
   call->nonfinite_share = c.nonfinite_share;
-  /* the peers hear of a death or silence found here, then who else failed (abort.h) */
-  if (st < 0) st = gcomp_abort_failed(comm->abort, c.seq, st);
-  if (st < 0) st = gcomp_abort_blame(comm->t, c.seq, st);
-  return st < 0 ? gcomp_comm_mark_broken(comm, st) : GCOMP_OK;
+  return ran(comm, call, &c, st);
+}
+
+/* A shaped call whose own arguments this rank refused still takes its part in the round
+ * that compares the shapes, with nothing to send (root 0, any valid one): the others learn
+ * of the refusal there. This rank's own message stands. */
+static int refused_round(gcomp_comm *comm, gcomp_call *call, int local) {
+  char why[1024];
+  snprintf(why, sizeof why, "%s", gcomp_last_error());
+  const gcomp_algo *algo = gcomp_call_self_agreeing(comm, call);
+  call->plan = comm->model;
+  gcomp_coll c = coll_of(comm, comm->seq, GCOMP_INT32, GCOMP_SUM, &call->plan, &call->acc,
+                         comm->agreed.seg_bytes);
+  c.shaped = 1, c.shape = call->shape;
+  static uint8_t none[1];
+  int st = algo->run(&c, none, 0);
+  if (st < 0 && c.shape_who < 0) return ran(comm, call, &c, st);   /* the round itself failed */
+  return gcomp_error_restore(local, why);
 }
 
 /* ---- stages --------------------------------------------------------------------------- */
@@ -271,8 +299,13 @@ static int call_body(gcomp_comm *comm, gcomp_call *call) {
    * waiting out another timeout per call (empty calls too: "every later call") */
   GCOMP_FAIL_IF(comm->broken, GCOMP_ERR_PEER,
                 "communicator unusable since an earlier allreduce failed: %s", comm->broken_why);
-  if (call->kind != GCOMP_COLL_ALLREDUCE) GCOMP_CHECK(gcomp_call_agree(comm, call));
-  if (call->count == 0) return GCOMP_OK;
+  if (gcomp_call_self_agreeing(comm, call)) {   /* the shape is compared in the call's round */
+    int local = gcomp_call_shape_own(comm, call);
+    if (local < 0) return refused_round(comm, call, local);
+  } else if (call->kind != GCOMP_COLL_ALLREDUCE) {
+    GCOMP_CHECK(gcomp_call_agree(comm, call));
+  }
+  if (call->count == 0 && !call->shaped) return GCOMP_OK;
   GCOMP_CHECK(widen(comm, call));
   if (call->kind == GCOMP_COLL_ALLREDUCE) gcomp_guard_route(comm, call);
   GCOMP_CHECK(plan(comm, call));

@@ -72,6 +72,66 @@ int gcomp_call_agree(gcomp_comm *comm, gcomp_call *call) {
   return local;
 }
 
+/* ---- a broadcast that agrees in its own round ------------------------------------------- */
+/* On one node with a segment a broadcast is one round of the segment a slot
+ * (bcast_shm.c), and a round's hot line carries a word of the call's shape beside its flag
+ * anyway (shm_seg.h): comparing the shape there instead of in an exchange before saves a
+ * round of the node's ranks a call, half of a 1 MiB broadcast's. Every rank sees every
+ * rank's word in that round, so a difference fails it on every rank alike, and the
+ * communicator stays usable as after a refused agreement; a rank that refused its own
+ * arguments takes part with nothing to send and a word saying so. Whether a call does this
+ * depends on the communicator alone: every rank takes the same path. */
+extern const gcomp_algo gcomp_algo_bcast_shm;   /* bcast_shm.c */
+
+/* The shape word: count (40 bits), root (16), dtype (3), then 0; a refused call's is 1
+ * (its fields say nothing). Below 2^61, as gcomp_shm_shaped_parts takes it. */
+enum { SHAPE_COUNT_BITS = 40, SHAPE_ROOT_BITS = 16 };
+#define SHAPE_REFUSED 1u
+
+const gcomp_algo *gcomp_call_self_agreeing(const gcomp_comm *comm, const gcomp_call *call) {
+  const gcomp_algo *shm = &gcomp_algo_bcast_shm, *forced = comm->agreed.forced_coll[call->kind];
+  if (call->kind != GCOMP_COLL_BROADCAST || !comm->shm || comm->t->nnodes != 1 ||
+      comm->t->size > 1 << SHAPE_ROOT_BITS || (forced && forced != shm))
+    return NULL;
+  return shm->cost(&comm->model) >= 0 ? shm : NULL;   /* the planner could run it */
+}
+
+static int too_many(const gcomp_call *call) {
+  GCOMP_FAIL(GCOMP_ERR_INVALID, "%s: count %zu: a broadcast inside one node takes fewer than "
+             "2^%d elements", fn_name(call->kind), call->count, (int)SHAPE_COUNT_BITS);
+}
+
+int gcomp_call_shape_own(const gcomp_comm *comm, gcomp_call *call) {
+  int local = check_local(comm, call);
+  if (local == GCOMP_OK && call->count >> SHAPE_COUNT_BITS) local = too_many(call);
+  call->shaped = 1;
+  call->shape = local < 0 ? SHAPE_REFUSED
+                          : (uint64_t)call->count << (SHAPE_ROOT_BITS + 4) |
+                                (uint64_t)call->root << 4 | (uint64_t)call->dtype << 1;
+  return local;
+}
+
+int gcomp_call_shape_refused(const gcomp_comm *comm, const gcomp_call *call, int who,
+                             uint64_t theirs) {
+  const char *fn = fn_name(call->kind);
+  int rank = who >= 0 && who < comm->t->local_size ? comm->t->local_ranks[who] : -1;
+  GCOMP_FAIL_IF(theirs == SHAPE_REFUSED, GCOMP_ERR_INVALID,
+                "%s: rank %d's arguments were refused (its error names them)", fn, rank);
+  const uint64_t mine = call->shape;
+  int64_t v[3][2];   /* count, dtype, root: this rank's, then theirs */
+  for (int k = 0; k < 2; k++) {
+    uint64_t w = k ? theirs : mine;
+    v[0][k] = (int64_t)(w >> (SHAPE_ROOT_BITS + 4));
+    v[1][k] = (int64_t)(w >> 1 & 7);
+    v[2][k] = (int64_t)(w >> 4 & ((1u << SHAPE_ROOT_BITS) - 1));
+  }
+  static const char *const names[3] = {"count", "dtype", "root"};
+  int f = v[0][0] != v[0][1] ? 0 : v[1][0] != v[1][1] ? 1 : 2;
+  GCOMP_FAIL(GCOMP_ERR_INVALID,
+             "%s: the ranks disagree on the %s (rank %d: %lld; this rank %lld): every rank must "
+             "make the same call", fn, names[f], rank, (long long)v[f][1], (long long)v[f][0]);
+}
+
 /* Do [a, a + an) and [b, b + bn) share a byte? */
 static int overlap(const void *a, size_t an, const void *b, size_t bn) {
   uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;

@@ -81,6 +81,15 @@ typedef struct gcomp_coll {
   const struct gcomp_plan_in *plan;   /* the call's cost-model inputs (for sub-choices) */
   const int *world;          /* 0, 1, ..., size-1: the group of all ranks */
   int root;                  /* broadcast: the rank whose buffer is sent */
+  /* A broadcast whose shape is compared in its own first round, not agreed on before
+   * (call_coll.c: gcomp_call_self_agreeing): shaped, and the call's shape word. When a
+   * rank's differed, the run fails with GCOMP_ERR_INVALID on every rank and says which
+   * (shape_who, a local rank, else -1; shape_theirs, its word): the communicator is
+   * intact and the message is the caller's. */
+  int shaped;
+  uint64_t shape;
+  int shape_who;
+  uint64_t shape_theirs;
   gcomp_shm *shm;            /* this node's shared segment, or NULL */
   /* compressed calls only (NULL otherwise) */
   gcomp_codec *codec;        /* the caller's codec: first quantisation, error feedback */

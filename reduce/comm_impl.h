@@ -115,6 +115,8 @@ typedef struct gcomp_call {
   gcomp_dtype dtype;
   gcomp_op op;                 /* allgather, broadcast, alltoall, barrier: GCOMP_SUM, unused */
   int root;                    /* broadcast's */
+  int shaped;                  /* its shape is compared in its own round (call_coll.c) */
+  uint64_t shape;              /* then: its shape word */
   size_t total;                /* elements of the working vector (coll.h: gcomp_coll_kind) */
   const void *src;             /* the input for the algorithm when work does not hold it
                                   yet (gcomp_coll.src), else NULL */
@@ -162,6 +164,15 @@ int gcomp_call_submit(gcomp_comm *comm, const gcomp_call *call, gcomp_request **
  * work, src, res_off/res_len; wt the type the algorithm sees), the input copied in where
  * the algorithm needs it there. */
 int gcomp_call_agree(gcomp_comm *comm, gcomp_call *call);
+/* Or, for a broadcast on one node with a segment, no agreement before: the algorithm
+ * (returned; NULL for every other call) compares the call's shape in its own first round
+ * (coll_call.h: shaped). shape_own checks this rank's arguments as agree does and sets
+ * call->shape (a refusal included: the rank still takes part in the round); shape_refused
+ * says which rank differed, and how, after such a round failed (GCOMP_ERR_INVALID). */
+const gcomp_algo *gcomp_call_self_agreeing(const gcomp_comm *comm, const gcomp_call *call);
+int gcomp_call_shape_own(const gcomp_comm *comm, gcomp_call *call);
+int gcomp_call_shape_refused(const gcomp_comm *comm, const gcomp_call *call, int who,
+                             uint64_t theirs);
 int gcomp_call_shape(gcomp_comm *comm, gcomp_call *call);
 /* comm->work of at least `bytes` */
 int gcomp_call_work(gcomp_comm *comm, size_t bytes);

@@ -219,15 +219,18 @@ static size_t piece_len(size_t len, size_t k, size_t P) {
  * writes its call's shape into its control line before the first round's flag, which
  * publishes it; one shape per round parity, protected from reuse like the slots. */
 enum { CALL_PARTS = 0, CALL_ALLREDUCE = 1, CALL_REDUCE_SCATTER = 2, CALL_ALLGATHER = 3,
-       CALL_ALLTOALL = 4 };
+       CALL_ALLTOALL = 4, CALL_SHAPED = 5 };
 static uint64_t call_desc(int kind, size_t count, size_t es) {
   return (uint64_t)count << 9 | (uint64_t)es << 3 | (uint64_t)kind;
 }
+/* a caller's own shape word (gcomp_shm_shaped_parts), below 2^61 */
+static uint64_t shaped_desc(uint64_t shape) { return shape << 3 | CALL_SHAPED; }
 static const char *kind_name(uint64_t d) {
   return (d & 7) == CALL_ALLREDUCE        ? "allreduce"
          : (d & 7) == CALL_REDUCE_SCATTER ? "reduce-scatter"
          : (d & 7) == CALL_ALLGATHER      ? "allgather"
          : (d & 7) == CALL_ALLTOALL       ? "alltoall"
+         : (d & 7) == CALL_SHAPED         ? "a broadcast"
                                           : "an allgather of frames";
 }
 static void post_desc(gcomp_shm *s, uint64_t round, uint64_t desc) {
@@ -236,8 +239,13 @@ static void post_desc(gcomp_shm *s, uint64_t round, uint64_t desc) {
   gcomp_shm_hot *h = &s->ctl[s->me].hot[round & 1];
   if (h->desc != desc) h->desc = desc;
 }
-/* Waits for the call's first round like wait_all, then compares the shapes seen. */
-static int wait_first(gcomp_coll *c, gcomp_shm *s, uint64_t round, uint64_t mine) {
+/* Waits for the call's first round like wait_all, then compares the shapes seen. A
+ * difference breaks the segment, except for a caller that asked for it (differ != NULL):
+ * every rank sees every shape, so every rank then fails this round alike and the next
+ * round finds them all in step; differ[0] is the first local rank whose shape differs,
+ * differ[1] its shape, and the message is the caller's. */
+static int wait_first_differ(gcomp_coll *c, gcomp_shm *s, uint64_t round, uint64_t mine,
+                             uint64_t *differ) {
   uint64_t seen_stack[64], *seen = s->L <= 64 ? seen_stack : malloc((size_t)s->L * sizeof *seen);
   GCOMP_FAIL_IF(!seen, GCOMP_ERR_NOMEM, "shm: %d call shapes", s->L);
   int st = wait_all_seen(c, s, 2 * round + 1, seen);
@@ -245,7 +253,14 @@ static int wait_first(gcomp_coll *c, gcomp_shm *s, uint64_t round, uint64_t mine
     uint64_t d = seen[i];
     if (i == s->me || d == mine) continue;
     if (seen != seen_stack) free(seen);
+    if (differ && (d & 7) == CALL_SHAPED && (mine & 7) == CALL_SHAPED) {
+      differ[0] = (uint64_t)i, differ[1] = d >> 3;
+      return GCOMP_ERR_INVALID;
+    }
     s->broken = 1;
+    GCOMP_FAIL_IF((d & 7) == CALL_SHAPED || (mine & 7) == CALL_SHAPED, GCOMP_ERR_INVALID,
+                  "shm: local rank %d called %s, this rank %s: every rank must make the same "
+                  "calls", i, kind_name(d), kind_name(mine));
     GCOMP_FAIL(GCOMP_ERR_INVALID,
                "shm: local rank %d called %s with %llu elements of %llu bytes, this rank %s with "
                "%llu of %llu: every rank must pass the same count and dtype", i, kind_name(d),
@@ -254,6 +269,10 @@ static int wait_first(gcomp_coll *c, gcomp_shm *s, uint64_t round, uint64_t mine
   }
   if (seen != seen_stack) free(seen);
   return st;
+}
+
+static int wait_first(gcomp_coll *c, gcomp_shm *s, uint64_t round, uint64_t mine) {
+  return wait_first_differ(c, s, round, mine, NULL);
 }
 
 static int check_usable(const gcomp_shm *s) {
@@ -454,8 +473,9 @@ static size_t parts_bytes(const gcomp_bytes *part, int nparts) {
   return at;
 }
 
-int gcomp_shm_allgather_parts(gcomp_coll *c, gcomp_shm *s, const gcomp_bytes *part, int nparts,
-                              size_t count, gcomp_shm_part_fn fn, void *arg, int *all_in) {
+static int parts_round(gcomp_coll *c, gcomp_shm *s, const gcomp_bytes *part, int nparts,
+                       uint64_t desc, uint64_t *differ, gcomp_shm_part_fn fn, void *arg,
+                       int *all_in) {
   *all_in = 0;
   GCOMP_CHECK(check_usable(s));
   uint64_t r = s->round++;
@@ -469,11 +489,12 @@ int gcomp_shm_allgather_parts(gcomp_coll *c, gcomp_shm *s, const gcomp_bytes *pa
     at += round_up(part[k].len, 64);
     c->stats->shm_bytes += part[k].len;
   }
-  const uint64_t desc = call_desc(CALL_PARTS, count, c->esize);
   if (c->drive) (void)gcomp_progress(c->t);
   post_desc(s, r, desc);
   publish(c, s, 2 * r + 1);
-  GCOMP_CHECK(wait_first(c, s, r, desc));
+  int st = wait_first_differ(c, s, r, desc, differ);
+  if (st == GCOMP_ERR_INVALID && differ) return st;   /* the caller's message */
+  GCOMP_CHECK(st);
   for (int j = 0; j < s->L && in; j++) {
     uint64_t theirs;
     memcpy(&theirs, slot_at(s, r, j), 8);
@@ -485,6 +506,24 @@ int gcomp_shm_allgather_parts(gcomp_coll *c, gcomp_shm *s, const gcomp_bytes *pa
       GCOMP_CHECK(gcomp_shm_parts_read(slot_at(s, r, j), s->stride, j, nparts, fn, arg));
   *all_in = 1;
   return GCOMP_OK;
+}
+
+int gcomp_shm_allgather_parts(gcomp_coll *c, gcomp_shm *s, const gcomp_bytes *part, int nparts,
+                              size_t count, gcomp_shm_part_fn fn, void *arg, int *all_in) {
+  return parts_round(c, s, part, nparts, call_desc(CALL_PARTS, count, c->esize), NULL, fn, arg,
+                     all_in);
+}
+
+int gcomp_shm_shaped_parts(gcomp_coll *c, gcomp_shm *s, const gcomp_bytes *part, int nparts,
+                           uint64_t shape, gcomp_shm_part_fn fn, void *arg, int *all_in,
+                           int *who, uint64_t *theirs) {
+  *who = -1;
+  GCOMP_FAIL_IF(shape >> 61, GCOMP_ERR_INVALID, "shm: shape word %llx over 61 bits",
+                (unsigned long long)shape);
+  uint64_t differ[2] = {UINT64_MAX, 0};
+  int st = parts_round(c, s, part, nparts, shaped_desc(shape), differ, fn, arg, all_in);
+  if (differ[0] != UINT64_MAX) *who = (int)differ[0], *theirs = differ[1];
+  return st;
 }
 
 /* The reader's side alone (tests/fuzz/fuzz_shm_parts.c feeds it any bytes): a peer's slot

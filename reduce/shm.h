@@ -38,6 +38,15 @@ int gcomp_shm_reduce_scatter_parts(gcomp_coll *c, gcomp_shm *s, const uint8_t *i
 typedef int (*gcomp_shm_part_fn)(void *arg, int j, int k, const uint8_t *p, size_t len);
 int gcomp_shm_allgather_parts(gcomp_coll *c, gcomp_shm *s, const gcomp_bytes *part, int nparts,
                               size_t count, gcomp_shm_part_fn fn, void *arg, int *all_in);
+/* gcomp_shm_allgather_parts' round for a call that compares its shape in it instead of
+ * agreeing on it before (a broadcast on one node, call_coll.c): shape, a word below 2^61,
+ * stands for the call. When some rank's differs, every rank sees it in this same round
+ * and fails it alike with GCOMP_ERR_INVALID and no message (the caller's), fn called for
+ * none, *who the first local rank whose shape differs and *theirs its shape; the segment
+ * stays usable. *who is -1 when no shape differed. */
+int gcomp_shm_shaped_parts(gcomp_coll *c, gcomp_shm *s, const gcomp_bytes *part, int nparts,
+                           uint64_t shape, gcomp_shm_part_fn fn, void *arg, int *all_in,
+                           int *who, uint64_t *theirs);
 /* Local rank j's nparts parts in its slot of slot_bytes, as gcomp_shm_allgather_parts
  * wrote them, each to fn: GCOMP_ERR_CORRUPT when a length leaves the slot, else fn's
  * first failure. */

@@ -1,7 +1,9 @@
 """The "gcomp" backend under each of torch.distributed's init methods: env:// (the
 launcher's MASTER_ADDR/PORT), tcp://HOST:PORT and file://PATH with rank and world size given
 explicitly, one after another in the same processes (destroy_process_group between them).
-Each: an all_reduce and a broadcast checked exactly, and the backend's own communicator.
+Each: an all_reduce and a broadcast checked exactly, the backend's own communicator, and a
+broadcast whose count differs between the ranks (an error on every rank, then the group
+works on).
 
     gcomp-run -n 2 -- python3 init_check.py DIR    (DIR: a directory for the file:// store)
 """
@@ -40,6 +42,20 @@ def once(how, **kw):
     dist.broadcast(y, src=n - 1)
     if not torch.equal(y, torch.full((3,), float(n - 1 + 7))):
         bad.append("broadcast %s" % y.tolist())
+    # ranks that disagree on a broadcast's count (on one node the backend's broadcast
+    # compares shapes in its own round, not in an exchange before it): an error naming the
+    # count on every rank, and the group works on
+    z = torch.zeros(3 + me)
+    try:
+        dist.broadcast(z, src=0)
+        bad.append("a broadcast of %d elements against other counts returned" % z.numel())
+    except RuntimeError as e:
+        if "count" not in str(e):
+            bad.append("mismatched broadcast: %s" % e)
+    y = torch.full((3,), float(me + 1))
+    dist.broadcast(y, src=0)
+    if not torch.equal(y, torch.ones(3)):
+        bad.append("broadcast after the mismatch %s" % y.tolist())
     dist.barrier()
     dist.destroy_process_group()
     for b in bad:

@@ -423,6 +423,12 @@ static void *disagree_main(void *arg) {
   case 3: d->st = me == 0 ? gcomp_barrier(c) : gcomp_allgather(c, buf, out, 4, GCOMP_FLOAT32, NULL, 0); break;
   case 4: d->st = gcomp_alltoall(c, buf, out, 2, me == 1 ? GCOMP_INT32 : GCOMP_FLOAT32); break;
   case 5: d->st = gcomp_allgather(c, buf, out, me == 2 ? 0 : 5, GCOMP_FLOAT32, NULL, 0); break;
+  /* broadcasts on one node compare their shapes in their own round (call_coll.c) */
+  case 7: d->st = gcomp_broadcast(c, buf, me == 1 ? 7 : 8, GCOMP_FLOAT32, 0); break;
+  case 8: d->st = gcomp_broadcast(c, buf, 8, me == 2 ? GCOMP_INT32 : GCOMP_FLOAT32, 0); break;
+  case 9: d->st = gcomp_broadcast(c, buf, me == 0 ? 0 : 8, GCOMP_FLOAT32, 1); break;
+  case 10: d->st = gcomp_broadcast(c, buf, 8, GCOMP_FLOAT32, n); break;   /* every rank refuses */
+  case 11: d->st = gcomp_broadcast(c, me == 1 ? NULL : buf, 8, GCOMP_FLOAT32, 0); break;
   default: d->st = gcomp_reduce_scatter(c, me == 1 ? NULL : buf, out, 4, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0); break;
   }
   snprintf(d->msg, sizeof d->msg, "%s", gcomp_last_error());
@@ -438,7 +444,10 @@ static void test_disagree(void **state) {
   enum { N = 3 };
   gcomp_comm *comms[MAXR];
   make(N, NULL, NULL, comms);
-  for (int mode = 0; mode < 7; mode++) {
+  /* what every rank's message names, where it is the same on all */
+  static const char *const names[12] = {[1] = "root", [7] = "count", [8] = "dtype",
+                                        [9] = "count", [10] = "root"};
+  for (int mode = 0; mode < 12; mode++) {
     djob d[N];
     memset(d, 0, sizeof d);
     pthread_t th[N];
@@ -448,6 +457,12 @@ static void test_disagree(void **state) {
     for (int r = 0; r < N; r++) {
       if (d[r].st != GCOMP_ERR_INVALID)
         fail_msg("mode %d rank %d: status %d (%s)", mode, r, d[r].st, d[r].msg);
+      if (names[mode] && !strstr(d[r].msg, names[mode]))
+        fail_msg("mode %d rank %d: the message does not name the %s: %s", mode, r, names[mode],
+                 d[r].msg);
+      /* the shapes compared in the round name the rank that refused */
+      if (mode == 11 && r != 1 && !strstr(d[r].msg, "rank 1"))
+        fail_msg("mode 11 rank %d: the message does not name rank 1: %s", r, d[r].msg);
       if (d[r].j.status != GCOMP_OK || d[r].j.wrong)
         fail_msg("mode %d rank %d afterwards: %s %s", mode, r, d[r].j.error, d[r].j.what);
     }
