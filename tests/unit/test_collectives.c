@@ -233,6 +233,19 @@ static void make(int n, const int *node_of, const char *algo, gcomp_comm **comms
   gcomp_config_destroy(cfg);
 }
 
+/* n ranks (node_of, algo as make's) each run fn once; every rank must succeed */
+static void run_all(int n, const int *node_of, const char *algo, void *(*fn)(void *),
+                    const char *what) {
+  gcomp_comm *comms[MAXR];
+  make(n, node_of, algo, comms);
+  job jobs[MAXR];
+  memset(jobs, 0, sizeof jobs);
+  for (int r = 0; r < n; r++) jobs[r].comm = comms[r];
+  run_jobs(n, jobs, fn);
+  all_ok(n, jobs, what);
+  for (int r = 0; r < n; r++) assert_int_equal(gcomp_comm_destroy(comms[r]), GCOMP_OK);
+}
+
 static void sweep_algo(int n, const int *node_of, const char *algo, int sizes, const char *ag) {
   gcomp_comm *comms[MAXR];
   make(n, node_of, algo, comms);
@@ -305,15 +318,7 @@ static void *slot_edges_main(void *arg) {
 
 static void test_bcast_slot_edges(void **state) {
   (void)state;
-  enum { N = 3 };
-  gcomp_comm *comms[MAXR];
-  make(N, NULL, "broadcast=shm", comms);
-  job jobs[MAXR];
-  memset(jobs, 0, sizeof jobs);
-  for (int r = 0; r < N; r++) jobs[r].comm = comms[r];
-  run_jobs(N, jobs, slot_edges_main);
-  all_ok(N, jobs, "broadcast:shm at the slot's edges");
-  for (int r = 0; r < N; r++) assert_int_equal(gcomp_comm_destroy(comms[r]), GCOMP_OK);
+  run_all(3, NULL, "broadcast=shm", slot_edges_main, "broadcast:shm at the slot's edges");
 }
 
 /* ---- splits ----------------------------------------------------------------------------- */
@@ -339,15 +344,8 @@ static void *split_main(void *arg) {
 
 static void test_splits(void **state) {
   (void)state;
-  gcomp_comm *comms[MAXR];
   static const int nodes[] = {0, 0, 0, 1, 1, 1};
-  make(6, nodes, NULL, comms);
-  job jobs[MAXR];
-  memset(jobs, 0, sizeof jobs);
-  for (int r = 0; r < 6; r++) jobs[r].comm = comms[r];
-  run_jobs(6, jobs, split_main);
-  all_ok(6, jobs, "splits");
-  for (int r = 0; r < 6; r++) assert_int_equal(gcomp_comm_destroy(comms[r]), GCOMP_OK);
+  run_all(6, nodes, NULL, split_main, "splits");
 }
 
 /* ---- non-blocking: every kind queued behind each other and an allreduce ---------------- */
@@ -391,16 +389,7 @@ static void *nb_main(void *arg) {
 
 static void test_nonblocking(void **state) {
   (void)state;
-  for (int n = 2; n <= 4; n++) {
-    gcomp_comm *comms[MAXR];
-    make(n, NULL, NULL, comms);
-    job jobs[MAXR];
-    memset(jobs, 0, sizeof jobs);
-    for (int r = 0; r < n; r++) jobs[r].comm = comms[r];
-    run_jobs(n, jobs, nb_main);
-    all_ok(n, jobs, "non-blocking");
-    for (int r = 0; r < n; r++) assert_int_equal(gcomp_comm_destroy(comms[r]), GCOMP_OK);
-  }
+  for (int n = 2; n <= 4; n++) run_all(n, NULL, NULL, nb_main, "non-blocking");
 }
 
 /* ---- disagreement: GCOMP_ERR_INVALID everywhere, then the communicator still works ---- */
