@@ -13,7 +13,10 @@ out=$(timeout 120 mpirun --allow-run-as-root --oversubscribe -n 2 -x MASTER_PORT
   -x PYTHONPATH -x GCOMP_ALPHA_BETA "$py" "$dir/mpi_check.py" 2>&1)
 rc=$?
 echo "$out"
-if [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'mpirun passed')" = 2 ]; then
+# mpirun forwards both ranks' lines through one pipe and may splice them ("...passedrank 0:
+# ..."): count the verdicts, not the lines
+if [ $rc = 0 ] && [ "$(echo "$out" | grep -o 'mpirun passed' | wc -l)" = 2 ] &&
+  ! echo "$out" | grep -q 'FAIL'; then
   echo "mpi_check: passed"
   exit 0
 fi
