@@ -180,44 +180,37 @@ static int blocks_call(int kind, const shim_mpi_args *a, MPI_Request *request, i
   return shim_dispatch(&c, why, a, request);
 }
 
-static int allgather(const shim_mpi_args *a, MPI_Request *request) {
-  return blocks_call(SHIM_ALLGATHER, a, request, 1);
-}
+/* MPI_Allgather's and MPI_Alltoall's arguments (and their I-forms'), as one struct */
+#define BLOCKS_ARGS(a)                                                                  \
+  shim_mpi_args a = {.sendbuf = sendbuf, .sendcount = sendcount, .sendtype = sendtype,  \
+                     .recvbuf = recvbuf, .count = recvcount, .type = recvtype, .comm = comm}
 
 SHIM_API int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                            void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  shim_mpi_args a = {.sendbuf = sendbuf, .sendcount = sendcount, .sendtype = sendtype,
-                     .recvbuf = recvbuf, .count = recvcount, .type = recvtype, .comm = comm};
-  return allgather(&a, NULL);
+  BLOCKS_ARGS(a);
+  return blocks_call(SHIM_ALLGATHER, &a, NULL, 1);
 }
 
 SHIM_API int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                             void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
                             MPI_Request *request) {
-  shim_mpi_args a = {.sendbuf = sendbuf, .sendcount = sendcount, .sendtype = sendtype,
-                     .recvbuf = recvbuf, .count = recvcount, .type = recvtype, .comm = comm};
-  return allgather(&a, request);
+  BLOCKS_ARGS(a);
+  return blocks_call(SHIM_ALLGATHER, &a, request, 1);
 }
 
 /* ---- alltoall ----------------------------------------------------------------------------- */
 
-static int alltoall(const shim_mpi_args *a, MPI_Request *request) {
-  return blocks_call(SHIM_ALLTOALL, a, request, 0);
-}
-
 SHIM_API int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                           void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  shim_mpi_args a = {.sendbuf = sendbuf, .sendcount = sendcount, .sendtype = sendtype,
-                     .recvbuf = recvbuf, .count = recvcount, .type = recvtype, .comm = comm};
-  return alltoall(&a, NULL);
+  BLOCKS_ARGS(a);
+  return blocks_call(SHIM_ALLTOALL, &a, NULL, 0);
 }
 
 SHIM_API int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                            void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
                            MPI_Request *request) {
-  shim_mpi_args a = {.sendbuf = sendbuf, .sendcount = sendcount, .sendtype = sendtype,
-                     .recvbuf = recvbuf, .count = recvcount, .type = recvtype, .comm = comm};
-  return alltoall(&a, request);
+  BLOCKS_ARGS(a);
+  return blocks_call(SHIM_ALLTOALL, &a, request, 0);
 }
 
 /* ---- broadcast and barrier -------------------------------------------------------------- */
