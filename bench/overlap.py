@@ -12,6 +12,13 @@ and rank 0 prints step / max(compute, comm) and the share of the reduction hidde
 group), backend (DDP on a gcomp group, no hook), and hook[:SPEC] (the gcomp DDP hook with a
 codec, default none).
 
+The floor: no bucket is ready before the forward pass ends, so a step takes at least
+forward + comm, and step / max cannot be below (forward + comm) / max(compute, comm)
+(the first bucket's backward and the optimizer step come on top). CPU columns: the
+process's CPU time per step (every thread: computation, progress and waiter threads,
+gloo's) with and without the reduction, load-independent where wall times are not. gcomp
+hidden: the hook's own figure (State.stats()["overlap"]) over the step runs.
+
     gcomp-run -n 2 --nodes 2 --inter-node-rate 1gbit -- /usr/bin/python3 bench/overlap.py
 """
 import argparse
@@ -82,7 +89,8 @@ def main():
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     variants = args.variant or ["ddp", "backend", "hook", "hook:bf16"]
-    res = {v: {"step": [], "compute": [], "comm": []} for v in variants}
+    res = {v: {k: [] for k in ("step", "compute", "comm", "fwd", "cpu step", "cpu compute",
+                               "gcomp hidden")} for v in variants}
     x = torch.randn(args.batch, args.width)
     y = torch.randint(0, 10, (args.batch,))
     for _ in range(args.rounds):
@@ -96,35 +104,52 @@ def main():
             # the buckets as DDP built them: the gradients' sizes in its order
             sizes = [b.numel() for b in _bucket_sizes(ddp, args.bucket_cap_mb)]
             for kind in ("step", "compute", "comm"):
-                times = []
+                times, fwds, cpus = [], [], []
+                before = dict(state._overlap) if state is not None else None
                 for _ in range(args.steps):
                     dist.barrier()
                     if kind == "comm":
                         times.append(comm_alone(v, ddp, state, sizes))
                         continue
-                    t0 = time.perf_counter()
+                    c0, t0 = time.process_time(), time.perf_counter()
                     opt.zero_grad()
                     if kind == "compute":
                         with ddp.no_sync():
-                            F.cross_entropy(ddp(x), y).backward()
+                            loss = F.cross_entropy(ddp(x), y)
+                            fwds.append(time.perf_counter() - t0)
+                            loss.backward()
                     else:
                         F.cross_entropy(ddp(x), y).backward()
                     opt.step()
                     times.append(time.perf_counter() - t0)
+                    cpus.append(time.process_time() - c0)
                 res[v][kind].append(statistics.median(times))
+                if kind != "comm":
+                    res[v]["cpu " + kind].append(statistics.median(cpus))
+                if fwds:
+                    res[v]["fwd"].append(statistics.median(fwds))
+                if kind == "step" and state is not None:
+                    o = state._overlap
+                    busy = o["comm_s"] - before["comm_s"]
+                    exposed = o["exposed_s"] - before["exposed_s"]
+                    res[v]["gcomp hidden"].append(1 - exposed / busy if busy > 0 else 0.0)
             if state is not None:
                 state.close()
     if dist.get_rank() == 0:
         print("overlap: %d ranks, %d x %d MLP, batch %d, %.1f MiB buckets, median of %d rounds"
               % (dist.get_world_size(), args.layers, args.width, args.batch,
                  args.bucket_cap_mb, args.rounds))
-        print("%-12s %9s %9s %9s %12s %8s" % ("variant", "step ms", "compute", "comm",
-                                             "step/max", "hidden"))
+        print("%-12s %8s %8s %8s %9s %7s %8s %8s %9s %9s %13s" % (
+            "variant", "step ms", "compute", "comm", "step/max", "hidden", "forward", "floor",
+            "cpu step", "cpu comp", "gcomp hidden"))
         for v in variants:
-            s, c, m = (statistics.median(res[v][k]) for k in ("step", "compute", "comm"))
-            print("%-12s %9.1f %9.1f %9.1f %11.2fx %7.0f%%" % (
-                v, s * 1e3, c * 1e3, m * 1e3, s / max(c, m), 100 * (c + m - s) / m),
-                flush=True)
+            s, c, m, f, cs, cc = (statistics.median(res[v][k]) for k in (
+                "step", "compute", "comm", "fwd", "cpu step", "cpu compute"))
+            g = res[v]["gcomp hidden"]
+            print("%-12s %8.1f %8.1f %8.1f %8.2fx %6.0f%% %8.1f %7.2fx %9.1f %9.1f %13s" % (
+                v, s * 1e3, c * 1e3, m * 1e3, s / max(c, m), 100 * (c + m - s) / m, f * 1e3,
+                (f + m) / max(c, m), cs * 1e3, cc * 1e3,
+                "%.0f%%" % (100 * statistics.median(g)) if g else "-"), flush=True)
     dist.destroy_process_group()
 
 

@@ -190,7 +190,10 @@ void gcomp_idle(unsigned *spins);
 void gcomp_moved(void);
 /* While on (this thread), gcomp_idle naps after a few spins, never yields: for long waits
  * on a machine with more ranks than CPUs, where spinning and yielding take the CPU from the
- * ranks being waited for. Returns the previous setting, for the caller to restore. */
+ * ranks being waited for. GCOMP_NAPS_LENGTHEN (a progress thread beside its rank's
+ * computation): each nap of a wait with nothing moving is twice the last, up to a few
+ * hundred microseconds. Returns the previous setting, for the caller to restore. */
+enum { GCOMP_NAPS_OFF, GCOMP_NAPS_ON, GCOMP_NAPS_LENGTHEN };
 int gcomp_idle_naps(int on);
 
 void gcomp_transport_destroy(gcomp_transport *t);   /* NULL is a no-op; see ops.destroy */

@@ -266,6 +266,16 @@ static void test_idle_naps(void **state) {
   assert_int_equal(gcomp_idle_naps(0), 0);
   spins = 0;
   for (int i = 0; i < 50; i++) gcomp_idle(&spins);
+  /* a progress thread's naps lengthen through a long wait, and are short again once its
+   * transport moved something (a chunk arrived: the next may follow at once) */
+  assert_int_equal(gcomp_idle_naps(GCOMP_NAPS_LENGTHEN), GCOMP_NAPS_OFF);
+  spins = 0;
+  for (int i = 0; i < 40; i++) gcomp_idle(&spins);
+  assert_true(spins >= 40);
+  gcomp_moved();
+  gcomp_idle(&spins);
+  assert_true(spins < 40);
+  assert_int_equal(gcomp_idle_naps(GCOMP_NAPS_OFF), GCOMP_NAPS_LENGTHEN);
 }
 
 int main(void) {
