@@ -3,13 +3,14 @@
     import gcomp.torch                       # registers the backend "gcomp"
     dist.init_process_group("gcomp")         # env://, tcp:// or file://, any launcher
 
-Every call returns a real c10d Work made from a torch.futures.Future
-(_create_work_from_future), so DDP's reducer, ZeroRedundancyOptimizer and async_op=True
-take it like gloo's. The C call is issued on the calling thread, in program order (every
-rank issues the same sequence, which is what matches them); a waiter thread blocks in
-gcomp_request_wait without the GIL and completes the future, after copying results back
-where the call needed a staging buffer (non-contiguous tensors, types gcomp does not have,
-CUDA tensors, which are staged through host memory: that path is untested).
+Every call returns a real c10d Work (_Work, a Python subclass of torch's Work), so DDP's
+reducer, ZeroRedundancyOptimizer and async_op=True take it like gloo's, and its wait()
+raises gcomp's error. The C call is issued on the calling thread, in program order (every
+rank issues the same sequence, which is what matches them). wait() blocks in
+gcomp_request_wait without the GIL on the calling thread; a Work whose future was taken
+(DDP's reducer, comm hooks) is completed by a waiter thread instead. Either copies results
+back where the call needed a staging buffer (non-contiguous tensors, types gcomp does not
+have, CUDA tensors, which are staged through host memory: that path is untested).
 
 The communicator bootstraps through the store torch hands the backend (an allgather of a
 few hundred bytes per rank): no port or variable beyond torch's own. Sub-groups
@@ -30,7 +31,6 @@ import threading
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
 
 import gcomp
 
@@ -50,6 +50,7 @@ _GLOO = "; use a gloo group for it (dist.new_group(backend=\"gloo\"))"
 _COLLECTIVES = ("allreduce", "reduce_scatter", "allgather")
 _KEY_SLOTS = 64   # distinct tensors per size whose error feedback is kept apart
 _POOL_BYTES = 1 << 30   # staging buffers a group keeps between calls (_Pool)
+_UNCONSUMED = 64   # completed Work nobody waited for, kept alive for C++ holders (_Work)
 
 
 def _refuse(call, why):
@@ -121,26 +122,75 @@ def _relay(fut):
     return result
 
 
-def _work_of(fut):
-    """A c10d Work completing with fut, whose value is (result, error text or ""). A failure
-    must reach the Work as a C++ error: Future.set_exception only stores the exception as
-    the value (for Python to raise), which DDP's reducer, reading the value in C++ without
-    a comm hook, takes for tensors (torch 1.13 then crashes). An exception raised in a
-    then() callback becomes a C++ error that the reducer and Work.wait() raise."""
-    return _create_work_from_future(fut.then(_relay))
+class _Call:
+    """One call in flight: its gcomp requests, what runs when they are done (copies back,
+    staging buffers back to the pool), and how it ended."""
+    __slots__ = ("reqs", "finish", "result", "err", "early", "done", "base", "relay", "work",
+                 "consumed", "event")
+
+    def __init__(self, reqs, finish, result):
+        self.reqs, self.finish, self.result = reqs, finish, result
+        self.err = ""
+        self.early = None   # the failure of a request that _poll found done
+        self.done = False
+        self.base = self.relay = self.work = None
+        self.consumed = False
+        self.event = None   # set when done, for a call outside the group's order (recv)
 
 
-def _sync_caller():
-    """True when torch.distributed's own function called this group with async_op=False:
-    it then waits on the Work, and a c10d Work made from a future does not raise its
-    future's error from wait() (torch 1.13), so the call must fail here, on this thread.
-    Calls from C++ (DDP's reducer) and async_op=True get the future."""
-    f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename == __file__:   # the first frame outside
-        f = f.f_back
-    return (f is not None and f.f_code.co_filename.endswith(
-        os.path.join("distributed", "distributed_c10d.py")) and
-        f.f_locals.get("async_op") is False)
+class _Work(dist.Work):
+    """The c10d Work of a gcomp call: a Python subclass of torch's Work, which torch 1.13
+    binds with a trampoline (c10d::PyProcessGroup::PyWork) overriding wait() and
+    getFuture(), so DDP's reducer and the C++ broadcast that DDP starts with call these
+    methods. wait() raises gcomp's error: the Work that _create_work_from_future makes
+    cannot (its wait() is FutureWrappingWork::wait, which calls ivalue::Future::wait(),
+    which blocks until the future completes and never throws; only the future's value()
+    raises). wait() waits on the calling thread; a future (get_future) completes from the
+    group's waiter thread, without anyone waiting.
+
+    The Python object must outlive every C++ reference to it: when it dies first, the C++
+    object forgets its Python methods, and c10d's Work::wait() then waits for a completion
+    that never comes. The group keeps it until it is complete and was waited for or had its
+    future taken (what the C++ callers of torch 1.13 do at once); the last _UNCONSUMED of
+    the others are kept too."""
+
+    def __init__(self, pg, call):
+        super().__init__()
+        self._pg = pg
+        self._call = call
+
+    def wait(self, timeout=None):
+        c = self._call
+        c.consumed = True
+        if not c.done:
+            self._pg._complete_through(c)
+        if c.err:
+            raise RuntimeError(c.err)
+        return True
+
+    def get_future(self):
+        return self._pg._future_of(self._call)
+
+    def is_completed(self):
+        return self._call.done or self._pg._poll(self._call)
+
+    def is_success(self):
+        return self.is_completed() and not self._call.err
+
+    def exception(self):
+        return RuntimeError(self._call.err) if self.is_completed() and self._call.err \
+            else None
+
+    def result(self):
+        self.wait()
+        return self._call.result
+
+    def source_rank(self):
+        raise RuntimeError("gcomp backend: source_rank: recv from any source is not "
+                           "supported" + _GLOO)
+
+    def synchronize(self):
+        pass
 
 
 def _store_allgather(store, rank, size):
@@ -156,30 +206,17 @@ def _store_allgather(store, rank, size):
 
 
 class _Waiter:
-    """One thread completing futures in issue order (gcomp completes a communicator's
-    requests in issue order, so one FIFO loses nothing)."""
+    """A thread completing the calls whose future was taken (DDP's reducer, comm hooks), in
+    issue order, so that their futures complete with nobody waiting."""
 
-    def __init__(self, name):
+    def __init__(self, pg, name):
+        self._pg = pg
         self._q = queue.SimpleQueue()
-        self._pending = 0
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
-    def put(self, reqs, fut, finish, result):
-        with self._lock:
-            self._pending += 1
-        self._q.put((reqs, fut, finish, result))
-
-    def pending(self):
-        with self._lock:
-            return self._pending
-
-    def drain(self):
-        with self._lock:
-            while self._pending:
-                self._idle.wait()
+    def put(self, call):
+        self._q.put(call)
 
     def stop(self):
         self._q.put(None)
@@ -187,26 +224,11 @@ class _Waiter:
 
     def _loop(self):
         while True:
-            item = self._q.get()
-            if item is None:
+            call = self._q.get()
+            if call is None:
                 return
-            reqs, fut, finish, result = item
-            err = None
-            for req in reqs:   # every request is waited for, even after one failed
-                try:
-                    req.wait()   # blocks in C without the GIL
-                except gcomp.Error as e:
-                    err = err or e
-            if err is None and finish is not None:
-                try:
-                    finish()
-                except Exception as e:   # a copy back that failed: the Work raises it
-                    err = e
-            fut.set_result((result, "" if err is None else "gcomp backend: %s" % err))
-            with self._lock:
-                self._pending -= 1
-                if not self._pending:
-                    self._idle.notify_all()
+            if not call.done:
+                self._pg._complete_through(call)
 
 
 class _Pool:
@@ -280,7 +302,11 @@ class ProcessGroupGcomp(dist.ProcessGroup):
         super().__init__(rank, size)
         self._store = store
         self.comm = gcomp.Comm.from_allgather(rank, size, _store_allgather(store, rank, size))
-        self._waiter = _Waiter("gcomp-pg-%d" % rank)
+        self._calls = collections.deque()   # calls in flight, in issue order
+        self._completing = threading.Lock()   # held by the thread completing calls
+        self._flock = threading.Lock()   # a call's done flag against its future's creation
+        self._unconsumed = collections.deque(maxlen=_UNCONSUMED)
+        self._waiter = _Waiter(self, "gcomp-pg-%d" % rank)
         self._pool = _Pool(_POOL_BYTES)
         self._codecs = {}
         for c in _COLLECTIVES:
@@ -309,7 +335,7 @@ class ProcessGroupGcomp(dist.ProcessGroup):
         old = self._codecs.get(collective)
         self._codecs[collective] = gcomp.Codec(spec) if spec and spec != "none" else None
         if old is not None:
-            self._waiter.drain()   # a pending call may still use it
+            self._complete_all()   # a pending call may still use it
             old.close()
 
     def codec(self, collective):
@@ -340,24 +366,91 @@ class ProcessGroupGcomp(dist.ProcessGroup):
         pooled staging buffers go back to the pool."""
         if pooled:
             finish = self._then_release(finish, pooled)
-        fut = torch.futures.Future()
-        if reqs and _sync_caller():   # wait here: the Work's wait() would not raise
-            err = None
-            for req in reqs:
-                try:
-                    req.wait()   # without the GIL
-                except gcomp.Error as e:
-                    err = err or e
-            if err is not None:
-                raise RuntimeError("gcomp backend: %s" % err)
-            reqs = None
-        if reqs:
-            self._waiter.put(reqs, fut, finish, result)
-        else:
-            if finish is not None:
-                finish()
-            fut.set_result((result, ""))
-        return _work_of(fut)
+        call = _Call(reqs, finish, result)
+        work = _Work(self, call)
+        call.work = work   # until it is complete and consumed (see _Work)
+        self._calls.append(call)
+        if not reqs:
+            self._complete_through(call)
+        return work
+
+    def _complete_through(self, call):
+        """Completes the calls in flight up to call, in issue order, on this thread: each
+        one's requests are waited for (without the GIL), its finish runs, its future (if
+        taken) completes. gcomp completes a communicator's requests in issue order, so the
+        earlier ones cost nothing more."""
+        if call.event is not None:
+            call.event.wait()
+            return
+        with self._completing:
+            while not call.done:
+                self._finish(self._calls.popleft())
+
+    def _complete_all(self):
+        with self._completing:
+            while self._calls:
+                self._finish(self._calls.popleft())
+
+    def _finish(self, c):
+        err = c.early
+        for req in c.reqs:   # every request is waited for, even after one failed
+            try:
+                req.wait()
+            except gcomp.Error as e:
+                err = err or e
+        if err is None and c.finish is not None:
+            try:
+                c.finish()
+            except Exception as e:   # a copy back that failed: the Work raises it
+                err = e
+        c.reqs = c.finish = None
+        self._settle(c, "" if err is None else "gcomp backend: %s" % err)
+
+    def _settle(self, c, err):
+        with self._flock:
+            c.err = err
+            c.done = True
+            base = c.base
+        if base is not None:
+            base.set_result((c.result, c.err))
+        if not c.consumed:
+            self._unconsumed.append(c.work)
+        c.work = None
+
+    def _future_of(self, call):
+        """The torch future of a call (its value the result; a failure is a C++ error, as
+        DDP's reducer, which reads the value in C++, needs: Future.set_exception would only
+        store the exception as the value). It completes from the waiter thread."""
+        call.consumed = True
+        with self._flock:
+            if call.relay is None:
+                call.base = torch.futures.Future()
+                call.relay = call.base.then(_relay)
+                if call.done:
+                    call.base.set_result((call.result, call.err))
+                elif call.event is None:
+                    self._waiter.put(call)
+        return call.relay
+
+    def _poll(self, call):
+        """True when the call is complete, completing it if its requests are done; never
+        blocks (a call another thread is completing counts as not done yet)."""
+        if call.event is not None or not self._completing.acquire(blocking=False):
+            return call.done
+        try:
+            while not call.done:
+                c = self._calls[0]
+                while c.reqs:
+                    try:
+                        if not c.reqs[0].test():
+                            return False
+                    except gcomp.Error as e:   # done, and failed
+                        c.early = c.early or e
+                    c.reqs = c.reqs[1:]
+                self._finish(self._calls.popleft())
+            return True
+        finally:
+            self._completing.release()
 
     def _then_release(self, finish, pooled):
         def run():
@@ -649,7 +742,10 @@ class ProcessGroupGcomp(dist.ProcessGroup):
         k = (src, self.rank(), tag)
         seq, self._p2p[k] = self._p2p[k], self._p2p[k] + 1
         key = "gcomp/p2p/%d/%d/%d/%d" % (k + (seq,))
-        fut = torch.futures.Future()
+        call = _Call([], None, tensors)
+        call.event = threading.Event()
+        work = _Work(self, call)
+        call.work = work
 
         def run():
             try:
@@ -664,11 +760,13 @@ class ProcessGroupGcomp(dist.ProcessGroup):
                     self._store.delete_key(key)
                 except Exception:   # stores without delete (FileStore) keep it
                     pass
-                fut.set_result((tensors, ""))
+                err = ""
             except Exception as e:
-                fut.set_result((tensors, "gcomp backend: recv: %s" % e))
+                err = "gcomp backend: recv: %s" % e
+            self._settle(call, err)
+            call.event.set()
         threading.Thread(target=run, name="gcomp-recv", daemon=True).start()
-        return _work_of(fut)
+        return work
 
     def recv_anysource(self, tensors, tag):
         _refuse("recv_anysource", "not supported")
@@ -677,7 +775,7 @@ class ProcessGroupGcomp(dist.ProcessGroup):
     def state_dict(self):
         """Every collective's codec spec and its error-feedback residuals (the library's
         checksummed residual file), for a checkpoint; save it between steps."""
-        self._waiter.drain()
+        self._complete_all()
         sd = {"version": 1, "size": self.size(), "codecs": {}}
         for c, codec in self._codecs.items():
             if codec is None:
@@ -693,7 +791,7 @@ class ProcessGroupGcomp(dist.ProcessGroup):
         return sd
 
     def load_state_dict(self, sd):
-        self._waiter.drain()
+        self._complete_all()
         if sd.get("version") != 1 or sd.get("size") != self.size():
             raise ValueError("gcomp backend: state of version %r on %r ranks; this group has "
                              "%d" % (sd.get("version"), sd.get("size"), self.size()))
@@ -721,7 +819,7 @@ class ProcessGroupGcomp(dist.ProcessGroup):
         if self._closed:
             return
         self._closed = True
-        self._waiter.drain()
+        self._complete_all()
         self._waiter.stop()
         self.comm.close()
         self._pool.clear()

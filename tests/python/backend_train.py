@@ -122,11 +122,19 @@ def main():
     if rank == 0:
         w = dist.all_reduce(torch.ones(1 << 20), group=sub, async_op=True)  # its peer is away
         gt._backend.abort(sub)
-        try:   # torch 1.13's Work.wait() of a future-made Work raises nothing: its future does
-            w.get_future().wait()
+        try:
+            w.wait()
             check("an aborted group's pending Work raises", False, "it completed")
         except RuntimeError as e:
             check("an aborted group's pending Work raises", "GCOMP_ERR_ABORTED" in str(e),
+                  str(e).split("\n")[0][:160])
+        check("a failed Work says so", w.is_completed() and not w.is_success() and
+              "GCOMP_ERR_ABORTED" in str(w.exception()))
+        try:   # and so does its future, which DDP's reducer reads
+            w.get_future().wait()
+            check("an aborted group's future raises", False, "it completed")
+        except RuntimeError as e:
+            check("an aborted group's future raises", "GCOMP_ERR_ABORTED" in str(e),
                   str(e).split("\n")[0][:160])
         try:   # a synchronous call raises from the call itself
             dist.all_reduce(torch.ones(4), group=sub)

@@ -41,20 +41,26 @@ add_test(NAME python.backend COMMAND ${py_run} -n 3 --nodes 2 -- ${py} ${py_dir}
 add_test(NAME python.backend_train
   COMMAND ${py_run} -n 2 --nodes 2 -- ${py} ${py_dir}/backend_train.py)
 add_test(NAME python.backend_fail_kill COMMAND bash ${py_dir}/fail_check.sh ${py_run} ${py} kill)
+# a killed rank: the others' pending Work raises from wait() with gcomp's error
+add_test(NAME python.backend_kill_wait COMMAND ${py_run} -n 2 --nodes 2 --grace 8000 --
+         ${py} ${py_dir}/backend_kill_check.py)
+set_tests_properties(python.backend_kill_wait PROPERTIES
+  PASS_REGULAR_EXPRESSION "rank 0: pending Work raised" FAIL_REGULAR_EXPRESSION "FAIL")
 # env://, tcp:// and file:// in turn in the same two processes
 add_test(NAME python.backend_init COMMAND ${py_run} -n 2 -- ${py} ${py_dir}/init_check.py
          ${CMAKE_BINARY_DIR})
 # ranks from mpirun: gcomp.backend.mpi_env() and env://, MASTER_PORT given by the user
 add_test(NAME python.backend_mpirun COMMAND bash ${py_dir}/mpi_check.sh ${py})
 set_tests_properties(python.package python.ddp python.fail_kill python.fail_stall python.resume
-  python.backend python.backend_train python.backend_fail_kill python.backend_init
-  python.backend_mpirun PROPERTIES LABELS python TIMEOUT 300 ENVIRONMENT "${py_env}")
+  python.backend python.backend_train python.backend_fail_kill python.backend_kill_wait
+  python.backend_init python.backend_mpirun PROPERTIES LABELS python TIMEOUT 300 ENVIRONMENT "${py_env}")
 set_property(TEST python.backend_fail_kill APPEND PROPERTY ENVIRONMENT FAIL_CHECK_BACKEND=gcomp)
+set_property(TEST python.backend_kill_wait APPEND PROPERTY ENVIRONMENT GCOMP_TIMEOUT_MS=3000)
 set_property(TEST python.ddp APPEND PROPERTY ENVIRONMENT
   "DDP_CHECK_DIGITS=${PROJECT_SOURCE_DIR}/convergence/data/digits.csv.gz")
 # the namespaces and gloo's ports of these jobs must not meet other jobs' mid-run
 set_tests_properties(python.ddp python.fail_kill python.fail_stall python.resume python.backend
-  python.backend_train python.backend_fail_kill PROPERTIES RUN_SERIAL ON)
+  python.backend_train python.backend_fail_kill python.backend_kill_wait PROPERTIES RUN_SERIAL ON)
 
 # gcomp.metrics (no torch needed, no launcher)
 add_test(NAME python.metrics COMMAND ${py} ${py_dir}/metrics_check.py)
