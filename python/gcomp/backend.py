@@ -25,7 +25,6 @@ state_dict()/load_state_dict() carry its error-feedback residuals through a chec
 import collections
 import os
 import queue
-import sys
 import tempfile
 import threading
 
@@ -369,9 +368,10 @@ class ProcessGroupGcomp(dist.ProcessGroup):
         call = _Call(reqs, finish, result)
         work = _Work(self, call)
         call.work = work   # until it is complete and consumed (see _Work)
-        self._calls.append(call)
-        if not reqs:
-            self._complete_through(call)
+        if reqs:
+            self._calls.append(call)
+        else:   # nothing in flight: done now, whatever calls before it still run
+            self._finish(call)
         return work
 
     def _complete_through(self, call):
