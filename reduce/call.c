@@ -26,7 +26,7 @@
  *    exchanges) use gcomp_call_internal: no stages, no observers, no codec.
  *  - Every collective is a call of this pipeline (call->kind): reduce_scatter, allgather,
  *    broadcast, barrier and alltoall first agree on their arguments (call_coll.c: one small
- *    exchange), then take the same steps as allreduce over a working vector gcomp_call_shape
+ *    exchange; on one node, inside the segment algorithm's first round), then take the same steps as allreduce over a working vector gcomp_call_shape
  *    lays out; the planner prices only algorithms of the call's kind. Stages say which
  *    kinds they serve (the guard: allreduce only); "average" and "nonfinite" act on the
  *    rank's result (res_off, res_len: reduce_scatter's block). */
@@ -71,7 +71,7 @@ static gcomp_coll coll_of(gcomp_comm *comm, uint32_t seq, gcomp_dtype wt, gcomp_
                       .reduce3 = gcomp_reduce3_kernel(wt, op),
                       .scratch = &comm->scratch, .seg_bytes = seg_bytes,
                       .stream_from = comm->agreed.stream_bytes ? comm->agreed.stream_bytes : 1,
-                      .nap = comm->oversubscribed,
+                      .nap = comm->oversubscribed, .shape_who = -1,
                       .stats = acc, .plan = in,
                       .world = comm->world, .shm = comm->shm, .abort = comm->abort,
                       .float_data = wt == GCOMP_FLOAT32 || wt == GCOMP_FLOAT64};
@@ -118,6 +118,9 @@ static int plan(gcomp_comm *comm, gcomp_call *call) {
   if (codec && call->uncompressed) {
     GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: the guard's backoff for key %llu",
                 (unsigned long long)call->key);
+  } else if (codec && call->shaped) {
+    /* the segment's algorithm runs it (call_coll.c): the ranks' codecs were not compared */
+    GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: one node's shared segment, uncompressed");
   } else if (codec && call->dtype != GCOMP_FLOAT32) {
     GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: dtype %d is not float32", (int)call->dtype);
   } else if (codec && call->op != GCOMP_SUM && call->op != GCOMP_AVG) {

@@ -8,7 +8,8 @@
  * length on one rank only, would hang or leave some ranks with the wrong bytes. So each
  * call first exchanges its shape (one small MAX allreduce of every value and its negation,
  * as agree.c does for the settings). The exchange is a barrier too: gcomp_barrier is just
- * this, and its algorithm does nothing more. */
+ * this, and its algorithm does nothing more. On one node the shape is compared in the call's
+ * own first round instead (below: gcomp_call_self_agreeing). */
 #include <stdint.h>
 #include <string.h>
 
@@ -18,7 +19,7 @@ static const char *fn_name(int kind) {
   static const char *const names[GCOMP_COLL_KINDS] = {
       "gcomp_allreduce", "gcomp_reduce_scatter", "gcomp_allgather", "gcomp_broadcast",
       "gcomp_barrier", "gcomp_alltoall"};
-  return names[kind];
+  return kind >= 0 && kind < GCOMP_COLL_KINDS ? names[kind] : "an unknown collective";
 }
 
 /* This rank's own arguments, as gcomp_call_check_args checks an allreduce's */
@@ -72,42 +73,61 @@ int gcomp_call_agree(gcomp_comm *comm, gcomp_call *call) {
   return local;
 }
 
-/* ---- a broadcast that agrees in its own round ------------------------------------------- */
-/* On one node with a segment a broadcast is one round of the segment a slot
- * (bcast_shm.c), and a round's hot line carries a word of the call's shape beside its flag
+/* ---- a call that agrees in its own round ------------------------------------------------ */
+/* On one node with a segment, every collective but allreduce has an algorithm of the
+ * segment's rounds (bcast_shm.c, shm.c's reduce-scatter, allgather and all-to-all,
+ * barrier_shm.c), and a round's hot line carries a word of the call's shape beside its flag
  * anyway (shm_seg.h): comparing the shape there instead of in an exchange before saves a
- * round of the node's ranks a call, half of a 1 MiB broadcast's. Every rank sees every
- * rank's word in that round, so a difference fails it on every rank alike, and the
- * communicator stays usable as after a refused agreement; a rank that refused its own
- * arguments takes part with nothing to send and a word saying so. Whether a call does this
- * depends on the communicator alone: every rank takes the same path. */
-extern const gcomp_algo gcomp_algo_bcast_shm;   /* bcast_shm.c */
+ * round of the node's ranks a call, half of a 1 MiB broadcast's and of a 16 B all-to-all's.
+ * Every rank sees every rank's word in that round, so a difference fails it on every rank
+ * alike, and the communicator stays usable as after a refused agreement; a rank that refused
+ * its own arguments takes part with nothing to send and a word saying so. Whether a call
+ * does this depends on the communicator alone: every rank takes the same path. Such a call
+ * runs the segment's algorithm, uncompressed (a codec passed with it is not used; a
+ * communicator whose GCOMP_INTRA_CODEC or GCOMP_ALLGATHER_CODEC applies to the kind keeps the
+ * agreement and the planner's choice), as the planner picks on one node anyway. */
+extern const gcomp_algo gcomp_algo_bcast_shm, gcomp_algo_rs_shm, gcomp_algo_ag_shm,
+    gcomp_algo_barrier_shm, gcomp_algo_alltoall_shm;
 
-/* The shape word: count (40 bits), root (16), dtype (3), then 0; a refused call's is 1
- * (its fields say nothing). Below 2^61, as gcomp_shm_shaped_parts takes it. */
-enum { SHAPE_COUNT_BITS = 40, SHAPE_ROOT_BITS = 16 };
+/* The shape word: count (38 bits), root or op (16), kind (3), dtype (3), then 0; a refused
+ * call's is 1 (its fields say nothing). Below 2^61, as gcomp_shm_shaped_parts takes it. */
+enum { SHAPE_COUNT_BITS = 38, SHAPE_FIELD_BITS = 16, SHAPE_COUNT_AT = 23, SHAPE_FIELD_AT = 7,
+       SHAPE_KIND_AT = 4 };
 #define SHAPE_REFUSED 1u
 
 const gcomp_algo *gcomp_call_self_agreeing(const gcomp_comm *comm, const gcomp_call *call) {
-  const gcomp_algo *shm = &gcomp_algo_bcast_shm, *forced = comm->agreed.forced_coll[call->kind];
-  if (call->kind != GCOMP_COLL_BROADCAST || !comm->shm || comm->t->nnodes != 1 ||
-      comm->t->size > 1 << SHAPE_ROOT_BITS || (forced && forced != shm))
+  static const gcomp_algo *const shm_of[GCOMP_COLL_KINDS] = {
+      [GCOMP_COLL_REDUCE_SCATTER] = &gcomp_algo_rs_shm, [GCOMP_COLL_ALLGATHER] = &gcomp_algo_ag_shm,
+      [GCOMP_COLL_BROADCAST] = &gcomp_algo_bcast_shm, [GCOMP_COLL_BARRIER] = &gcomp_algo_barrier_shm,
+      [GCOMP_COLL_ALLTOALL] = &gcomp_algo_alltoall_shm};
+  const gcomp_algo *shm = shm_of[call->kind], *forced = comm->agreed.forced_coll[call->kind];
+  if (!shm || !comm->shm || comm->t->nnodes != 1 || comm->t->size > 1 << SHAPE_FIELD_BITS ||
+      (forced && forced != shm))
     return NULL;
+  if ((call->kind == GCOMP_COLL_REDUCE_SCATTER && comm->agreed.intra_codec) ||
+      (call->kind == GCOMP_COLL_ALLGATHER && comm->agreed.allgather_codec))
+    return NULL;   /* a codec of the communicator's may make another algorithm faster */
   return shm->cost(&comm->model) >= 0 ? shm : NULL;   /* the planner could run it */
 }
 
 static int too_many(const gcomp_call *call) {
-  GCOMP_FAIL(GCOMP_ERR_INVALID, "%s: count %zu: a broadcast inside one node takes fewer than "
+  GCOMP_FAIL(GCOMP_ERR_INVALID, "%s: count %zu: a collective inside one node takes fewer than "
              "2^%d elements", fn_name(call->kind), call->count, (int)SHAPE_COUNT_BITS);
 }
 
 int gcomp_call_shape_own(const gcomp_comm *comm, gcomp_call *call) {
   int local = check_local(comm, call);
   if (local == GCOMP_OK && call->count >> SHAPE_COUNT_BITS) local = too_many(call);
+  /* the field: a broadcast's root, a reduce-scatter's op; the others' dtype and count */
+  uint64_t field = call->kind == GCOMP_COLL_BROADCAST        ? (uint64_t)call->root
+                   : call->kind == GCOMP_COLL_REDUCE_SCATTER ? (uint64_t)call->op
+                                                             : 0;
+  uint64_t count = call->kind == GCOMP_COLL_BARRIER ? 0 : call->count;
+  uint64_t dtype = call->kind == GCOMP_COLL_BARRIER ? 0 : (uint64_t)call->dtype;
   call->shaped = 1;
   call->shape = local < 0 ? SHAPE_REFUSED
-                          : (uint64_t)call->count << (SHAPE_ROOT_BITS + 4) |
-                                (uint64_t)call->root << 4 | (uint64_t)call->dtype << 1;
+                          : count << SHAPE_COUNT_AT | field << SHAPE_FIELD_AT |
+                                (uint64_t)call->kind << SHAPE_KIND_AT | dtype << 1;
   return local;
 }
 
@@ -118,15 +138,20 @@ int gcomp_call_shape_refused(const gcomp_comm *comm, const gcomp_call *call, int
   GCOMP_FAIL_IF(theirs == SHAPE_REFUSED, GCOMP_ERR_INVALID,
                 "%s: rank %d's arguments were refused (its error names them)", fn, rank);
   const uint64_t mine = call->shape;
-  int64_t v[3][2];   /* count, dtype, root: this rank's, then theirs */
+  int64_t v[4][2];   /* kind, count, dtype, root or op: this rank's, then theirs */
   for (int k = 0; k < 2; k++) {
     uint64_t w = k ? theirs : mine;
-    v[0][k] = (int64_t)(w >> (SHAPE_ROOT_BITS + 4));
-    v[1][k] = (int64_t)(w >> 1 & 7);
-    v[2][k] = (int64_t)(w >> 4 & ((1u << SHAPE_ROOT_BITS) - 1));
+    v[0][k] = (int64_t)(w >> SHAPE_KIND_AT & 7);
+    v[1][k] = (int64_t)(w >> SHAPE_COUNT_AT);
+    v[2][k] = (int64_t)(w >> 1 & 7);
+    v[3][k] = (int64_t)(w >> SHAPE_FIELD_AT & ((1u << SHAPE_FIELD_BITS) - 1));
   }
-  static const char *const names[3] = {"count", "dtype", "root"};
-  int f = v[0][0] != v[0][1] ? 0 : v[1][0] != v[1][1] ? 1 : 2;
+  GCOMP_FAIL_IF(v[0][0] != v[0][1], GCOMP_ERR_INVALID,
+                "%s: the ranks disagree on the collective (rank %d: %s; this rank %s): every "
+                "rank must make the same call", fn, rank, fn_name((int)v[0][1]), fn);
+  const char *names[4] = {"collective", "count", "dtype",
+                          call->kind == GCOMP_COLL_BROADCAST ? "root" : "op"};
+  int f = v[1][0] != v[1][1] ? 1 : v[2][0] != v[2][1] ? 2 : 3;
   GCOMP_FAIL(GCOMP_ERR_INVALID,
              "%s: the ranks disagree on the %s (rank %d: %lld; this rank %lld): every rank must "
              "make the same call", fn, names[f], rank, (long long)v[f][1], (long long)v[f][0]);

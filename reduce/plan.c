@@ -113,7 +113,8 @@ extern const gcomp_algo gcomp_algo_ag_ring, gcomp_algo_ag_rhd, gcomp_algo_ag_shm
 extern const gcomp_algo gcomp_algo_rs_hier, gcomp_algo_rs_hier_direct;
 extern const gcomp_algo gcomp_algo_ag_hier, gcomp_algo_ag_hier_direct;
 extern const gcomp_algo gcomp_algo_bcast_tree, gcomp_algo_bcast_scatter, gcomp_algo_bcast_shm;
-extern const gcomp_algo gcomp_algo_barrier, gcomp_algo_alltoall, gcomp_algo_alltoall_shm;
+extern const gcomp_algo gcomp_algo_barrier, gcomp_algo_barrier_shm, gcomp_algo_alltoall,
+    gcomp_algo_alltoall_shm;   /* barrier_shm.c */
 static const gcomp_algo algo_ring = {
     "ring", "pipelined ring reduce-scatter + allgather: bandwidth-optimal, 2(n-1) steps",
     ring_run, ring_cost, 0, GCOMP_COLL_ALLREDUCE};
@@ -148,7 +149,8 @@ static const gcomp_algo *const algos[] = {&algo_ring,        &algo_rhd,
                                           &gcomp_algo_ag_hier,     &gcomp_algo_ag_hier_direct,
                                           &gcomp_algo_bcast_tree,  &gcomp_algo_bcast_scatter,
                                           &gcomp_algo_bcast_shm,
-                                          &gcomp_algo_barrier,     &gcomp_algo_alltoall,
+                                          &gcomp_algo_barrier,     &gcomp_algo_barrier_shm,
+                                          &gcomp_algo_alltoall,
                                           &gcomp_algo_alltoall_shm};
 enum { NALGOS = sizeof algos / sizeof *algos };
 

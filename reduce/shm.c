@@ -230,7 +230,7 @@ static const char *kind_name(uint64_t d) {
          : (d & 7) == CALL_REDUCE_SCATTER ? "reduce-scatter"
          : (d & 7) == CALL_ALLGATHER      ? "allgather"
          : (d & 7) == CALL_ALLTOALL       ? "alltoall"
-         : (d & 7) == CALL_SHAPED         ? "a broadcast"
+         : (d & 7) == CALL_SHAPED         ? "a collective other than allreduce"
                                           : "an allgather of frames";
 }
 static void post_desc(gcomp_shm *s, uint64_t round, uint64_t desc) {
@@ -275,6 +275,21 @@ static int wait_first(gcomp_coll *c, gcomp_shm *s, uint64_t round, uint64_t mine
   return wait_first_differ(c, s, round, mine, NULL);
 }
 
+/* A call's first round of kind: its shape word, the caller's when the call compares its own
+ * shape here (c->shaped, call_coll.c), and the wait that compares the words. A shaped call
+ * that met another shape fails with GCOMP_ERR_INVALID and says whose (c->shape_who, _theirs)
+ * for the caller's message; the segment is intact. */
+static uint64_t first_desc(const gcomp_coll *c, int kind, size_t count, size_t es) {
+  return c->shaped ? shaped_desc(c->shape) : call_desc(kind, count, es);
+}
+static int wait_call(gcomp_coll *c, gcomp_shm *s, uint64_t round, uint64_t desc) {
+  if (!c->shaped) return wait_first(c, s, round, desc);
+  uint64_t differ[2] = {UINT64_MAX, 0};
+  int st = wait_first_differ(c, s, round, desc, differ);
+  if (differ[0] != UINT64_MAX) c->shape_who = (int)differ[0], c->shape_theirs = differ[1];
+  return st;
+}
+
 static int check_usable(const gcomp_shm *s) {
   GCOMP_FAIL_IF(!s || s->broken, GCOMP_ERR_INVALID,
                 "shm: %s", s ? "the segment failed earlier" : "no segment on this node");
@@ -296,15 +311,18 @@ static int rs_round(gcomp_coll *c, gcomp_shm *s, const uint8_t *in, size_t count
     memcpy(mine + (size_t)j * P * es, in + (off + k * P) * es, n * es);
     c->stats->shm_bytes += n * es;
   }
-  const uint64_t desc = call_desc(CALL_REDUCE_SCATTER, count, es);
+  const uint64_t desc = first_desc(c, CALL_REDUCE_SCATTER, count, es);
   if (c->drive) (void)gcomp_progress(c->t);
   if (k == 0) post_desc(s, r, desc);
   publish(c, s, 2 * r + 1);
-  return k == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1);
+  return k == 0 ? wait_call(c, s, r, desc) : wait_all(c, s, 2 * r + 1);
 }
+
+static uint8_t none[1];   /* a shaped call's buffer of no elements (it may be NULL) */
 
 int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count) {
   GCOMP_CHECK(check_usable(s));
+  if (!buf) buf = none;
   const size_t es = c->esize, P = piece_elems(c, s);
   const uint8_t *in = c->src ? c->src : buf;
   size_t off0, len0, moff, mlen;
@@ -314,7 +332,7 @@ int gcomp_shm_reduce_scatter(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t c
    * (one copy less of a shard per call), except in place on a rank other than local rank
    * 0, whose output would overwrite it before its turn in the rank order */
   const int own_direct = in != buf || s->me == 0;
-  for (size_t k = 0; k * P < len0; k++) {
+  for (size_t k = 0; k * P < len0 || (k == 0 && c->shaped); k++) {   /* shaped: a round */
     uint64_t r = s->round++;
     GCOMP_CHECK(rs_round(c, s, in, count, k, P, own_direct, r));
     size_t n = piece_len(mlen, k, P);
@@ -353,20 +371,21 @@ int gcomp_shm_reduce_scatter_parts(gcomp_coll *c, gcomp_shm *s, const uint8_t *i
 
 int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count) {
   GCOMP_CHECK(check_usable(s));
+  if (!buf) buf = none;
   const size_t es = c->esize, P = piece_elems(c, s) * (size_t)s->L;   /* one piece per slot */
   size_t off0, len0, moff, mlen;
   gcomp_chunk(count, s->L, 0, &off0, &len0);
   gcomp_chunk(count, s->L, s->me, &moff, &mlen);
-  for (size_t k = 0; k * P < len0; k++) {
+  for (size_t k = 0; k * P < len0 || (k == 0 && c->shaped); k++) {   /* shaped: a round */
     uint64_t r = s->round++;
     size_t n = piece_len(mlen, k, P);
     memcpy(slot_at(s, r, s->me), buf + (moff + k * P) * es, n * es);
     c->stats->shm_bytes += n * es;
-    const uint64_t desc = call_desc(CALL_ALLGATHER, count, es);
+    const uint64_t desc = first_desc(c, CALL_ALLGATHER, count, es);
     if (c->drive) (void)gcomp_progress(c->t);
     if (k == 0) post_desc(s, r, desc);
     publish(c, s, 2 * r + 1);
-    GCOMP_CHECK(k == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1));
+    GCOMP_CHECK(k == 0 ? wait_call(c, s, r, desc) : wait_all(c, s, 2 * r + 1));
     for (int j = 0; j < s->L; j++) {
       if (j == s->me) continue;
       size_t off, len;
@@ -383,11 +402,12 @@ int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
  * the output. In place, a piece is in the slot before the output's copy overwrites it. */
 int gcomp_shm_alltoall(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count) {
   GCOMP_CHECK(check_usable(s));
+  if (!buf) buf = none;
   const size_t es = c->esize, P = piece_elems(c, s), block = count / (size_t)s->L;
   const uint8_t *in = c->src ? c->src : buf;
   if (in != buf) memcpy(buf + (size_t)s->me * block * es, in + (size_t)s->me * block * es, block * es);
-  const uint64_t desc = call_desc(CALL_ALLTOALL, count, es);
-  for (size_t k = 0; s->L > 1 && k * P < block; k++) {
+  const uint64_t desc = first_desc(c, CALL_ALLTOALL, count, es);
+  for (size_t k = 0; s->L > 1 && (k * P < block || (k == 0 && c->shaped)); k++) {
     uint64_t r = s->round++;
     size_t n = piece_len(block, k, P);
     uint8_t *mine = slot_at(s, r, s->me);
@@ -397,13 +417,23 @@ int gcomp_shm_alltoall(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count) 
     if (c->drive) (void)gcomp_progress(c->t);
     if (k == 0) post_desc(s, r, desc);
     publish(c, s, 2 * r + 1);
-    GCOMP_CHECK(k == 0 ? wait_first(c, s, r, desc) : wait_all(c, s, 2 * r + 1));
+    GCOMP_CHECK(k == 0 ? wait_call(c, s, r, desc) : wait_all(c, s, 2 * r + 1));
     for (int i = 0; i < s->L; i++)
       if (i != s->me)
         memcpy(buf + ((size_t)i * block + k * P) * es, slot_at(s, r, i) + (size_t)s->me * P * es,
                n * es);
   }
   return GCOMP_OK;
+}
+
+/* A round with no data: the flags and the shape words alone */
+int gcomp_shm_barrier(gcomp_coll *c, gcomp_shm *s) {
+  GCOMP_CHECK(check_usable(s));
+  uint64_t r = s->round++;
+  const uint64_t desc = first_desc(c, CALL_PARTS, 0, c->esize);
+  post_desc(s, r, desc);
+  publish(c, s, 2 * r + 1);
+  return wait_call(c, s, r, desc);
 }
 
 int gcomp_shm_allreduce(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count) {

@@ -20,6 +20,10 @@ int gcomp_shm_allgather(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count)
 /* A single-node communicator's all-to-all: block j (count / size elements) of the input goes
  * to rank j, block i of buf comes from rank i. */
 int gcomp_shm_alltoall(gcomp_coll *c, gcomp_shm *s, uint8_t *buf, size_t count);
+/* One round of the node's ranks with no data: a barrier of a single-node communicator.
+ * These four run one round at least when c->shaped, at count 0 too: it compares the ranks'
+ * shapes (call_coll.c: gcomp_call_self_agreeing). */
+int gcomp_shm_barrier(gcomp_coll *c, gcomp_shm *s);
 /* The reduce-scatter's rounds with the reduction left to fn: for each round's piece of
  * this rank's shard (elements [at, at + n) of the shard) fn(arg, at, n, src, L) gets the
  * node's L operands of it in local rank order (its own: the input in; the others' in their

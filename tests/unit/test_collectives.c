@@ -418,6 +418,13 @@ static void *disagree_main(void *arg) {
   case 9: d->st = gcomp_broadcast(c, buf, me == 0 ? 0 : 8, GCOMP_FLOAT32, 1); break;
   case 10: d->st = gcomp_broadcast(c, buf, 8, GCOMP_FLOAT32, n); break;   /* every rank refuses */
   case 11: d->st = gcomp_broadcast(c, me == 1 ? NULL : buf, 8, GCOMP_FLOAT32, 0); break;
+  /* and so do the others (barrier, reduce_scatter, allgather, alltoall) */
+  case 12: d->st = gcomp_reduce_scatter(c, buf, out, 4, GCOMP_FLOAT32, me == 2 ? GCOMP_MAX : GCOMP_SUM, NULL, 0); break;
+  case 13: d->st = gcomp_alltoall(c, buf, out, me == 0 ? 1 : 2, GCOMP_FLOAT32); break;
+  case 14: d->st = gcomp_allgather(c, buf, out, 4, me == 1 ? GCOMP_FLOAT64 : GCOMP_FLOAT32, NULL, 0); break;
+  case 15: d->st = gcomp_alltoall(c, buf, me == 1 ? NULL : out, 2, GCOMP_FLOAT32); break;
+  case 16: d->st = me == 2 ? gcomp_alltoall(c, buf, out, 2, GCOMP_FLOAT32) : gcomp_barrier(c); break;
+  case 17: d->st = gcomp_allgather(c, buf, out, 4, (gcomp_dtype)(me == 1 ? 99 : GCOMP_FLOAT32), NULL, 0); break;
   default: d->st = gcomp_reduce_scatter(c, me == 1 ? NULL : buf, out, 4, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0); break;
   }
   snprintf(d->msg, sizeof d->msg, "%s", gcomp_last_error());
@@ -425,6 +432,9 @@ static void *disagree_main(void *arg) {
   note(&d->j, gcomp_allreduce(c, &one, &one, 1, GCOMP_FLOAT32, GCOMP_SUM, NULL, 0), "after");
   if (one != (float)n) wrong(&d->j, "allreduce after the refusal: %g", one);
   note(&d->j, gcomp_barrier(c), "barrier after");
+  /* on one node the barrier is the segment's round, no agreement exchange before it */
+  if (strcmp(gcomp_comm_last_algo(c), "barrier:shm"))
+    wrong(&d->j, "barrier after: %s, not barrier:shm", gcomp_comm_last_algo(c));
   return NULL;
 }
 
@@ -434,9 +444,14 @@ static void test_disagree(void **state) {
   gcomp_comm *comms[MAXR];
   make(N, NULL, NULL, comms);
   /* what every rank's message names, where it is the same on all */
-  static const char *const names[12] = {[1] = "root", [7] = "count", [8] = "dtype",
-                                        [9] = "count", [10] = "root"};
-  for (int mode = 0; mode < 12; mode++) {
+  enum { MODES = 18 };
+  static const char *const names[MODES] = {
+      [0] = "count", [1] = "root", [3] = "collective", [4] = "dtype", [5] = "count",
+      [7] = "count", [8] = "dtype", [9] = "count", [10] = "root", [12] = "op", [13] = "count",
+      [14] = "dtype", [16] = "collective"};
+  /* the rank whose own arguments were refused, which the others' messages name */
+  static const int refuser[MODES] = {[2] = 2, [6] = 1, [11] = 1, [15] = 1, [17] = 1};
+  for (int mode = 0; mode < MODES; mode++) {
     djob d[N];
     memset(d, 0, sizeof d);
     pthread_t th[N];
@@ -450,8 +465,10 @@ static void test_disagree(void **state) {
         fail_msg("mode %d rank %d: the message does not name the %s: %s", mode, r, names[mode],
                  d[r].msg);
       /* the shapes compared in the round name the rank that refused */
-      if (mode == 11 && r != 1 && !strstr(d[r].msg, "rank 1"))
-        fail_msg("mode 11 rank %d: the message does not name rank 1: %s", r, d[r].msg);
+      char who[16];
+      snprintf(who, sizeof who, "rank %d", refuser[mode]);
+      if (refuser[mode] > 0 && r != refuser[mode] && !strstr(d[r].msg, who))
+        fail_msg("mode %d rank %d: the message does not name %s: %s", mode, r, who, d[r].msg);
       if (d[r].j.status != GCOMP_OK || d[r].j.wrong)
         fail_msg("mode %d rank %d afterwards: %s %s", mode, r, d[r].j.error, d[r].j.what);
     }
