@@ -242,26 +242,54 @@ static int stage_nonfinite(gcomp_comm *comm, gcomp_call *call) {
   return GCOMP_OK;
 }
 
+/* The guard has work only on a communicator with GCOMP_GUARD set (guard.c: its hooks return
+ * at once otherwise, and after_run finds no key when before_run did not run) */
+static int guard_wants(const gcomp_comm *comm, const gcomp_call *call) {
+  (void)call;
+  return comm->agreed.guard.every != 0;
+}
+static int average_wants(const gcomp_comm *comm, const gcomp_call *call) {
+  (void)comm;
+  return call->op == GCOMP_AVG;
+}
+static int nonfinite_wants(const gcomp_comm *comm, const gcomp_call *call) {
+  (void)comm;
+  return call->wt == GCOMP_FLOAT32;
+}
+
 typedef struct {
   const char *name;
   int (*before_run)(gcomp_comm *comm, gcomp_call *call);   /* NULL: nothing before */
   int (*after_run)(gcomp_comm *comm, gcomp_call *call);    /* NULL: nothing after */
   unsigned kinds;                                          /* 1 << kind it serves */
+  /* whether it has anything to do with this planned call (NULL: every call it serves);
+   * asked once a call, before either hook: walking the table and calling hooks that
+   * returned at once was 230 instructions of an 8 B allreduce's 1,555 */
+  int (*wants)(const gcomp_comm *comm, const gcomp_call *call);
 } call_stage;
 
 enum { REDUCING = 1u << GCOMP_COLL_ALLREDUCE | 1u << GCOMP_COLL_REDUCE_SCATTER };
 static const call_stage stages[] = {
     /* guard.c: on the sum, before "average" */
-    {"guard", gcomp_guard_before, gcomp_guard_after, 1u << GCOMP_COLL_ALLREDUCE},
-    {"average", NULL, stage_average, REDUCING},
-    {"nonfinite", NULL, stage_nonfinite, REDUCING},
+    {"guard", gcomp_guard_before, gcomp_guard_after, 1u << GCOMP_COLL_ALLREDUCE, guard_wants},
+    {"average", NULL, stage_average, REDUCING, average_wants},
+    {"nonfinite", NULL, stage_nonfinite, REDUCING, nonfinite_wants},
 };
 enum { NSTAGES = sizeof stages / sizeof *stages };
 
-static int run_stages(gcomp_comm *comm, gcomp_call *call, int after) {
-  for (int i = 0; i < NSTAGES; i++) {
-    if (!(stages[i].kinds & 1u << call->kind)) continue;
-    int (*fn)(gcomp_comm *, gcomp_call *) = after ? stages[i].after_run : stages[i].before_run;
+/* The stages this call runs, a bit each in table order */
+static unsigned stages_wanted(const gcomp_comm *comm, const gcomp_call *call) {
+  unsigned mask = 0;
+  for (int i = 0; i < NSTAGES; i++)
+    if (stages[i].kinds & 1u << call->kind && (!stages[i].wants || stages[i].wants(comm, call)))
+      mask |= 1u << i;
+  return mask;
+}
+
+static int run_stages(gcomp_comm *comm, gcomp_call *call, unsigned mask, int after) {
+  for (; mask; mask &= mask - 1) {
+    const call_stage *sg = &stages[__builtin_ctz(mask)];
+    int (*fn)(gcomp_comm *, gcomp_call *) = after ? sg->after_run : sg->before_run;
     int st = fn ? fn(comm, call) : GCOMP_OK;
     if (st < 0) return gcomp_comm_mark_broken(comm, st);
   }
@@ -312,9 +340,10 @@ static int call_body(gcomp_comm *comm, gcomp_call *call) {
   GCOMP_CHECK(widen(comm, call));
   if (call->kind == GCOMP_COLL_ALLREDUCE) gcomp_guard_route(comm, call);
   GCOMP_CHECK(plan(comm, call));
-  GCOMP_CHECK(run_stages(comm, call, 0));
+  const unsigned mask = stages_wanted(comm, call);
+  GCOMP_CHECK(run_stages(comm, call, mask, 0));
   GCOMP_CHECK(run(comm, call));
-  GCOMP_CHECK(run_stages(comm, call, 1));
+  GCOMP_CHECK(run_stages(comm, call, mask, 1));
   narrow(comm, call);
   call->completed = 1;
   return GCOMP_OK;

@@ -52,6 +52,7 @@ static int one(gcomp_comm *c, const char *coll, float *send, float *recv, size_t
   if (!strcmp(coll, "allgather"))
     return gcomp_allgather(c, send, recv, block, GCOMP_FLOAT32, codec, total);
   if (!strcmp(coll, "broadcast")) return gcomp_broadcast(c, recv, total, GCOMP_FLOAT32, 0);
+  if (!strcmp(coll, "barrier")) return gcomp_barrier(c);
   return gcomp_alltoall(c, send, recv, block, GCOMP_FLOAT32);
 }
 
@@ -63,6 +64,7 @@ static int one_mpi(const char *coll, float *send, float *recv, size_t total, int
   if (!strcmp(coll, "allgather"))
     return MPI_Allgather(send, block, MPI_FLOAT, recv, block, MPI_FLOAT, MPI_COMM_WORLD);
   if (!strcmp(coll, "broadcast")) return MPI_Bcast(recv, (int)total, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  if (!strcmp(coll, "barrier")) return MPI_Barrier(MPI_COMM_WORLD);
   return MPI_Alltoall(send, block, MPI_FLOAT, recv, block, MPI_FLOAT, MPI_COMM_WORLD);
 }
 static int mpi_allgather(void *ctx, const void *mine, size_t len, void *all) {
@@ -126,9 +128,11 @@ static int run(gcomp_comm *c, const co_opts *o) {
            o->rounds, o->codec ? o->codec : "none", "size(B)", "count", "type", "algo",
            "time(us)", "algbw", "busbw", "cpu(us)", o->mpi ? " | mpi(us) mpi busbw  mpi/gcomp" : "");
   int st = GCOMP_OK;
+  const int barrier = !strcmp(o->coll, "barrier");   /* one row of no data */
   for (double b = (double)o->minb; b <= (double)o->maxb && st == GCOMP_OK; b *= o->factor) {
     size_t total = ((size_t)b / 4 / (size_t)n) * (size_t)n;
     if (!total) total = (size_t)n;
+    if (barrier) total = 0, b = (double)o->maxb;
     size_t bytes = total * 4;
     double t, cpu, tm = 0, cm = 0;
     one(c, o->coll, send, recv, total, codec);   /* warm-up */
@@ -208,10 +212,12 @@ static int cmd_rs(int argc, char **argv) { return cmd("reduce_scatter", argc, ar
 static int cmd_ag(int argc, char **argv) { return cmd("allgather", argc, argv); }
 static int cmd_bc(int argc, char **argv) { return cmd("broadcast", argc, argv); }
 static int cmd_a2a(int argc, char **argv) { return cmd("alltoall", argc, argv); }
+static int cmd_bar(int argc, char **argv) { return cmd("barrier", argc, argv); }
 
 GCOMP_BENCH_CONSTRUCTOR(register_coll) {
   gcomp_bench_register("reduce_scatter", cmd_rs, "reduce_scatter per size (nccl-tests format), vs MPI");
   gcomp_bench_register("allgather", cmd_ag, "allgather per size (nccl-tests format), vs MPI");
   gcomp_bench_register("broadcast", cmd_bc, "broadcast per size (nccl-tests format), vs MPI");
   gcomp_bench_register("alltoall", cmd_a2a, "alltoall per size (nccl-tests format), vs MPI");
+  gcomp_bench_register("barrier", cmd_bar, "barrier (one row, no data), vs MPI");
 }
