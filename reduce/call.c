@@ -280,6 +280,7 @@ enum { NSTAGES = sizeof stages / sizeof *stages };
 /* The stages this call runs, a bit each in table order */
 static unsigned stages_wanted(const gcomp_comm *comm, const gcomp_call *call) {
   unsigned mask = 0;
+#pragma GCC unroll 8   /* the table is constant: unrolled, the wants calls are direct */
   for (int i = 0; i < NSTAGES; i++)
     if (stages[i].kinds & 1u << call->kind && (!stages[i].wants || stages[i].wants(comm, call)))
       mask |= 1u << i;
