@@ -302,7 +302,8 @@ static int run_stages(gcomp_comm *comm, gcomp_call *call, unsigned mask, int aft
  * Each rank counts the overflows of its own share (as stage_nonfinite): the sum over ranks
  * counts every value once. */
 static void narrow(gcomp_comm *comm, gcomp_call *call) {
-  if (call->work == call->recvbuf) return;
+  /* a shaped call of no elements (call_coll.c) gets here; its buffers may be NULL */
+  if (call->work == call->recvbuf || !call->res_len) return;
   size_t res = call->res_off, end = res + call->res_len;
   if (call->wt == call->dtype) {
     size_t es = gcomp_dtype_size(call->dtype);
