@@ -147,6 +147,9 @@ class _Work(dist.Work):
     raises). wait() waits on the calling thread; a future (get_future) completes from the
     group's waiter thread, without anyone waiting.
 
+    A call nobody waits for is completed by a later call's wait(), or at the next call's
+    issue once its requests are done.
+
     The Python object must outlive every C++ reference to it: when it dies first, the C++
     object forgets its Python methods, and c10d's Work::wait() then waits for a completion
     that never comes. The group keeps it until it is complete and was waited for or had its
@@ -369,6 +372,8 @@ class ProcessGroupGcomp(dist.ProcessGroup):
         work = _Work(self, call)
         call.work = work   # until it is complete and consumed (see _Work)
         if reqs:
+            if self._calls:   # calls nobody waited for yet: release those that are done
+                self._poll()
             self._calls.append(call)
         else:   # nothing in flight: done now, whatever calls before it still run
             self._finish(call)
@@ -432,13 +437,15 @@ class ProcessGroupGcomp(dist.ProcessGroup):
                     self._waiter.put(call)
         return call.relay
 
-    def _poll(self, call):
-        """True when the call is complete, completing it if its requests are done; never
-        blocks (a call another thread is completing counts as not done yet)."""
-        if call.event is not None or not self._completing.acquire(blocking=False):
-            return call.done
+    def _poll(self, call=None):
+        """Completes the calls in flight whose requests are done, in order, up to call (None:
+        all of them); never blocks (a call another thread is completing counts as not done
+        yet). Returns whether call is complete."""
+        if call is not None and call.event is not None or \
+                not self._completing.acquire(blocking=False):
+            return call is not None and call.done
         try:
-            while not call.done:
+            while self._calls and (call is None or not call.done):
                 c = self._calls[0]
                 while c.reqs:
                     try:
@@ -448,7 +455,7 @@ class ProcessGroupGcomp(dist.ProcessGroup):
                         c.early = c.early or e
                     c.reqs = c.reqs[1:]
                 self._finish(self._calls.popleft())
-            return True
+            return call is not None and call.done
         finally:
             self._completing.release()
 
