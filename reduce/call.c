@@ -277,21 +277,23 @@ static const call_stage stages[] = {
 };
 enum { NSTAGES = sizeof stages / sizeof *stages };
 
-/* The stages this call runs, a bit each in table order */
-static unsigned stages_wanted(const gcomp_comm *comm, const gcomp_call *call) {
-  unsigned mask = 0;
+/* The stages this call runs, a bit each in table order: those with a before_run hook in
+ * before, those with an after_run hook in after */
+static void stages_wanted(const gcomp_comm *comm, const gcomp_call *call, unsigned *before,
+                          unsigned *after) {
+  *before = *after = 0;
 #pragma GCC unroll 8   /* the table is constant: unrolled, the wants calls are direct */
   for (int i = 0; i < NSTAGES; i++)
-    if (stages[i].kinds & 1u << call->kind && (!stages[i].wants || stages[i].wants(comm, call)))
-      mask |= 1u << i;
-  return mask;
+    if (stages[i].kinds & 1u << call->kind && (!stages[i].wants || stages[i].wants(comm, call))) {
+      if (stages[i].before_run) *before |= 1u << i;
+      if (stages[i].after_run) *after |= 1u << i;
+    }
 }
 
 static int run_stages(gcomp_comm *comm, gcomp_call *call, unsigned mask, int after) {
   for (; mask; mask &= mask - 1) {
     const call_stage *sg = &stages[__builtin_ctz(mask)];
-    int (*fn)(gcomp_comm *, gcomp_call *) = after ? sg->after_run : sg->before_run;
-    int st = fn ? fn(comm, call) : GCOMP_OK;
+    int st = after ? sg->after_run(comm, call) : sg->before_run(comm, call);
     if (st < 0) return gcomp_comm_mark_broken(comm, st);
   }
   return GCOMP_OK;
@@ -342,10 +344,11 @@ static int call_body(gcomp_comm *comm, gcomp_call *call) {
   GCOMP_CHECK(widen(comm, call));
   if (call->kind == GCOMP_COLL_ALLREDUCE) gcomp_guard_route(comm, call);
   GCOMP_CHECK(plan(comm, call));
-  const unsigned mask = stages_wanted(comm, call);
-  GCOMP_CHECK(run_stages(comm, call, mask, 0));
+  unsigned before, after;
+  stages_wanted(comm, call, &before, &after);
+  if (before) GCOMP_CHECK(run_stages(comm, call, before, 0));
   GCOMP_CHECK(run(comm, call));
-  GCOMP_CHECK(run_stages(comm, call, mask, 1));
+  if (after) GCOMP_CHECK(run_stages(comm, call, after, 1));
   narrow(comm, call);
   call->completed = 1;
   return GCOMP_OK;
