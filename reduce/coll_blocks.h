@@ -69,6 +69,10 @@ typedef struct {
   int stream;
   size_t share_lo, share_hi;
   uint64_t nonfinite;
+  /* as the caller set it after init: 0, shard j is buf's gcomp_chunk j; else shard j starts
+   * at buf + j * stride (count a multiple of n: shards of equal length, gaps between them
+   * left alone) */
+  size_t stride;
 } gcomp_dx;
 int gcomp_dx_init(gcomp_dx *x, const gcomp_group *g, float *buf, size_t count, unsigned phase,
                   unsigned step, uint64_t key_salt, gcomp_codec *rs_codec, gcomp_codec *ag_codec);
@@ -78,6 +82,9 @@ int gcomp_dx_reduce(gcomp_coll *c, gcomp_dx *x);
 int gcomp_dx_post_ag(gcomp_coll *c, gcomp_dx *x);
 int gcomp_dx_send_ag(gcomp_coll *c, gcomp_dx *x);
 int gcomp_dx_gather(gcomp_coll *c, gcomp_dx *x);
+/* gather's step for shard r alone (waiting for its frame unless it is mine), in an order
+ * of the caller's: every shard once, after send_ag */
+int gcomp_dx_gather_one(gcomp_coll *c, gcomp_dx *x, int r);
 /* send_rs with the sum of buf not stored but fed, a part at a time, to the shards' encoders
  * (gcomp_encode_sum_*): gcomp_dx_feed_part is a gcomp_shm_sum_fn over the node's operands of
  * buf's elements (the node's reduce-scatter: buf stands for their sum, and is not read),
@@ -94,6 +101,10 @@ typedef struct {
 int gcomp_dx_feed_ok(const gcomp_coll *c, const gcomp_dx *x, int nsrc);
 int gcomp_dx_feed_part(void *arg, size_t at, size_t n, const float *const *src, int nsrc);
 int gcomp_dx_feed_end(gcomp_dx_feed *f);
+/* Shard by shard instead, in any order: feed_shard(j), j's parts at their offsets in buf,
+ * then feed_sent(j) checks that they filled it (it is on its way) */
+int gcomp_dx_feed_shard(gcomp_dx_feed *f, int j);
+int gcomp_dx_feed_sent(const gcomp_dx_feed *f, int j);
 /* reduce and send_ag at once: the contributions decoded a part at a time and re-encoded
  * from cache, the sum never stored in buf (only when gcomp_dx_fold_ok: both codecs code
  * in parts; the same frames and residuals as reduce then send_ag). */

@@ -26,6 +26,11 @@ typedef struct {
 } gcomp_hier_blocks;
 
 int gcomp_hier_blocks_make(const gcomp_transport *t, gcomp_hier_blocks *h);
+/* Are the blocks in node runs: rank r local rank r % g of sub-node r / g (equal nodes of
+ * consecutive ranks, as --map-by slot places them)? Then sub-node k's blocks are one run
+ * of the vector in rank order, and a node step over that run alone (g blocks, cut into g)
+ * moves the blocks of sub-node k's i-th ranks: shard k of the pieces, none moved. */
+int gcomp_hier_blocks_runs(const gcomp_hier_blocks *h);
 void gcomp_hier_blocks_free(gcomp_hier_blocks *h);
 /* Moves the blocks of buf (block elements each) from rank order to pos[] order (to_pos)
  * or back, in place, a cycle at a time through one block of the call's scratch. */

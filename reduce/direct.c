@@ -38,6 +38,14 @@ static int wait_one(gcomp_coll *c, gcomp_treq **req, size_t *len) {
   return st;
 }
 
+/* Where shard j lies in buf (its gcomp_chunk, or j strides on: shards of equal length),
+ * and its length */
+static size_t shard_of(const gcomp_dx *x, int j, size_t *len) {
+  size_t o;
+  gcomp_chunk(x->count, x->g->n, j, &o, len);
+  return x->stride ? (size_t)j * x->stride : o;
+}
+
 /* Lays out one frame slot per shard of count elements (its codec's size bound) from
  * base: off[0] .. off[n], where off[n] is where the slots end. */
 static size_t shard_slots(const gcomp_codec *codec, size_t count, int n, size_t base,
@@ -109,8 +117,7 @@ int gcomp_dx_send_rs(gcomp_coll *c, gcomp_dx *x) {
   size_t *off = x->off;
   for (int k = 1; x->count && k <= n; k++) {
     int j = (me + k) % n;
-    size_t o, l, flen;
-    gcomp_chunk(x->count, n, j, &o, &l);
+    size_t l, flen, o = shard_of(x, j, &l);
     uint64_t t0 = gcomp_now_ns();
     int st = gcomp_encode(x->rs_codec, gcomp_shard_key(c->key, x->key_salt, j), x->buf + o, l,
                           x->mem + off[j], off[j + 1] - off[j], &flen);
@@ -178,6 +185,24 @@ int gcomp_dx_feed_part(void *arg, size_t at, size_t n, const float *const *src, 
   return GCOMP_OK;
 }
 
+/* The next parts are shard j's alone, from its first element: a caller that reduces one
+ * shard at a time, in an order of its own (the owners across a slow link first), starts
+ * each so; the shard is sent when its parts have filled it (gcomp_dx_feed_sent). */
+int gcomp_dx_feed_shard(gcomp_dx_feed *f, int j) {
+  size_t o, l;
+  GCOMP_FAIL_IF(f->open || j < 0 || j >= f->x->g->n, GCOMP_ERR_INVALID,
+                "direct: shard %d fed while shard %d is open", j, f->j);
+  gcomp_chunk(f->x->count, f->x->g->n, j, &o, &l);
+  f->j = j, f->at = o;
+  return GCOMP_OK;
+}
+
+int gcomp_dx_feed_sent(const gcomp_dx_feed *f, int j) {
+  GCOMP_FAIL_IF(f->open || f->j != j + 1, GCOMP_ERR_INVALID,
+                "direct: the parts of shard %d ended at %zu, short of its end", j, f->at);
+  return GCOMP_OK;
+}
+
 int gcomp_dx_feed_end(gcomp_dx_feed *f) {
   if (!f->x->count) return GCOMP_OK;   /* as gcomp_dx_send_rs: nothing to send */
   GCOMP_CHECK(feed_open(f, f->at));    /* empty shards at the end */
@@ -191,8 +216,7 @@ int gcomp_dx_feed_end(gcomp_dx_feed *f) {
 int gcomp_dx_reduce(gcomp_coll *c, gcomp_dx *x) {
   const gcomp_group *g = x->g;
   int n = g->n;
-  size_t my_off, my_len;
-  gcomp_chunk(x->count, n, g->me, &my_off, &my_len);
+  size_t my_len, my_off = shard_of(x, g->me, &my_len);
   float *acc = x->buf + my_off;
   for (int r = 0; x->count && r < n; r++) {
     size_t flen = x->mine_len;
@@ -255,8 +279,7 @@ int gcomp_dx_send_ag(gcomp_coll *c, gcomp_dx *x) {
   const gcomp_group *g = x->g;
   int n = g->n, me = g->me;
   if (!x->count) return GCOMP_OK;
-  size_t my_off, my_len;
-  gcomp_chunk(x->count, n, me, &my_off, &my_len);
+  size_t my_len, my_off = shard_of(x, me, &my_len);
   uint64_t t0 = gcomp_now_ns();
   int st = gcomp_encode(x->ag_codec, reduced_key(c, x), x->buf + my_off, my_len,
                         x->mem + x->off[2 * n + me], ag_cap(x, me), &x->red_len);
@@ -327,13 +350,18 @@ int gcomp_dx_fold(gcomp_coll *c, gcomp_dx *x) {
 
 /* Decodes every shard, my own too, so that all ranks hold the same values. */
 int gcomp_dx_gather(gcomp_coll *c, gcomp_dx *x) {
+  for (int k = 0; k < x->g->n; k++)   /* my own shard needs no wait: decode it first */
+    GCOMP_CHECK(gcomp_dx_gather_one(c, x, (x->g->me + k) % x->g->n));
+  return GCOMP_OK;
+}
+
+int gcomp_dx_gather_one(gcomp_coll *c, gcomp_dx *x, int r) {
   const gcomp_group *g = x->g;
   int n = g->n, me = g->me;
-  for (int k = 0; x->count && k < n; k++) {
-    int r = (me + k) % n;   /* my own shard needs no wait: decode it first */
-    size_t flen = x->red_len, o, l;
+  if (x->count) {
+    size_t flen = x->red_len, l;
     if (r != me) GCOMP_CHECK(wait_one(c, &x->reqs[3 * n + r], &flen));
-    gcomp_chunk(x->count, n, r, &o, &l);
+    size_t o = shard_of(x, r, &l);
     x->ag_len[r] = flen;
     uint64_t t0 = gcomp_now_ns(), tally;
     int st = gcomp_decode_tally(x->ag_codec, x->mem + x->off[2 * n + r], flen, x->buf + o, l,

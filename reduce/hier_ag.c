@@ -14,6 +14,32 @@
 
 #define SALT_CROSS 0xa12u   /* the owner's error-feedback slot (a codec with +ef) */
 
+/* hier-direct over node runs (gcomp_hier_blocks_runs): nothing moved. My block, encoded and
+ * on its way to the other sub-nodes, is decoded in place (the owner keeps the decoded values
+ * too) and shared in the node while the frames cross; then each other sub-node's block, as
+ * its frame is in, decoded and shared. The frames are gcomp_direct_allgather's. */
+static int ag_runs(gcomp_coll *c, const gcomp_hier_blocks *h, const gcomp_group *cross,
+                   uint8_t *buf, size_t block) {
+  size_t es = c->esize, run = (size_t)h->g * block;
+  gcomp_dx x;
+  int st = gcomp_dx_init(&x, cross, (float *)(void *)(buf + (size_t)h->idx * block * es),
+                         (size_t)h->nsub * block, 2, 0, SALT_CROSS, NULL, c->codec);
+  x.stride = run;
+  if (st == GCOMP_OK) st = gcomp_coll_reserve(c, x.bytes);
+  x.mem = gcomp_coll_tmp(c);
+  if (st == GCOMP_OK) st = gcomp_dx_post_ag(c, &x);
+  if (st == GCOMP_OK) st = gcomp_dx_send_ag(c, &x);
+  gcomp_coll sc = *c;
+  sc.drive = 1;   /* frames are in flight while the node's rounds wait */
+  for (int k = 0; st == GCOMP_OK && k < h->nsub; k++) {
+    int j = (h->sub + k) % h->nsub;   /* mine first */
+    st = gcomp_dx_gather_one(c, &x, j);
+    if (st == GCOMP_OK && h->g > 1)
+      st = gcomp_shm_allgather(&sc, c->shm, buf + (size_t)j * run * es, run);
+  }
+  return gcomp_dx_end(c, &x, st);
+}
+
 static int ag_hier_with(gcomp_coll *c, uint8_t *buf, size_t count, int compressed) {
   const gcomp_transport *t = c->t;
   size_t block = count / (size_t)t->size, es = c->esize;
@@ -22,6 +48,14 @@ static int ag_hier_with(gcomp_coll *c, uint8_t *buf, size_t count, int compresse
   gcomp_group cross = {h.cross, h.nsub, h.sub}, in = {h.in, h.g, h.idx};
   size_t plen = (size_t)h.nsub * block;
   uint8_t *piece = buf + (size_t)h.idx * plen * es;
+  if (compressed && block && c->shm && h.whole && gcomp_hier_blocks_runs(&h)) {
+    int st = ag_runs(c, &h, &cross, buf, block);
+    GCOMP_TRACE(GCOMP_SUB_REDUCE, "allgather:hier-direct %zu B over node runs, %d sub-node(s) "
+                "of %d", count * es, h.nsub, h.g);
+    gcomp_hier_blocks_free(&h);
+    if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
+    return GCOMP_OK;
+  }
   /* only my own block holds data yet (call_coll.c put it at my rank's place) */
   if (h.pos[t->rank] != t->rank && block)
     memcpy(buf + (size_t)h.pos[t->rank] * block * es, buf + (size_t)t->rank * block * es,

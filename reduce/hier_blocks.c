@@ -21,6 +21,12 @@ void gcomp_hier_blocks_free(gcomp_hier_blocks *h) {
   h->in = h->cross = h->pos = NULL;
 }
 
+int gcomp_hier_blocks_runs(const gcomp_hier_blocks *h) {
+  for (int r = 0; r < h->g * h->nsub; r++)
+    if (h->pos[r] != (r % h->g) * h->nsub + r / h->g) return 0;
+  return 1;
+}
+
 int gcomp_hier_blocks_make(const gcomp_transport *t, gcomp_hier_blocks *h) {
   int n = t->size, M = t->nnodes;
   memset(h, 0, sizeof *h);

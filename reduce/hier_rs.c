@@ -74,6 +74,48 @@ static int fed(gcomp_coll *c, const gcomp_group *cross, uint8_t *buf, size_t cou
   return gcomp_dx_end(c, &x, st);
 }
 
+typedef struct {
+  gcomp_dx_feed *f;
+  size_t base;   /* the run's first element in the piece */
+} run_feed;
+
+static int run_part(void *arg, size_t at, size_t n, const float *const *src, int nsrc) {
+  run_feed *rf = arg;
+  return gcomp_dx_feed_part(rf->f, rf->base + at, n, src, nsrc);
+}
+
+/* fed() over node runs: one node reduce-scatter per run, the other sub-nodes' shards first,
+ * each from the one after mine on (the nodes do not all send to one node at once), my own
+ * last, so that a frame crosses while the node still sums the next (in piece order the
+ * first sub-node's ranks sent only when the node's whole sum was done); the input is read
+ * where it lies. mine: where my shard's sum goes (my rank's block of the working vector). */
+static int fed_runs(gcomp_coll *c, const gcomp_hier_blocks *h, const gcomp_group *cross,
+                    const uint8_t *in, float *mine, size_t block) {
+  size_t run = (size_t)h->g * block, es = c->esize;
+  gcomp_dx x;
+  /* buf such that my shard (piece index h->sub) is `mine`: the only shard of it written */
+  int st = gcomp_dx_init(&x, cross, mine - (size_t)h->sub * block, (size_t)h->nsub * block, 2, 0,
+                         SALT_CROSS, c->codec, NULL);
+  if (st == GCOMP_OK) st = gcomp_coll_reserve(c, x.bytes);
+  x.mem = gcomp_coll_tmp(c);
+  if (st == GCOMP_OK) st = gcomp_dx_post_rs(c, &x);
+  gcomp_coll sc = *c;
+  sc.drive = 1;   /* frames are in flight while the node's rounds wait */
+  gcomp_dx_feed f = {.c = c, .x = &x};
+  for (int k = 1; st == GCOMP_OK && k <= h->nsub; k++) {
+    int j = (h->sub + k) % h->nsub;
+    run_feed rf = {&f, (size_t)j * block};
+    st = gcomp_dx_feed_shard(&f, j);
+    if (st == GCOMP_OK)
+      st = gcomp_shm_reduce_scatter_parts(&sc, c->shm, in + (size_t)j * run * es, run, run_part,
+                                          &rf);
+    if (st == GCOMP_OK) st = gcomp_dx_feed_sent(&f, j);
+  }
+  c->src = NULL;
+  if (st == GCOMP_OK) st = gcomp_dx_reduce(c, &x);
+  return gcomp_dx_end(c, &x, st);
+}
+
 static int rs_hier_with(gcomp_coll *c, uint8_t *buf, size_t count, int compressed) {
   const gcomp_transport *t = c->t;
   size_t block = count / (size_t)t->size, es = c->esize;
@@ -82,12 +124,19 @@ static int rs_hier_with(gcomp_coll *c, uint8_t *buf, size_t count, int compresse
   gcomp_group cross = {h.cross, h.nsub, h.sub};
   size_t plen = (size_t)h.nsub * block;
   uint8_t *piece = buf + (size_t)h.idx * plen * es;
+  uint8_t *want = buf + (size_t)t->rank * block * es;   /* where the call reads my block */
   uint64_t t0 = gcomp_now_ns(), t1 = t0;
-  int st = place_input(c, &h, buf, block), done = 0;
-  if (st == GCOMP_OK && compressed && c->shm && h.whole && h.g > 1 && !c->intra) {
+  int st = GCOMP_OK, done = 0;
+  if (compressed && c->shm && h.whole && h.g > 1 && !c->intra) {
     gcomp_dx probe = {.rs_codec = c->codec};
     done = gcomp_dx_feed_ok(c, &probe, h.g);
-    if (done) st = fed(c, &cross, buf, count, (float *)(void *)piece, plen);
+  }
+  if (done && block && gcomp_hier_blocks_runs(&h)) {
+    st = fed_runs(c, &h, &cross, c->src ? c->src : buf, (float *)(void *)want, block);
+    piece = want - (size_t)h.sub * block * es;   /* my shard is in place already */
+  } else {
+    st = place_input(c, &h, buf, block);
+    if (st == GCOMP_OK && done) st = fed(c, &cross, buf, count, (float *)(void *)piece, plen);
   }
   if (st == GCOMP_OK && !done) {
     st = node_sum(c, &h, buf, count);
@@ -99,7 +148,7 @@ static int rs_hier_with(gcomp_coll *c, uint8_t *buf, size_t count, int compresse
       st = gcomp_ring_reduce_scatter(c, &cross, piece, plen, 2);
   }
   /* my block, the piece's block h.sub, to where the call reads it */
-  uint8_t *mine = piece + (size_t)h.sub * block * es, *want = buf + (size_t)t->rank * block * es;
+  uint8_t *mine = piece + (size_t)h.sub * block * es;
   if (st == GCOMP_OK && mine != want) memcpy(want, mine, block * es);
   if (st == GCOMP_OK && (compressed || c->intra)) st = gcomp_rs_settle(c);
   GCOMP_TRACE(GCOMP_SUB_REDUCE, "reduce_scatter:hier %zu B, %d sub-node(s) of %d, node %s: "

@@ -38,6 +38,12 @@ gcomp_cc_test(integration.collectives.tcp.uneven-3-hier 3 "2;--map-by;node"
   reduce_scatter=hier,allgather=hier dense reduce_scatter:hier allgather:hier)
 gcomp_cc_test(integration.collectives.tcp.hier-codecs 4 2 reduce_scatter=hier-direct,allgather=hier-direct codecs
   reduce_scatter:hier-direct allgather:hier-direct)
+# compressed over node runs (2 + 2 above: nothing moved, the other nodes' shards first) and
+# over 3 nodes (each node's order of the others differs), and round-robin (blocks moved)
+gcomp_cc_test(integration.collectives.tcp.hier-codecs-3 6 3 reduce_scatter=hier-direct,allgather=hier-direct codecs
+  reduce_scatter:hier-direct allgather:hier-direct)
+gcomp_cc_test(integration.collectives.tcp.hier-codecs-rr 4 "2;--map-by;node"
+  reduce_scatter=hier-direct,allgather=hier-direct codecs reduce_scatter:hier-direct allgather:hier-direct)
 gcomp_cc_test(integration.collectives.tcp.hier-intra-codec 4 "2;--map-by;node"
   reduce_scatter=hier,allgather=hier dense reduce_scatter:hier allgather:hier intra)
 set_tests_properties(integration.collectives.tcp.hier-intra-codec PROPERTIES ENVIRONMENT
