@@ -8,6 +8,7 @@
  *     the decoded values, so every rank holds bitwise the same parameters.
  * A node receives each other node's blocks once ((nodes - 1) / nodes of the vector), not once
  * per rank as through a flat ring that crosses between nodes at every step. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "coll_hier.h"
@@ -40,6 +41,40 @@ static int ag_runs(gcomp_coll *c, const gcomp_hier_blocks *h, const gcomp_group 
   return gcomp_dx_end(c, &x, st);
 }
 
+/* hier (exact) over node runs: my block sent to the other sub-nodes' ranks of my index and
+ * shared in the node while it crosses; each other sub-node's block received in place and
+ * shared as it lands. Each link carries what the ring across does ((S-1) blocks a rank). */
+static int ag_runs_exact(gcomp_coll *c, const gcomp_hier_blocks *h, uint8_t *buf, size_t block) {
+  const int S = h->nsub;
+  const size_t es = c->esize, run = (size_t)h->g * block, bytes = block * es;
+  gcomp_treq **req = calloc(2 * (size_t)S, sizeof *req);   /* sends | receives */
+  GCOMP_FAIL_IF(!req, GCOMP_ERR_NOMEM, "hier: %d requests", 2 * S);
+  int st = GCOMP_OK;
+  for (int k = 0; st == GCOMP_OK && k < S; k++)
+    if (k != h->sub)
+      st = gcomp_irecv(c->t, h->cross[k], gcomp_coll_stag(c, 2, 0, (unsigned)k, bytes),
+                       buf + (size_t)(k * h->g + h->idx) * bytes, bytes, &req[S + k]);
+  const uint8_t *mine = buf + (size_t)(h->sub * h->g + h->idx) * bytes;
+  for (int i = 1; st == GCOMP_OK && i < S; i++) {
+    int k = (h->sub + i) % S;
+    c->stats->wire_bytes += bytes;
+    st = gcomp_isend(c->t, h->cross[k], gcomp_coll_stag(c, 2, 0, (unsigned)h->sub, bytes), mine,
+                     bytes, &req[k]);
+  }
+  gcomp_coll sc = *c;
+  sc.drive = 1;   /* blocks are in flight while the node's rounds wait */
+  for (int i = 0; st == GCOMP_OK && i < S; i++) {
+    int j = (h->sub + i) % S;   /* mine first */
+    if (j != h->sub) st = gcomp_coll_waitall(c, 1, &req[S + j]);
+    if (st == GCOMP_OK) st = gcomp_shm_allgather(&sc, c->shm, buf + (size_t)j * run * es, run);
+  }
+  if (st == GCOMP_OK) st = gcomp_coll_waitall(c, 2 * S, req);
+  for (int i = 0; st < 0 && i < 2 * S; i++)
+    if (req[i]) gcomp_cancel(c->t, req[i]), req[i] = NULL;
+  free(req);
+  return st;
+}
+
 static int ag_hier_with(gcomp_coll *c, uint8_t *buf, size_t count, int compressed) {
   const gcomp_transport *t = c->t;
   size_t block = count / (size_t)t->size, es = c->esize;
@@ -48,10 +83,10 @@ static int ag_hier_with(gcomp_coll *c, uint8_t *buf, size_t count, int compresse
   gcomp_group cross = {h.cross, h.nsub, h.sub}, in = {h.in, h.g, h.idx};
   size_t plen = (size_t)h.nsub * block;
   uint8_t *piece = buf + (size_t)h.idx * plen * es;
-  if (compressed && block && c->shm && h.whole && gcomp_hier_blocks_runs(&h)) {
-    int st = ag_runs(c, &h, &cross, buf, block);
-    GCOMP_TRACE(GCOMP_SUB_REDUCE, "allgather:hier-direct %zu B over node runs, %d sub-node(s) "
-                "of %d", count * es, h.nsub, h.g);
+  if (block && c->shm && h.whole && h.g > 1 && gcomp_hier_blocks_runs(&h)) {
+    int st = compressed ? ag_runs(c, &h, &cross, buf, block) : ag_runs_exact(c, &h, buf, block);
+    GCOMP_TRACE(GCOMP_SUB_REDUCE, "allgather:hier %zu B over node runs, %d sub-node(s) of %d",
+                count * es, h.nsub, h.g);
     gcomp_hier_blocks_free(&h);
     if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);
     return GCOMP_OK;

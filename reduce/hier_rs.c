@@ -14,6 +14,7 @@
  * value is quantised at most once per level. With a codec that encodes in parts and the
  * node's segment, step 2's encoders are fed by step 1's rounds (gcomp_dx_feed_part, as
  * hier-direct's pipeline does): the node's sum of a rank's piece is never stored. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "coll_hier.h"
@@ -116,6 +117,59 @@ static int fed_runs(gcomp_coll *c, const gcomp_hier_blocks *h, const gcomp_group
   return gcomp_dx_end(c, &x, st);
 }
 
+/* Sends, receives and cancels on failure (what is still pending) */
+static int finish(gcomp_coll *c, int n, gcomp_treq **req, int st) {
+  if (st == GCOMP_OK) st = gcomp_coll_waitall(c, n, req);
+  for (int i = 0; st < 0 && i < n; i++)
+    if (req[i]) gcomp_cancel(c->t, req[i]), req[i] = NULL;
+  return st;
+}
+
+/* hier (exact) over node runs: the node's reduce-scatter run by run, the other sub-nodes'
+ * first (each from the one after mine on), each of their blocks sent to its owner as soon
+ * as the node has summed it, so that it crosses while the node sums the next; then the
+ * owners' sums in sub-node order added to mine. Each link carries what the ring across
+ * does ((S-1) blocks a rank); the node's sums no longer all come before the first byte
+ * crosses, and the input is read where it lies. */
+static int rs_runs(gcomp_coll *c, const gcomp_hier_blocks *h, uint8_t *buf, size_t block) {
+  const int S = h->nsub;
+  const size_t es = c->esize, run = (size_t)h->g * block, bytes = block * es;
+  gcomp_treq **req = calloc(2 * (size_t)S, sizeof *req);   /* sends | receives */
+  GCOMP_FAIL_IF(!req, GCOMP_ERR_NOMEM, "hier: %d requests", 2 * S);
+  int st = gcomp_coll_reserve(c, (size_t)S * bytes);
+  uint8_t *tmp = gcomp_coll_tmp(c);
+  for (int k = 0; st == GCOMP_OK && k < S; k++)
+    if (k != h->sub)
+      st = gcomp_irecv(c->t, h->cross[k], gcomp_coll_stag(c, 2, 0, (unsigned)k, bytes),
+                       tmp + (size_t)k * bytes, bytes, &req[S + k]);
+  const uint8_t *src = c->src;
+  for (int i = 1; st == GCOMP_OK && i <= S; i++) {
+    int j = (h->sub + i) % S;
+    gcomp_coll sc = *c;
+    sc.drive = 1;   /* blocks are in flight while the node's rounds wait */
+    sc.src = src ? src + (size_t)j * run * es : NULL;
+    uint8_t *at = buf + (size_t)j * run * es;
+    st = gcomp_shm_reduce_scatter(&sc, c->shm, at, run);
+    if (st == GCOMP_OK && j != h->sub) {
+      c->stats->wire_bytes += bytes;
+      st = gcomp_isend(c->t, h->cross[j], gcomp_coll_stag(c, 2, 0, (unsigned)h->sub, bytes),
+                       at + (size_t)h->idx * bytes, bytes, &req[j]);
+    }
+  }
+  c->src = NULL;
+  uint8_t *mine = buf + (size_t)(h->sub * h->g + h->idx) * bytes;
+  for (int k = 0; st == GCOMP_OK && k < S; k++) {
+    if (k == h->sub) continue;
+    st = gcomp_coll_waitall(c, 1, &req[S + k]);
+    uint64_t t0 = gcomp_now_ns();
+    if (st == GCOMP_OK) c->reduce(mine, tmp + (size_t)k * bytes, block);
+    c->stats->reduce_s += (double)(gcomp_now_ns() - t0) * 1e-9;
+  }
+  st = finish(c, 2 * S, req, st);
+  free(req);
+  return st;
+}
+
 static int rs_hier_with(gcomp_coll *c, uint8_t *buf, size_t count, int compressed) {
   const gcomp_transport *t = c->t;
   size_t block = count / (size_t)t->size, es = c->esize;
@@ -131,9 +185,14 @@ static int rs_hier_with(gcomp_coll *c, uint8_t *buf, size_t count, int compresse
     gcomp_dx probe = {.rs_codec = c->codec};
     done = gcomp_dx_feed_ok(c, &probe, h.g);
   }
-  if (done && block && gcomp_hier_blocks_runs(&h)) {
+  int runs = block && c->shm && h.whole && h.g > 1 && gcomp_hier_blocks_runs(&h);
+  if (done && runs) {
     st = fed_runs(c, &h, &cross, c->src ? c->src : buf, (float *)(void *)want, block);
     piece = want - (size_t)h.sub * block * es;   /* my shard is in place already */
+  } else if (!compressed && !c->intra && runs) {
+    st = rs_runs(c, &h, buf, block);
+    piece = want - (size_t)h.sub * block * es;
+    done = 2;
   } else {
     st = place_input(c, &h, buf, block);
     if (st == GCOMP_OK && done) st = fed(c, &cross, buf, count, (float *)(void *)piece, plen);
@@ -153,7 +212,10 @@ static int rs_hier_with(gcomp_coll *c, uint8_t *buf, size_t count, int compresse
   if (st == GCOMP_OK && (compressed || c->intra)) st = gcomp_rs_settle(c);
   GCOMP_TRACE(GCOMP_SUB_REDUCE, "reduce_scatter:hier %zu B, %d sub-node(s) of %d, node %s: "
               "%.2f ms, across and after %.2f ms", count * es, h.nsub, h.g,
-              done ? "fed to the encoders" : c->intra ? "by GCOMP_INTRA_CODEC" : "in fp32",
+              done == 2  ? "run by run"
+              : done     ? "fed to the encoders"
+              : c->intra ? "by GCOMP_INTRA_CODEC"
+                         : "in fp32",
               (double)(t1 - t0) * 1e-6, (double)(gcomp_now_ns() - t1) * 1e-6);
   gcomp_hier_blocks_free(&h);
   if (st < 0) return gcomp_error_trace(st, __FILE__, __LINE__);

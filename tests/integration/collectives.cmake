@@ -34,6 +34,9 @@ gcomp_cc_test(integration.collectives.tcp.codecs 4 2 reduce_scatter=direct,allga
 # GCOMP_INTRA_CODEC inside the nodes (round-robin placement: blocks in place)
 gcomp_cc_test(integration.collectives.tcp.2x2-hier 4 2 reduce_scatter=hier,allgather=hier dense
   reduce_scatter:hier allgather:hier)
+# 3 nodes of 2 in node runs: each node's order of the others differs
+gcomp_cc_test(integration.collectives.tcp.3x2-hier 6 3 reduce_scatter=hier,allgather=hier dense
+  reduce_scatter:hier allgather:hier)
 gcomp_cc_test(integration.collectives.tcp.uneven-3-hier 3 "2;--map-by;node"
   reduce_scatter=hier,allgather=hier dense reduce_scatter:hier allgather:hier)
 gcomp_cc_test(integration.collectives.tcp.hier-codecs 4 2 reduce_scatter=hier-direct,allgather=hier-direct codecs
