@@ -482,14 +482,18 @@ GCOMP_API gcomp_status gcomp_request_test(gcomp_request *req, int *done);
  * the reduction of block r. In place when recvbuf == sendbuf + rank * recvcount (NCCL's
  * rule). codec and key as gcomp_allreduce's (NULL: GCOMP_CODEC across nodes,
  * GCOMP_INTRA_CODEC on one node; float32 SUM/AVG only): each value is quantised once per
- * level, summed in fp32, with error feedback per key and block. */
+ * level, summed in fp32, with error feedback per key and block. On one node with a shared
+ * segment a codec passed is not used (the segment's copies beat encoding): only
+ * GCOMP_INTRA_CODEC compresses there. */
 GCOMP_API gcomp_status gcomp_reduce_scatter(gcomp_comm *comm, const void *sendbuf, void *recvbuf,
                                    size_t recvcount, gcomp_dtype dtype, gcomp_op op,
                                    gcomp_codec *codec, uint64_t key);
 /* gcomp_allgather: recvbuf holds size x sendcount elements, block r from rank r. In place
  * when sendbuf == recvbuf + rank * sendcount. Exact unless codec is given or
  * GCOMP_ALLGATHER_CODEC names one (float32 only): then each owner encodes its block once
- * and every rank, the owner too, keeps the decoded values, bitwise the same on all ranks. */
+ * and every rank, the owner too, keeps the decoded values, bitwise the same on all ranks.
+ * On one node with a shared segment only GCOMP_ALLGATHER_CODEC compresses; a codec passed is
+ * not used there (every rank still holds bitwise the same, exact, values). */
 GCOMP_API gcomp_status gcomp_allgather(gcomp_comm *comm, const void *sendbuf, void *recvbuf,
                               size_t sendcount, gcomp_dtype dtype, gcomp_codec *codec,
                               uint64_t key);
