@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "codec_impl.h"
 #include "comm_impl.h"
 
 static const char *fn_name(int kind) {
@@ -83,14 +84,14 @@ int gcomp_call_agree(gcomp_comm *comm, gcomp_call *call) {
  * alike, and the communicator stays usable as after a refused agreement; a rank that refused
  * its own arguments takes part with nothing to send and a word saying so. Whether a call
  * does this depends on the communicator alone: every rank takes the same path. Such a call
- * runs the segment's algorithm, uncompressed (a codec passed with it is not used; a
+ * runs the segment's algorithm, uncompressed (a codec passed with it is compared, not used; a
  * communicator whose GCOMP_INTRA_CODEC or GCOMP_ALLGATHER_CODEC applies to the kind keeps the
  * agreement and the planner's choice), as the planner picks on one node anyway. */
 extern const gcomp_algo gcomp_algo_bcast_shm, gcomp_algo_rs_shm, gcomp_algo_ag_shm,
     gcomp_algo_barrier_shm, gcomp_algo_alltoall_shm;
 
-/* The shape word: count (38 bits), root or op (16), kind (3), dtype (3), then 0; a refused
- * call's is 1 (its fields say nothing). Below 2^61, as gcomp_shm_shaped_parts takes it. */
+/* The shape word: count (38 bits), root or op and codec (16), kind (3), dtype (3), then 0; a
+ * refused call's is 1 (its fields say nothing). Below 2^61, as gcomp_shm_shaped_parts takes it. */
 enum { SHAPE_COUNT_BITS = 38, SHAPE_FIELD_BITS = 16, SHAPE_COUNT_AT = 23, SHAPE_FIELD_AT = 7,
        SHAPE_KIND_AT = 4 };
 #define SHAPE_REFUSED 1u
@@ -115,13 +116,26 @@ static int too_many(const gcomp_call *call) {
              "2^%d elements", fn_name(call->kind), call->count, (int)SHAPE_COUNT_BITS);
 }
 
+/* A codec passed with a reduce-scatter or allgather is not used on one node, but ranks passing
+ * different ones still disagree on a setting: its wire identity in 13 bits (0: none), beside a
+ * reduce-scatter's op (3 bits). Two codecs of one tag pass unnamed, harmlessly: neither runs. */
+enum { SHAPE_OP_BITS = 3, SHAPE_TAG_MOD = (1 << (SHAPE_FIELD_BITS - SHAPE_OP_BITS)) - 1 };
+
+static uint64_t codec_tag(const gcomp_call *call) {
+  if (!call->codec || !call->count) return 0;
+  return 1 + gcomp_codec_wire_id(call->codec) % SHAPE_TAG_MOD;
+}
+
 int gcomp_call_shape_own(const gcomp_comm *comm, gcomp_call *call) {
   int local = check_local(comm, call);
   if (local == GCOMP_OK && call->count >> SHAPE_COUNT_BITS) local = too_many(call);
-  /* the field: a broadcast's root, a reduce-scatter's op; the others' dtype and count */
+  /* the field: a broadcast's root; a reduce-scatter's op and an allgather's 0, each with the
+   * codec's tag above; the others' dtype and count */
   uint64_t field = call->kind == GCOMP_COLL_BROADCAST        ? (uint64_t)call->root
                    : call->kind == GCOMP_COLL_REDUCE_SCATTER ? (uint64_t)call->op
                                                              : 0;
+  if (call->kind == GCOMP_COLL_REDUCE_SCATTER || call->kind == GCOMP_COLL_ALLGATHER)
+    field |= codec_tag(call) << SHAPE_OP_BITS;
   uint64_t count = call->kind == GCOMP_COLL_BARRIER ? 0 : call->count;
   uint64_t dtype = call->kind == GCOMP_COLL_BARRIER ? 0 : (uint64_t)call->dtype;
   call->shaped = 1;
@@ -149,9 +163,18 @@ int gcomp_call_shape_refused(const gcomp_comm *comm, const gcomp_call *call, int
   GCOMP_FAIL_IF(v[0][0] != v[0][1], GCOMP_ERR_INVALID,
                 "%s: the ranks disagree on the collective (rank %d: %s; this rank %s): every "
                 "rank must make the same call", fn, rank, fn_name((int)v[0][1]), fn);
-  const char *names[4] = {"collective", "count", "dtype",
-                          call->kind == GCOMP_COLL_BROADCAST ? "root" : "op"};
+  const char *names[5] = {"collective", "count", "dtype",
+                          call->kind == GCOMP_COLL_BROADCAST ? "root" : "op", "codec"};
   int f = v[1][0] != v[1][1] ? 1 : v[2][0] != v[2][1] ? 2 : 3;
+  if (f == 3 && call->kind != GCOMP_COLL_BROADCAST) {
+    int64_t op[2] = {v[3][0] & 7, v[3][1] & 7};
+    if (op[0] == op[1])
+      GCOMP_FAIL(GCOMP_ERR_INVALID, "%s: the ranks disagree on the codec (rank %d: %s; this "
+                 "rank %s): every rank must pass the same codec", fn, rank,
+                 v[3][1] >> SHAPE_OP_BITS ? "a codec" : "none",
+                 v[3][0] >> SHAPE_OP_BITS ? "another" : "none");
+    v[3][0] = op[0], v[3][1] = op[1];
+  }
   GCOMP_FAIL(GCOMP_ERR_INVALID,
              "%s: the ranks disagree on the %s (rank %d: %lld; this rank %lld): every rank must "
              "make the same call", fn, names[f], rank, (long long)v[f][1], (long long)v[f][0]);
