@@ -9,7 +9,8 @@ backend, zero_train.py's sharded optimizer) from the same seed for
 --warmup; variants alternate within a round so that the machine's load falls on all of
 them. Rank 0 prints, per variant, the median step time over rounds, the median over rounds
 of its ratio to ddp's step time in the same round, the training loss after the last round,
-and the hook's overlap (the share of its reduction time hidden behind backward).
+and the hook's overlap (the share of its reduction time hidden behind backward); for the zero
+variants, their step's split (gradient copy, reduce_scatter, update, all_gather).
 """
 import argparse
 import statistics
@@ -48,6 +49,7 @@ def run(comm, args, train):
         ddp = model
         opt = zero_train.Sharded(model, dist.get_rank(), dist.get_world_size(), args.lr,
                                  momentum, group=pg)
+        opt.phases = []
     else:
         ddp = DDP(model, bucket_cap_mb=args.bucket_cap_mb)
     if comm not in ("ddp", "backend") and not comm.startswith("zero"):
@@ -69,12 +71,16 @@ def run(comm, args, train):
         opt.step()
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
+        elif comm.startswith("zero"):
+            opt.phases.clear()
     with torch.no_grad():
         loss = F.cross_entropy(model(train[0]), train[1]).item()
     hidden = None
     if state is not None:
         hidden = state.stats()["overlap"]["hidden"]
         state.close()
+    if comm.startswith("zero"):   # the step's split: medians of each phase over the steps
+        hidden = [statistics.median(p[i] for p in opt.phases) for i in range(4)]
     return statistics.median(times), loss, hidden
 
 
@@ -108,12 +114,19 @@ def main():
         print("ddp_bench: %d ranks, embed model %.1f MiB of gradients, %d rounds of %d steps"
               % (dist.get_world_size(), mb, args.rounds, args.steps))
         print("%-34s %10s %10s %10s %8s" % ("comm", "step ms", "x ddp", "loss", "hidden"))
+        split = []
         for c in comms:
             ratios = [r[0] / d[0] for r, d in zip(res[c], res["ddp"])]
             h = res[c][-1][2]
+            if isinstance(h, list):   # zero: its step's split, over every round
+                split.append((c, [statistics.median(r[2][i] for r in res[c]) for i in range(4)]))
+                h = None
             print("%-34s %10.1f %10.2f %10.4f %8s" % (
                 c, statistics.median(r[0] for r in res[c]) * 1e3, statistics.median(ratios),
                 res[c][-1][1], "-" if h is None else "%.0f%%" % (100 * h)), flush=True)
+        for c, p in split:   # rank 0's medians; the rest of the step is forward and backward
+            print("%s: gradient copy %.1f ms, reduce_scatter %.1f ms, update %.1f ms, "
+                  "all_gather %.1f ms" % (c, *(x * 1e3 for x in p)), flush=True)
     dist.destroy_process_group()
 
 

@@ -55,8 +55,10 @@ class Sharded:
         self.velocity = torch.zeros(self.shard)   # 1/N of the optimizer state
         self.g_shard = torch.zeros(self.shard)
         self.lr, self.momentum = lr, momentum
+        self.phases = None   # a list: step() appends its split (ddp_bench.py reports it)
 
     def step(self):
+        t = [time.perf_counter()] if self.phases is not None else None
         at = 0
         for p in self.params:
             n = p.numel()
@@ -65,13 +67,24 @@ class Sharded:
             else:
                 self.grad[at:at + n].copy_(p.grad.reshape(-1))
             at += n
+        self._mark(t)
         # the average of every rank's gradients, this rank's shard only
         dist.reduce_scatter_tensor(self.g_shard, self.grad, op=dist.ReduceOp.AVG,
                                    group=self.group)
+        self._mark(t)
         mine = self.flat[self.lo:self.lo + self.shard]
         self.velocity.mul_(self.momentum).add_(self.g_shard)   # torch's SGD momentum
         new = mine - self.lr * self.velocity
+        self._mark(t)
         dist.all_gather_into_tensor(self.flat, new, group=self.group)   # every shard, exact
+        self._mark(t)
+        if t is not None:   # seconds of: gradient copy, reduce_scatter, update, all_gather
+            self.phases.append([b - a for a, b in zip(t, t[1:])])
+
+    @staticmethod
+    def _mark(t):
+        if t is not None:   # both collectives are synchronous: a phase ends with its call
+            t.append(time.perf_counter())
 
     def zero_grad(self):
         for p in self.params:
