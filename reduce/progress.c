@@ -84,10 +84,13 @@ static int enqueue(gcomp_comm *comm, gcomp_request *r) {
   return GCOMP_OK;
 }
 
-static gcomp_call call_of(const void *sendbuf, void *recvbuf, size_t count, gcomp_dtype dtype,
-                          gcomp_op op, gcomp_codec *codec, uint64_t key) {
-  return (gcomp_call){.sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .dtype = dtype,
-                      .op = op, .codec = codec, .key = key};
+/* Only the fields gcomp_call_run reads before writing are cleared (gcomp_call_clear) */
+static void call_of(gcomp_call *c, const void *sendbuf, void *recvbuf, size_t count,
+                    gcomp_dtype dtype, gcomp_op op, gcomp_codec *codec, uint64_t key) {
+  gcomp_call_clear(c);
+  c->kind = GCOMP_COLL_ALLREDUCE;
+  c->sendbuf = sendbuf, c->recvbuf = recvbuf, c->count = count;
+  c->dtype = dtype, c->op = op, c->codec = codec, c->key = key;
 }
 
 gcomp_status gcomp_iallreduce(gcomp_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -99,7 +102,7 @@ gcomp_status gcomp_iallreduce(gcomp_comm *comm, const void *sendbuf, void *recvb
   gcomp_request *r = calloc(1, sizeof *r);
   GCOMP_FAIL_IF(!r, GCOMP_ERR_NOMEM, "gcomp_iallreduce: request");
   r->comm = comm;
-  r->call = call_of(sendbuf, recvbuf, count, dtype, op, codec, key);
+  call_of(&r->call, sendbuf, recvbuf, count, dtype, op, codec, key);
   r->call.arrive_ns = gcomp_now_ns();   /* the rank's arrival at this call */
   int st = enqueue(comm, r);
   if (st < 0) {
@@ -171,7 +174,8 @@ gcomp_status gcomp_allreduce(gcomp_comm *comm, const void *sendbuf, void *recvbu
    * (enqueue sets thread_on under mu, with the queue); taking mu here cost two locked
    * instructions a call */
   if (!__atomic_load_n(&comm->thread_on, __ATOMIC_ACQUIRE)) {
-    gcomp_call call = call_of(sendbuf, recvbuf, count, dtype, op, codec, key);
+    gcomp_call call;
+    call_of(&call, sendbuf, recvbuf, count, dtype, op, codec, key);
     return gcomp_call_run(comm, &call);
   }
   gcomp_request *r;
