@@ -58,7 +58,7 @@ static int skew_exchange(gcomp_comm *comm) {
   uint64_t t0 = gcomp_now_ns();
   int n = s->n;
   size_t len = gcomp_skew_vec(s);
-  int st = gcomp_call_internal(comm, s->vec, len, GCOMP_FLOAT32, GCOMP_MAX, NULL, 0);
+  int st = gcomp_call_internal(comm, s->vec, len, GCOMP_INT32, GCOMP_MAX, NULL, 0);
   if (st == GCOMP_OK) {
     pthread_mutex_lock(&comm->mu);   /* gcomp_comm_get_skew reads s->mine */
     len = gcomp_skew_absorb(s, comm->t->rank);

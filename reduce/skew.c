@@ -30,21 +30,39 @@ void gcomp_skew_free(gcomp_skew *s) {
   free(s->late);
   free(s->sorted);
   free(s->table);
-  s->own = s->vec = NULL, s->trace_at = NULL, s->late = NULL, s->sorted = NULL, s->table = NULL;
+  s->own = NULL, s->vec = NULL, s->trace_at = NULL, s->late = NULL, s->sorted = NULL, s->table = NULL;
   s->window = 0;
 }
 
 int gcomp_skew_note(gcomp_skew *s, double seconds, size_t trace_at) {
   if (!s->window) return 0;
-  s->own[s->n] = (float)(seconds * 1e6);
+  float us = (float)(seconds * 1e6);
+  s->own[s->n] = us > 0 ? us : 0;   /* never -0 or NaN: gcomp_skew_vec orders the bits */
   s->trace_at[s->n] = trace_at;
   return ++s->n == s->window;
 }
 
+static int32_t bits_of(float x) {
+  int32_t b;
+  memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+static float float_of(int32_t b) {
+  float x;
+  memcpy(&x, &b, sizeof x);
+  return x;
+}
+
+/* After the first exchange: the longest and the shortest time of call i over the ranks */
+static float longest(const gcomp_skew *s, int i) { return float_of(s->vec[i]); }
+static float shortest(const gcomp_skew *s, int i) { return float_of(-s->vec[s->n + i]); }
+
 size_t gcomp_skew_vec(gcomp_skew *s) {
   for (int i = 0; i < s->n; i++) {
-    s->vec[i] = s->own[i];
-    s->vec[s->n + i] = -s->own[i];   /* MAX of the negation: the shortest time */
+    int32_t b = bits_of(s->own[i]);   /* own >= 0 (gcomp_skew_note): no sign bit */
+    s->vec[i] = b;
+    s->vec[s->n + i] = -b;   /* MAX of the negation: the shortest time */
   }
   return 2 * (size_t)s->n;
 }
@@ -74,7 +92,7 @@ static double median(double *x, int n) {
 static void absorb_typical(gcomp_skew *s) {
   memcpy(s->sorted, s->late, (size_t)s->n * sizeof *s->sorted);
   double late = median(s->sorted, s->n);
-  for (int i = 0; i < s->n; i++) s->sorted[i] = (double)(s->vec[i] + s->vec[s->n + i]) * 1e-6;
+  for (int i = 0; i < s->n; i++) s->sorted[i] = (double)(longest(s, i) - shortest(s, i)) * 1e-6;
   double spread = median(s->sorted, s->n);
   double w = (double)s->windows;
   s->late_typical_s = (s->late_typical_s * w + late) / (w + 1);
@@ -86,13 +104,13 @@ size_t gcomp_skew_absorb(gcomp_skew *s, int rank) {
   gcomp_skew_stats *m = &s->mine;
   double sum = m->late_mean_s * (double)m->calls, spread = m->spread_mean_s * (double)m->calls;
   for (int i = 0; i < s->n; i++) {
-    float longest = s->vec[i], shortest = -s->vec[s->n + i];
-    double late = (double)(longest - s->own[i]) * 1e-6;
+    float hi = longest(s, i), lo = shortest(s, i);
+    double late = (double)(hi - s->own[i]) * 1e-6;
     s->late[i] = late;
     sum += late;
-    spread += (double)(longest - shortest) * 1e-6;
+    spread += (double)(hi - lo) * 1e-6;
     if (late > m->late_max_s) m->late_max_s = late, s->late_max_call = m->calls + (uint64_t)i + 1;
-    if (s->own[i] == shortest) m->last++;   /* ties all count: they arrived together */
+    if (s->own[i] == lo) m->last++;   /* ties all count: they arrived together */
     s->waited_s += gcomp_skew_waited(s, i);
   }
   if (s->n) absorb_typical(s);
@@ -109,7 +127,7 @@ size_t gcomp_skew_absorb(gcomp_skew *s, int rank) {
 }
 
 double gcomp_skew_waited(const gcomp_skew *s, int i) {
-  return (double)(s->own[i] + s->vec[s->n + i]) * 1e-6;   /* vec[n + i]: -shortest */
+  return (double)(s->own[i] - shortest(s, i)) * 1e-6;
 }
 
 double gcomp_skew_rank_typical(const gcomp_skew *s, int r) {

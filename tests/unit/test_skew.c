@@ -26,8 +26,8 @@ static void exchange(gcomp_skew *s) {
   size_t len = gcomp_skew_vec(&s[0]);
   for (int r = 1; r < N; r++) assert_int_equal(gcomp_skew_vec(&s[r]), len);
   for (size_t i = 0; i < len; i++) {   /* the first MAX allreduce */
-    float m = s[0].vec[i];
-    for (int r = 1; r < N; r++) m = fmaxf(m, s[r].vec[i]);
+    int32_t m = s[0].vec[i];   /* an integer MAX, as the exchange runs it (GCOMP_INT32) */
+    for (int r = 1; r < N; r++) m = s[r].vec[i] > m ? s[r].vec[i] : m;
     for (int r = 0; r < N; r++) s[r].vec[i] = m;
   }
   size_t tl = 0;
@@ -84,10 +84,33 @@ static void test_window_of_one(void **state) {
   for (int r = 0; r < N; r++) gcomp_skew_free(&s[r]);
 }
 
+/* The exchange orders the times by their bits as integers: a zero time (a -0 or a NaN noted
+ * as one) must stay the shortest, and the longest and shortest come back exact */
+static void test_zero_and_bits(void **state) {
+  (void)state;
+  gcomp_skew s[N];
+  for (int r = 0; r < N; r++) assert_int_equal(gcomp_skew_init(&s[r], 1, N), GCOMP_OK);
+  gcomp_skew_note(&s[0], -0.0, SIZE_MAX);
+  gcomp_skew_note(&s[1], NAN, SIZE_MAX);
+  gcomp_skew_note(&s[2], 0.25e-6, SIZE_MAX);   /* a quarter of a microsecond */
+  assert_true(s[0].own[0] == 0 && !signbit(s[0].own[0]) && s[1].own[0] == 0);
+  exchange(s);
+  for (int r = 0; r < N; r++) {
+    assert_true(fabs(s[r].mine.spread_mean_s - 0.25e-6) < 1e-12);
+    assert_int_equal(s[r].mine.calls, 1);
+  }
+  assert_int_equal(s[2].mine.last, 0);   /* ranks 0 and 1 tie as the last to arrive */
+  assert_int_equal(s[0].mine.last, 1);
+  assert_int_equal(s[1].mine.last, 1);
+  assert_true(fabs(s[0].mine.late_mean_s - 0.25e-6) < 1e-12 && s[2].mine.late_mean_s == 0);
+  for (int r = 0; r < N; r++) gcomp_skew_free(&s[r]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_typical_and_once),
       cmocka_unit_test(test_window_of_one),
+      cmocka_unit_test(test_zero_and_bits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
