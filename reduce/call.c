@@ -26,8 +26,9 @@
  *    exchanges) use gcomp_call_internal: no stages, no observers, no codec.
  *  - Every collective is a call of this pipeline (call->kind): reduce_scatter, allgather,
  *    broadcast, barrier and alltoall first agree on their arguments (call_coll.c: one small
- *    exchange; on one node, inside the segment algorithm's first round), then take the same steps as allreduce over a working vector gcomp_call_shape
- *    lays out; the planner prices only algorithms of the call's kind. Stages say which
+ *    exchange; on one node, inside the segment algorithm's first round), then take the same
+ *    steps as allreduce over a working vector gcomp_call_shape lays out; the planner prices
+ *    only algorithms of the call's kind. Stages say which
  *    kinds they serve (the guard: allreduce only); "average" and "nonfinite" act on the
  *    rank's result (res_off, res_len: reduce_scatter's block). */
 #include <stdio.h>
@@ -119,7 +120,7 @@ static int plan(gcomp_comm *comm, gcomp_call *call) {
     GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: the guard's backoff for key %llu",
                 (unsigned long long)call->key);
   } else if (codec && call->shaped) {
-    /* the segment's algorithm runs it (call_coll.c): the ranks' codecs were not compared */
+    /* the segment's algorithm runs it (call_coll.c): the codecs were compared, not used */
     GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: one node's shared segment, uncompressed");
   } else if (codec && call->dtype != GCOMP_FLOAT32) {
     GCOMP_TRACE(GCOMP_SUB_TUNING, "codec skipped: dtype %d is not float32", (int)call->dtype);
