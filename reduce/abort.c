@@ -21,6 +21,7 @@ typedef struct {
 } notice;
 
 struct gcomp_abort {
+  gcomp_abort_head head;   /* first: abort.h's inline checks read it */
   gcomp_transport *t;
   gcomp_treq **watch;   /* [size]: the posted receive from each peer, NULL when gone */
   notice *in;           /* [size]: where they land */
@@ -31,7 +32,6 @@ struct gcomp_abort {
   long calls;           /* user calls begun */
   long corrupt_call;    /* GCOMP_FAULT=corrupt: the call that corrupts a frame, or 0 */
   int corrupt_now;      /* armed for the running call and no frame corrupted yet */
-  int aborted;          /* gcomp_comm_abort was called (atomic: any thread sets it) */
   int told;             /* the peers were sent a notice (by the transport's user only) */
   int heard;            /* a peer's notice failed a call here: this rank does not echo it */
   gcomp_treq *late;     /* the notice to the rank it names, not waited for (tell_everyone) */
@@ -58,6 +58,7 @@ int gcomp_abort_create(gcomp_transport *t, int watch, gcomp_abort **out) {
   /* the injected fault changes what is sent, never how a rank finds or reports it */
   long call = -1;
   if (gcomp_fault_armed("corrupt", t->rank, &call)) a->corrupt_call = call > 0 ? call : 1;
+  a->head.counting = a->corrupt_call != 0;
   a->watching = watch;
   for (int p = 0; a->watching && p < t->size; p++) {
     if (p == t->rank) continue;
@@ -93,8 +94,7 @@ void gcomp_abort_destroy(gcomp_abort *a) {
   free(a);
 }
 
-void gcomp_abort_call_begins(gcomp_abort *a) {
-  if (!a) return;
+void gcomp_abort_count_call(gcomp_abort *a) {
   warn_unused(a);
   a->calls++;
   a->corrupt_now = a->corrupt_call && a->calls == a->corrupt_call;
@@ -208,11 +208,7 @@ static int landed(gcomp_abort *a, int p, int st, size_t len) {
 }
 
 void gcomp_abort_request(gcomp_abort *a) {
-  if (a) __atomic_store_n(&a->aborted, 1, __ATOMIC_RELEASE);
-}
-
-int gcomp_abort_requested(const gcomp_abort *a) {
-  return a && __atomic_load_n(&a->aborted, __ATOMIC_ACQUIRE);
+  if (a) __atomic_store_n(&a->head.aborted, 1, __ATOMIC_RELEASE);
 }
 
 int gcomp_abort_here(gcomp_abort *a) {

@@ -110,6 +110,24 @@ static int codec_applies(const gcomp_comm *comm, const gcomp_call *call, size_t 
          (int64_t)bytes >= comm->agreed.codec_min_bytes;
 }
 
+/* The planner's pick, or the communicator's last one for the same uncompressed input (not
+ * while the trace logs every pick's costs). By size: a benchmark's or a step's calls
+ * alternate a few sizes. */
+static const gcomp_algo *pick(gcomp_comm *comm, const gcomp_call *call,
+                              const gcomp_algo *forced) {
+  const gcomp_plan_in *in = &call->plan;
+  if (call->ci || GCOMP_UNLIKELY(gcomp_log_level >= GCOMP_LOG_TRACE))
+    return gcomp_plan_pick(in, forced);   /* a codec's figures are part of the input */
+  enum { SLOTS = sizeof comm->last_pick / sizeof *comm->last_pick };
+  unsigned k = (unsigned)((in->bytes * 0x9e3779b97f4a7c15ull) >> 62) % SLOTS;
+  gcomp_pick_memo *p = &comm->last_pick[k];
+  if (p->algo && p->bytes == in->bytes && p->kind == in->kind && p->forced == forced)
+    return p->algo;
+  const gcomp_algo *algo = gcomp_plan_pick(in, forced);
+  p->algo = algo, p->forced = forced, p->bytes = in->bytes, p->kind = in->kind;
+  return algo;
+}
+
 static int plan(gcomp_comm *comm, gcomp_call *call) {
   gcomp_plan_in *in = &call->plan;
   *in = comm->model;
@@ -139,7 +157,7 @@ static int plan(gcomp_comm *comm, gcomp_call *call) {
   /* a shaped call's algorithm is the one that compares its shape (call_coll.c) */
   const gcomp_algo *forced =
       call->shaped ? gcomp_call_self_agreeing(comm, call) : comm->agreed.forced_coll[call->kind];
-  call->algo = gcomp_plan_pick(in, forced);
+  call->algo = pick(comm, call, forced);
   if (call->ci && !call->algo->compressed)
     GCOMP_INFO(GCOMP_SUB_TUNING, "%zu B: not compressing with %s: %s is predicted faster",
                in->bytes, call->ci->spec, call->algo->name);
@@ -381,17 +399,19 @@ int gcomp_call_run(gcomp_comm *comm, gcomp_call *call) {
   call->start_ns = gcomp_now_ns();
   if (!call->arrive_ns) call->arrive_ns = call->start_ns;
   next_seq(comm);
-  gcomp_abort_call_begins(comm->abort);
   /* aborted (gcomp_comm_abort, any thread): this call and every later one, told peers once */
-  int st = gcomp_abort_requested(comm->abort) ? gcomp_abort_here(comm->abort) : call_body(comm, call);
+  int st = gcomp_abort_call_begins(comm->abort) ? gcomp_abort_here(comm->abort)
+                                                : call_body(comm, call);
   call->end_ns = gcomp_now_ns();
   call->status = st;
   pthread_mutex_lock(&comm->mu);
+#pragma GCC unroll 8   /* constant tables: unrolled, the observers are called directly */
   for (size_t i = 0; i < sizeof locked_observers / sizeof *locked_observers; i++) {
     int ost = locked_observers[i](comm, call);
     if (ost < 0 && st == GCOMP_OK) st = ost;
   }
   pthread_mutex_unlock(&comm->mu);
+#pragma GCC unroll 8
   for (size_t i = 0; i < sizeof observers / sizeof *observers; i++) {
     int ost = observers[i](comm, call);
     if (ost < 0 && st == GCOMP_OK) st = ost;

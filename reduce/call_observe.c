@@ -64,7 +64,7 @@ __attribute__((noinline)) static int skew_exchange(gcomp_comm *comm) {
     pthread_mutex_lock(&comm->mu);   /* gcomp_comm_get_skew reads s->mine */
     len = gcomp_skew_absorb(s, comm->t->rank);
     pthread_mutex_unlock(&comm->mu);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; comm->tracing && i < n; i++)
       if (s->trace_at[i] < comm->ntrace) {
         comm->trace[s->trace_at[i]].late_s = s->late[i];
         comm->trace[s->trace_at[i]].waited_s = gcomp_skew_waited(s, i);

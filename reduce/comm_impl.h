@@ -246,6 +246,13 @@ void gcomp_progress_stop(gcomp_comm *comm);
 int gcomp_progress_pending(gcomp_comm *comm);
 
 /* ---- the communicator ----------------------------------------------------------------- */
+/* One remembered pick of the planner (gcomp_comm.last_pick) */
+typedef struct {
+  const gcomp_algo *algo, *forced;   /* algo NULL: nothing remembered */
+  size_t bytes;
+  int kind;
+} gcomp_pick_memo;
+
 struct gcomp_request;
 
 struct gcomp_comm {
@@ -260,6 +267,10 @@ struct gcomp_comm {
   uint8_t *work;               /* fp32 copy of bf16/fp16 data */
   size_t work_cap;
   gcomp_plan_in model;         /* links and placement; bytes set per call */
+  /* the last picks of uncompressed calls, by size (call.c: pick). The model is fixed after
+   * creation, so kind, bytes and the forced algorithm decide them: no copy of the whole
+   * input to compare, as gcomp_plan_pick's cache does (~75 instructions of an 8 B call) */
+  gcomp_pick_memo last_pick[4];
   gcomp_inherit calib;         /* the figures behind model as measured (or inherited), for
                                   communicators made from this one; n == 0: none (given by
                                   GCOMP_ALPHA_BETA). Fixed after creation. */

@@ -34,14 +34,6 @@ void gcomp_skew_free(gcomp_skew *s) {
   s->window = 0;
 }
 
-int gcomp_skew_note(gcomp_skew *s, double seconds, size_t trace_at) {
-  if (!s->window) return 0;
-  float us = (float)(seconds * 1e6);
-  s->own[s->n] = us > 0 ? us : 0;   /* never -0 or NaN: gcomp_skew_vec orders the bits */
-  s->trace_at[s->n] = trace_at;
-  return ++s->n == s->window;
-}
-
 static int32_t bits_of(float x) {
   int32_t b;
   memcpy(&b, &x, sizeof b);

@@ -283,13 +283,19 @@ static void test_off_switch(void **state) {
   gcomp_abort *a = NULL;
   assert_int_equal(gcomp_abort_create(t[0], 0, &a), GCOMP_OK);
   assert_non_null(a);
-  gcomp_abort_call_begins(a);
+  assert_int_equal(gcomp_abort_call_begins(a), 0);
   uint8_t frame[8] = {0};
   gcomp_abort_corrupt_frame(a, frame, sizeof frame, 1);
   assert_int_equal(frame[4], 0);
   for (int i = 0; i < 64; i++) assert_int_equal(gcomp_abort_poll(a), GCOMP_OK);
+  /* a call's start reads the abort mark (call.c fails the call when it is set) */
+  gcomp_abort_request(a);
+  assert_int_not_equal(gcomp_abort_call_begins(a), 0);
+  assert_int_not_equal(gcomp_abort_requested(a), 0);
+  assert_int_equal(gcomp_abort_poll(a), GCOMP_ERR_ABORTED);
   gcomp_abort_destroy(a);
-  gcomp_abort_call_begins(NULL);
+  assert_int_equal(gcomp_abort_call_begins(NULL), 0);
+  assert_int_equal(gcomp_abort_requested(NULL), 0);
   gcomp_abort_corrupt_frame(NULL, frame, sizeof frame, 1);
   assert_int_equal(gcomp_abort_poll(NULL), GCOMP_OK);
   assert_int_equal(frame[4], 0);

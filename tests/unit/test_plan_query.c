@@ -121,6 +121,12 @@ static void test_no_ring_past_its_limit(void **state) {
   in.intra = in.inter = (gcomp_link){1e-9, 1e-9};
   in.gamma_spb = 1.0 / 8e9;
   assert_string_equal(gcomp_plan_pick(&in, gcomp_algo_find("ring"))->name, "ring");
+  /* a forced algorithm of another collective is no answer for an allreduce (the fast path
+   * for a forced pick returns it only for its own kind) */
+  const gcomp_algo *rs = gcomp_algo_find("reduce_scatter:ring");
+  assert_non_null(rs);
+  assert_ptr_equal(gcomp_plan_pick(&in, rs), gcomp_plan_pick(&in, NULL));
+  assert_int_equal(gcomp_plan_pick(&in, rs)->kind, GCOMP_COLL_ALLREDUCE);
 }
 
 static void test_latency_terms(void **state) {
