@@ -174,10 +174,28 @@ void shim_comms_finalize(void);
 void shim_comm_request_done(shim_comm *sc);
 int shim_world_rank(void);
 
+/* Bumped whenever the shim lets go of an MPI communicator (MPI_Comm_free, MPI_Finalize):
+ * MPI may hand its handle out again for another, so what was remembered of a handle
+ * (mpi_shim.c's repeat of a call) holds only while this has not moved. */
+extern uint64_t shim_comm_epoch;
+
 /* ---- shim_route.c ---------------------------------------------------------------------- */
 typedef enum { SHIM_ROUTE_AUTO, SHIM_ROUTE_GCOMP, SHIM_ROUTE_MPI } shim_route_mode;
+extern shim_route_mode shim_route_now;   /* GCOMP_SHIM_ROUTE, set once at MPI_Init */
 /* At MPI_Init: GCOMP_SHIM_ROUTE */
 void shim_route_start(shim_route_mode mode);
+/* The route of kind's calls of `bytes` on sc (their size class) */
+shim_class *shim_route_class(shim_comm *sc, int kind, size_t bytes);
+/* A call of class k that gcomp could serve, as shim_dispatch would route it, when that needs
+ * no timing and no agreement: the FALL_ reason it goes to MPI for (counted towards the
+ * class's next trial, as shim_dispatch counts it), or -1: not known here (gcomp's route, or
+ * the class is or is about to be on trial), ask shim_dispatch. */
+static inline int shim_route_to_mpi(shim_class *k, int blocking) {
+  if (shim_route_now != SHIM_ROUTE_AUTO) return shim_route_now == SHIM_ROUTE_MPI ? FALL_ASKED : -1;
+  if (k->decided != 1 + SHIM_VIA_MPI || (blocking && k->used >= k->recheck)) return -1;
+  k->used += (uint32_t)blocking;
+  return FALL_FASTER;
+}
 /* Before sc is destroyed (at MPI_Comm_free or MPI_Finalize): its member 0 logs, at info,
  * each collective's sizes and where they went when last agreed (the crossovers; a size whose
  * trial is running again is left out). */

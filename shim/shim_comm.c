@@ -30,6 +30,10 @@ static struct {
 
 int shim_world_rank(void) { return sc_tab.world_rank; }
 
+uint64_t shim_comm_epoch;
+
+static void epoch_next(void) { __atomic_fetch_add(&shim_comm_epoch, 1, __ATOMIC_RELEASE); }
+
 static void live_add(shim_comm *sc) {
   pthread_mutex_lock(&sc_tab.lock);
   sc->prev = NULL, sc->next = sc_tab.live;
@@ -105,6 +109,7 @@ static void release_later(shim_comm *sc) {
 static int delete_attr(MPI_Comm comm, int keyval, void *attr, void *extra) {
   (void)comm, (void)keyval, (void)extra;
   shim_comm *sc = attr;
+  epoch_next();   /* before MPI can give comm's handle to another communicator */
   pthread_mutex_lock(&sc->lock);
   int later = sc->pending > 0;
   sc->freed = 1;
@@ -313,6 +318,7 @@ void shim_comms_finalize(void) {
   enum { MAX_THREADS = 64 };
   pthread_t th[MAX_THREADS];
   int nth = 0;
+  epoch_next();
   for (;;) {
     pthread_mutex_lock(&sc_tab.lock);
     shim_comm *sc = sc_tab.live;

@@ -31,12 +31,16 @@
 
 #include "shim.h"
 
-static shim_route_mode route_mode;
+shim_route_mode shim_route_now;
 
-void shim_route_start(shim_route_mode mode) { route_mode = mode; }
+void shim_route_start(shim_route_mode mode) { shim_route_now = mode; }
 
 static unsigned class_of(size_t bytes) {
   return bytes ? 63u - (unsigned)__builtin_clzll((unsigned long long)bytes) : 0;
+}
+
+shim_class *shim_route_class(shim_comm *sc, int kind, size_t bytes) {
+  return &sc->cls[kind][class_of(bytes)];
 }
 
 /* Timed calls per route after its warm-up: the small ones cost nothing to repeat and vary
@@ -50,12 +54,12 @@ static unsigned samples(size_t bytes) {
  * time it and hand the time to learn (the members make the same calls in the same order, so
  * they time the same ones). *why: the FALL_ reason when it is MPI. */
 static int pick(shim_comm *sc, int kind, size_t bytes, int *timed, int *why) {
-  if (route_mode == SHIM_ROUTE_GCOMP) return SHIM_VIA_GCOMP;
-  if (route_mode == SHIM_ROUTE_MPI) {
+  if (shim_route_now == SHIM_ROUTE_GCOMP) return SHIM_VIA_GCOMP;
+  if (shim_route_now == SHIM_ROUTE_MPI) {
     *why = FALL_ASKED;
     return SHIM_VIA_MPI;
   }
-  shim_class *k = &sc->cls[kind][class_of(bytes)];
+  shim_class *k = shim_route_class(sc, kind, bytes);
   /* blocking calls only count towards the next trial: the trial itself is of those */
   if (k->decided && timed && ++k->used > k->recheck) k->decided = 0, k->calls = 0;
   if (k->decided) {
@@ -67,13 +71,21 @@ static int pick(shim_comm *sc, int kind, size_t bytes, int *timed, int *why) {
   return k->calls & 1 ? SHIM_VIA_MPI : SHIM_VIA_GCOMP;
 }
 
+/* gcomp takes a size class only when its best time beats MPI's by this share: a route to
+ * MPI costs a repeated call a handful of instructions (mpi_shim.c), so a tie or a near tie
+ * measured on a busy machine, which could as well be a loss, goes to the route that is
+ * never slower than MPI; a class where gcomp is faster by less gives that little up. */
+#define GCOMP_EDGE 0.95
+
+static int mpi_wins(double gcomp_s, double mpi_s) { return !(gcomp_s < GCOMP_EDGE * mpi_s); }
+
 static void agree(shim_comm *sc, MPI_Comm comm, int kind, unsigned cls, shim_class *k,
                   unsigned n) {
   double t[2] = {k->best[0], k->best[1]};
   int ok = PMPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MAX, comm) == MPI_SUCCESS;
   /* MPI's errors are fatal unless the program asked otherwise; then gcomp keeps the class,
    * as it did before MPI was a choice (the members that failed say so below) */
-  int via = ok && t[1] < t[0] ? SHIM_VIA_MPI : SHIM_VIA_GCOMP;
+  int via = ok && mpi_wins(t[0], t[1]) ? SHIM_VIA_MPI : SHIM_VIA_GCOMP;
   k->decided = (uint8_t)(1 + via);
   k->used = 0;
   k->recheck = !k->recheck ? 256 : k->recheck < (1u << 20) ? 4 * k->recheck : k->recheck;
@@ -102,7 +114,7 @@ static void learn(shim_comm *sc, MPI_Comm comm, int kind, size_t bytes, int via,
 }
 
 void shim_route_report(const shim_comm *sc) {
-  if (route_mode != SHIM_ROUTE_AUTO || sc->rank != 0 ||
+  if (shim_route_now != SHIM_ROUTE_AUTO || sc->rank != 0 ||
       !gcomp_log_enabled(GCOMP_LOG_INFO, "shim"))
     return;
   char line[1024] = "";

@@ -17,6 +17,12 @@
  *                      8 B), then one MPI_Iallreduce of each: all exact (GCOMP_SHIM_ROUTE
  *                      sends some to MPI).
  *
+ *   shim_check repeat [shim]  the same MPI_Allreduce 40 times in a row on world and on a
+ *                      dup, then on a dup freed and a new dup made (MPI may hand the freed
+ *                      handle out again): all exact. With "shim": the shim must not look the
+ *                      repeats up again (no PMPI_Type_size, no PMPI_Comm_get_attr during them;
+ *                      this program counts both, preloaded ahead of MPI).
+ *
  *   shim_check badbuf [shim]  erroneous buffer arguments MPI reports (recvbuf MPI_IN_PLACE,
  *                      send and receive buffers aliased without MPI_IN_PLACE), under
  *                      MPI_ERRORS_RETURN: each returns an error, nothing crashes, and ordinary
@@ -31,6 +37,8 @@
  *
  * Rank 0 prints "calls: world N dup N split N dtype N op N iallreduce N" (how many calls of
  * each kind every rank made) and "shim_check: PASS" or the failures; exit status 1 on any. */
+#define _GNU_SOURCE   /* RTLD_NEXT */
+#include <dlfcn.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -290,6 +298,62 @@ static void route(void) {
   free(recv);
 }
 
+/* The shim's look-ups of a call's type and communicator, counted: the program's own
+ * definitions come first for the preloaded shim too (linked -rdynamic). */
+static long lookups;
+
+int PMPI_Type_size(MPI_Datatype type, int *out) {
+  static int (*next)(MPI_Datatype, int *);
+  if (!next) *(void **)&next = dlsym(RTLD_NEXT, "PMPI_Type_size");
+  lookups++;
+  return next(type, out);
+}
+
+int PMPI_Comm_get_attr(MPI_Comm comm, int keyval, void *attr, int *flag) {
+  static int (*next)(MPI_Comm, int, void *, int *);
+  if (!next) *(void **)&next = dlsym(RTLD_NEXT, "PMPI_Comm_get_attr");
+  lookups++;
+  return next(comm, keyval, attr, flag);
+}
+
+/* calls of one MPI_Allreduce (float sums, count elements) on comm, checked; returns the
+ * look-ups the shim made during all but the first */
+static long repeated(MPI_Comm comm, int count, int calls, float *send, float *recv, long *n) {
+  long before = 0;
+  for (int c = 0; c < calls; c++, (*n)++) {
+    for (int i = 0; i < count; i++) send[i] = (float)value(0, rank, i + c);
+    if (c == 1) before = lookups;
+    MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, comm);
+    for (int i = 0; i < count; i++)
+      if (recv[i] != (float)expected(0, i + c)) {
+        fail("repeated MPI_Allreduce", "MPI_FLOAT", "SUM", count, 0, i, recv[i],
+             (double)expected(0, i + c));
+        break;
+      }
+  }
+  return lookups - before;
+}
+
+static void repeat(int under_shim) {
+  enum { COUNT = 256 };
+  float send[COUNT], recv[COUNT];
+  MPI_Comm dup, again;
+  long seen = repeated(MPI_COMM_WORLD, COUNT, 40, send, recv, &n_world);
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  seen += repeated(dup, COUNT, 40, send, recv, &n_dup);
+  MPI_Comm_free(&dup);
+  /* a communicator made after one was freed: a repeat of the freed one's call must not
+   * reach the freed one's gcomp communicator (Open MPI reuses the handle) */
+  MPI_Comm_dup(MPI_COMM_WORLD, &again);
+  repeated(again, COUNT, 3, send, recv, &n_dup);
+  MPI_Comm_free(&again);
+  if (under_shim && seen) {
+    failures++;
+    fprintf(stderr, "rank %d: %ld type or communicator look-ups in 78 repeated calls\n", rank,
+            seen);
+  }
+}
+
 /* A user op, checked in both modes: never reaches gcomp. */
 static void user_op(void) {
   MPI_Op op;
@@ -416,12 +480,14 @@ int main(int argc, char **argv) {
     lossy();
   } else if (!strcmp(mode, "route")) {
     route();
+  } else if (!strcmp(mode, "repeat")) {
+    repeat(argc > 2 && !strcmp(argv[2], "shim"));
   } else if (!strcmp(mode, "badbuf")) {
     badbuf(argc > 2 && !strcmp(argv[2], "shim"));
   } else if (!strcmp(mode, "silent")) {
     silent(argc > 2 && !strcmp(argv[2], "return"));
   } else {
-    if (rank == 0) fprintf(stderr, "usage: shim_check exact [multiple] | lossy | route | badbuf | silent [return]\n");
+    if (rank == 0) fprintf(stderr, "usage: shim_check exact [multiple] | lossy | route | repeat [shim] | badbuf | silent [return]\n");
     MPI_Finalize();
     return 2;
   }

@@ -27,6 +27,10 @@
 # route     GCOMP_SHIM_ROUTE=auto: MPI's allreduce is a choice; every rank logs the same
 #           route per size, and the shim's counts follow from those routes exactly;
 #           GCOMP_SHIM_ROUTE=mpi sends every call to MPI
+# repeat    shim_check repeat shim under each GCOMP_SHIM_ROUTE: a repeated call is not looked
+#           up again (the program counts the shim's PMPI_Type_size and PMPI_Comm_get_attr),
+#           a dup made after one was freed is served on its own communicator, and the
+#           report counts every call where its route sent it
 # errors    shim_comms silent: a rank silent on the dup; the dup's own error handler is the
 #           one called, MPI_Wait returns the error, a later MPI_Waitall MPI_ERR_IN_STATUS,
 #           MPI_Waitany MPI_ERR_OTHER; a failed call completed after MPI_Comm_free of the dup
@@ -355,6 +359,21 @@ route)
     report mpi "$r" 0/0 1 0/0 0/0 0/0 0/0 "$dtype/0" "$op/0" 0/0 0 0/0 0/0 "$world/$iall"
     c=$(stats_calls "$r")
     [ "$c" = 0 ] && ok "mpi: rank $r: gcomp ran no call" || bad "mpi: rank $r: GCOMP_STATS calls '${c}'"
+  done
+  ;;
+repeat)
+  # 40 calls on world, 40 on a dup, 3 on a second dup made after the first was freed (and
+  # the user op): gcomp serves the 83 under GCOMP_SHIM_ROUTE=gcomp on 3 communicators, MPI
+  # takes them under =mpi; under =auto (routes by timing) the results and look-ups only
+  for route in gcomp mpi auto; do
+    run "repeat-$route" GCOMP_SHIM_ROUTE=$route GCOMP_DEBUG=info GCOMP_DEBUG_SUBSYS=shim -- "$prog" repeat shim
+    passed "repeat-$route"
+    calls "repeat-$route"
+    [ "$world/$dup" = 40/43 ] || bad "repeat-$route: calls: world $world, dups $dup"
+  done
+  for ((r = 0; r < n; r++)); do
+    report repeat-gcomp "$r" 83/0 3 0/0 0/0 0/0 0/0 0/0 1/0 0/0 0
+    report repeat-mpi "$r" 0/0 3 0/0 0/0 0/0 0/0 0/0 1/0 0/0 0 0/0 0/0 83/0
   done
   ;;
 collroute)
