@@ -73,6 +73,12 @@ typedef struct {
    * at buf + j * stride (count a multiple of n: shards of equal length, gaps between them
    * left alone) */
   size_t stride;
+  /* as the caller set it after init (a reduce-scatter fed by the node's rounds, stride 0):
+   * my own shard's contribution is not encoded; the feed stores its fp32 sum in buf's shard
+   * g->me and reduce adds the others' decoded contributions to it. Only the owner ever
+   * holds that sum, so nothing asks for it to be quantised: an encode and a decode of a
+   * shard less a call, and the owner's own share of the sum exact. */
+  int own_exact;
 } gcomp_dx;
 int gcomp_dx_init(gcomp_dx *x, const gcomp_group *g, float *buf, size_t count, unsigned phase,
                   unsigned step, uint64_t key_salt, gcomp_codec *rs_codec, gcomp_codec *ag_codec);

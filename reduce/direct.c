@@ -131,8 +131,15 @@ int gcomp_dx_send_rs(gcomp_coll *c, gcomp_dx *x) {
 /* ---- the reduce-scatter's encode fed by the node's reduce-scatter ---------------------
  * Shard after shard in index order, each begun when the parts reach it, sent when they
  * have filled it; an empty one is sent as soon as the parts reach where it would start. */
+static int own_shard(const gcomp_dx_feed *f) { return f->x->own_exact && f->j == f->x->g->me; }
+
 static int feed_close(gcomp_dx_feed *f) {
   gcomp_dx *x = f->x;
+  if (own_shard(f)) {   /* stored in buf as it came: nothing to encode or send */
+    f->open = 0, f->j++;
+    x->mine_len = 0;
+    return GCOMP_OK;
+  }
   size_t flen;
   uint64_t t0 = gcomp_now_ns();
   int st = gcomp_encode_sum_end(x->rs_codec, &flen);
@@ -151,7 +158,8 @@ static int feed_open(gcomp_dx_feed *f, size_t at) {
     gcomp_chunk(x->count, n, f->j, &o, &l);
     GCOMP_FAIL_IF(o != at, GCOMP_ERR_INVALID, "direct: shard %d starts at %zu, parts at %zu",
                   f->j, o, at);
-    GCOMP_CHECK(gcomp_encode_sum_begin(x->rs_codec, gcomp_shard_key(f->c->key, x->key_salt, f->j),
+    if (!own_shard(f))
+      GCOMP_CHECK(gcomp_encode_sum_begin(x->rs_codec, gcomp_shard_key(f->c->key, x->key_salt, f->j),
                                        l, x->mem + x->off[f->j],
                                        x->off[f->j + 1] - x->off[f->j]));
     f->open = 1, f->end = o + l;
@@ -165,6 +173,26 @@ int gcomp_dx_feed_ok(const gcomp_coll *c, const gcomp_dx *x, int nsrc) {
          nsrc <= GCOMP_DX_FEED_SRC && gcomp_codec_part_values(x->rs_codec);
 }
 
+/* dst = the sum of the n-element parts src[0..nsrc): the node's sum of my own shard. An
+ * operand may be dst itself (the call's input reduced in place): it is summed into, the
+ * others added to it, never read through a second pointer while dst is written. */
+static void own_sum(const gcomp_coll *c, float *dst, const float *const *src, int nsrc,
+                    size_t n) {
+  int self = -1;
+  for (int i = 0; i < nsrc; i++)
+    if (src[i] == dst) self = i;
+  int first = 0;
+  if (self < 0 && nsrc >= 2) {
+    c->reduce3(dst, src[0], src[1], n);
+    first = 2;
+  } else if (self < 0) {
+    if (nsrc) memcpy(dst, src[0], n * sizeof *dst);
+    first = 1;
+  }
+  for (int i = first; i < nsrc; i++)
+    if (i != self) c->reduce(dst, src[i], n);
+}
+
 int gcomp_dx_feed_part(void *arg, size_t at, size_t n, const float *const *src, int nsrc) {
   gcomp_dx_feed *f = arg;
   GCOMP_FAIL_IF(nsrc > GCOMP_DX_FEED_SRC || at != f->at, GCOMP_ERR_INVALID,
@@ -176,9 +204,14 @@ int gcomp_dx_feed_part(void *arg, size_t at, size_t n, const float *const *src, 
     const float *p[GCOMP_DX_FEED_SRC];
     for (int i = 0; i < nsrc; i++) p[i] = src[i] + done;
     uint64_t t0 = gcomp_now_ns();
-    int st = gcomp_encode_sum_part(f->x->rs_codec, p, nsrc, take);
-    f->c->stats->encode_s += elapsed(t0);
-    GCOMP_CHECK(st);
+    if (own_shard(f)) {
+      own_sum(f->c, f->x->buf + f->at, p, nsrc, take);
+      f->c->stats->reduce_s += elapsed(t0);
+    } else {
+      int st = gcomp_encode_sum_part(f->x->rs_codec, p, nsrc, take);
+      f->c->stats->encode_s += elapsed(t0);
+      GCOMP_CHECK(st);
+    }
     done += take, f->at += take;
     if (f->at == f->end) GCOMP_CHECK(feed_close(f));
   }
@@ -219,12 +252,13 @@ int gcomp_dx_reduce(gcomp_coll *c, gcomp_dx *x) {
   size_t my_len, my_off = shard_of(x, g->me, &my_len);
   float *acc = x->buf + my_off;
   for (int r = 0; x->count && r < n; r++) {
+    if (x->own_exact && r == g->me) continue;   /* in acc already, in fp32 */
     size_t flen = x->mine_len;
     if (r != g->me) GCOMP_CHECK(wait_one(c, &x->reqs[n + r], &flen));
     uint64_t t0 = gcomp_now_ns();
     const uint8_t *f = x->mem + x->off[n + r];
-    int st = r == 0 ? gcomp_decode(x->rs_codec, f, flen, acc, my_len)
-                    : gcomp_decode_add(x->rs_codec, f, flen, acc, my_len);
+    int st = r == 0 && !x->own_exact ? gcomp_decode(x->rs_codec, f, flen, acc, my_len)
+                                     : gcomp_decode_add(x->rs_codec, f, flen, acc, my_len);
     c->stats->decode_s += elapsed(t0);
     if (st == GCOMP_ERR_CORRUPT) st = gcomp_abort_corrupt_from(c->abort, c, st, g->ranks[r]);
     GCOMP_CHECK(st);
@@ -294,7 +328,7 @@ int gcomp_dx_send_ag(gcomp_coll *c, gcomp_dx *x) {
  * rank decodes it from the allgathered frame anyway). */
 int gcomp_dx_fold_ok(const gcomp_dx *x) {
   size_t u = gcomp_codec_part_values(x->rs_codec);
-  return u && u == gcomp_codec_part_values(x->ag_codec);
+  return u && u == gcomp_codec_part_values(x->ag_codec) && !x->own_exact;
 }
 
 /* Part values of r's contribution decoded (r == 0: stored, else added) into tmp. */

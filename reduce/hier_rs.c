@@ -89,7 +89,10 @@ static int run_part(void *arg, size_t at, size_t n, const float *const *src, int
  * each from the one after mine on (the nodes do not all send to one node at once), my own
  * last, so that a frame crosses while the node still sums the next (in piece order the
  * first sub-node's ranks sent only when the node's whole sum was done); the input is read
- * where it lies. mine: where my shard's sum goes (my rank's block of the working vector). */
+ * where it lies. mine: where my shard's sum goes (my rank's block of the working vector).
+ * My own shard's node sum is stored there in fp32 and the other nodes' decoded sums added
+ * to it (gcomp_dx's own_exact): at 2 nodes half the codec passes (one shard encoded and
+ * decoded, not two), and the owner's node's share of the sum exact. */
 static int fed_runs(gcomp_coll *c, const gcomp_hier_blocks *h, const gcomp_group *cross,
                     const uint8_t *in, float *mine, size_t block) {
   size_t run = (size_t)h->g * block, es = c->esize;
@@ -97,6 +100,7 @@ static int fed_runs(gcomp_coll *c, const gcomp_hier_blocks *h, const gcomp_group
   /* buf such that my shard (piece index h->sub) is `mine`: the only shard of it written */
   int st = gcomp_dx_init(&x, cross, mine - (size_t)h->sub * block, (size_t)h->nsub * block, 2, 0,
                          SALT_CROSS, c->codec, NULL);
+  x.own_exact = 1;   /* my shard's node sum straight into mine, never quantised */
   if (st == GCOMP_OK) st = gcomp_coll_reserve(c, x.bytes);
   x.mem = gcomp_coll_tmp(c);
   if (st == GCOMP_OK) st = gcomp_dx_post_rs(c, &x);

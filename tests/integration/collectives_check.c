@@ -189,6 +189,36 @@ static int dense(gcomp_comm *comm) {
 
 static float cval(int r, size_t i) { return (float)sin(0.001 * (double)i * (r + 1)) + 0.01f * (float)r; }
 
+/* hier-direct over node runs (consecutive ranks, equal nodes) keeps the owner's own node
+ * sum in fp32 (reduce/hier_rs.c): with every other node's contribution zero, an owner's
+ * result is its node's sum up to fp32 rounding, where 4 bits would err by up to 1/15 of the
+ * range. Checked only where the call ran hier-direct over node runs. */
+static int own_exact(gcomp_comm *comm, gcomp_codec *codec, size_t k, float *in, float *out) {
+  int32_t me = gcomp_comm_node(comm), *node = malloc(sizeof(int32_t) * (size_t)size_);
+  int st = node ? gcomp_allgather(comm, &me, node, 1, GCOMP_INT32, NULL, 0) : GCOMP_ERR_NOMEM;
+  int g = size_ / gcomp_comm_nnodes(comm), runs = !st && g > 1;
+  for (int r = 0; r < size_ && runs; r++)
+    for (int q = 0; q < size_; q++) runs &= (node[r] == node[q]) == (r / g == q / g);
+  for (size_t i = 0; i < k * (size_t)size_ && !st; i++)
+    in[i] = node[i / k] == me ? cval(rank_, i) : 0.0f;
+  if (!st) st = gcomp_reduce_scatter(comm, in, out, k, GCOMP_FLOAT32, GCOMP_SUM, codec, 11);
+  double worst = 0;
+  for (size_t i = 0; i < k && !st; i++) {
+    double want = 0;
+    for (int r = 0; r < size_; r++) want += node[r] == me ? cval(r, (size_t)rank_ * k + i) : 0;
+    worst = fmax(worst, fabs(out[i] - want));
+  }
+  free(node);
+  if (st || (runs && !strcmp(gcomp_comm_last_algo(comm), "reduce_scatter:hier-direct") &&
+             worst > 1e-5)) {
+    printf("collectives_check: rank %d: FAILED own node's sum through hier-direct: %s, error %g\n",
+           rank_, gcomp_strerror(st), worst);
+    return 1;
+  }
+  if (runs) printf("collectives_check: rank %d: own node's sum error %g\n", rank_, worst);
+  return 0;
+}
+
 /* Compressed reduce_scatter and allgather (GCOMP_CODEC_MIN_BYTES=0 from the test) */
 static int codecs(gcomp_comm *comm) {
   static const char *const specs[] = {"quant:bits=8", "quant:bits=4+ef", "bf16"};
@@ -213,6 +243,7 @@ static int codecs(gcomp_comm *comm) {
     }
     const char *rs_algo = gcomp_comm_last_algo(comm);
     ran(comm, "compressed reduce_scatter", want_rs_, k);
+    if (s == 1) bad_ += own_exact(comm, codec, k, in, out);
     st = gcomp_allgather(comm, in + (size_t)rank_ * k, out, k, GCOMP_FLOAT32, codec, 8);
     ran(comm, "compressed allgather", want_ag_, k);
     worst = 0;
