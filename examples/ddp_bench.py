@@ -10,7 +10,8 @@ backend, zero_train.py's sharded optimizer) from the same seed for
 them. Rank 0 prints, per variant, the median step time over rounds, the median over rounds
 of its ratio to ddp's step time in the same round, the training loss after the last round,
 and the hook's overlap (the share of its reduction time hidden behind backward); for the zero
-variants, their step's split (gradient copy, reduce_scatter, update, all_gather).
+variants, their step's split (forward and backward, gradient copy, reduce_scatter, update,
+all_gather) and the CPU time of a step (every thread of rank 0's process).
 """
 import argparse
 import statistics
@@ -61,16 +62,19 @@ def run(comm, args, train):
     if not comm.startswith("zero"):
         opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=momentum)
     it = ex.batches(train, args.batch, dist.get_rank(), dist.get_world_size(), 7)
-    times = []
+    times, fwbw, cpu = [], [], []
     for step in range(args.warmup + args.steps):
         x, y = next(it)
         dist.barrier()   # every variant starts its steps together
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad()
         F.cross_entropy(ddp(x), y).backward()
+        t1 = time.perf_counter()
         opt.step()
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
+            fwbw.append(t1 - t0)
+            cpu.append(time.process_time() - c0)   # every thread of the process
         elif comm.startswith("zero"):
             opt.phases.clear()
     with torch.no_grad():
@@ -80,7 +84,8 @@ def run(comm, args, train):
         hidden = state.stats()["overlap"]["hidden"]
         state.close()
     if comm.startswith("zero"):   # the step's split: medians of each phase over the steps
-        hidden = [statistics.median(p[i] for p in opt.phases) for i in range(4)]
+        hidden = [statistics.median(fwbw)] + [statistics.median(p[i] for p in opt.phases)
+                                               for i in range(4)] + [statistics.median(cpu)]
     return statistics.median(times), loss, hidden
 
 
@@ -119,14 +124,15 @@ def main():
             ratios = [r[0] / d[0] for r, d in zip(res[c], res["ddp"])]
             h = res[c][-1][2]
             if isinstance(h, list):   # zero: its step's split, over every round
-                split.append((c, [statistics.median(r[2][i] for r in res[c]) for i in range(4)]))
+                split.append((c, [statistics.median(r[2][i] for r in res[c]) for i in range(6)]))
                 h = None
             print("%-34s %10.1f %10.2f %10.4f %8s" % (
                 c, statistics.median(r[0] for r in res[c]) * 1e3, statistics.median(ratios),
                 res[c][-1][1], "-" if h is None else "%.0f%%" % (100 * h)), flush=True)
-        for c, p in split:   # rank 0's medians; the rest of the step is forward and backward
-            print("%s: gradient copy %.1f ms, reduce_scatter %.1f ms, update %.1f ms, "
-                  "all_gather %.1f ms" % (c, *(x * 1e3 for x in p)), flush=True)
+        for c, p in split:   # rank 0's medians
+            print("%s: forward+backward %.1f ms, gradient copy %.1f ms, reduce_scatter %.1f ms, "
+                  "update %.1f ms, all_gather %.1f ms; CPU %.1f ms a step (rank 0, all threads)"
+                  % (c, *(x * 1e3 for x in p)), flush=True)
     dist.destroy_process_group()
 
 
