@@ -137,17 +137,28 @@ static int setup(ofi_transport *t, gcomp_oob *oob, const char *node_id,
   ofi_rxm_tcp_defaults(intra, opts->chunk_bytes);
   if (status == GCOMP_OK && need_intra) {
     intra_ep = t->neps;
-    status = ofi_ep_open(&t->eps[t->neps++], "intra", intra, opts->chunk_bytes, n);
+    status = ofi_ep_open(&t->eps[t->neps++], "intra", intra, opts->chunk_bytes, n,
+                         opts->cq_wait);
   }
   if (status == GCOMP_OK && need_inter) {
     if (same && intra_ep >= 0) {
       inter_ep = intra_ep;
     } else {
       inter_ep = t->neps;
-      status = ofi_ep_open(&t->eps[t->neps++], "inter", inter, opts->chunk_bytes, n);
+      status = ofi_ep_open(&t->eps[t->neps++], "inter", inter, opts->chunk_bytes, n,
+                           opts->cq_wait);
     }
   }
   pthread_mutex_unlock(&ofi_setup_lock);
+  /* idle waits block on the CQs' wait fds (gcomp_idle_blocker); for as long as a wait loop
+   * lets them only when nothing else can end the wait: every endpoint has an fd, and no rank
+   * of this node shares memory with this one (the node's segment, reduce/shm.c, is polled) */
+  t->block_whole = t->neps > 0;
+  for (int i = 0; i < t->neps; i++) {
+    if (t->eps[i].cq_fd >= 0) t->can_block = 1;
+    else t->block_whole = 0;
+  }
+  if (t->pub.local_size > 1) t->block_whole = 0;
   /* round 2: fabric addresses */
   addr_card ac = {0};
   if (intra_ep >= 0) {

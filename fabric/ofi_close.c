@@ -65,6 +65,10 @@ void ofi_destroy(gcomp_transport *tp) {
   ofi_transport *t = (ofi_transport *)tp;
   if (!t) return;
   if (t->ready) farewell(t);
+  if (t->can_block)
+    GCOMP_INFO(GCOMP_SUB_FABRIC, "rank %d: %" PRIu64 " idle waits blocked on the completion "
+               "queue's wait fd, %" PRIu64 " of them woken by it", t->pub.rank,
+               t->pub.blocked_waits, t->pub.fd_wakes);
   pthread_mutex_lock(&ofi_setup_lock);
   for (int i = 0; i < t->neps; i++)
     if (t->eps[i].ep) {

@@ -1,6 +1,8 @@
 /* The libfabric transport's completions: reading the completion queues and what each
  * completion (or error) does to its request. See ofi_impl.h for the file map. */
+#include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,5 +91,51 @@ int ofi_progress(gcomp_transport *tp) {
     }
   }
   ofi_proto_pump(t);
+  /* the wait that follows, if any, may block on the CQs' wait fds */
+  if (t->can_block) gcomp_idle_blocker(tp, ofi_block, t->block_whole);
   return GCOMP_OK;
+}
+
+/* An idle wait sleeps in poll() on the CQs' wait fds, at most ns, once fi_trywait says that
+ * nothing is pending that the fds would not announce (libfabric's rule: without it an event
+ * already taken off the sockets, or a completion already queued, is never signalled again).
+ * fi_trywait also drives the provider once (rxm reads tcp's queue; tcp moves socket data and
+ * asks for POLLOUT while a send is queued), so a trywait that finds something returns at
+ * once to the wait loop, whose progress takes it. */
+int ofi_block(gcomp_transport *tp, long ns) {
+  ofi_transport *t = (ofi_transport *)tp;
+  struct pollfd pfd[2];
+  nfds_t n = 0;
+  for (int i = 0; i < t->neps; i++) {
+    ofi_ep *e = &t->eps[i];
+    if (e->cq_fd < 0 || e->cq_broken) continue;
+    struct fid *fid = &e->cq->fid;
+    int rc = fi_trywait(e->fabric, &fid, 1);
+    /* the wait loop's progress takes what trywait found; should trywait find something
+     * again at once (data the provider cannot place yet), the wait naps instead of spinning
+     * through trywait */
+    if (rc == -FI_EAGAIN) return t->trywait_again++ == 0;
+    if (rc) {   /* not expected of a provider that gave an fd: nap from now on */
+      GCOMP_WARN(GCOMP_SUB_FABRIC, "fi_trywait on %s: %s: its waits nap from now on", e->prov,
+                 fi_strerror(-rc));
+      e->cq_fd = -1;
+      continue;
+    }
+    pfd[n].fd = e->cq_fd;
+    pfd[n].events = POLLIN;
+    pfd[n].revents = 0;
+    n++;
+  }
+  if (!n) return 0;
+  t->trywait_again = 0;
+  struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+  tp->blocked_waits++;
+  int k = ppoll(pfd, n, &ts, NULL);
+  if (k > 0) tp->fd_wakes++;
+  if (k < 0 && errno != EINTR) {   /* once: the waits nap from now on */
+    GCOMP_WARN(GCOMP_SUB_FABRIC, "ppoll on the completion queues' wait fds: %s: waits nap from "
+               "now on", strerror(errno));
+    t->can_block = 0;
+  }
+  return 1;
 }

@@ -38,6 +38,7 @@ void ofi_ep_close(ofi_ep *e) {
   if (e->fabric) fi_close(&e->fabric->fid);
   if (e->info) fi_freeinfo(e->info);
   memset(e, 0, sizeof *e);
+  e->cq_fd = -1;
 }
 
 /* libfabric's shm regions, named "<pid>:<uid>:<n>" in /dev/shm */
@@ -90,8 +91,40 @@ void ofi_rxm_tcp_defaults(const char *prov, size_t chunk_bytes) {
     GCOMP_INFO(GCOMP_SUB_FABRIC, "FI_OFI_RXM_EAGER_LIMIT=%s", getenv("FI_OFI_RXM_EAGER_LIMIT"));
 }
 
-int ofi_ep_open(ofi_ep *e, const char *role, const char *prov, size_t chunk_bytes, int nranks) {
+/* The completion queue, with a wait fd where asked for and the provider has one: tcp;ofi_rxm
+ * does (rxm's fd is an epoll set holding tcp's, which holds the sockets: data arriving, and a
+ * socket that can take more of a pending send, make it readable), shm in libfabric 1.17 does
+ * not (fi_cq_open refuses FI_WAIT_FD). Without one (refused, or no fd to poll), the CQ is
+ * reopened without a wait object and waits nap as before. */
+static int cq_open(ofi_ep *e, const struct fi_info *info, int cq_wait) {
+  struct fi_cq_attr cq_attr = {0};
+  cq_attr.format = FI_CQ_FORMAT_TAGGED;
+  cq_attr.size = info->tx_attr->size + info->rx_attr->size;
+  e->cq_fd = -1;
+  if (cq_wait) {
+    cq_attr.wait_obj = FI_WAIT_FD;
+    int rc = fi_cq_open(e->domain, &cq_attr, &e->cq, NULL);
+    if (rc == 0) {
+      int fd = -1;
+      rc = fi_control(&e->cq->fid, FI_GETWAIT, &fd);
+      if (rc == 0 && fd >= 0) {
+        e->cq_fd = fd;
+        return 0;
+      }
+      fi_close(&e->cq->fid);
+      e->cq = NULL;
+    }
+    GCOMP_INFO(GCOMP_SUB_FABRIC, "%s (%s-node): no completion queue wait fd (%s): waits nap",
+               e->prov, e->role, rc ? fi_strerror(-rc) : "no fd");
+  }
+  cq_attr.wait_obj = FI_WAIT_NONE;
+  return fi_cq_open(e->domain, &cq_attr, &e->cq, NULL);
+}
+
+int ofi_ep_open(ofi_ep *e, const char *role, const char *prov, size_t chunk_bytes, int nranks,
+                int cq_wait) {
   e->role = role;
+  e->cq_fd = -1;
   snprintf(e->prov, sizeof e->prov, "%s", prov);
   if (strcmp(prov, "shm") == 0) shm_clean_stale();
   struct fi_info *hints = fi_allocinfo(), *list = NULL;
@@ -137,11 +170,7 @@ int ofi_ep_open(ofi_ep *e, const char *role, const char *prov, size_t chunk_byte
   } while (0)
   EP_TRY(fi_fabric(info->fabric_attr, &e->fabric, NULL), "fi_fabric");
   EP_TRY(fi_domain(e->fabric, info, &e->domain, NULL), "fi_domain");
-  struct fi_cq_attr cq_attr = {0};
-  cq_attr.format = FI_CQ_FORMAT_TAGGED;
-  cq_attr.wait_obj = FI_WAIT_NONE;
-  cq_attr.size = info->tx_attr->size + info->rx_attr->size;
-  EP_TRY(fi_cq_open(e->domain, &cq_attr, &e->cq, NULL), "fi_cq_open");
+  EP_TRY(cq_open(e, info, cq_wait), "fi_cq_open");
   struct fi_av_attr av_attr = {0};
   av_attr.type = FI_AV_TABLE;
   av_attr.count = (size_t)nranks;
@@ -154,7 +183,8 @@ int ofi_ep_open(ofi_ep *e, const char *role, const char *prov, size_t chunk_byte
   EP_TRY(fi_getname(&e->ep->fid, e->name, &e->namelen), "fi_getname");
 #undef EP_TRY
   GCOMP_INFO(GCOMP_SUB_FABRIC, "%s-node endpoint: %s (domain %s), inject %zu B, chunk %zu B, "
-             "mr_local %d", role, info->fabric_attr->prov_name, info->domain_attr->name,
-             e->inject, e->chunk, e->mr_local);
+             "mr_local %d, CQ wait fd %s", role, info->fabric_attr->prov_name,
+             info->domain_attr->name, e->inject, e->chunk, e->mr_local,
+             e->cq_fd >= 0 ? "yes" : "no");
   return GCOMP_OK;
 }

@@ -96,6 +96,7 @@ typedef struct ofi_ep {
   int rx_size;              /* the provider's receive entries */
   int rx_hdr, rx_used;      /* taken by header slots, by chunk receives (ofi_proto.c) */
   int cq_broken;            /* its CQ reported an error it could not read: not read again */
+  int cq_fd;                /* the CQ's wait fd (FI_WAIT_FD, GCOMP_CQ_WAIT), or -1: none */
   int mr_local;
   struct fid_mr *arena_mr;  /* the header arena, registered when mr_local */
   void *arena_desc;
@@ -240,6 +241,9 @@ typedef struct {
   int npost_pending;        /* requests with want_post set */
   int ready;                /* setup finished: destroy says goodbye first */
   int fault_cqerr;          /* GCOMP_FAULT=cqerr armed here and setup done (fabric/fault.h) */
+  int can_block;            /* an endpoint's CQ has a wait fd: idle waits may block on it */
+  int block_whole;          /* ... every endpoint's, and no rank shares this node */
+  int trywait_again;        /* fi_trywait found something pending this many times running */
   unsigned wire;            /* the wire version this rank speaks (its rank card's) */
   char host[64];
   char pidns[64];
@@ -279,12 +283,14 @@ void ofi_proto_forget(ofi_transport *t, gcomp_treq *r, int cancelled);
 void ofi_proto_free(ofi_transport *t);
 
 int ofi_progress(gcomp_transport *tp);
+int ofi_block(gcomp_transport *tp, long ns);   /* gcomp_block_fn: ofi_cq.c */
 int ofi_test(gcomp_transport *tp, gcomp_treq *r, int *done, size_t *len);
 int ofi_cancel(gcomp_transport *tp, gcomp_treq *r);
 void ofi_destroy(gcomp_transport *tp);
 
 void ofi_rxm_tcp_defaults(const char *prov, size_t chunk_bytes);
-int ofi_ep_open(ofi_ep *e, const char *role, const char *prov, size_t chunk_bytes, int nranks);
+int ofi_ep_open(ofi_ep *e, const char *role, const char *prov, size_t chunk_bytes, int nranks,
+                int cq_wait);
 void ofi_ep_close(ofi_ep *e);
 
 #endif /* GCOMP_OFI_IMPL_H */

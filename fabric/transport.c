@@ -29,11 +29,40 @@
 #define GCOMP_NAPPER_SHORT 8u
 #define GCOMP_NAPPER_DOUBLINGS 4u
 
+/* A wait that a wait fd can end (gcomp_idle_blocker: every message of the transport wakes
+ * it) blocks this long at most: the wait loop then runs once, so that what no fd announces
+ * (a request's timeout, a same-host peer's liveness, the clock a test reads every 32nd time)
+ * is still seen within a millisecond or so. Gloo's threads block in epoll until data comes;
+ * timed naps woke a progress thread 256-314 times a step of 8 x 1 MiB buckets across a
+ * 1 Gbit/s link, each a nanosleep, a context switch and a poll of every socket. */
+#define GCOMP_BLOCK_NS 1000000L
+
 /* per thread: the thread that waits is the one that drives progress */
 static _Thread_local unsigned long moved_count, moved_seen;
 static _Thread_local int napper;
+/* the transport whose progress last ran on this thread, and the idle step it ran before */
+static _Thread_local gcomp_transport *blk_t;
+static _Thread_local gcomp_block_fn blk_fn;
+static _Thread_local int blk_whole;
+static _Thread_local unsigned long idle_steps, blk_at;
 
 void gcomp_moved(void) { moved_count++; }
+
+void gcomp_idle_blocker(gcomp_transport *t, gcomp_block_fn block, int whole) {
+  blk_t = t;
+  blk_fn = block;
+  blk_whole = whole;
+  blk_at = idle_steps;
+}
+
+/* Blocks in the transport this thread drove since its last idle step, if any: a transport
+ * this thread drove before it left a wait is never touched (another thread may drive it by
+ * now, or it may be gone), since every wait loop's first idle steps only spin. 1 when it
+ * blocked (or found something pending), 0 when the caller must nap ns itself. */
+static int idle_block(long ns) {
+  if (!blk_t || blk_at + 1 != idle_steps) return 0;
+  return blk_fn(blk_t, blk_whole ? GCOMP_BLOCK_NS : ns);
+}
 
 int gcomp_idle_naps(int on) {
   int was = napper;
@@ -42,6 +71,7 @@ int gcomp_idle_naps(int on) {
 }
 
 void gcomp_idle(unsigned *spins) {
+  idle_steps++;
   if (napper) {
     if (++*spins < GCOMP_NAPPER_SPINS) return;
     unsigned k = 0;
@@ -54,6 +84,7 @@ void gcomp_idle(unsigned *spins) {
       k = k <= GCOMP_NAPPER_SHORT ? 0 : k - GCOMP_NAPPER_SHORT;
       if (k > GCOMP_NAPPER_DOUBLINGS) k = GCOMP_NAPPER_DOUBLINGS;
     }
+    if (idle_block(GCOMP_NAPPER_NS << k)) return;
     struct timespec ts = {0, GCOMP_NAPPER_NS << k};
     nanosleep(&ts, NULL);
     return;
@@ -68,6 +99,7 @@ void gcomp_idle(unsigned *spins) {
     sched_yield();
     return;
   }
+  if (idle_block(GCOMP_NAP_NS)) return;
   struct timespec ts = {0, GCOMP_NAP_NS};
   nanosleep(&ts, NULL);
 }

@@ -99,6 +99,9 @@ typedef struct gcomp_fabric_opts {
   /* GCOMP_NODE_ID ("": the host name), for gcomp_transport_create_env; the other
    * constructors take their caller's node id */
   const char *node_id;
+  /* GCOMP_CQ_WAIT: a long wait blocks on the completion queue's wait fd where the provider
+   * has one (tcp;ofi_rxm), not in timed naps (gcomp_idle) */
+  int cq_wait;
 } gcomp_fabric_opts;
 
 typedef struct gcomp_transport_ops {
@@ -139,6 +142,10 @@ struct gcomp_transport {
   /* Provider messages of payload this rank has posted, sends and receives (libfabric only;
    * a chunk run is one: fabric/ofi_proto.c). A count for tests and traces. */
   uint64_t data_msgs;
+  /* Idle steps of this transport's waits that blocked on its completion queues' wait fd
+   * (gcomp_idle), and those of them that the fd woke before their timeout (libfabric only,
+   * GCOMP_CQ_WAIT). Counts for tests and the log. */
+  uint64_t blocked_waits, fd_wakes;
   /* Nonzero once something failed: one of the transport's own requests, or a call of its
    * user (who sets it; a failure elsewhere, e.g. in a node's shared segment, leaves the
    * peers in no state to say goodbye). destroy then waits at most 1 s. The one field a
@@ -188,6 +195,15 @@ int gcomp_recv(gcomp_transport *t, int peer, uint64_t tag, void *buf, size_t cap
  * not napped through (its request completes only at its end). */
 void gcomp_idle(unsigned *spins);
 void gcomp_moved(void);
+/* Where a transport's progress can sleep until something arrives (a libfabric wait fd), its
+ * progress names it here, on the thread that drives it: the next idle step of that thread
+ * past its first few spins calls block(t, ns) instead of napping, if no idle step came in
+ * between (so a loop that waits for something else, or a transport this thread no longer
+ * drives, is never blocked in). block waits at most ns and returns 1, or 0 if it could not
+ * (the caller naps). whole: every message of t can wake it; the wait may then last longer
+ * than a nap (up to GCOMP_BLOCK_NS), else it is capped at the nap it replaces. */
+typedef int (*gcomp_block_fn)(gcomp_transport *t, long ns);
+void gcomp_idle_blocker(gcomp_transport *t, gcomp_block_fn block, int whole);
 /* While on (this thread), gcomp_idle naps after a few spins, never yields: for long waits
  * on a machine with more ranks than CPUs, where spinning and yielding take the CPU from the
  * ranks being waited for. GCOMP_NAPS_LENGTHEN (a progress thread beside its rank's

@@ -16,7 +16,8 @@ void gcomp_fabric_opts_from(const gcomp_settings *set, gcomp_fabric_opts *out) {
       .chunk_bytes = (size_t)gcomp_settings_int(set, GCOMP_P_CHUNK_BYTES),
       .provider = gcomp_settings_str(set, GCOMP_P_PROVIDER),
       .intra_provider = gcomp_settings_str(set, GCOMP_P_INTRA_PROVIDER),
-      .node_id = gcomp_settings_str(set, GCOMP_P_NODE_ID)};
+      .node_id = gcomp_settings_str(set, GCOMP_P_NODE_ID),
+      .cq_wait = gcomp_settings_int(set, GCOMP_P_CQ_WAIT) != 0};
 }
 
 /* This rank's node: the caller's name for it, else the settings' GCOMP_NODE_ID, else the

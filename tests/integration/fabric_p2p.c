@@ -16,6 +16,10 @@
  *                                while it waits, then every message must arrive intact
  *   fabric_p2p netns BYTES       rank 0 sends BYTES to the last rank; both check that their
  *                                FI_TCP_IFACE counters (/proc/net/dev) moved at least that much
+ *   fabric_p2p cqwait EXPECT      2 ranks take turns: one waits (napping, as a progress thread)
+ *                                for 1 MiB the other sends 20 ms later; every byte arrives,
+ *                                and with EXPECT 1 the waits blocked on the completion queue's
+ *                                wait fd and data arriving woke it, with 0 none blocked
  *   fabric_p2p batch RUN INLINE  along a ring, messages of odd sizes, unscheduled and scheduled,
  *                                all posted at once: every byte arrives, and each message of L
  *                                bytes took exactly ceil(L / RUN) provider messages at each end
@@ -30,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gcomp_common.h"
@@ -519,10 +524,47 @@ static int mode_netns(gcomp_transport *t, size_t len) {
   return 0;
 }
 
+/* Waits that block on the CQ's wait fd (gcomp_idle_blocker) must still see every message: a
+ * wait that started long before its message comes blocks, and the data's arrival (not the
+ * block's timeout) must end a block at least once. Which wait ends how depends on timing, so
+ * only the counts over all rounds are checked. */
+static int mode_cqwait(gcomp_transport *t, int expect) {
+  enum { ROUNDS = 8, BYTES = 1 << 20 };
+  EXPECT(t->size == 2, "cqwait runs on 2 ranks, not %d", t->size);
+  uint8_t *buf = malloc(BYTES);
+  EXPECT(buf != NULL, "no memory");
+  int was = gcomp_idle_naps(GCOMP_NAPS_LENGTHEN);
+  for (int r = 0; r < ROUNDS; r++) {
+    int recv = r % 2 == me, peer = 1 - me;
+    if (recv) {
+      memset(buf, 0, BYTES);
+      CHECK(gcomp_recv(t, peer, gcomp_tag(7, (uint32_t)r), buf, BYTES, NULL));
+      size_t bad = first_bad(buf, BYTES, peer, me, r);
+      EXPECT(bad == BYTES, "round %d: byte %zu of %d differs", r, bad, BYTES);
+    } else {
+      fill(buf, BYTES, me, peer, r);
+      struct timespec ts = {0, 20000000L};
+      nanosleep(&ts, NULL);
+      CHECK(gcomp_send(t, peer, gcomp_tag(7, (uint32_t)r), buf, BYTES));
+    }
+  }
+  gcomp_idle_naps(was);
+  all_done(t);
+  free(buf);
+  printf("fabric_p2p: rank %d: %llu waits blocked on the CQ's wait fd, %llu woken by it\n", me,
+         (unsigned long long)t->blocked_waits, (unsigned long long)t->fd_wakes);
+  if (expect)
+    EXPECT(t->blocked_waits > 0 && t->fd_wakes > 0, "no wait blocked on the wait fd, or none was "
+           "woken by arriving data");
+  else
+    EXPECT(t->blocked_waits == 0, "waits blocked without a wait fd");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
-    fprintf(stderr, "usage: fabric_p2p p2p [MAX] | boot | kill VICTIM | stall VICTIM | rxfull N | flood N BYTES | netns BYTES | eager LIMIT | batch RUN INLINE\n");
+    fprintf(stderr, "usage: fabric_p2p p2p [MAX] | boot | kill VICTIM | stall VICTIM | rxfull N | flood N BYTES | netns BYTES | eager LIMIT | batch RUN INLINE | cqwait EXPECT\n");
     return 2;
   }
   gcomp_transport *t = NULL;
@@ -552,6 +594,8 @@ int main(int argc, char **argv) {
     rc = mode_rxfull(t, atoi(argv[2]));
   } else if (strcmp(argv[1], "batch") == 0 && argc > 3) {
     rc = mode_batch(t, (size_t)strtoull(argv[2], NULL, 0), (size_t)strtoull(argv[3], NULL, 0));
+  } else if (strcmp(argv[1], "cqwait") == 0 && argc > 2) {
+    rc = mode_cqwait(t, atoi(argv[2]));
   } else if (strcmp(argv[1], "netns") == 0 && argc > 2) {
     rc = mode_netns(t, (size_t)strtoull(argv[2], NULL, 0));
   } else if (strcmp(argv[1], "eager") == 0 && argc > 2) {

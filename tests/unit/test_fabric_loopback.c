@@ -278,6 +278,50 @@ static void test_idle_naps(void **state) {
   assert_int_equal(gcomp_idle_naps(GCOMP_NAPS_OFF), GCOMP_NAPS_LENGTHEN);
 }
 
+/* gcomp_idle_blocker: an idle step blocks in the transport only when that transport's
+ * progress ran on this thread since the previous idle step, and only past the wait's first
+ * spins; a transport left behind by a wait that ended (it may be freed, or driven by another
+ * thread by now) is never blocked in by the next wait, whatever it waits for. */
+static int blocks;
+static long block_ns;
+static int fake_block(gcomp_transport *t, long ns) {
+  (void)t;
+  blocks++;
+  block_ns = ns;
+  return 1;
+}
+
+static void test_idle_blocker(void **state) {
+  (void)state;
+  gcomp_transport *fake = (gcomp_transport *)&blocks;   /* never dereferenced by gcomp_idle */
+  int was = gcomp_idle_naps(GCOMP_NAPS_LENGTHEN);
+  unsigned spins = 0;
+  for (int i = 0; i < 60; i++) {   /* a wait whose transport's progress runs every time */
+    gcomp_idle_blocker(fake, fake_block, 0);
+    gcomp_idle(&spins);
+  }
+  assert_true(blocks > 0 && blocks < 60);   /* the first spins do not block */
+  assert_true(block_ns > 0 && block_ns <= 1000000);   /* capped at the nap it replaces */
+  int whole_before = blocks;
+  gcomp_idle_blocker(fake, fake_block, 1);
+  gcomp_idle(&spins);
+  assert_int_equal(blocks, whole_before + 1);
+  assert_true(block_ns >= 1000000);   /* a whole transport's fd ends the wait: longer */
+  /* the wait ends right after its transport's progress; the next wait polls something else */
+  gcomp_idle_blocker(fake, fake_block, 0);
+  int before = blocks;
+  spins = 0;
+  for (int i = 0; i < 60; i++) gcomp_idle(&spins);
+  assert_int_equal(blocks, before);
+  /* a wait that is already past its spins and stops driving the transport */
+  spins = 0;
+  for (int i = 0; i < 30; i++) gcomp_idle_blocker(fake, fake_block, 0), gcomp_idle(&spins);
+  before = blocks;
+  for (int i = 0; i < 30; i++) gcomp_idle(&spins);
+  assert_int_equal(blocks, before);
+  gcomp_idle_naps(was);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_all_pairs_one_thread),
@@ -288,6 +332,7 @@ int main(void) {
       cmocka_unit_test(test_threads_ring),
       cmocka_unit_test(test_tag_helper),
       cmocka_unit_test(test_idle_naps),
+      cmocka_unit_test(test_idle_blocker),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
