@@ -4,8 +4,9 @@ every event of a step in milliseconds from its start (the median over --steps st
 the forward pass's end, the first and last gradient computed, and for each bucket when
 the hook issued it, when gcomp's progress thread started and ended its call (from
 GCOMP_TRACE), when the waiter thread saw it done and when its future's callback ran; then
-backward's and the step's end. Per thread: CPU time and time spent runnable but waiting
-for a CPU, per step (/proc/self/task/*/schedstat). Variants: hook[:SPEC] (the gcomp hook)
+backward's and the step's end. Per thread: CPU time, time spent runnable but waiting
+for a CPU, and times it was scheduled onto a CPU (its wake-ups, for a thread that sleeps
+between them), per step (/proc/self/task/*/schedstat). Variants: hook[:SPEC] (the gcomp hook)
 or ddp (gloo, through a hook that only times, so issue and callback are seen too).
 
     gcomp-run -n 2 --nodes 2 --inter-node-rate 1gbit -- /usr/bin/python3 \\
@@ -33,16 +34,21 @@ os.environ["GCOMP_TRACE"] = _TRACE
 import gcomp.torch as gt  # noqa: E402  (after GCOMP_TRACE: the communicator reads it)
 
 now = time.monotonic_ns   # CLOCK_MONOTONIC, as the library's own clock
+_NAMES = {}   # tid -> the thread's name (/proc/self/task/*/comm)
 
 
 def threads():
-    """tid -> (CPU ns, runnable-but-waiting ns) of every thread of this process."""
+    """tid -> (CPU ns, runnable-but-waiting ns, times scheduled) of every thread of this
+    process."""
     out = {}
     for tid in os.listdir("/proc/self/task"):
         try:
             with open("/proc/self/task/%s/schedstat" % tid) as f:
-                run, wait, _ = map(int, f.read().split())
-            out[tid] = (run, wait)
+                run, wait, slices = map(int, f.read().split())
+            out[tid] = (run, wait, slices)
+            if tid not in _NAMES:
+                with open("/proc/self/task/%s/comm" % tid) as f:
+                    _NAMES[tid] = f.read().strip()
         except OSError:
             pass   # the thread ended
     return out
@@ -116,7 +122,8 @@ def main():
         t3 = now()
         s1 = threads()
         steps.append((t0, t1, t2, t3, list(ev),
-                      {k: (v[0] - s0[k][0], v[1] - s0[k][1]) for k, v in s1.items() if k in s0}))
+                      {k: tuple(a - b for a, b in zip(v, s0[k])) for k, v in s1.items()
+                       if k in s0}))
     roles = {str(threading.get_native_id()): "main (forward, backward, hook)"}
     if hook:
         roles[str(state._waiter.native_id)] = "gcomp-waiter"
@@ -160,18 +167,22 @@ def report(rank, args, steps, calls, roles):
                         ms(tw), ms(tw))
         add("backward end", 2e9, ms(t2))
         add("step end", 3e9, ms(t3))
-        for tid, (run, wait) in sched.items():
-            cpu.setdefault(tid, []).append((run / 1e6, wait / 1e6))
+        for tid, (run, wait, slices) in sched.items():
+            cpu.setdefault(tid, []).append((run / 1e6, wait / 1e6, slices))
     print("rank %d, %s: median of %d steps, ms from the step's start" % (
         rank, args.variant, len(steps)), flush=True)
     med = statistics.median
     for name, (_, v) in sorted(rows.items(), key=lambda r: med(r[1][1])):
         print("  %-28s %8.2f" % (name, med(v)))
-    for tid, v in sorted(cpu.items(), key=lambda r: -med(a for a, _ in r[1])):
-        run, wait = med(a for a, _ in v), med(b for _, b in v)
+    for tid in cpu:   # the library names its progress thread
+        if _NAMES.get(tid) == "gcomp-progress":
+            roles[tid] = "gcomp-progress"
+    for tid, v in sorted(cpu.items(), key=lambda r: -med(a for a, _, _ in r[1])):
+        run, wait, slices = (med(x[j] for x in v) for j in range(3))
         if run >= 0.5:
-            print("  thread %-7s %-30s CPU %6.1f ms, waiting for a CPU %6.1f ms" % (
-                tid, roles.get(tid, "(progress thread if gcomp; gloo's)"), run, wait))
+            print("  thread %-7s %-30s CPU %6.1f ms, waiting for a CPU %6.1f ms, scheduled %4.0f "
+                  "times" % (tid, roles.get(tid, "gloo's or torch's"), run, wait,
+                             slices))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ struct gcomp_request {
 
 static void *progress_main(void *arg) {
   gcomp_comm *comm = arg;
+  /* named, for top -H and the benchmarks' per-thread CPU (bench/overlap_timeline.py) */
+  pthread_setname_np(pthread_self(), "gcomp-progress");
   /* the thread's own setting (comm.c) */
   gcomp_idle_naps(comm->progress_naps ? GCOMP_NAPS_LENGTHEN : GCOMP_NAPS_OFF);
   pthread_mutex_lock(&comm->mu);
