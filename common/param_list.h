@@ -80,8 +80,8 @@ GCOMP_PARAM(LOCAL_RANK, INT, "-1", "-1:1048576", "rank within the node (else der
 GCOMP_PARAM(ROOT, STR, "", "", "rendezvous address host:port (else MASTER_ADDR on port MASTER_PORT + 1)")
 GCOMP_PARAM(JOB_TOKEN, STR, "", "", "secret every rank presents at the rendezvous (set by the launcher)")
 GCOMP_PARAM(CQ_WAIT, BOOL, "1", "",
-            "a long wait sleeps on the libfabric completion queue's wait fd, woken when data arrives, where the provider "
-            "has one (tcp;ofi_rxm; not shm), instead of in timed naps (0: naps alone)")
+            "a long wait sleeps on the libfabric completion queue's wait fd, woken when data arrives, instead of in timed "
+            "naps, where the provider has one (tcp;ofi_rxm; not shm) and no other rank shares the node (0: naps alone)")
 GCOMP_PARAM(CHUNK_BYTES, SIZE, "4m", "1:1099511627776",
             "large messages move in chunks of this size, pipelined (equal on all ranks); tcp;ofi_rxm sends them eagerly")
 

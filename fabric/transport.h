@@ -100,7 +100,7 @@ typedef struct gcomp_fabric_opts {
    * constructors take their caller's node id */
   const char *node_id;
   /* GCOMP_CQ_WAIT: a long wait blocks on the completion queue's wait fd where the provider
-   * has one (tcp;ofi_rxm), not in timed naps (gcomp_idle) */
+   * has one (tcp;ofi_rxm) and the rank is alone on its node, not in timed naps (gcomp_idle) */
   int cq_wait;
 } gcomp_fabric_opts;
 

@@ -46,8 +46,9 @@ set_tests_properties(integration.fabric.eager.user PROPERTIES ENVIRONMENT
   "GCOMP_TIMEOUT_MS=20000;FI_OFI_RXM_EAGER_LIMIT=20000")
 
 # long waits block on tcp;ofi_rxm's completion queue wait fd, and arriving data wakes them
-# (GCOMP_CQ_WAIT); with GCOMP_CQ_WAIT=0, and over shm (no wait fd in libfabric 1.17), none
-# blocks. Emulated nodes (namespaces when root) with a 1 Gbit/s link, as the benchmarks run.
+# (GCOMP_CQ_WAIT); with GCOMP_CQ_WAIT=0, over shm (no wait fd in libfabric 1.17) and with
+# ranks sharing a node (their shm endpoint and segment have none: mixed), none blocks.
+# Emulated nodes (namespaces when root) with a 1 Gbit/s link, as the benchmarks run.
 gcomp_fabric_test(integration.fabric.cqwait.tcp 60
   ${GCOMP_FABRIC_RUN} -n 2 --nodes 2 --inter-node-rate 1gbit --tag-output -- ${GCOMP_FABRIC_P2P} cqwait 1)
 gcomp_fabric_test(integration.fabric.cqwait.off 60
@@ -56,6 +57,8 @@ set_tests_properties(integration.fabric.cqwait.off PROPERTIES ENVIRONMENT
   "GCOMP_TIMEOUT_MS=20000;GCOMP_CQ_WAIT=0")
 gcomp_fabric_test(integration.fabric.cqwait.shm 60
   ${GCOMP_FABRIC_RUN} -n 2 --tag-output -- ${GCOMP_FABRIC_P2P} cqwait 0)
+gcomp_fabric_test(integration.fabric.cqwait.mixed 60
+  ${GCOMP_FABRIC_RUN} -n 4 --nodes 2 --tag-output -- ${GCOMP_FABRIC_P2P} cqwait 0)
 
 # scheduled messages (receiver-ready grants): shorter, longer, one tag in order, cancelled;
 # 64 KiB chunks so that a message spans several chunks and grant windows
