@@ -63,10 +63,11 @@ extern const char *const shim_kind_names[SHIM_KINDS][2];
  * agree on the faster (shim_route.c). Only the threads making the communicator's blocking
  * calls touch it (MPI forbids two of them at once on one communicator). */
 enum { SHIM_VIA_GCOMP, SHIM_VIA_MPI };
+enum { SHIM_SAMPLES = 8 };   /* timed calls per route at most (shim_route.c's samples()) */
 typedef struct {
   uint8_t decided;   /* 0 while timing; then 1 + the SHIM_VIA_ route */
   uint8_t calls;     /* timed calls so far (warm-ups included) */
-  float best[2];     /* this rank's fastest timed call per route, in seconds */
+  float t[2][SHIM_SAMPLES];   /* this rank's timed calls per route, in seconds, in order */
   uint32_t used;     /* blocking calls since the route was agreed */
   uint32_t recheck;  /* the trial runs again after this many (0: none agreed yet) */
 } shim_class;
