@@ -59,7 +59,7 @@ enum {
 extern const char *const shim_kind_names[SHIM_KINDS][2];
 
 /* Where the calls of one collective and one size class (bytes in [2^k, 2^(k+1))) go on one
- * communicator: its first calls alternate between gcomp and MPI, timed; then the members
+ * communicator: its first calls go to gcomp, then to MPI, timed; then the members
  * agree on the faster (shim_route.c). Only the threads making the communicator's blocking
  * calls touch it (MPI forbids two of them at once on one communicator). */
 enum { SHIM_VIA_GCOMP, SHIM_VIA_MPI };

@@ -15,8 +15,8 @@
  * Calibrated at first use rather than at creation: a size is timed only if the program uses
  * it (a creation-time sweep to 64 MiB would cost every communicator, dups and splits
  * included, a second of calls and 64 MiB of buffers), in the state the program's calls run
- * in (warm caches, the peers' real arrival pattern). A class's first calls alternate gcomp,
- * MPI, gcomp, ... (the first of each a warm-up), then every member contributes its time of
+ * in (warm caches, the peers' real arrival pattern). A class's first calls go to gcomp, the
+ * next as many to MPI (the first of each run a warm-up), then every member contributes its time of
  * each timed call to one PMPI_Allreduce(MAX) on the communicator: a call costs what its
  * slowest member saw, and each route's median call is compared, so the members agree by
  * construction. MPI requires every member to make the same collective calls in the same
@@ -30,6 +30,12 @@
  * against MPI's 0.45, the class went to gcomp, and OSU's median call took 0.62 us against
  * plain Open MPI's 0.56; the trials of 16-63 B flipped between the routes. The median also
  * ignores up to half the calls being descheduled.
+ *
+ * Why a run of each route, not alternate calls: alternating, each call found the caches
+ * holding the other route's buffers (gcomp's segment, vader's fragments): at 2 ranks, 4 MiB,
+ * the trial's MPI calls took 875 us against plain Open MPI's 687, and IMB, which makes 10
+ * calls of 4 MiB (40 of 1 MiB), timed little else than the trial: 0.78-0.81x from 1 to 4 MiB
+ * though the route then went to MPI. A run of calls times each route as it will run.
  *
  * A trial on a busy machine (a neighbour's build, a rank descheduled) can pick the slower
  * route, so a size's trial runs again after 256 of its blocking calls, then after 4 times
@@ -87,7 +93,7 @@ static int pick(shim_comm *sc, int kind, size_t bytes, int *timed, int *why) {
   }
   if (!timed) return SHIM_VIA_GCOMP;   /* non-blocking, before its size's agreement */
   *timed = 1;
-  return k->calls & 1 ? SHIM_VIA_MPI : SHIM_VIA_GCOMP;
+  return k->calls <= samples(bytes) ? SHIM_VIA_GCOMP : SHIM_VIA_MPI;
 }
 
 /* gcomp takes a size class only when its median call beats MPI's by this share: a route to
@@ -130,7 +136,9 @@ static void learn(shim_comm *sc, MPI_Comm comm, int kind, size_t bytes, int via,
   unsigned cls = class_of(bytes), n = samples(bytes);
   shim_class *k = &sc->cls[kind][cls];
   if (k->decided) return;
-  if (k->calls >= 2) k->t[via][(k->calls - 2) / 2] = (float)seconds;   /* past the warm-ups */
+  /* gcomp's calls 0 (its warm-up) to n, then MPI's n + 1 (its warm-up) to 2n + 1 */
+  unsigned i = via == SHIM_VIA_GCOMP ? k->calls : k->calls - (n + 1);
+  if (i > 0) k->t[via][i - 1] = (float)seconds;
   if (++k->calls == 2 + 2 * n) agree(sc, comm, kind, cls, k, n);
 }
 

@@ -129,8 +129,8 @@ agreed() {
 
 # replay LOG KIND CLASS:CALLS:ICALLS...: the shim's routing of KIND's calls from the routes
 # logged in LOG (routes_of), in order: per size class CALLS blocking calls, then ICALLS
-# non-blocking ones (which follow the last route). Each trial alternates gcomp and MPI (the
-# first of each a warm-up, then 8 timed calls each up to 64 KiB, 4 above), the next one runs
+# non-blocking ones (which follow the last route). Each trial runs gcomp's calls, then MPI's
+# (the first of each a warm-up, then 8 timed calls each up to 64 KiB, 4 above), the next one runs
 # after 256 calls of the agreed route, then 4x as many. Sets served faster timing (blocking)
 # and nserved nfaster (non-blocking) counts, whatever the times were (which no test knows).
 replay() {
@@ -145,7 +145,8 @@ replay() {
     [ "${#got[@]}" -gt 0 ] || { bad "$kind $c B: no route logged"; continue; }
     for via in "${got[@]}"; do
       t=$((2 + 2 * k)); [ "$t" -gt "$left" ] && t=$left
-      served=$((served + (t + 1) / 2)) timing=$((timing + t / 2)) left=$((left - t))
+      m=$((k + 1)); [ "$m" -gt "$t" ] && m=$t   # gcomp's run first, then MPI's
+      served=$((served + m)) timing=$((timing + t - m)) left=$((left - t))
       recheck=$([ "$recheck" = 0 ] && echo 256 || echo $((4 * recheck)))
       m=$recheck; [ "$m" -gt "$left" ] && m=$left
       if [ "$via" = gcomp ]; then served=$((served + m)); else faster=$((faster + m)); fi
@@ -331,8 +332,8 @@ errors)
     { bad "errors-return: a freed communicator's failure ($k of $((n - 1)) ranks)"; show errors-return; }
   ;;
 route)
-  # GCOMP_SHIM_ROUTE=auto: each size's first calls alternate gcomp and MPI (the first of
-  # each a warm-up, then 8 timed calls each up to 64 KiB, 4 above), the ranks agree on a
+  # GCOMP_SHIM_ROUTE=auto: each size's first calls go to gcomp, then as many to MPI (the
+  # first of each a warm-up, then 8 timed calls each up to 64 KiB, 4 above), the ranks agree on a
   # route, and after 256 calls of that size the trial runs again (8 B is called 300 times:
   # twice). Every rank must log the same routes, and the counts must follow exactly from
   # them, whatever the times were (which this test cannot know).
